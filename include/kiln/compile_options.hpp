@@ -1,0 +1,22 @@
+// Options of program::compile, with the meanings MIGraphX users know.
+#pragma once
+#include <cstddef>
+
+namespace kiln {
+
+struct compile_options {
+    // On: eval takes and returns host buffers (the target copies to and from its device).
+    // Off: the caller passes and receives the target's (device) buffers.
+    bool offload_copy = true;
+    int device_id = 0;
+    // Faster approximations of exp, erf, tanh, sigmoid and division (within 1e-5 relative).
+    bool fast_math = true;
+    // Time candidate kernels and keep the fastest, instead of using heuristics.
+    bool exhaustive_tune = false;
+    // Plan intermediate buffers into one arena. Off only for tests and debugging.
+    bool memory_planning = true;
+    // Worker threads for the cpu target; 0 = KILN_NUM_THREADS or the machine's cores.
+    std::size_t threads = 0;
+};
+
+}  // namespace kiln

@@ -1,0 +1,22 @@
+// Per-compiled-program execution state of a target: streams, thread pool, library
+// handles. Target kernels receive it in compute(); `finish` waits for queued work.
+#pragma once
+#include <string>
+
+namespace kiln {
+
+class context {
+public:
+    virtual ~context() = default;
+    virtual std::string target_name() const = 0;
+    // Blocks until all work queued on the context's stream is done (device targets).
+    virtual void finish() {}
+};
+
+// The context of targets that need no state (ref, and eval of uncompiled programs).
+class host_context final : public context {
+public:
+    std::string target_name() const override { return "ref"; }
+};
+
+}  // namespace kiln

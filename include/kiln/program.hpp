@@ -1,0 +1,99 @@
+// A whole model: the main module, its sub-modules (control-flow bodies), and once
+// compiled, the target state needed to run it.
+#pragma once
+#include <kiln/compile_options.hpp>
+#include <kiln/module.hpp>
+#include <kiln/target.hpp>
+#include <kiln/value.hpp>
+
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace kiln {
+
+struct memory_usage {
+    std::size_t arena_bytes = 0;      // the planned buffer of intermediate results
+    std::size_t parameter_bytes = 0;  // the inputs the caller passes
+    std::size_t literal_bytes = 0;    // weights and constants
+    std::size_t output_bytes = 0;     // results handed back to the caller
+};
+
+class program {
+public:
+    program();
+    ~program();
+    program(const program& other);  // deep copy (compiled state is shared, read-only)
+    program& operator=(const program& other);
+    program(program&&) noexcept;
+    program& operator=(program&&) noexcept;
+
+    module_ref get_main_module() const;
+    module_ref create_module(const std::string& name);
+    module_ref get_module(const std::string& name) const;  // throws when missing
+    bool has_module(const std::string& name) const;
+    // Main first, then the others in creation order.
+    std::vector<module_ref> get_modules() const;
+    // Sub-modules before the modules that use them; main last.
+    std::vector<module_ref> get_modules_postorder() const;
+    void remove_module(const std::string& name);
+
+    // Runs the target-independent passes, then the target's pipeline. A program whose
+    // inputs have dynamic dimensions is compiled again for each set of input shapes
+    // it runs with (kept in a cache), so kernels and memory plans are always static.
+    void compile(const target& t, const compile_options& options = {});
+    bool is_compiled() const;
+    std::string target_name() const;  // "" before compile
+    const compile_options& get_compile_options() const;
+
+    // Runs the program. Every parameter must be given (by name), with its declared
+    // element type and dimensions; errors name the parameter and what was expected.
+    std::vector<argument> eval(const param_map& params) const;
+
+    // The caller-visible parameters, in declaration order (internal "#..." excluded).
+    std::vector<std::string> get_parameter_names() const;
+    std::unordered_map<std::string, shape> get_parameter_shapes() const;
+    std::vector<shape> get_output_shapes() const;
+    // Output names (from the model); "output_N" where the model gave none.
+    std::vector<std::string> get_output_names() const;
+    void set_output_names(std::vector<std::string> names);
+    memory_usage get_memory_usage() const;
+
+    // A value used when the caller omits the parameter (ONNX initializers that are
+    // also graph inputs). Such parameters are still listed by get_parameter_names().
+    void set_parameter_default(const std::string& name, literal value);
+    const literal* get_parameter_default(const std::string& name) const;
+
+    // Free-form metadata kept with the program and saved in .kiln files.
+    const value& get_metadata() const;
+    void set_metadata(const value& v);
+
+    void print(std::ostream& os) const;
+    std::string to_string() const;
+    friend bool operator==(const program& a, const program& b) { return a.to_string() == b.to_string(); }
+
+    // The compiled state; used by the .kiln loader and the tools.
+    context& get_context() const;
+    std::shared_ptr<const target> get_target() const;
+    // Marks the program as compiled for `t` without running passes (used when loading
+    // a saved compiled program; the ops' kernels are finalized again here).
+    void restore_compiled(const target& t, const compile_options& options);
+    // For dynamic programs: the program as parsed, from which each specialization is
+    // compiled; nullptr otherwise.
+    const program* dynamic_source() const;
+
+    struct impl;
+
+private:
+    std::unique_ptr<impl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const program& p);
+
+// Evaluates one module with the given parameters in `ctx` (sub-modules through
+// `mods` run recursively). Used by program::eval and by control-flow ops.
+std::vector<argument> eval_module(const module& m, context& ctx, const param_map& params);
+
+}  // namespace kiln

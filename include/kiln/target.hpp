@@ -1,0 +1,40 @@
+// A target: its compile pipeline (passes), its execution context, and its memory
+// (allocation and host<->target copies). `ref` and `cpu` keep data in host memory;
+// a device target (CUDA) allocates device memory and runs asynchronously on the
+// context's stream, which is why these hooks exist from the start.
+#pragma once
+#include <kiln/argument.hpp>
+#include <kiln/compile_options.hpp>
+#include <kiln/context.hpp>
+#include <kiln/pass.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+class target {
+public:
+    virtual ~target() = default;
+    virtual std::string name() const = 0;
+    // Why this target cannot run on this machine ("no CUDA device"); empty when it can.
+    virtual std::string unavailable_reason() const { return {}; }
+
+    virtual std::shared_ptr<context> make_context(const compile_options& opts) const = 0;
+    // The lowering pipeline, run after the target-independent passes.
+    virtual std::vector<pass> get_passes(context& ctx, const compile_options& opts) const = 0;
+
+    // Where this target's buffers live, and how to get data there and back.
+    virtual memory_location location() const { return memory_location::host; }
+    virtual argument allocate(const shape& s, context&) const { return argument(s); }
+    virtual argument copy_to_target(const argument& host, context&) const { return host; }
+    virtual argument copy_to_host(const argument& data, context&) const { return data; }
+};
+
+void register_target(std::shared_ptr<const target> t);
+// Throws a kiln invalid_argument error naming the known targets when `name` is unknown.
+std::shared_ptr<const target> get_target(const std::string& name);
+std::vector<std::string> get_target_names();
+
+}  // namespace kiln

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Kiln needs; does nothing when they are all present.
+set -euo pipefail
+
+packages=(
+  build-essential cmake g++ make
+  libprotobuf-dev protobuf-compiler libonnx-dev
+  libdnnl-dev
+  libmsgpack-cxx-dev
+  libgtest-dev
+  pybind11-dev python3-dev python3-numpy python3-pytest
+  clang-format
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "installing: ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

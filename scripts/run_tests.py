@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Runs every test suite of Kiln and prints one summary line: N passed, N failed[, N skipped].
+
+Suites: unit (GoogleTest), conformance (the ONNX backend tests on each target), python (pytest),
+tools (pytest over the kiln command-line tool). A suite whose program is not built yet is
+reported as failed, never silently dropped.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTHON = "/usr/bin/python3"
+
+
+def run(cmd, env=None, log=None):
+    print("+ " + " ".join(cmd), flush=True)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if log:
+        with open(log, "w") as f:
+            f.write(proc.stdout)
+    return proc
+
+
+def gtest_suite(build, name, binary, extra=()):
+    exe = os.path.join(build, "bin", binary)
+    if not os.path.exists(exe):
+        print(f"[{name}] {exe} is missing")
+        return 0, 1, 0
+    out_json = os.path.join(build, "test-results", f"{name}.json")
+    proc = run([exe, f"--gtest_output=json:{out_json}", *extra], log=os.path.join(build, "test-results", f"{name}.log"))
+    passed = failed = skipped = 0
+    try:
+        with open(out_json) as f:
+            data = json.load(f)
+        for suite in data.get("testsuites", []):
+            for case in suite.get("testsuite", []):
+                if case.get("result") == "SKIPPED" or case.get("status") == "NOTRUN":
+                    skipped += 1
+                elif case.get("failures"):
+                    failed += 1
+                    print(f"[{name}] FAILED {suite['name']}.{case['name']}")
+                    for fl in case["failures"]:
+                        print("    " + fl.get("failure", "").replace("\n", "\n    ")[:2000])
+                else:
+                    passed += 1
+    except (OSError, ValueError):
+        print(proc.stdout[-5000:])
+        return passed, failed + 1, skipped
+    if proc.returncode != 0 and failed == 0:
+        print(proc.stdout[-5000:])
+        failed += 1
+    return passed, failed, skipped
+
+
+def summary_line_suite(build, name, cmd):
+    """A program that ends with its own 'N passed, N failed[, N skipped]' line."""
+    exe = os.path.join(build, "bin", cmd[0])
+    if not os.path.exists(exe):
+        print(f"[{name}] {exe} is missing")
+        return 0, 1, 0
+    proc = run([exe, *cmd[1:]], log=os.path.join(build, "test-results", f"{name}.log"))
+    lines = [l for l in proc.stdout.strip().splitlines() if " passed, " in l]
+    out = proc.stdout.strip().splitlines()
+    for l in out:
+        if l.startswith("FAIL") or l.startswith("UNEXPECTED") or l.startswith("STALE"):
+            print(f"[{name}] {l}")
+    if not lines:
+        print(proc.stdout[-3000:])
+        return 0, 1, 0
+    parts = {}
+    for p in lines[-1].split(","):
+        n, word = p.strip().split()[:2]
+        parts[word] = int(n)
+    failed = parts.get("failed", 0)
+    if proc.returncode != 0 and failed == 0:
+        failed = 1
+    return parts.get("passed", 0), failed, parts.get("skipped", 0)
+
+
+def pytest_suite(build, name, path):
+    if not os.path.isdir(os.path.join(ROOT, path)):
+        return 0, 0, 0
+    xml = os.path.join(build, "test-results", f"{name}.xml")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.join(build, "python") + os.pathsep + env.get("PYTHONPATH", "")
+    env["KILN_BUILD_DIR"] = build
+    proc = run([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}", path], env=env,
+               log=os.path.join(build, "test-results", f"{name}.log"))
+    try:
+        root = ET.parse(xml).getroot()
+        suites = [root] if root.tag == "testsuite" else list(root)
+        total = sum(int(s.get("tests", 0)) for s in suites)
+        failed = sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
+        skipped = sum(int(s.get("skipped", 0)) for s in suites)
+    except (OSError, ET.ParseError):
+        print(proc.stdout[-5000:])
+        return 0, 1, 0
+    if failed:
+        print(proc.stdout[-8000:])
+    if proc.returncode not in (0, 5) and failed == 0:
+        print(proc.stdout[-5000:])
+        failed = 1
+    return total - failed - skipped, failed, skipped
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--only", default="", help="comma-separated suites")
+    args = ap.parse_args()
+    build = os.path.abspath(os.path.join(ROOT, args.build))
+    os.makedirs(os.path.join(build, "test-results"), exist_ok=True)
+
+    suites = {
+        "unit": lambda: gtest_suite(build, "unit", "kiln_unit_tests"),
+        "conformance-ref": lambda: summary_line_suite(build, "conformance-ref", ["kiln_conformance", "--target", "ref"]),
+        "conformance-cpu": lambda: summary_line_suite(build, "conformance-cpu", ["kiln_conformance", "--target", "cpu"]),
+        "models": lambda: gtest_suite(build, "models", "kiln_model_tests"),
+        "python": lambda: pytest_suite(build, "python", "python/tests"),
+        "tools": lambda: pytest_suite(build, "tools", "tests/tools"),
+    }
+    only = [s for s in args.only.split(",") if s]
+    total = [0, 0, 0]
+    for name, fn in suites.items():
+        if only and name not in only:
+            continue
+        p, f, s = fn()
+        print(f"[{name}] {p} passed, {f} failed" + (f", {s} skipped" if s else ""), flush=True)
+        total = [total[0] + p, total[1] + f, total[2] + s]
+    line = f"{total[0]} passed, {total[1]} failed"
+    if total[2]:
+        line += f", {total[2]} skipped"
+    print(line)
+    return 1 if total[1] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+#include <kiln/argument.hpp>
+#include <kiln/errors.hpp>
+
+#include <cstdlib>
+#include <new>
+#include <sstream>
+
+namespace kiln {
+
+std::shared_ptr<char> allocate_buffer(type t, std::size_t count) {
+    if (t == type::string) {
+        auto* p = new std::string[count == 0 ? 1 : count];
+        return std::shared_ptr<char>(reinterpret_cast<char*>(p),
+                                     [](char* q) { delete[] reinterpret_cast<std::string*>(q); });
+    }
+    std::size_t bytes = count * type_size(t);
+    std::size_t rounded = (bytes + 63) / 64 * 64;
+    if (rounded == 0) rounded = 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (p == nullptr)
+        throw_error(error_code::out_of_memory, "cannot allocate " + std::to_string(bytes) + " bytes");
+    std::memset(p, 0, rounded);
+    return std::shared_ptr<char>(static_cast<char*>(p), [](char* q) { std::free(q); });
+}
+
+argument::argument(const shape& s) : shape_(s), has_shape_(true) {
+    if (s.is_tuple()) {
+        for (auto& e : s.sub_shapes()) subs_.emplace_back(e);
+        return;
+    }
+    if (!s.is_tensor()) return;  // an empty sequence / absent optional
+    if (s.dynamic())
+        throw_error(error_code::shape, "cannot allocate a buffer for dynamic shape " + s.to_string());
+    data_ = allocate_buffer(s.get_type(), s.element_space());
+}
+
+argument::argument(const shape& s, std::shared_ptr<char> data)
+    : shape_(s), data_(std::move(data)), has_shape_(true) {}
+
+argument argument::borrow(const shape& s, void* data, memory_location where, int device_id) {
+    argument a;
+    a.shape_ = s;
+    a.has_shape_ = true;
+    // An aliasing shared_ptr with no owner: it never frees the caller's memory.
+    a.data_ = std::shared_ptr<char>(std::shared_ptr<char>(), static_cast<char*>(data));
+    a.location_ = where;
+    a.device_id_ = device_id;
+    return a;
+}
+
+argument argument::make_tuple(std::vector<argument> elements) {
+    std::vector<shape> shapes;
+    for (auto& e : elements) shapes.push_back(e.get_shape());
+    argument a;
+    a.shape_ = shape::tuple(std::move(shapes));
+    a.has_shape_ = true;
+    a.subs_ = std::move(elements);
+    return a;
+}
+
+argument argument::make_sequence(const shape& element, std::vector<argument> items) {
+    argument a;
+    a.shape_ = shape::sequence(element);
+    a.has_shape_ = true;
+    a.subs_ = std::move(items);
+    return a;
+}
+
+argument argument::make_optional(const shape& element, std::optional<argument> item) {
+    argument a;
+    a.shape_ = shape::optional(element);
+    a.has_shape_ = true;
+    if (item) a.subs_.push_back(std::move(*item));
+    return a;
+}
+
+argument argument::view(const shape& s, std::size_t offset) const {
+    argument a = *this;
+    a.shape_ = s;
+    a.data_ = std::shared_ptr<char>(data_, data_.get() + offset);
+    return a;
+}
+
+void argument::copy_to(const argument& dest) const {
+    const auto& ds = dest.get_shape();
+    if (!shape_.same_lens_and_type(ds))
+        throw_error(error_code::shape, "copy from " + shape_.to_string() + " to " + ds.to_string());
+    if (location_ != memory_location::host || dest.location_ != memory_location::host)
+        throw_error(error_code::runtime, "argument::copy_to needs host memory; use the target's copy");
+    const std::size_t n = shape_.elements();
+    if (n == 0) return;
+    if (shape_.standard() && ds.standard() && shape_.get_type() != type::string) {
+        std::memcpy(dest.data(), data(), n * shape_.type_size());
+        return;
+    }
+    visit(*this, [&](auto src) {
+        using C = std::remove_reference_t<decltype(src[0])>;
+        tensor_view<C> dst{dest.template data_as<C>(), ds};
+        for (std::size_t i = 0; i < n; ++i) dst[i] = src[i];
+    });
+}
+
+argument argument::copy() const {
+    if (shape_.is_tuple()) {
+        std::vector<argument> e;
+        for (auto& s : subs_) e.push_back(s.copy());
+        return make_tuple(std::move(e));
+    }
+    if (!shape_.is_tensor()) {
+        argument a = *this;
+        for (auto& s : a.subs_) s = s.copy();
+        return a;
+    }
+    argument out(shape_.as_standard());
+    copy_to(out);
+    return out;
+}
+
+argument argument::contiguous() const {
+    if (!shape_.is_tensor() || shape_.standard()) return *this;
+    return copy();
+}
+
+double argument::get_double(std::size_t i) const {
+    return visit_numeric(shape_.get_type(), [&](auto tag) {
+        using C = typename decltype(tag)::type;
+        return convert<double>(tensor_view<C>{data_as<C>(), shape_}[i]);
+    }, "get_double");
+}
+
+std::int64_t argument::get_int64(std::size_t i) const {
+    return visit_numeric(shape_.get_type(), [&](auto tag) {
+        using C = typename decltype(tag)::type;
+        return convert<std::int64_t>(tensor_view<C>{data_as<C>(), shape_}[i]);
+    }, "get_int64");
+}
+
+bool operator==(const argument& a, const argument& b) {
+    const auto& sa = a.get_shape();
+    const auto& sb = b.get_shape();
+    if (sa.get_kind() != sb.get_kind()) return false;
+    if (!sa.is_tensor()) {
+        if (a.subs_.size() != b.subs_.size()) return false;
+        for (std::size_t i = 0; i < a.subs_.size(); ++i)
+            if (a.subs_[i] != b.subs_[i]) return false;
+        return true;
+    }
+    if (!sa.same_lens_and_type(sb)) return false;
+    const std::size_t n = sa.elements();
+    return visit(a, [&](auto va) {
+        using C = std::remove_reference_t<decltype(va[0])>;
+        tensor_view<C> vb{b.template data_as<C>(), sb};
+        for (std::size_t i = 0; i < n; ++i) {
+            if constexpr (std::is_same_v<C, std::string>) {
+                if (va[i] != vb[i]) return false;
+            } else {
+                if (std::memcmp(&va[i], &vb[i], sizeof(C)) != 0) return false;
+            }
+        }
+        return true;
+    });
+}
+
+std::string argument::to_string(std::size_t max_elements) const {
+    std::ostringstream ss;
+    ss << shape_;
+    if (!shape_.is_tensor()) {
+        ss << " {" << subs_.size() << " elements}";
+        return ss.str();
+    }
+    if (!data_) return ss.str() + " <no data>";
+    if (location_ != memory_location::host) return ss.str() + " <device>";
+    ss << " {";
+    const std::size_t n = shape_.elements();
+    visit(*this, [&](auto v) {
+        using C = std::remove_reference_t<decltype(v[0])>;
+        for (std::size_t i = 0; i < n && i < max_elements; ++i) {
+            if (i) ss << ", ";
+            if constexpr (std::is_same_v<C, std::string>) ss << '"' << v[i] << '"';
+            else if constexpr (std::is_same_v<C, bool>) ss << (v[i] ? "true" : "false");
+            else if constexpr (std::is_same_v<C, std::int8_t> || std::is_same_v<C, std::uint8_t>) ss << int(v[i]);
+            else ss << convert<double>(v[i]);
+        }
+    });
+    if (n > max_elements) ss << ", ...";
+    ss << "}";
+    return ss.str();
+}
+
+}  // namespace kiln

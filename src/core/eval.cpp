@@ -1,0 +1,101 @@
+#include "core/exec_plan.hpp"
+
+#include <kiln/errors.hpp>
+#include <kiln/program.hpp>
+
+#include <unordered_map>
+
+namespace kiln {
+
+exec_plan::exec_plan(const module& m) : module_name_(m.name()) {
+    std::unordered_map<const instruction*, std::uint32_t> slot;
+    for (auto& ins : m) {
+        step s{};
+        s.ins = &ins;
+        if (ins.is_param()) s.kind = step_kind::param;
+        else if (ins.is_literal()) s.kind = step_kind::literal;
+        else if (ins.is_return()) s.kind = step_kind::ret;
+        else s.kind = step_kind::op;
+        for (auto a : ins.inputs()) s.inputs.push_back(slot.at(&*a));
+        s.dynamic = ins.get_shape().dynamic() && ins.get_shape().is_tensor();
+        slot.emplace(&ins, static_cast<std::uint32_t>(steps_.size()));
+        steps_.push_back(std::move(s));
+    }
+    slots_ = steps_.size();
+    // Free each result after its last use, except the returned ones.
+    std::vector<std::int64_t> last_use(slots_, -1);
+    for (std::size_t i = 0; i < steps_.size(); ++i)
+        for (auto in : steps_[i].inputs) last_use[in] = static_cast<std::int64_t>(i);
+    for (std::size_t i = 0; i < steps_.size(); ++i) {
+        auto lu = last_use[i];
+        if (lu >= 0 && steps_[lu].kind == step_kind::op) steps_[lu].release.push_back(static_cast<std::uint32_t>(i));
+    }
+}
+
+std::vector<argument> exec_plan::run(context& ctx, const param_map& params,
+                                     const std::function<const exec_plan&(const module*)>& get_plan) const {
+    std::vector<argument> values(slots_);
+    std::vector<argument> args;
+    std::vector<shape> arg_shapes;
+    run_module_fn run_sub = [&](module_ref m, const param_map& p) { return get_plan(m).run(ctx, p, get_plan); };
+    for (std::size_t i = 0; i < steps_.size(); ++i) {
+        const step& s = steps_[i];
+        const instruction& ins = *s.ins;
+        switch (s.kind) {
+            case step_kind::param: {
+                auto it = params.find(ins.param_name());
+                if (it == params.end())
+                    throw_error(error_code::invalid_argument,
+                                "module " + module_name_ + ": no value given for parameter '" + ins.param_name() + "'");
+                values[i] = it->second;
+                break;
+            }
+            case step_kind::literal: values[i] = ins.get_literal().get_argument(); break;
+            case step_kind::ret: {
+                std::vector<argument> out;
+                out.reserve(s.inputs.size());
+                for (auto in : s.inputs) out.push_back(values[in]);
+                return out;
+            }
+            case step_kind::op: {
+                args.clear();
+                for (auto in : s.inputs) args.push_back(values[in]);
+                const auto& op = ins.get_operator();
+                try {
+                    if (s.dynamic) {
+                        arg_shapes.clear();
+                        for (auto& a : args) arg_shapes.push_back(a.get_shape());
+                        shape out = op.compute_shape(arg_shapes, ins.module_inputs());
+                        values[i] = op.compute(ctx, out, args, ins.module_inputs(), run_sub);
+                    } else {
+                        values[i] = op.compute(ctx, ins.get_shape(), args, ins.module_inputs(), run_sub);
+                    }
+                } catch (const error& e) {
+                    throw error(e.code(), e.message() +
+                                              " (in module " + module_name_ + ", instruction @" + std::to_string(i) +
+                                              " " + op.name() + ")");
+                } catch (const std::exception& e) {
+                    throw_error(error_code::runtime, std::string(e.what()) + " (in module " + module_name_ +
+                                                         ", instruction @" + std::to_string(i) + " " + op.name() + ")");
+                }
+                for (auto r : s.release) values[r] = argument{};
+                break;
+            }
+        }
+    }
+    // A module without @return yields its last value.
+    if (steps_.empty()) return {};
+    return {values.back()};
+}
+
+std::vector<argument> eval_module(const module& m, context& ctx, const param_map& params) {
+    std::unordered_map<const module*, std::unique_ptr<exec_plan>> plans;
+    std::function<const exec_plan&(const module*)> get_plan = [&](const module* mod) -> const exec_plan& {
+        auto& p = plans[mod];
+        if (!p) p = std::make_unique<exec_plan>(*mod);
+        return *p;
+    };
+    return get_plan(&m).run(ctx, params, get_plan);
+}
+
+}  // namespace kiln

@@ -1,0 +1,36 @@
+// A module flattened for fast, repeated evaluation: each step knows its op, the
+// slots of its inputs, and which slots die after it (so intermediate results of
+// unplanned programs are freed as soon as possible).
+#pragma once
+#include <kiln/context.hpp>
+#include <kiln/module.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+class exec_plan {
+public:
+    explicit exec_plan(const module& m);
+    // Runs the plan. `get_plan` supplies plans for sub-modules (control flow).
+    std::vector<argument> run(context& ctx, const param_map& params,
+                              const std::function<const exec_plan&(const module*)>& get_plan) const;
+
+private:
+    enum class step_kind : std::uint8_t { param, literal, op, ret };
+    struct step {
+        step_kind kind;
+        const instruction* ins;
+        std::vector<std::uint32_t> inputs;
+        std::vector<std::uint32_t> release;  // slots whose last use is this step
+        bool dynamic = false;
+    };
+    std::vector<step> steps_;
+    std::string module_name_;
+    std::size_t slots_ = 0;
+};
+
+}  // namespace kiln

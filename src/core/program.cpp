@@ -1,0 +1,422 @@
+#include "core/exec_plan.hpp"
+
+#include <kiln/builtin_ops.hpp>
+#include <kiln/errors.hpp>
+#include <kiln/pipeline.hpp>
+#include <kiln/program.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <list>
+#include <map>
+#include <mutex>
+#include <ostream>
+#include <sstream>
+#include <unordered_set>
+
+namespace kiln {
+
+namespace {
+
+// Buffers for the planned arena. Each concurrent eval takes its own, so two threads
+// can run one compiled program at once; buffers are reused across evals.
+class arena_pool {
+public:
+    explicit arena_pool(shape s) : shape_(std::move(s)) {}
+    argument acquire(const target& t, context& ctx) {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (!free_.empty()) {
+                auto a = std::move(free_.back());
+                free_.pop_back();
+                return a;
+            }
+        }
+        return t.allocate(shape_, ctx);
+    }
+    void release(argument a) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        free_.push_back(std::move(a));
+    }
+
+private:
+    shape shape_;
+    std::mutex mutex_;
+    std::vector<argument> free_;
+};
+
+bool has_dynamic_parameters(const module& m) {
+    for (auto& ins : m)
+        if (ins.is_param() && ins.get_shape().is_tensor() && ins.get_shape().dynamic()) return true;
+    return false;
+}
+
+bool is_internal_parameter(const std::string& name) { return !name.empty() && name[0] == '#'; }
+
+}  // namespace
+
+struct program::impl {
+    std::list<std::unique_ptr<module>> modules;
+    std::vector<std::string> output_names;
+    std::map<std::string, literal> defaults;
+    value metadata = value::make_object();
+
+    // Compiled state.
+    bool compiled = false;
+    std::shared_ptr<const target> tgt;
+    std::shared_ptr<context> ctx;
+    compile_options options;
+    std::shared_ptr<arena_pool> arenas;
+    std::shared_ptr<std::map<const module*, std::unique_ptr<exec_plan>>> plans;
+    std::shared_ptr<std::mutex> plans_mutex = std::make_shared<std::mutex>();
+
+    // Dynamic programs: the parsed program and its compiled specializations.
+    std::shared_ptr<const program> source;
+    std::shared_ptr<std::map<std::string, std::shared_ptr<program>>> specializations;
+    std::shared_ptr<std::mutex> spec_mutex = std::make_shared<std::mutex>();
+    std::shared_ptr<program> last_specialization;
+};
+
+program::program() : impl_(std::make_unique<impl>()) { impl_->modules.push_back(std::make_unique<module>("main")); }
+
+program::~program() = default;
+program::program(program&&) noexcept = default;
+program& program::operator=(program&&) noexcept = default;
+
+program::program(const program& other) : impl_(std::make_unique<impl>()) { *this = other; }
+
+program& program::operator=(const program& other) {
+    if (this == &other) return *this;
+    auto fresh = std::make_unique<impl>();
+    std::unordered_map<const module*, module_ref> mod_map;
+    for (auto& m : other.impl_->modules) {
+        fresh->modules.push_back(std::make_unique<module>(m->name()));
+        mod_map.emplace(m.get(), fresh->modules.back().get());
+    }
+    auto dst = fresh->modules.begin();
+    for (auto& m : other.impl_->modules) {
+        m->copy_into(**dst, &mod_map);
+        ++dst;
+    }
+    fresh->output_names = other.impl_->output_names;
+    fresh->defaults = other.impl_->defaults;
+    fresh->metadata = other.impl_->metadata;
+    fresh->compiled = other.impl_->compiled;
+    fresh->tgt = other.impl_->tgt;
+    fresh->ctx = other.impl_->ctx;
+    fresh->options = other.impl_->options;
+    fresh->arenas = other.impl_->arenas;
+    fresh->source = other.impl_->source;
+    fresh->specializations = other.impl_->specializations;
+    fresh->spec_mutex = other.impl_->spec_mutex;
+    impl_ = std::move(fresh);
+    return *this;
+}
+
+module_ref program::get_main_module() const { return impl_->modules.front().get(); }
+
+module_ref program::create_module(const std::string& name) {
+    if (has_module(name)) throw_error(error_code::invalid_argument, "program already has a module named '" + name + "'");
+    impl_->modules.push_back(std::make_unique<module>(name));
+    return impl_->modules.back().get();
+}
+
+module_ref program::get_module(const std::string& name) const {
+    for (auto& m : impl_->modules)
+        if (m->name() == name) return m.get();
+    throw_error(error_code::invalid_argument, "program has no module named '" + name + "'");
+}
+
+bool program::has_module(const std::string& name) const {
+    return std::any_of(impl_->modules.begin(), impl_->modules.end(), [&](auto& m) { return m->name() == name; });
+}
+
+std::vector<module_ref> program::get_modules() const {
+    std::vector<module_ref> out;
+    for (auto& m : impl_->modules) out.push_back(m.get());
+    return out;
+}
+
+std::vector<module_ref> program::get_modules_postorder() const {
+    std::vector<module_ref> out;
+    std::unordered_set<module_ref> done;
+    std::function<void(module_ref)> visit = [&](module_ref m) {
+        if (!done.insert(m).second) return;
+        for (auto& ins : *m)
+            for (auto sub : ins.module_inputs()) visit(sub);
+        out.push_back(m);
+    };
+    // Unreferenced modules first, then main's tree with main last.
+    for (auto& m : impl_->modules)
+        if (m.get() != get_main_module()) {
+            bool used = false;
+            for (auto& other : impl_->modules)
+                for (auto& ins : *other)
+                    for (auto sub : ins.module_inputs()) used = used || sub == m.get();
+            if (!used) visit(m.get());
+        }
+    visit(get_main_module());
+    return out;
+}
+
+void program::remove_module(const std::string& name) {
+    if (name == get_main_module()->name()) throw_error(error_code::invalid_argument, "cannot remove the main module");
+    impl_->modules.remove_if([&](auto& m) { return m->name() == name; });
+}
+
+bool program::is_compiled() const { return impl_->compiled; }
+std::string program::target_name() const { return impl_->tgt ? impl_->tgt->name() : std::string(); }
+const compile_options& program::get_compile_options() const { return impl_->options; }
+std::shared_ptr<const target> program::get_target() const { return impl_->tgt; }
+const program* program::dynamic_source() const { return impl_->source.get(); }
+
+context& program::get_context() const {
+    static host_context uncompiled;
+    return impl_->ctx ? *impl_->ctx : uncompiled;
+}
+
+void program::compile(const target& t, const compile_options& options) {
+    if (impl_->compiled) throw_error(error_code::invalid_argument, "program is already compiled for " + target_name());
+    if (auto why = t.unavailable_reason(); !why.empty())
+        throw_error(error_code::unsupported, "target " + t.name() + " is not available: " + why);
+    impl_->tgt = kiln::get_target(t.name());
+    impl_->options = options;
+    if (has_dynamic_parameters(*get_main_module())) {
+        // Compile lazily, once per set of concrete input shapes.
+        impl_->source = std::make_shared<program>(*this);
+        impl_->specializations = std::make_shared<std::map<std::string, std::shared_ptr<program>>>();
+        impl_->ctx = t.make_context(options);
+        impl_->compiled = true;
+        return;
+    }
+    auto ctx = t.make_context(options);
+    run_passes(*this, target_independent_passes(options));
+    run_passes(*this, t.get_passes(*ctx, options));
+    impl_->ctx = ctx;
+    restore_compiled(t, options);
+}
+
+void program::restore_compiled(const target& t, const compile_options& options) {
+    impl_->tgt = kiln::get_target(t.name());
+    impl_->options = options;
+    if (!impl_->ctx) impl_->ctx = t.make_context(options);
+    for (auto m : get_modules()) m->finalize_ops(*impl_->ctx);
+    auto scratch = get_main_module()->get_parameter(builtin::scratch_parameter);
+    if (scratch != get_main_module()->end()) impl_->arenas = std::make_shared<arena_pool>(scratch->get_shape());
+    impl_->plans = std::make_shared<std::map<const module*, std::unique_ptr<exec_plan>>>();
+    for (auto m : get_modules()) impl_->plans->emplace(m, std::make_unique<exec_plan>(*m));
+    impl_->compiled = true;
+}
+
+namespace {
+
+std::string describe(const shape& s) { return s.to_string(); }
+
+bool fits(const shape& declared, const shape& actual) {
+    if (declared.get_kind() != actual.get_kind()) return false;
+    if (!declared.is_tensor()) return true;
+    if (declared.get_type() != actual.get_type()) return false;
+    if (actual.dynamic()) return false;
+    if (!declared.dynamic()) return declared.lens() == actual.lens();
+    const auto& dd = declared.dyn_dims();
+    const auto& al = actual.lens();
+    if (dd.size() != al.size()) return false;
+    for (std::size_t i = 0; i < dd.size(); ++i)
+        if (!dd[i].contains(al[i])) return false;
+    return true;
+}
+
+void check_parameters(const module& m, const param_map& given, const std::map<std::string, literal>& defaults,
+                      param_map& out) {
+    for (auto& ins : m) {
+        if (!ins.is_param()) continue;
+        const auto& name = ins.param_name();
+        if (is_internal_parameter(name)) continue;
+        auto it = given.find(name);
+        if (it == given.end()) {
+            auto d = defaults.find(name);
+            if (d == defaults.end())
+                throw_error(error_code::invalid_argument,
+                            "missing input '" + name + "': expected " + describe(ins.get_shape()));
+            out[name] = d->second.get_argument();
+            continue;
+        }
+        const auto& actual = it->second.get_shape();
+        const auto& declared = ins.get_shape();
+        if (declared.is_tensor() && actual.is_tensor() && declared.get_type() != actual.get_type())
+            throw_error(error_code::type, "input '" + name + "': expected element type " +
+                                              std::string(type_name(declared.get_type())) + " (" + describe(declared) +
+                                              "), got " + std::string(type_name(actual.get_type())));
+        if (!fits(declared, actual))
+            throw_error(error_code::shape,
+                        "input '" + name + "': expected " + describe(declared) + ", got " + describe(actual));
+        out[name] = it->second;
+    }
+    for (auto& [name, arg] : given) {
+        if (is_internal_parameter(name)) continue;
+        bool known = false;
+        for (auto& ins : m) known = known || (ins.is_param() && ins.param_name() == name);
+        if (!known) {
+            std::string names;
+            for (auto& ins : m)
+                if (ins.is_param() && !is_internal_parameter(ins.param_name()))
+                    names += (names.empty() ? "" : ", ") + ins.param_name();
+            throw_error(error_code::invalid_argument, "unknown input '" + name + "' (the inputs are: " + names + ")");
+        }
+    }
+}
+
+std::string signature(const param_map& params) {
+    std::map<std::string, std::string> sorted;
+    for (auto& [k, v] : params) sorted[k] = v.get_shape().to_string();
+    std::string s;
+    for (auto& [k, v] : sorted) s += k + ":" + v + ";";
+    return s;
+}
+
+}  // namespace
+
+std::vector<argument> program::eval(const param_map& params) const {
+    const auto& I = *impl_;
+    param_map checked;
+    check_parameters(*get_main_module(), params, I.defaults, checked);
+
+    if (I.source) {
+        std::shared_ptr<program> spec;
+        {
+            std::lock_guard<std::mutex> lock(*I.spec_mutex);
+            auto key = signature(checked);
+            auto& slot = (*I.specializations)[key];
+            if (!slot) {
+                auto p = std::make_shared<program>(*I.source);
+                for (auto& [name, arg] : checked)
+                    if (p->get_main_module()->get_parameter(name) != p->get_main_module()->end())
+                        p->get_main_module()->set_parameter_shape(name, arg.get_shape().as_standard());
+                p->compile(*I.tgt, I.options);
+                slot = p;
+            }
+            spec = slot;
+            impl_->last_specialization = spec;
+        }
+        return spec->eval(checked);
+    }
+
+    context& ctx = get_context();
+    const bool offload = I.compiled && I.tgt && I.tgt->location() != memory_location::host && I.options.offload_copy;
+    if (offload)
+        for (auto& [k, v] : checked) v = I.tgt->copy_to_target(v, ctx);
+
+    argument arena;
+    if (I.arenas) {
+        arena = I.arenas->acquire(*I.tgt, ctx);
+        checked[builtin::scratch_parameter] = arena;
+    }
+    std::vector<argument> results;
+    try {
+        if (I.compiled && I.plans) {
+            std::function<const exec_plan&(const module*)> get_plan = [&](const module* m) -> const exec_plan& {
+                return *I.plans->at(m);
+            };
+            results = get_plan(get_main_module()).run(ctx, checked, get_plan);
+        } else {
+            results = eval_module(*get_main_module(), ctx, checked);
+        }
+        ctx.finish();
+    } catch (...) {
+        if (I.arenas) I.arenas->release(std::move(arena));
+        throw;
+    }
+    if (I.arenas) {
+        // Results must not alias the arena the next eval will overwrite.
+        for (auto& r : results) {
+            auto* p = r.data();
+            auto* base = arena.data();
+            if (p && base && p >= base && p < base + arena.get_shape().bytes()) r = r.copy();
+        }
+        I.arenas->release(std::move(arena));
+    }
+    if (offload)
+        for (auto& r : results) r = I.tgt->copy_to_host(r, ctx);
+    return results;
+}
+
+std::vector<std::string> program::get_parameter_names() const {
+    std::vector<std::string> names;
+    for (auto& n : get_main_module()->get_parameter_names())
+        if (!is_internal_parameter(n)) names.push_back(n);
+    return names;
+}
+
+std::unordered_map<std::string, shape> program::get_parameter_shapes() const {
+    auto all = get_main_module()->get_parameter_shapes();
+    std::unordered_map<std::string, shape> out;
+    for (auto& [k, v] : all)
+        if (!is_internal_parameter(k)) out.emplace(k, v);
+    return out;
+}
+
+std::vector<shape> program::get_output_shapes() const { return get_main_module()->get_output_shapes(); }
+
+std::vector<std::string> program::get_output_names() const {
+    auto n = get_output_shapes().size();
+    std::vector<std::string> names = impl_->output_names;
+    names.resize(std::max(names.size(), n));
+    for (std::size_t i = 0; i < names.size(); ++i)
+        if (names[i].empty()) names[i] = "output_" + std::to_string(i);
+    names.resize(n);
+    return names;
+}
+
+void program::set_output_names(std::vector<std::string> names) { impl_->output_names = std::move(names); }
+
+void program::set_parameter_default(const std::string& name, literal value) {
+    impl_->defaults[name] = std::move(value);
+}
+
+const literal* program::get_parameter_default(const std::string& name) const {
+    auto it = impl_->defaults.find(name);
+    return it == impl_->defaults.end() ? nullptr : &it->second;
+}
+
+const value& program::get_metadata() const { return impl_->metadata; }
+void program::set_metadata(const value& v) { impl_->metadata = v; }
+
+memory_usage program::get_memory_usage() const {
+    if (impl_->last_specialization) return impl_->last_specialization->get_memory_usage();
+    memory_usage u;
+    auto safe_bytes = [](const shape& s) -> std::size_t {
+        return s.is_tensor() && !s.dynamic() ? s.bytes() : 0;
+    };
+    for (auto m : get_modules())
+        for (auto& ins : *m)
+            if (ins.is_literal()) u.literal_bytes += safe_bytes(ins.get_shape());
+    for (auto& ins : *get_main_module()) {
+        if (!ins.is_param()) continue;
+        if (ins.param_name() == builtin::scratch_parameter) u.arena_bytes = safe_bytes(ins.get_shape());
+        else if (!is_internal_parameter(ins.param_name())) u.parameter_bytes += safe_bytes(ins.get_shape());
+    }
+    for (auto& s : get_output_shapes()) u.output_bytes += safe_bytes(s);
+    return u;
+}
+
+void program::print(std::ostream& os) const {
+    bool first = true;
+    for (auto m : get_modules()) {
+        if (!first) os << "\n";
+        m->print(os);
+        first = false;
+    }
+}
+
+std::string program::to_string() const {
+    std::ostringstream ss;
+    print(ss);
+    return ss.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const program& p) {
+    p.print(os);
+    return os;
+}
+
+}  // namespace kiln

@@ -1,0 +1,40 @@
+// The target-independent pipeline and the table of passes by name.
+#include "passes/dead_code_elimination.hpp"
+#include "passes/memory_coloring.hpp"
+
+#include <kiln/errors.hpp>
+#include <kiln/pipeline.hpp>
+
+#include <functional>
+#include <map>
+
+namespace kiln {
+
+namespace {
+const std::map<std::string, std::function<pass()>>& pass_table() {
+    static const std::map<std::string, std::function<pass()>> table = {
+        {"dead_code_elimination", [] { return pass(dead_code_elimination{}); }},
+        {"dce", [] { return pass(dead_code_elimination{}); }},
+        {"memory_coloring", [] { return pass(memory_coloring{}); }},
+    };
+    return table;
+}
+}  // namespace
+
+std::vector<pass> target_independent_passes(const compile_options&) {
+    return {dead_code_elimination{}};
+}
+
+std::vector<std::string> get_pass_names() {
+    std::vector<std::string> names;
+    for (auto& [k, v] : pass_table()) names.push_back(k);
+    return names;
+}
+
+pass make_pass(const std::string& name) {
+    auto it = pass_table().find(name);
+    if (it == pass_table().end()) throw_error(error_code::invalid_argument, "unknown pass '" + name + "'");
+    return it->second();
+}
+
+}  // namespace kiln

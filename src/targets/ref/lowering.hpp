@@ -1,0 +1,30 @@
+// The ref target's lowering: every op keeps its reference compute, but writes into an
+// explicit output buffer (destination-passing style) so memory planning applies to
+// ref exactly as to the fast targets.
+#pragma once
+#include <kiln/module.hpp>
+
+#include <string>
+
+namespace kiln::ref {
+
+// Runs the wrapped op's reference compute and copies the result into the last input
+// (the planned buffer).
+struct kernel {
+    operation op;
+    template <class Self, class F>
+    static void reflect(Self& self, F f) { f(self.op, "op"); }
+    std::string name() const { return "ref::kernel"; }
+    shape compute_shape(std::vector<shape> inputs, const std::vector<module_ref>& mods) const;
+    argument compute(context& ctx, const shape& out, const std::vector<argument>& args) const;
+    std::ptrdiff_t output_alias(const std::vector<shape>& inputs) const {
+        return static_cast<std::ptrdiff_t>(inputs.size()) - 1;
+    }
+};
+
+struct lowering {
+    std::string name() const { return "ref::lowering"; }
+    void apply(module& m) const;
+};
+
+}  // namespace kiln::ref

@@ -1,0 +1,8 @@
+#include <kiln/program.hpp>
+
+#include <iostream>
+
+int main() {
+    std::cout << "kiln\n";
+    return 0;
+}
