@@ -137,6 +137,8 @@ input_file::input_file(const std::string& path) : path_(path) {
         throw_error(error_code::io, "cannot load '" + path + "': not a regular file");
     }
     size_ = static_cast<std::uint64_t>(st.st_size);
+    int flags = ::fcntl(fd_, F_GETFL);
+    if (flags >= 0) ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
 }
 
 input_file::~input_file() {

@@ -5,6 +5,7 @@
 #include <kiln/errors.hpp>
 #include <kiln/serialize.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <iomanip>
 #include <sstream>
@@ -13,14 +14,24 @@ namespace kiln::kiln_file {
 
 namespace {
 
-// Field offsets. Bytes 0..7 (magic, version) stay where they are in every version,
-// so any reader can say "too new" instead of "corrupt".
+// Field offsets. The 64 bytes keep this layout in every format version (newer
+// versions may only give meaning to the reserved bytes), so any reader can check the
+// header and then say "too new" rather than "corrupt".
 constexpr std::size_t off_version = 4;
 constexpr std::size_t off_flags = 8;
 constexpr std::size_t off_header_size = 12;
 constexpr std::size_t off_payload_size = 16;
 constexpr std::size_t off_payload_crc = 24;
 constexpr std::size_t off_header_crc = 28;
+constexpr std::size_t off_reserved = 32;
+
+// CRC-32C of the 64 header bytes with the checksum field taken as zero.
+std::uint32_t header_crc(const char* data) {
+    char copy[header_size];
+    std::memcpy(copy, data, header_size);
+    std::memset(copy + off_header_crc, 0, 4);
+    return crc32c(0, copy, header_size);
+}
 
 void put32(std::string& s, std::size_t at, std::uint32_t v) {
     for (int i = 0; i < 4; ++i) s[at + i] = static_cast<char>((v >> (8 * i)) & 0xffu);
@@ -59,7 +70,7 @@ std::string encode_header(const file_header& h) {
     put32(s, off_header_size, static_cast<std::uint32_t>(header_size));
     put64(s, off_payload_size, h.payload_size);
     put32(s, off_payload_crc, h.payload_crc);
-    put32(s, off_header_crc, crc32c(0, s.data(), off_header_crc));
+    put32(s, off_header_crc, header_crc(s.data()));
     return s;
 }
 
@@ -75,17 +86,18 @@ file_header decode_header(const char* data, std::size_t available, std::uint64_t
     if (available < header_size)
         fail("truncated: " + std::to_string(file_size) + " bytes, shorter than the " + std::to_string(header_size) +
              "-byte header");
+    if (get32(data + off_header_crc) != header_crc(data)) fail("corrupt header: checksum mismatch");
     file_header h;
     h.version = get32(data + off_version);
     if (h.version > kiln_format_version)
         fail("format version " + std::to_string(h.version) + " is newer than this build of kiln reads (up to " +
              std::to_string(kiln_format_version) + "); load it with a newer kiln");
     if (h.version == 0) fail("corrupt header: format version 0");
-    if (get32(data + off_header_crc) != crc32c(0, data, off_header_crc))
-        fail("corrupt header: checksum mismatch");
     if (get32(data + off_header_size) != header_size)
         fail("corrupt header: header size " + std::to_string(get32(data + off_header_size)) + ", expected " +
              std::to_string(header_size));
+    if (std::any_of(data + off_reserved, data + header_size, [](char c) { return c != 0; }))
+        fail("corrupt header: reserved bytes are not zero");
     h.flags = get32(data + off_flags);
     if ((h.flags & ~known_flags) != 0) fail("unknown header flags " + std::to_string(h.flags));
     h.payload_size = get64(data + off_payload_size);

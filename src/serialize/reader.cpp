@@ -9,6 +9,7 @@
 #include <kiln/target.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <unordered_map>
 
 namespace kiln::kiln_file {
@@ -70,12 +71,16 @@ literal read_literal(const msgpack::object& o, const std::shared_ptr<char>& keep
     if (s.get_type() == type::bool_ &&
         std::any_of(bin.ptr, bin.ptr + bin.size, [](char c) { return static_cast<unsigned char>(c) > 1; }))
         fail("bool literal " + s.to_string() + " holds a byte that is neither 0 nor 1");
+    if (bin.size == 0 || !s.standard()) return literal(s, bin.ptr);  // keeps a strided layout as it is
     const bool aligned = reinterpret_cast<std::uintptr_t>(bin.ptr) % literal_alignment == 0;
-    if (keep_alive && bin.size > 0 && aligned && s.standard()) {
+    if (keep_alive && aligned) {
         // Shares the load buffer: no copy of the (possibly huge) weights.
         return literal(argument(s, std::shared_ptr<char>(keep_alive, const_cast<char*>(bin.ptr))));
     }
-    return literal(s, bin.ptr);
+    // One copy into aligned memory (literal(s, ptr) would zero-fill it first).
+    auto buffer = allocate_aligned(bin.size);
+    std::memcpy(buffer.get(), bin.ptr, bin.size);
+    return literal(argument(s, std::move(buffer)));
 }
 
 std::vector<module_ref> sub_modules(const module& m) {

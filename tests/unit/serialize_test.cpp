@@ -76,6 +76,23 @@ param_map rich_inputs(unsigned seed) {
     return {{"x", random_float(s, seed)}, {"y", random_float(s, seed + 1)}};
 }
 
+program make_control_flow_program() {
+    program p;
+    shape s(type::float32, {4});
+    auto* then_m = p.create_module("then");
+    auto tx = then_m->add_parameter("x", s);
+    then_m->add_return({then_m->add_instruction(test_scale{3.0f}, {tx})});
+    auto* else_m = p.create_module("else");
+    auto ex = else_m->add_parameter("x", s);
+    else_m->add_return({else_m->add_instruction(test_add{}, {ex, ex})});
+    auto* m = p.get_main_module();
+    auto cond = m->add_parameter("cond", shape(type::int32));
+    auto x = m->add_parameter("x", s);
+    auto r = m->add_instruction(ser_if{}, {cond, x}, {then_m, else_m});
+    m->add_return({m->add_instruction(test_scale{0.5f}, {r})});
+    return p;
+}
+
 namespace {
 
 TEST(serialize, crc32c_known_values) {
@@ -168,23 +185,6 @@ TEST(serialize, parameter_defaults) {
     auto q = round_trip(p, dir);
     param_map only_x{{"x", random_float(s, 6)}};
     expect_same_outputs(p, q, only_x);
-}
-
-program make_control_flow_program() {
-    program p;
-    shape s(type::float32, {4});
-    auto* then_m = p.create_module("then");
-    auto tx = then_m->add_parameter("x", s);
-    then_m->add_return({then_m->add_instruction(test_scale{3.0f}, {tx})});
-    auto* else_m = p.create_module("else");
-    auto ex = else_m->add_parameter("x", s);
-    else_m->add_return({else_m->add_instruction(test_add{}, {ex, ex})});
-    auto* m = p.get_main_module();
-    auto cond = m->add_parameter("cond", shape(type::int32));
-    auto x = m->add_parameter("x", s);
-    auto r = m->add_instruction(ser_if{}, {cond, x}, {then_m, else_m});
-    m->add_return({m->add_instruction(test_scale{0.5f}, {r})});
-    return p;
 }
 
 TEST(serialize, round_trip_control_flow) {

@@ -7,6 +7,7 @@
 #include <kiln/literal.hpp>
 #include <kiln/module.hpp>
 #include <kiln/operation.hpp>
+#include <kiln/program.hpp>
 
 #include <optional>
 
@@ -98,5 +99,11 @@ struct ser_unsaveable {
     std::string name() const { return "ser_unsaveable"; }
     shape compute_shape(const std::vector<shape>& in) const { return in.at(0); }
 };
+
+// Defined in serialize_test.cpp: a program using every kind of instruction, literal
+// and attribute the tests know, and random inputs for it.
+program make_rich_program();
+param_map rich_inputs(unsigned seed);
+program make_control_flow_program();
 
 }  // namespace kiln::test
