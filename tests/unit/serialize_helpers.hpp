@@ -103,6 +103,12 @@ inline program round_trip(const program& p, const temp_dir& dir, const std::stri
     return from_file;
 }
 
+// The same through a temporary directory of its own.
+inline program round_trip(const program& p) {
+    temp_dir dir;
+    return round_trip(p, dir);
+}
+
 // Bit-identical outputs (shapes, types and every element's bits).
 inline void expect_same_outputs(const program& a, const program& b, const param_map& inputs) {
     auto ra = a.eval(inputs);
