@@ -312,6 +312,7 @@ std::vector<argument> program::eval_impl(const param_map& params, std::vector<in
     if (offload)
         for (auto& [k, v] : checked) v = I.tgt->copy_to_target(v, ctx);
 
+    auto run_token = ctx.begin_run();
     argument arena;
     if (I.arenas) {
         arena = I.arenas->acquire(*I.tgt, ctx);
