@@ -66,7 +66,8 @@ fp8e8m0 to_fp8e8m0(float f, bool saturate, e8m0_round mode);
 fp8e8m0 to_fp8e8m0(double d, bool saturate, e8m0_round mode);
 
 // Sub-byte integers, one per byte in memory. Construction from a wider integer keeps
-// the low bits (two's complement wrap), which is what ONNX Cast to int4/int2 does;
+// the low bits (two's complement wrap), which is what ONNX Cast to int4/int2 does (from
+// floats, convert<>() first rounds to nearest even, per the ONNX int4/int2 docs);
 // saturating conversions (QuantizeLinear) clamp before constructing.
 #define KILN_DECLARE_SMALL_INT(NAME, STORAGE, BITS, SIGNED)                        \
     struct NAME {                                                                  \
