@@ -18,6 +18,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -354,6 +355,9 @@ def main():
     if args.rounds < 1:
         p.error("--rounds must be at least 1")
 
+    # A plain SIGTERM would end Python without stopping the running benchmark process; as an
+    # exception it unwinds through subprocess.run, which kills its child.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         rows, notes, raw, kiln_missing = benchmark(args)
     except RuntimeError as e:
