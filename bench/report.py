@@ -16,7 +16,7 @@ FLAG_GROUPS = [
 
 def cpu_summary(cpuinfo_path="/proc/cpuinfo"):
     """Returns (model name, logical CPU count, {flag group: bool})."""
-    model, flags, count = "unknown CPU", set(), 0
+    model, flags, count, ids = "unknown CPU", set(), 0, {}
     try:
         with open(cpuinfo_path) as f:
             for line in f:
@@ -26,11 +26,15 @@ def cpu_summary(cpuinfo_path="/proc/cpuinfo"):
                     count += 1
                 elif key == "model name" and model == "unknown CPU":
                     model = value.strip()
+                elif key in ("cpu family", "model") and key not in ids:
+                    ids[key] = value.strip()
                 elif key == "flags" and not flags:
                     flags = set(value.split())
     except OSError:
         pass
     present = {name: any(f in flags for f in members) for name, members in FLAG_GROUPS}
+    if ids:  # "AMD EPYC" alone does not say which generation a virtual machine got
+        model += f", family {ids.get('cpu family', '?')} model {ids.get('model', '?')}"
     return model, count or os.cpu_count() or 0, present
 
 
