@@ -97,7 +97,7 @@ def replace_section(text, heading, body):
     if start is None:
         while lines and not lines[-1].strip():
             lines.pop()
-        return "\n".join(lines + ([""] if lines else []) + new) + "\n"
+        return "\n".join(lines + ([""] if lines else []) + new).rstrip("\n") + "\n"
     end = len(lines)
     for i in range(start + 1, len(lines)):
         m = re.match(r"^(#+)\s", lines[i])
