@@ -253,7 +253,7 @@ def benchmark(args):
                 f"(+{warmup} warm-up), inputs {os.path.relpath(input_dir, ROOT)}")
             common = ["--threads", str(threads), "--iterations", str(iterations), "--warmup", str(warmup)]
             kiln_cmd = [args.kiln, "perf", model_path, "--target", args.target, *common, "--json",
-                        "--input-dir", input_dir]
+                        "--input", input_dir]
             ort_cmd = node_cmd(args, model_path, ["--input-dir", input_dir, *common])
             got = {"kiln": [], "ort": []}
             kiln_note = kiln_missing
