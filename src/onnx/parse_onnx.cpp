@@ -1,0 +1,91 @@
+// Entry points of the ONNX frontend.
+#include "onnx/graph_parser.hpp"
+#include "onnx/tensor_proto.hpp"
+
+#include <kiln/errors.hpp>
+#include <kiln/onnx.hpp>
+
+#include <onnx/onnx_pb.h>
+
+#include <google/protobuf/io/coded_stream.h>
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+
+namespace kiln {
+
+namespace onnx_frontend {
+
+literal graph_parser::load_tensor(const onnx::TensorProto& t, const std::string& what) const {
+    const auto& dir = options_.external_data_path.empty() ? model_dir_ : options_.external_data_path;
+    return tensor_to_literal(t, what, dir);
+}
+
+namespace {
+program parse_model(const void* data, std::size_t size, const onnx_options& options, const std::string& model_dir,
+                    const std::string& what) {
+    if (size == 0) throw_error(error_code::parse, what + ": the file is empty");
+    if (size > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+        throw_error(error_code::parse, what + ": a serialized ONNX model cannot exceed 2 GB (store the weights as "
+                                              "external data)");
+    onnx::ModelProto model;
+    google::protobuf::io::CodedInputStream stream(static_cast<const std::uint8_t*>(data), static_cast<int>(size));
+    stream.SetRecursionLimit(200);
+    if (!model.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage())
+        throw_error(error_code::parse, what + ": not a valid ONNX model (the protobuf cannot be decoded; the file "
+                                              "may be truncated or corrupt)");
+    if (!model.has_graph())
+        throw_error(error_code::parse, what + ": not an ONNX model (it has no graph)");
+    if (model.ir_version() <= 0)
+        throw_error(error_code::parse, what + ": not an ONNX model (no IR version)");
+    program p;
+    try {
+        graph_parser parser(p, options, model, model_dir);
+        parser.parse_main();
+    } catch (const error& e) {
+        throw error(e.code(), what + ": " + e.message());
+    } catch (const std::bad_alloc&) {
+        throw_error(error_code::out_of_memory, what + ": out of memory while parsing");
+    } catch (const std::exception& e) {
+        throw_error(error_code::parse, what + ": " + e.what());
+    }
+    value meta = value::make_object();
+    meta["producer"] = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());
+    meta["onnx_ir_version"] = static_cast<std::int64_t>(model.ir_version());
+    meta["onnx_opset"] = static_cast<std::int64_t>(1);
+    for (auto& o : model.opset_import())
+        if (normalize_domain(o.domain()).empty()) meta["onnx_opset"] = static_cast<std::int64_t>(o.version());
+    if (model.metadata_props_size() > 0) {
+        value props = value::make_object();
+        for (auto& kv : model.metadata_props()) props[kv.key()] = kv.value();
+        meta["metadata_props"] = props;
+    }
+    p.set_metadata(meta);
+    return p;
+}
+}  // namespace
+
+}  // namespace onnx_frontend
+
+program parse_onnx(const std::string& path, const onnx_options& options) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw_error(error_code::io, "cannot open model '" + path + "'");
+    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (f.bad()) throw_error(error_code::io, "cannot read model '" + path + "'");
+    auto dir = std::filesystem::path(path).parent_path().string();
+    auto p = onnx_frontend::parse_model(bytes.data(), bytes.size(), options, dir, "model '" + path + "'");
+    auto meta = p.get_metadata();
+    meta["model_path"] = path;
+    p.set_metadata(meta);
+    return p;
+}
+
+program parse_onnx_buffer(const void* data, std::size_t size, const onnx_options& options) {
+    return onnx_frontend::parse_model(data, size, options, options.external_data_path, "model");
+}
+
+int max_supported_opset() { return 28; }
+
+}  // namespace kiln
