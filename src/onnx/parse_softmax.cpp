@@ -38,11 +38,11 @@ std::vector<instruction_ref> parse_softmax(onnx_node& node) {
     for (std::size_t i = 0; i < rank; ++i) (i < axis ? rows : cols) *= lens[i];
     if (!has_op("reshape"))
         node.fail(error_code::unsupported, "flattening softmax over several dimensions needs the reshape op");
-    auto to2d = node.add(make_op("reshape", {{"dims", value::array{value(rows), value(cols)}}}), {x});
+    auto to2d = node.add(make_op("reshape", {{"dims", value::array{value(static_cast<std::int64_t>(rows)), value(static_cast<std::int64_t>(cols))}}}), {x});
     op.axis = 1;
     auto y = node.add(op, {to2d});
     value::array back;
-    for (auto l : lens) back.push_back(value(l));
+    for (auto l : lens) back.push_back(value(static_cast<std::int64_t>(l)));
     return {node.add(make_op("reshape", {{"dims", back}}), {y})};
 }
 

@@ -29,7 +29,8 @@ argument lp_norm::compute(const shape& out, const std::vector<argument>& args) c
             double norm = 0;
             for (std::size_t i = 0; i < sp.n; ++i) norm += p == 1 ? std::abs(q[i * sp.inner]) : q[i * sp.inner] * q[i * sp.inner];
             if (p == 2) norm = std::sqrt(norm);
-            for (std::size_t i = 0; i < sp.n; ++i) q[i * sp.inner] /= norm;
+            // A zero vector stays zero (the ONNX reference output) instead of 0/0.
+            for (std::size_t i = 0; i < sp.n; ++i) q[i * sp.inner] = norm == 0.0 ? 0.0 : q[i * sp.inner] / norm;
         }
     return write_doubles(out, x);
 }
