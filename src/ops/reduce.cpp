@@ -187,8 +187,17 @@ shape reduce_base::compute_shape(reduce_kind, const std::string& name, const std
         std::vector<dynamic_dimension> dims(out_rank, dynamic_dimension{0, dynamic_dimension::unbounded, {}});
         return shape::make_dynamic(x.get_type(), dims);
     }
-    if (x.dynamic()) throw_error(error_code::shape, name + ": dynamic input shapes are inferred by the caller");
     auto ax = static_axes(axes, x.ndim(), name);
+    if (x.dynamic()) {
+        // Kept dimensions keep their ranges; reduced ones become 1 (or go).
+        std::vector<dynamic_dimension> dims;
+        const auto in = x.to_dynamic_dims();
+        for (std::size_t i = 0; i < in.size(); ++i) {
+            if (std::find(ax.begin(), ax.end(), i) == ax.end()) dims.push_back(in[i]);
+            else if (keepdims) dims.push_back(dynamic_dimension{1, 1, {}});
+        }
+        return shape::make_dynamic(x.get_type(), dims);
+    }
     return shape(x.get_type(), output_lens(x.lens(), ax, keepdims));
 }
 
