@@ -22,7 +22,9 @@ std::vector<instruction_ref> parse_layer_norm(onnx_node& node) {
     if (node.has_input(2)) args.push_back(node.input(2));
     std::vector<instruction_ref> out{node.add(op, args)};
     if (node.has_output(1) || node.has_output(2)) {
-        auto stats = node.add(op::layer_norm_stats{op.axis, op.epsilon}, {node.input(0)});
+        // Mean and InvStdDev come in the stash type (ONNX default: float).
+        const type stash = from_onnx_type(static_cast<int>(node.attr_int("stash_type", 1)), node.describe());
+        auto stats = node.add(op::layer_norm_stats{op.axis, op.epsilon, stash}, {node.input(0)});
         auto parts = node.unpack(stats, 2);
         out.push_back(parts[0]);
         out.push_back(parts[1]);

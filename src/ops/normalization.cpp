@@ -91,7 +91,8 @@ shape layer_norm_stats::compute_shape(const std::vector<shape>& inputs) const {
     auto ax = checked_axis(axis, x, name());
     auto l = x.lens();
     for (std::size_t i = ax; i < l.size(); ++i) l[i] = 1;
-    shape s(x.get_type(), l);
+    if (!is_float(stash)) throw_error(error_code::type, name() + ": the stash type must be a floating-point type");
+    shape s(stash, l);
     return shape::tuple({s, s});
 }
 

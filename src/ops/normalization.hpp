@@ -1,7 +1,7 @@
 // Normalization ops. Each keeps one IR op per concept so that fusion and the CPU
 // lowering (oneDNN layer/batch normalization) can match them:
 //   layer_norm{axis, epsilon}(x, scale[, bias])      -> y
-//   layer_norm_stats{axis, epsilon}(x)               -> (mean, inv_std_dev)  [training stash outputs]
+//   layer_norm_stats{axis, epsilon, stash}(x)        -> (mean, inv_std_dev)  [training stash outputs]
 //   rms_norm{axis, epsilon}(x, scale)                -> y
 //   batch_norm_inference{epsilon}(x, scale, bias, mean, var) -> y
 //   batch_norm_training{epsilon, momentum}(x, scale, bias, mean, var) -> (y, running_mean, running_var)
@@ -35,10 +35,12 @@ struct layer_norm {
 struct layer_norm_stats {
     std::int64_t axis = -1;
     float epsilon = 1e-5f;
+    type stash = type::float32;  // element type of mean and inv_std_dev (ONNX stash_type)
     template <class Self, class F>
     static void reflect(Self& self, F f) {
         f(self.axis, "axis");
         f(self.epsilon, "epsilon");
+        f(self.stash, "stash");
     }
     std::string name() const { return "layer_norm_stats"; }
     shape compute_shape(const std::vector<shape>& inputs) const;

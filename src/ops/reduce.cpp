@@ -152,11 +152,6 @@ argument reduce_integer(reduce_kind k, const argument& x, const shape& out_shape
             default: a = static_cast<S>(static_cast<U>(a) + static_cast<U>(e)); break;
         }
     });
-    // Bool max/min start from the integer extremes; an empty reduction must give false/true.
-    if constexpr (std::is_same_v<C, bool>) {
-        if (k == reduce_kind::max)
-            for (auto& a : acc) a = a == std::numeric_limits<S>::lowest() ? 0 : a;
-    }
     argument out(out_shape);
     auto* p = out.data_as<C>();
     for (std::size_t o = 0; o < n_out; ++o) p[o] = convert<C>(acc[o]);
