@@ -1,6 +1,7 @@
 // The target-independent pipeline and the table of passes by name.
 #include "passes/dead_code_elimination.hpp"
 #include "passes/memory_coloring.hpp"
+#include "passes/simplify_dynamic_ops.hpp"
 
 #include <kiln/errors.hpp>
 #include <kiln/pipeline.hpp>
@@ -16,6 +17,7 @@ const std::map<std::string, std::function<pass()>>& pass_table() {
         {"dead_code_elimination", [] { return pass(dead_code_elimination{}); }},
         {"dce", [] { return pass(dead_code_elimination{}); }},
         {"memory_coloring", [] { return pass(memory_coloring{}); }},
+        {"simplify_dynamic_ops", [] { return pass(simplify_dynamic_ops{}); }},
     };
     return table;
 }
