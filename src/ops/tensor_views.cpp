@@ -281,6 +281,18 @@ std::pair<std::size_t, std::size_t> shape_of::range(std::size_t rank) const {
     return {static_cast<std::size_t>(b), static_cast<std::size_t>(e)};
 }
 
+std::optional<std::vector<std::int64_t>> shape_of::known_dims(const shape& in) const {
+    if (!in.is_tensor()) return std::nullopt;
+    auto dd = in.to_dynamic_dims();
+    auto [b, e] = range(dd.size());
+    std::vector<std::int64_t> out;
+    for (auto i = b; i < e; ++i) {
+        if (!dd[i].is_fixed()) return std::nullopt;
+        out.push_back(static_cast<std::int64_t>(dd[i].min));
+    }
+    return out;
+}
+
 shape shape_of::compute_shape(const std::vector<shape>& in) const {
     check_num_inputs(name(), in, 1);
     check_rank(name(), in[0], 0, 64);

@@ -72,6 +72,18 @@ TEST(onnx_tensor_parse, shape_of_dynamic_input_stays_an_op) {
     expect_values(p.eval({{"x", random_arg(type::float32, {5, 3}, 74)}})[0], {2}, {5, 3});
 }
 
+TEST(onnx_tensor_parse, shape_of_only_fixed_dims_is_a_literal) {
+    onnx_model m;
+    m.input("x", onnx_float, {-1, 3, 4});
+    m.node("Shape", {"x"}, {"s"}, {onnx_attr::i("start", -2)});
+    m.output("s", onnx_int64);
+    onnx_options o;
+    o.default_dyn_dim_value = {1, 8, {}};
+    auto p = m.parse(o);
+    EXPECT_TRUE(op_names(*p.get_main_module()).empty());
+    EXPECT_FALSE(p.get_output_shapes()[0].dynamic());
+}
+
 TEST(onnx_tensor_parse, opset_differences) {
     auto x = random_arg(type::float32, {1, 6}, 75);
     {
