@@ -84,6 +84,31 @@ TEST(onnx_tensor_parse, shape_of_only_fixed_dims_is_a_literal) {
     EXPECT_FALSE(p.get_output_shapes()[0].dynamic());
 }
 
+TEST(onnx_tensor_parse, dynamic_batch_reshape_runs_at_several_sizes) {
+    // reshape(x, concat(unsqueeze(gather(shape(x), 0)), [-1])) with a dynamic batch.
+    onnx_model m;
+    m.opset = 13;
+    m.input("x", onnx_float, {-1, 3, 4});
+    m.initializer("zero", {}, {0});
+    m.initializer("axes", {1}, {0});
+    m.initializer("rest", {1}, {-1});
+    m.node("Shape", {"x"}, {"s"});
+    m.node("Gather", {"s", "zero"}, {"b"});
+    m.node("Unsqueeze", {"b", "axes"}, {"b1"});
+    m.node("Concat", {"b1", "rest"}, {"c"}, {onnx_attr::i("axis", 0)});
+    m.node("Reshape", {"x", "c"}, {"y"});
+    m.output("y", onnx_float);
+    onnx_options o;
+    o.default_dyn_dim_value = {1, 8, {}};
+    auto p = m.parse(o);
+    EXPECT_TRUE(has_op(p, "reshape_dynamic"));
+    p.compile(*get_target("ref"));
+    for (std::size_t b : {2, 5}) {
+        auto x = random_arg(type::float32, {b, 3, 4}, 77 + static_cast<unsigned>(b));
+        expect_values(p.eval({{"x", x}})[0], {b, 12}, values(x));
+    }
+}
+
 TEST(onnx_tensor_parse, opset_differences) {
     auto x = random_arg(type::float32, {1, 6}, 75);
     {
