@@ -51,8 +51,12 @@ argument range::compute(const shape&, const std::vector<argument>& args) const {
         if constexpr (std::is_integral_v<C> && !std::is_same_v<C, bool>) {
             auto s = args[0].get_int64(0), l = args[1].get_int64(0), d = args[2].get_int64(0);
             if (d == 0) throw_error(error_code::runtime, name() + ": delta is zero");
-            std::int64_t n = 0;
-            if ((d > 0 && l > s) || (d < 0 && l < s)) n = (l - s + d + (d > 0 ? -1 : 1)) / d;
+            // The span can exceed int64 (e.g. INT64_MIN to INT64_MAX): count in 128 bits.
+            __int128 span = static_cast<__int128>(l) - s, n128 = 0;
+            if ((d > 0 && span > 0) || (d < 0 && span < 0)) n128 = (span + d + (d > 0 ? -1 : 1)) / d;
+            if (n128 > (static_cast<__int128>(1) << 40))
+                throw_error(error_code::runtime, name() + ": the range is too long");
+            auto n = static_cast<std::int64_t>(n128);
             result = argument(shape(t, {static_cast<std::size_t>(n)}));
             for (std::int64_t i = 0; i < n; ++i) result.data_as<C>()[i] = static_cast<C>(s + i * d);
         } else {
