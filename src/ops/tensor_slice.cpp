@@ -29,6 +29,9 @@ slice::plan slice::make_plan(const std::vector<std::size_t>& in) const {
         auto dim = static_cast<std::int64_t>(in[a]);
         std::int64_t step = steps.empty() ? 1 : steps[k];
         if (step == 0) throw_error(error_code::shape, name() + ": step 0 on axis " + std::to_string(ax[k]));
+        // Steps longer than the axis select at most the start; clamping keeps the
+        // arithmetic below (and the view's strides) from overflowing.
+        step = std::clamp<std::int64_t>(step, -(dim + 1), dim + 1);
         std::int64_t s = starts[k], e = ends[k];
         // Huge magnitudes (INT64_MAX stands for "to the end") must not overflow.
         auto wrap = [&](std::int64_t v) { return v < 0 ? (v < -dim ? std::int64_t{-1} : v + dim) : v; };
