@@ -41,6 +41,7 @@ std::vector<std::size_t> reshape_lens(const std::vector<std::size_t>& in, const 
             continue;
         }
         if (d < -1) throw_error(error_code::shape, op_name + ": shape " + dims_text(dims) + " has a negative dimension");
+        check_dim_value(d, op_name, "dimension");
         if (d == 0 && !allowzero) {
             if (i >= in.size())
                 throw_error(error_code::shape, op_name + ": shape " + dims_text(dims) + " copies dimension " +
@@ -50,6 +51,8 @@ std::vector<std::size_t> reshape_lens(const std::vector<std::size_t>& in, const 
         } else {
             out[i] = static_cast<std::size_t>(d);
         }
+        if (known != 0 && out[i] > static_cast<std::size_t>(max_dim) / known)
+            throw_error(error_code::shape, op_name + ": shape " + dims_text(dims) + " has too many elements");
         known *= out[i];
     }
     if (infer >= 0) {

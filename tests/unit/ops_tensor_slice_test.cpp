@@ -238,6 +238,9 @@ TEST(ops_tensor_slice, tile_repeats) {
         expect_values(run_op(op::tile_dynamic{}, {x, make_ints({3, 2})}, compile).outputs[0], {6, 6}, expected);
     }
     EXPECT_THROW((op::tile{{3}}.compute_shape({x.get_shape()})), error);
+    EXPECT_THROW((op::tile{{std::int64_t{1} << 40, std::int64_t{1} << 40}}.compute_shape({x.get_shape()})), error);
+    EXPECT_THROW((op::pad{"constant", {0, std::numeric_limits<std::int64_t>::max(), 0, 1}, {}}.compute_shape({x.get_shape()})),
+                 error);
 }
 
 TEST(ops_tensor_slice, center_crop_pad_crops_and_pads_centred) {
