@@ -1,6 +1,7 @@
 // Per-compiled-program execution state of a target: streams, thread pool, library
 // handles. Target kernels receive it in compute(); `finish` waits for queued work.
 #pragma once
+#include <memory>
 #include <string>
 
 namespace kiln {
@@ -11,6 +12,9 @@ public:
     virtual std::string target_name() const = 0;
     // Blocks until all work queued on the context's stream is done (device targets).
     virtual void finish() {}
+    // Called at the start of each eval; the returned token is released when the eval
+    // ends (the cpu target holds its cores with it).
+    virtual std::shared_ptr<void> begin_run() { return nullptr; }
 };
 
 // The context of targets that need no state (ref, and eval of uncompiled programs).

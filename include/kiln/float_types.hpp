@@ -6,9 +6,11 @@
 // are kept unpacked in memory, one element per byte; they are packed only at the
 // ONNX boundary (TensorProto), which keeps every kernel and view byte-addressable.
 //
-// Conversions follow ONNX Cast: round to nearest, ties to even; fp8/fp4 from wider
-// types saturate to the largest finite value when `saturate` is true (the ONNX
-// default) and otherwise map out-of-range values to inf/NaN as the format allows.
+// Conversions follow ONNX Cast: round to nearest, ties to even, with a single rounding
+// from float and from double alike; fp8 from wider types saturates to the largest
+// finite value when `saturate` is true (the ONNX default) and otherwise maps
+// out-of-range values to inf/NaN as the format allows. fp4 always saturates (it has
+// neither inf nor NaN). Decoding (operator float) is exact for every bit pattern.
 #pragma once
 #include <cstdint>
 
@@ -38,7 +40,7 @@ struct bfloat16 {
         std::uint8_t bits = 0;                                                     \
         NAME() = default;                                                          \
         explicit NAME(float f, bool saturate = true);                              \
-        explicit NAME(double d, bool saturate = true) : NAME(static_cast<float>(d), saturate) {} \
+        explicit NAME(double d, bool saturate = true); /* no float double rounding */ \
         static NAME from_bits(std::uint8_t b) { NAME h; h.bits = b; return h; }    \
         operator float() const; /* NOLINT: exact */                                \
     }
@@ -48,11 +50,24 @@ KILN_DECLARE_SMALL_FLOAT(fp8e4m3fnuz);  // no inf, no -0, NaN = 0x80, max 240
 KILN_DECLARE_SMALL_FLOAT(fp8e5m2);      // IEEE-like, has inf, max 57344
 KILN_DECLARE_SMALL_FLOAT(fp8e5m2fnuz);  // no inf, no -0, NaN = 0x80, max 57344
 KILN_DECLARE_SMALL_FLOAT(fp8e8m0);      // exponent only (2^(b-127)), NaN = 0xFF, no sign
-KILN_DECLARE_SMALL_FLOAT(fp4e2m1);      // 4 bits in the low nibble, no inf/NaN, max 6
+KILN_DECLARE_SMALL_FLOAT(fp4e2m1);      // 4 bits in the low nibble, no inf/NaN, max 6;
+                                        // NaN encodes as 0x8 (-0), see float_codec.hpp
 #undef KILN_DECLARE_SMALL_FLOAT
 
+// Rounding of ONNX Cast to float8e8m0 (attribute `round_mode`): `up` rounds away from
+// zero (the default), `down` toward zero, `nearest` to the nearer power of two with
+// ties (1.5 * 2^k) going up. The sign of the input is ignored (ONNX leaves negative
+// inputs unspecified). NaN gives NaN. A rounded value above 2^127 (or inf) gives 2^127
+// when `saturate`, else NaN; one below 2^-127 (zero, and under down/nearest tiny
+// values) gives 2^-127 when `saturate`, else NaN, as in the ONNX Cast table.
+// The fp8e8m0(float) constructor uses the ONNX default round mode, `up`.
+enum class e8m0_round : std::uint8_t { up, down, nearest };
+fp8e8m0 to_fp8e8m0(float f, bool saturate, e8m0_round mode);
+fp8e8m0 to_fp8e8m0(double d, bool saturate, e8m0_round mode);
+
 // Sub-byte integers, one per byte in memory. Construction from a wider integer keeps
-// the low bits (two's complement wrap), which is what ONNX Cast to int4/int2 does;
+// the low bits (two's complement wrap), which is what ONNX Cast to int4/int2 does (from
+// floats, convert<>() first rounds to nearest even, per the ONNX int4/int2 docs);
 // saturating conversions (QuantizeLinear) clamp before constructing.
 #define KILN_DECLARE_SMALL_INT(NAME, STORAGE, BITS, SIGNED)                        \
     struct NAME {                                                                  \

@@ -14,6 +14,17 @@
 
 namespace kiln {
 
+// Time spent in one instruction over profiled runs (kiln perf --per-instruction).
+struct instruction_profile {
+    std::string module;
+    std::size_t index = 0;   // position in its module (the @N of the text form)
+    std::string op_name;     // e.g. "ref::kernel" or "convolution"
+    std::string op_text;     // the op with its attributes
+    std::string shape;       // the result's shape
+    double total_ms = 0;
+    std::size_t calls = 0;
+};
+
 struct memory_usage {
     std::size_t arena_bytes = 0;      // the planned buffer of intermediate results
     std::size_t parameter_bytes = 0;  // the inputs the caller passes
@@ -51,6 +62,9 @@ public:
     // Runs the program. Every parameter must be given (by name), with its declared
     // element type and dimensions; errors name the parameter and what was expected.
     std::vector<argument> eval(const param_map& params) const;
+    // Same, adding each instruction's wall time to `profile` (one entry per instruction
+    // that ran, matched by module and index across calls).
+    std::vector<argument> eval(const param_map& params, std::vector<instruction_profile>& profile) const;
 
     // The caller-visible parameters, in declaration order (internal "#..." excluded).
     std::vector<std::string> get_parameter_names() const;
@@ -87,6 +101,7 @@ public:
     struct impl;
 
 private:
+    std::vector<argument> eval_impl(const param_map& params, std::vector<instruction_profile>* profile) const;
     std::unique_ptr<impl> impl_;
 };
 

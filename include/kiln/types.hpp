@@ -137,8 +137,12 @@ template <> struct compute_type<uint2> { using type = int; };
 template <class C>
 using compute_t = typename compute_type<C>::type;
 
-// Converts between any two non-string storage types with ONNX Cast semantics
-// (round to nearest even, fp8 saturation by default, float->int truncates toward zero).
+// Converts between any two non-string storage types with ONNX Cast semantics: round to
+// nearest even (a single rounding), fp8 saturation and e8m0 round-up by default (call the
+// constructors / to_fp8e8m0 for the other attribute values), float->int truncates toward
+// zero except to int4/uint4/int2/uint2, which round to nearest even and keep the low bits.
+// Out-of-range float->int (undefined in ONNX) is defined here: NaN -> 0, else clamps to the
+// target range (wider ints) or wraps (sub-byte ints; inf -> 0). To bool: x != 0 (NaN -> true).
 template <class To, class From>
 To convert(From x);
 

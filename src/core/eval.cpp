@@ -3,6 +3,7 @@
 #include <kiln/errors.hpp>
 #include <kiln/program.hpp>
 
+#include <chrono>
 #include <unordered_map>
 
 namespace kiln {
@@ -32,12 +33,33 @@ exec_plan::exec_plan(const module& m) : module_name_(m.name()) {
     }
 }
 
+namespace {
+instruction_profile& profile_entry(std::vector<instruction_profile>& profile, const std::string& module_name,
+                                   std::size_t index, const instruction& ins) {
+    for (auto& p : profile)
+        if (p.index == index && p.module == module_name) return p;
+    instruction_profile p;
+    p.module = module_name;
+    p.index = index;
+    // Wrapper kernels (ref::kernel{op=...}) are named after what they wrap too.
+    p.op_name = ins.name();
+    auto v = ins.get_operator().to_value();
+    if (const auto* inner = v.find("op"); inner && inner->is_object() && inner->contains("name"))
+        p.op_name += "(" + inner->at("name").get_string() + ")";
+    p.op_text = ins.get_operator().to_string();
+    p.shape = ins.get_shape().to_string();
+    profile.push_back(std::move(p));
+    return profile.back();
+}
+}  // namespace
+
 std::vector<argument> exec_plan::run(context& ctx, const param_map& params,
-                                     const std::function<const exec_plan&(const module*)>& get_plan) const {
+                                     const std::function<const exec_plan&(const module*)>& get_plan,
+                                     std::vector<instruction_profile>* profile) const {
     std::vector<argument> values(slots_);
     std::vector<argument> args;
     std::vector<shape> arg_shapes;
-    run_module_fn run_sub = [&](module_ref m, const param_map& p) { return get_plan(m).run(ctx, p, get_plan); };
+    run_module_fn run_sub = [&](module_ref m, const param_map& p) { return get_plan(m).run(ctx, p, get_plan, profile); };
     for (std::size_t i = 0; i < steps_.size(); ++i) {
         const step& s = steps_[i];
         const instruction& ins = *s.ins;
@@ -61,6 +83,7 @@ std::vector<argument> exec_plan::run(context& ctx, const param_map& params,
                 args.clear();
                 for (auto in : s.inputs) args.push_back(values[in]);
                 const auto& op = ins.get_operator();
+                auto start = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
                 try {
                     if (s.dynamic) {
                         arg_shapes.clear();
@@ -77,6 +100,12 @@ std::vector<argument> exec_plan::run(context& ctx, const param_map& params,
                 } catch (const std::exception& e) {
                     throw_error(error_code::runtime, std::string(e.what()) + " (in module " + module_name_ +
                                                          ", instruction @" + std::to_string(i) + " " + op.name() + ")");
+                }
+                if (profile) {
+                    ctx.finish();
+                    auto& e = profile_entry(*profile, module_name_, i, ins);
+                    e.total_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+                    ++e.calls;
                 }
                 for (auto r : s.release) values[r] = argument{};
                 break;

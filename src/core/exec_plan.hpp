@@ -4,6 +4,7 @@
 #pragma once
 #include <kiln/context.hpp>
 #include <kiln/module.hpp>
+#include <kiln/program.hpp>
 
 #include <functional>
 #include <memory>
@@ -16,8 +17,10 @@ class exec_plan {
 public:
     explicit exec_plan(const module& m);
     // Runs the plan. `get_plan` supplies plans for sub-modules (control flow).
+    // `profile`, when given, accumulates each op step's wall time.
     std::vector<argument> run(context& ctx, const param_map& params,
-                              const std::function<const exec_plan&(const module*)>& get_plan) const;
+                              const std::function<const exec_plan&(const module*)>& get_plan,
+                              std::vector<instruction_profile>* profile = nullptr) const;
 
 private:
     enum class step_kind : std::uint8_t { param, literal, op, ret };

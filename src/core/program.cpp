@@ -276,7 +276,13 @@ std::string signature(const param_map& params) {
 
 }  // namespace
 
-std::vector<argument> program::eval(const param_map& params) const {
+std::vector<argument> program::eval(const param_map& params) const { return eval_impl(params, nullptr); }
+
+std::vector<argument> program::eval(const param_map& params, std::vector<instruction_profile>& profile) const {
+    return eval_impl(params, &profile);
+}
+
+std::vector<argument> program::eval_impl(const param_map& params, std::vector<instruction_profile>* profile) const {
     const auto& I = *impl_;
     param_map checked;
     check_parameters(*get_main_module(), params, I.defaults, checked);
@@ -298,7 +304,7 @@ std::vector<argument> program::eval(const param_map& params) const {
             spec = slot;
             impl_->last_specialization = spec;
         }
-        return spec->eval(checked);
+        return spec->eval_impl(checked, profile);
     }
 
     context& ctx = get_context();
@@ -306,6 +312,7 @@ std::vector<argument> program::eval(const param_map& params) const {
     if (offload)
         for (auto& [k, v] : checked) v = I.tgt->copy_to_target(v, ctx);
 
+    auto run_token = ctx.begin_run();
     argument arena;
     if (I.arenas) {
         arena = I.arenas->acquire(*I.tgt, ctx);
@@ -317,9 +324,17 @@ std::vector<argument> program::eval(const param_map& params) const {
             std::function<const exec_plan&(const module*)> get_plan = [&](const module* m) -> const exec_plan& {
                 return *I.plans->at(m);
             };
-            results = get_plan(get_main_module()).run(ctx, checked, get_plan);
+            results = get_plan(get_main_module()).run(ctx, checked, get_plan, profile);
         } else {
-            results = eval_module(*get_main_module(), ctx, checked);
+            exec_plan plan(*get_main_module());
+            std::unordered_map<const module*, std::unique_ptr<exec_plan>> plans;
+            std::function<const exec_plan&(const module*)> get_plan = [&](const module* m) -> const exec_plan& {
+                if (m == get_main_module()) return plan;
+                auto& p = plans[m];
+                if (!p) p = std::make_unique<exec_plan>(*m);
+                return *p;
+            };
+            results = plan.run(ctx, checked, get_plan, profile);
         }
         ctx.finish();
     } catch (...) {

@@ -1,5 +1,7 @@
 // The target-independent pipeline and the table of passes by name.
+#include "passes/common_subexpression_elimination.hpp"
 #include "passes/dead_code_elimination.hpp"
+#include "passes/propagate_constants.hpp"
 #include "passes/memory_coloring.hpp"
 
 #include <kiln/errors.hpp>
@@ -16,13 +18,22 @@ const std::map<std::string, std::function<pass()>>& pass_table() {
         {"dead_code_elimination", [] { return pass(dead_code_elimination{}); }},
         {"dce", [] { return pass(dead_code_elimination{}); }},
         {"memory_coloring", [] { return pass(memory_coloring{}); }},
+        {"common_subexpression_elimination", [] { return pass(common_subexpression_elimination{}); }},
+        {"cse", [] { return pass(common_subexpression_elimination{}); }},
+        {"propagate_constants", [] { return pass(propagate_constants{}); }},
     };
     return table;
 }
 }  // namespace
 
 std::vector<pass> target_independent_passes(const compile_options&) {
-    return {dead_code_elimination{}};
+    return {
+        dead_code_elimination{},
+        propagate_constants{},
+        dead_code_elimination{},
+        common_subexpression_elimination{},
+        dead_code_elimination{},
+    };
 }
 
 std::vector<std::string> get_pass_names() {

@@ -152,3 +152,11 @@ TEST(program, dynamic_inputs_specialize) {
     }
     EXPECT_THROW(p.eval({{"x", argument(shape(type::float32, {5, 2}))}}), error);
 }
+
+TEST(program, compile_cpu_runs_everything) {
+    auto p = make_chain();
+    p.compile(*get_target("cpu"));
+    EXPECT_EQ(p.target_name(), "cpu");
+    auto r = p.eval(inputs());
+    EXPECT_EQ(r[0].to_vector<float>(), (std::vector<float>{4.5f, 9, 13.5f, 18, 22.5f, 27}));
+}

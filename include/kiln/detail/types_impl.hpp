@@ -1,5 +1,6 @@
 // Template bodies for types.hpp.
 #pragma once
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -29,6 +30,40 @@ I float_to_int(F f) {
         return static_cast<I>(t);
     }
 }
+
+// ONNX Cast to the 4-bit and 2-bit integers rounds to the nearest integer, ties to
+// even, then keeps the low bits (onnx docs/technical int4.md, int2.md); wider integer
+// types truncate instead. Returns a value whose low bits are the result (|v| < 2^bits);
+// NaN and infinities have no integer value and give 0.
+template <class F>
+long long round_even_low_bits(F f, int bits) {
+    if (!std::isfinite(f)) return 0;
+    F t = std::trunc(f);
+    const F frac = std::fabs(f - t);  // exact
+    if (frac > F(0.5) || (frac == F(0.5) && std::fmod(t, F(2)) != F(0))) t += f < F(0) ? F(-1) : F(1);
+    return static_cast<long long>(std::fmod(t, static_cast<F>(1ll << bits)));  // exact
+}
+
+// Integers reach the small float formats through double. Up to 2^53 that is exact;
+// wider 64-bit values are rounded to odd first (truncate, then set the last kept bit if
+// anything was dropped), which keeps the later rounding to <= 24 bits correct, where
+// plain int64 -> double would round twice.
+template <class I>
+double int_to_double_round_odd(I x) {
+    if constexpr (sizeof(I) < 8) {
+        return static_cast<double>(x);
+    } else {
+        using U = std::make_unsigned_t<I>;
+        const bool negative = x < I(0);
+        const U m = negative ? U(0) - static_cast<U>(x) : static_cast<U>(x);
+        if (m < (U(1) << 53)) return static_cast<double>(x);
+        const int drop = 64 - std::countl_zero(m) - 53;
+        U kept = m >> drop;
+        if ((m & ((U(1) << drop) - 1)) != 0) kept |= 1;
+        const double d = std::ldexp(static_cast<double>(kept), drop);
+        return negative ? -d : d;
+    }
+}
 }  // namespace detail
 
 template <class To, class From>
@@ -42,10 +77,11 @@ To convert(From x) {
     } else if constexpr (detail::is_small_int_v<From>) {
         return convert<To>(static_cast<int>(x));
     } else if constexpr (detail::is_small_float_v<To>) {
-        if constexpr (std::is_same_v<From, double>) return To(x);
-        else return To(static_cast<float>(x));
+        // One rounding from float/double; integers (and bool) via an exact-enough double.
+        if constexpr (std::is_floating_point_v<From>) return To(x);
+        else return To(detail::int_to_double_round_odd(x));
     } else if constexpr (detail::is_small_int_v<To>) {
-        if constexpr (std::is_floating_point_v<From>) return To(detail::float_to_int<long long>(x));
+        if constexpr (std::is_floating_point_v<From>) return To(detail::round_even_low_bits(x, To::bits));
         else return To(static_cast<long long>(x));
     } else if constexpr (std::is_same_v<To, bool>) {
         return x != From(0);

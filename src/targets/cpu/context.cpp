@@ -1,0 +1,67 @@
+#include "targets/cpu/context.hpp"
+
+#include <kiln/errors.hpp>
+
+#include <omp.h>
+#include <sched.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace kiln::cpu {
+
+std::size_t default_thread_count(std::size_t requested) {
+    if (requested > 0) return requested;
+    if (const char* env = std::getenv("KILN_NUM_THREADS")) {
+        char* end = nullptr;
+        auto n = std::strtoul(env, &end, 10);
+        if (end != env && *end == '\0' && n > 0) return n;
+    }
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) return static_cast<std::size_t>(CPU_COUNT(&set));
+    return std::max(1u, std::thread::hardware_concurrency());
+}
+
+cpu_context::cpu_context(const compile_options& opts)
+    : threads_(default_thread_count(opts.threads)), fast_math_(opts.fast_math), engine_(dnnl::engine::kind::cpu, 0) {}
+
+dnnl::stream cpu_context::make_stream() { return dnnl::stream(engine_); }
+
+std::shared_ptr<void> cpu_context::begin_run() { return std::make_shared<core_lease>(threads_); }
+
+namespace {
+struct core_budget {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::size_t in_use = 0;
+    std::size_t total = default_thread_count(0);
+};
+core_budget& budget() {
+    static core_budget b;
+    return b;
+}
+}  // namespace
+
+core_lease::core_lease(std::size_t threads) : threads_(threads) {
+    auto& b = budget();
+    std::unique_lock<std::mutex> lock(b.mutex);
+    // Wait while others hold cores, unless nobody does (a request larger than the
+    // machine still runs, alone).
+    b.cv.wait(lock, [&] { return b.in_use == 0 || b.in_use + threads_ <= b.total; });
+    b.in_use += threads_;
+    omp_set_num_threads(static_cast<int>(threads_));
+}
+
+core_lease::~core_lease() {
+    auto& b = budget();
+    {
+        std::lock_guard<std::mutex> lock(b.mutex);
+        b.in_use -= threads_;
+    }
+    b.cv.notify_all();
+}
+
+}  // namespace kiln::cpu
