@@ -176,7 +176,12 @@ std::size_t value::hash() const {
                                get_kind() == kind::int64 ? static_cast<std::uint64_t>(std::get<std::int64_t>(v_))
                                                          : std::get<std::uint64_t>(v_))));
             break;
-        case kind::float64: mix(std::hash<double>{}(std::get<double>(v_))); break;
+        case kind::float64: {
+            // All NaNs compare equal (operator==), so they must hash alike whatever their bits.
+            double d = std::get<double>(v_);
+            mix(std::isnan(d) ? std::size_t{0x7ff8} : std::hash<double>{}(d));
+            break;
+        }
         case kind::string: mix(std::hash<std::string>{}(std::get<std::string>(v_))); break;
         case kind::binary: mix(std::hash<std::string>{}(std::get<binary>(v_).bytes)); break;
         case kind::array:
