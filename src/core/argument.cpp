@@ -146,6 +146,8 @@ bool operator==(const argument& a, const argument& b) {
         return true;
     }
     if (!sa.same_lens_and_type(sb)) return false;
+    // Data-less arguments (default-constructed) are equal only to each other; never read them.
+    if (!a.data() || !b.data()) return !a.data() && !b.data();
     const std::size_t n = sa.elements();
     return visit(a, [&](auto va) {
         using C = std::remove_reference_t<decltype(va[0])>;

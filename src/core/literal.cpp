@@ -18,11 +18,16 @@ literal::literal(const shape& s, const void* bytes) : data_(s) {
 literal::literal(const argument& a) : data_(a.contiguous()) {}
 
 std::size_t literal::hash() const {
-    std::size_t h = get_shape().hash();
-    if (!get_shape().is_tensor() || get_shape().get_type() == type::string) return h;
+    // Equality compares lens, type and elements in row-major order, whatever the layout
+    // (a literal made from bytes keeps its strides), so hash the standard form.
+    if (!get_shape().is_tensor() || get_shape().get_type() == type::string || get_shape().dynamic() || !data_.data())
+        return get_shape().is_tensor() && !get_shape().dynamic() ? get_shape().as_standard().hash()
+                                                                 : get_shape().hash();
+    const argument std_data = get_shape().standard() ? data_ : data_.copy();
+    std::size_t h = std_data.get_shape().as_standard().hash();
     // Hash at most the first 4 KiB: enough to separate real constants cheaply.
-    auto n = std::min<std::size_t>(get_shape().bytes(), 4096);
-    return h ^ std::hash<std::string_view>{}(std::string_view(data_.data(), n));
+    auto n = std::min<std::size_t>(std_data.get_shape().bytes(), 4096);
+    return h ^ std::hash<std::string_view>{}(std::string_view(std_data.data(), n));
 }
 
 }  // namespace kiln
