@@ -350,6 +350,24 @@ std::vector<argument> program::eval_impl(const param_map& params, std::vector<in
         }
         I.arenas->release(std::move(arena));
     }
+    // Nor may they alias a literal: the caller owns its results and may write into them,
+    // which must not change the program's constants.
+    for (auto& r : results) {
+        auto* p = r.data();
+        if (!p) continue;
+        bool aliases = false;
+        for (auto m : get_modules()) {
+            for (auto& ins : *m) {
+                if (!ins.is_literal()) continue;
+                const char* base = ins.get_literal().data();
+                const auto& ls = ins.get_literal().get_shape();
+                std::size_t n = ls.is_tensor() && !ls.dynamic() ? ls.bytes() : 0;
+                if (base && p >= base && p < base + std::max<std::size_t>(n, 1)) aliases = true;
+            }
+            if (aliases) break;
+        }
+        if (aliases) r = r.copy();
+    }
     if (offload)
         for (auto& r : results) r = I.tgt->copy_to_host(r, ctx);
     return results;

@@ -238,3 +238,25 @@ TEST(core_program, profile_counts_each_instruction) {
     EXPECT_EQ(kernels, 4u);  // four computing instructions
     EXPECT_TRUE(std::any_of(prof.begin(), prof.end(), [](auto& e) { return e.op_name == "ref::kernel(test_scale)"; }));
 }
+
+// Literals are immutable: a caller writing into a result that is (a view of) a
+// constant must not change what later runs return.
+TEST(core_program, returned_constants_are_the_callers_copy) {
+    for (std::string target : {"", "ref", "cpu"}) {
+        program p;
+        auto* m = p.get_main_module();
+        auto x = m->add_parameter("x", s23);
+        auto c = m->add_literal(literal(s23, std::vector<float>{1, 2, 3, 4, 5, 6}));
+        auto t = m->add_instruction(test::test_transpose{}, {c});
+        m->add_return({c, t, m->add_instruction(test::test_add{}, {x, c})});
+        if (!target.empty()) p.compile(*get_target(target));
+        argument in(s23);
+        auto r = p.eval({{"x", in}});
+        r[0].data_as<float>()[0] = -100;
+        r[1].data_as<float>()[1] = -200;
+        auto again = p.eval({{"x", in}});
+        EXPECT_EQ(again[0].to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6})) << target;
+        EXPECT_EQ(again[1].to_vector<float>(), (std::vector<float>{1, 4, 2, 5, 3, 6})) << target;
+        EXPECT_EQ(again[2].to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6})) << target;
+    }
+}
