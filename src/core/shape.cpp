@@ -127,6 +127,10 @@ shape shape::make_dynamic(type t, std::vector<dynamic_dimension> dims) {
     auto p = std::make_shared<impl>();
     p->t = t;
     bool all_fixed = std::all_of(dims.begin(), dims.end(), [](auto& d) { return d.is_fixed(); });
+    // A fixed dimension has nothing to optimize for; dropping its optimals keeps equal
+    // shapes equal and lets the text form (which prints fixed dims as a number) round-trip.
+    for (auto& d : dims)
+        if (d.is_fixed()) d.optimals.clear();
     for (auto& d : dims)
         if (d.min > d.max)
             throw_error(error_code::shape, "dynamic dimension with min " + std::to_string(d.min) +

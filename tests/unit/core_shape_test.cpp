@@ -202,6 +202,16 @@ TEST(core_shape, all_fixed_dynamic_dims_give_static_shape) {
     EXPECT_TRUE(s.dyn_dims().empty());
 }
 
+TEST(core_shape, fixed_dims_carry_no_optimals) {
+    auto a = shape::make_dynamic(type::float32, {{4, 4, {4}}, {1, 8, {2}}});
+    auto b = shape::make_dynamic(type::float32, {{4, 4, {}}, {1, 8, {2}}});
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(a.hash(), b.hash());
+    EXPECT_TRUE(a.dyn_dims()[0].optimals.empty());
+    EXPECT_EQ(a.dyn_dims()[1].optimals, (std::set<std::size_t>{2}));
+    EXPECT_EQ(a.to_string(), "float32[4, {1:8:[2]}]");
+}
+
 TEST(core_shape, min_above_max_is_an_error) {
     try {
         (void)shape::make_dynamic(type::float32, {{4, 2, {}}});

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <random>
 
 using namespace kiln;
 
@@ -295,4 +296,50 @@ TEST(core_reflect, operations_round_trip) {
     auto v = operation_to_value(op);
     EXPECT_EQ(v.at("name").get_string(), "test_scale");
     EXPECT_EQ(v.at("attributes").at("factor"), value(0.75));
+}
+
+TEST(core_reflect, malformed_shape_text_is_a_parse_error) {
+    for (const char* bad : {"", "float32", "float32[", "float32[2,", "float32[2, 3", "nosuchtype[2]", "float32[-1]",
+                            "float32[2]{1", "float32[2]{1, 2}", "float32[2, 3]{1}", "tuple(", "tuple(float32[2]",
+                            "float32[{1:}]", "float32[{3:1}]", "float32[99999999999999999999999]",
+                            "float32[2] extra", "sequence()", "optional(float32[2], float32[3])"}) {
+        try {
+            (void)shape_from_value(value(bad));
+            ADD_FAILURE() << "accepted '" << bad << "'";
+        } catch (const error& e) {
+            // Unknown element type names are type errors; everything else is malformed text.
+            EXPECT_TRUE(e.code() == error_code::parse || e.code() == error_code::shape || e.code() == error_code::type)
+                << bad << ": " << e.what();
+        }
+    }
+    EXPECT_THROW((void)shape_from_value(value(3)), error);
+}
+
+TEST(core_reflect, mutated_shape_text_never_escapes_as_a_non_kiln_error) {
+    std::vector<shape> seeds{shape(type::float32, {2, 3}, {1, 2}),
+                             shape::make_dynamic(type::int8, {{1, 8, {2, 4}}, {0, dynamic_dimension::unbounded, {}}}),
+                             shape::tuple({shape(type::bool_, {1}), shape::sequence(shape(type::float16, {3}))}),
+                             shape::optional(shape(type::uint4, {5, 0}))};
+    const std::string alphabet = "0123456789[]{}(),: ?-float32int8tupleseq";
+    std::mt19937 rng(3);
+    for (int trial = 0; trial < 4000; ++trial) {
+        std::string text = shape_to_value(seeds[trial % seeds.size()]).get_string();
+        int edits = 1 + static_cast<int>(rng() % 3);
+        for (int e = 0; e < edits && !text.empty(); ++e) {
+            auto pos = rng() % text.size();
+            switch (rng() % 3) {
+                case 0: text[pos] = alphabet[rng() % alphabet.size()]; break;
+                case 1: text.erase(pos, 1); break;
+                default: text.insert(text.begin() + static_cast<std::ptrdiff_t>(pos), alphabet[rng() % alphabet.size()]);
+            }
+        }
+        try {
+            auto s = shape_from_value(value(text));
+            // Whatever parses must print back to something that parses to the same shape.
+            EXPECT_EQ(shape_from_value(shape_to_value(s)), s) << text;
+        } catch (const error&) {
+        } catch (const std::exception& e) {
+            ADD_FAILURE() << "'" << text << "' raised " << e.what();
+        }
+    }
 }
