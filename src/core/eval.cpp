@@ -1,5 +1,6 @@
 #include "core/exec_plan.hpp"
 
+#include <kiln/builtin_ops.hpp>
 #include <kiln/errors.hpp>
 #include <kiln/program.hpp>
 
@@ -66,6 +67,12 @@ std::vector<argument> exec_plan::run(context& ctx, const param_map& params,
         switch (s.kind) {
             case step_kind::param: {
                 auto it = params.find(ins.param_name());
+                if (it == params.end() && ins.param_name() == builtin::scratch_parameter) {
+                    // A planned sub-module run by an op that passes only its own inputs:
+                    // give it a fresh arena for this run.
+                    values[i] = argument(ins.get_shape());
+                    break;
+                }
                 if (it == params.end())
                     throw_error(error_code::invalid_argument,
                                 "module " + module_name_ + ": no value given for parameter '" + ins.param_name() + "'");

@@ -342,3 +342,48 @@ TEST(core_memory_coloring, planning_twice_is_a_no_op_and_outputs_are_not_planned
     }
     EXPECT_EQ(r[1].get_double(1), std::abs(4 - 7.5));
 }
+
+namespace {
+// Runs its sub-module on its inputs (parameters "p0", "p1", ...), like a control-flow op
+// that knows nothing about memory planning.
+struct call_sub {
+    std::string name() const { return "core_test_call_sub"; }
+    shape compute_shape(const std::vector<shape>&, const std::vector<module_ref>& mods) const {
+        if (mods.size() != 1) throw_error(error_code::shape, "core_test_call_sub: one module");
+        return mods[0]->get_output_shapes().at(0);
+    }
+    argument compute(const shape&, const std::vector<argument>& args, const std::vector<module_ref>& mods,
+                     const run_module_fn& run) const {
+        param_map p;
+        for (std::size_t i = 0; i < args.size(); ++i) p["p" + std::to_string(i)] = args[i];
+        return run(mods[0], p).at(0);
+    }
+};
+}  // namespace
+
+TEST(core_memory_coloring, planned_sub_modules_run) {
+    program p;
+    shape s(type::float32, {3, 4});
+    auto* sub = p.create_module("body");
+    auto sp = sub->add_parameter("p0", s);
+    auto n = sub->add_instruction(make_op("neg"), {sp});
+    auto e = sub->add_instruction(make_op("abs"), {n});
+    sub->add_return({sub->add_instruction(make_op("add"), {n, e})});  // n and e are planned
+    auto* m = p.get_main_module();
+    auto x = m->add_parameter("x", s);
+    auto a = m->add_instruction(make_op("neg"), {x});
+    auto c = m->add_instruction(call_sub{}, {a}, {sub});
+    m->add_return({m->add_instruction(make_op("mul"), {c, a})});
+    argument in(s);
+    for (int i = 0; i < 12; ++i) in.data_as<float>()[i] = static_cast<float>(i) - 5.5f;
+    auto expected = p.eval({{"x", in}});
+    p.compile(*get_target("ref"));
+    EXPECT_NE(p.get_module("body")->get_parameter(builtin::scratch_parameter), p.get_module("body")->end())
+        << *p.get_module("body");
+    auto r = p.eval({{"x", in}});
+    EXPECT_EQ(r.at(0), expected.at(0));
+    for (int i = 0; i < 12; ++i) {
+        float v = -(static_cast<float>(i) - 5.5f);
+        EXPECT_EQ(r[0].get_double(static_cast<std::size_t>(i)), (-v + std::abs(v)) * v);
+    }
+}
