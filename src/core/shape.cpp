@@ -307,6 +307,9 @@ bool operator==(const shape& a, const shape& b) {
     if (a.impl_ == b.impl_) return true;
     const auto& x = *a.impl_;
     const auto& y = *b.impl_;
+    // Standard layouts address memory identically whatever the strides of their length-1
+    // (or zero-sized) dims, and print identically: they are one shape.
+    if (a.standard() && b.standard()) return x.t == y.t && x.lens == y.lens;
     return x.k == y.k && x.t == y.t && x.is_dynamic == y.is_dynamic && x.lens == y.lens &&
            x.strides == y.strides && x.dyn == y.dyn && x.subs == y.subs;
 }
@@ -320,7 +323,8 @@ std::size_t shape::hash() const {
     std::size_t h = static_cast<std::size_t>(impl_->k) * 31 + static_cast<std::size_t>(impl_->t);
     auto mix = [&](std::size_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
     for (auto l : impl_->lens) mix(l);
-    for (auto s : impl_->strides) mix(s);
+    if (!standard())  // as operator==: a standard layout's strides carry no information
+        for (auto s : impl_->strides) mix(s);
     for (auto& d : impl_->dyn) {
         mix(d.min);
         mix(d.max);

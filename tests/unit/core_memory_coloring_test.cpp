@@ -21,6 +21,22 @@ namespace {
 
 using lens_t = std::vector<std::size_t>;
 
+// Runs its sub-module on its inputs (parameters "p0", "p1", ...), like a control-flow op
+// that knows nothing about memory planning.
+struct call_sub {
+    std::string name() const { return "core_test_call_sub"; }
+    shape compute_shape(const std::vector<shape>&, const std::vector<module_ref>& mods) const {
+        if (mods.size() != 1) throw_error(error_code::shape, "core_test_call_sub: one module");
+        return mods[0]->get_output_shapes().at(0);
+    }
+    argument compute(const shape&, const std::vector<argument>& args, const std::vector<module_ref>& mods,
+                     const run_module_fn& run) const {
+        param_map p;
+        for (std::size_t i = 0; i < args.size(); ++i) p["p" + std::to_string(i)] = args[i];
+        return run(mods[0], p).at(0);
+    }
+};
+
 struct node {
     instruction_ref ins;
     lens_t lens;
@@ -33,9 +49,12 @@ struct random_dag {
     param_map inputs;
 };
 
-random_dag make_random_dag(std::mt19937& rng) {
+// With `in_sub`, the DAG is the body of a sub-module that main calls through call_sub.
+random_dag make_random_dag(std::mt19937& rng, bool in_sub = false) {
     random_dag d;
-    auto* m = d.p.get_main_module();
+    auto* main = d.p.get_main_module();
+    auto* m = in_sub ? d.p.create_module("body") : main;
+    std::vector<instruction_ref> main_params;
     auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
     auto dim = [&] { return pick(8) == 0 ? std::size_t{0} : 1 + pick(5); };
     std::vector<node> pool;
@@ -45,7 +64,8 @@ random_dag make_random_dag(std::mt19937& rng) {
         lens_t l{dim(), dim()};
         shape s(type::float32, l);
         auto name = "x" + std::to_string(i);
-        pool.push_back({m->add_parameter(name, s), l});
+        pool.push_back({m->add_parameter(in_sub ? "p" + std::to_string(i) : name, s), l});
+        if (in_sub) main_params.push_back(main->add_parameter(name, s));
         argument a(s);
         for (std::size_t k = 0; k < s.elements(); ++k) {
             float v = val(rng);
@@ -133,6 +153,7 @@ random_dag make_random_dag(std::mt19937& rng) {
     std::vector<instruction_ref> outs{pool.back().ins};
     if (pick(2) == 0) outs.push_back(pool[pool.size() / 2].ins);
     m->add_return(outs);
+    if (in_sub) main->add_return({main->add_instruction(call_sub{}, main_params, {m})});
     return d;
 }
 
@@ -187,9 +208,9 @@ std::size_t max_live_bytes(const std::vector<planned_buffer>& bufs, std::size_t 
 TEST(core_memory_coloring, random_dags_never_overlap_live_buffers) {
     std::mt19937 rng(20261130);
     std::size_t programs = 0, planned_total = 0, with_zero = 0;
-    for (int trial = 0; trial < 520; ++trial) {
-        auto d = make_random_dag(rng);
-        SCOPED_TRACE("trial " + std::to_string(trial) + "\n" + d.p.get_main_module()->to_string());
+    for (int trial = 0; trial < 600; ++trial) {
+        auto d = make_random_dag(rng, trial % 6 == 5);  // one in six inside a called sub-module
+        SCOPED_TRACE("trial " + std::to_string(trial) + "\n" + d.p.to_string());
         auto expected = d.p.eval(d.inputs);  // uncompiled reference
 
         program unplanned = d.p;
@@ -210,46 +231,54 @@ TEST(core_memory_coloring, random_dags_never_overlap_live_buffers) {
             EXPECT_EQ(r2[k], u[k]) << "output " << k << " second run";
         }
 
-        const auto& pm = *planned.get_main_module();
-        EXPECT_NO_THROW(pm.validate());
-        bool leaked = false;
-        auto bufs = planned_buffers(pm, leaked);
-        EXPECT_FALSE(leaked) << "an arena buffer reaches the @return";
-        std::size_t arena = planned.get_memory_usage().arena_bytes;
-        if (bufs.empty()) {
-            EXPECT_EQ(arena, 0u);
-            continue;
-        }
-        ++programs;
-        planned_total += bufs.size();
-        for (std::size_t a = 0; a < bufs.size(); ++a) {
-            if (bufs[a].bytes == 0) ++with_zero;
-            EXPECT_LE(bufs[a].offset + bufs[a].bytes, arena);
-            EXPECT_EQ(bufs[a].offset % 64, 0u);
-            for (std::size_t b = a + 1; b < bufs.size(); ++b) {
-                const auto &x = bufs[a], &y = bufs[b];
-                bool live_together = x.begin <= y.end && y.begin <= x.end;
-                bool overlap = x.bytes > 0 && y.bytes > 0 && x.offset < y.offset + y.bytes &&
-                               y.offset < x.offset + x.bytes;
-                EXPECT_FALSE(live_together && overlap)
-                    << "buffers @" << x.begin << " [" << x.offset << ", +" << x.bytes << ") live to @" << x.end
-                    << " and @" << y.begin << " [" << y.offset << ", +" << y.bytes << ") live to @" << y.end;
+        // Every module is planned on its own (a sub-module gets its own arena).
+        for (auto* pm_ref : planned.get_modules()) {
+            const auto& pm = *pm_ref;
+            SCOPED_TRACE("module " + pm.name());
+            EXPECT_NO_THROW(pm.validate());
+            bool leaked = false;
+            auto bufs = planned_buffers(pm, leaked);
+            EXPECT_FALSE(leaked) << "an arena buffer reaches the @return";
+            auto scratch = const_cast<module&>(pm).get_parameter(builtin::scratch_parameter);
+            std::size_t arena = scratch == pm_ref->end() ? 0 : scratch->get_shape().bytes();
+            if (pm_ref == planned.get_main_module()) {
+                EXPECT_EQ(arena, planned.get_memory_usage().arena_bytes);
             }
+            if (bufs.empty()) {
+                EXPECT_EQ(arena, 0u);
+                continue;
+            }
+            ++programs;
+            planned_total += bufs.size();
+            for (std::size_t a = 0; a < bufs.size(); ++a) {
+                if (bufs[a].bytes == 0) ++with_zero;
+                EXPECT_LE(bufs[a].offset + bufs[a].bytes, arena);
+                EXPECT_EQ(bufs[a].offset % 64, 0u);
+                for (std::size_t b = a + 1; b < bufs.size(); ++b) {
+                    const auto &x = bufs[a], &y = bufs[b];
+                    bool live_together = x.begin <= y.end && y.begin <= x.end;
+                    bool overlap = x.bytes > 0 && y.bytes > 0 && x.offset < y.offset + y.bytes &&
+                                   y.offset < x.offset + x.bytes;
+                    EXPECT_FALSE(live_together && overlap)
+                        << "buffers @" << x.begin << " [" << x.offset << ", +" << x.bytes << ") live to @" << x.end
+                        << " and @" << y.begin << " [" << y.offset << ", +" << y.bytes << ") live to @" << y.end;
+                }
+            }
+            // No plan beats the largest total of simultaneously live buffers.
+            auto lower = max_live_bytes(bufs, pm.size());
+            EXPECT_GE(arena, lower);
+            std::vector<buffer_interval> iv;
+            for (auto& b : bufs) iv.push_back({b.bytes, b.begin, b.end, 0});
+            EXPECT_EQ(liveness_lower_bound(iv), lower);
+            // The planner's own view of the unplanned, lowered module agrees on the buffers.
+            auto before = buffer_intervals(*unplanned.get_module(pm.name()));
+            std::size_t sum = 0;
+            for (auto& b : before) sum += b.bytes;
+            std::size_t sum_planned = 0;
+            for (auto& b : bufs) sum_planned += b.bytes;
+            EXPECT_EQ(before.size(), bufs.size());
+            EXPECT_EQ(sum, sum_planned);
         }
-        // No plan beats the largest total of simultaneously live buffers.
-        auto lower = max_live_bytes(bufs, pm.size());
-        EXPECT_GE(arena, lower);
-        std::vector<buffer_interval> iv;
-        for (auto& b : bufs) iv.push_back({b.bytes, b.begin, b.end, 0});
-        EXPECT_EQ(liveness_lower_bound(iv), lower);
-        // The planner's own view of the unplanned, lowered module agrees on the buffers.
-        auto before = buffer_intervals(*unplanned.get_main_module());
-        std::size_t sum = 0;
-        for (auto& b : before) sum += b.bytes;
-        std::size_t sum_planned = 0;
-        for (auto& b : bufs) sum_planned += b.bytes;
-        EXPECT_EQ(before.size(), bufs.size());
-        EXPECT_EQ(sum, sum_planned);
     }
     // The generator must actually exercise the planner.
     EXPECT_GT(programs, 400u);
@@ -343,23 +372,6 @@ TEST(core_memory_coloring, planning_twice_is_a_no_op_and_outputs_are_not_planned
     EXPECT_EQ(r[1].get_double(1), std::abs(4 - 7.5));
 }
 
-namespace {
-// Runs its sub-module on its inputs (parameters "p0", "p1", ...), like a control-flow op
-// that knows nothing about memory planning.
-struct call_sub {
-    std::string name() const { return "core_test_call_sub"; }
-    shape compute_shape(const std::vector<shape>&, const std::vector<module_ref>& mods) const {
-        if (mods.size() != 1) throw_error(error_code::shape, "core_test_call_sub: one module");
-        return mods[0]->get_output_shapes().at(0);
-    }
-    argument compute(const shape&, const std::vector<argument>& args, const std::vector<module_ref>& mods,
-                     const run_module_fn& run) const {
-        param_map p;
-        for (std::size_t i = 0; i < args.size(); ++i) p["p" + std::to_string(i)] = args[i];
-        return run(mods[0], p).at(0);
-    }
-};
-}  // namespace
 
 TEST(core_memory_coloring, planned_sub_modules_run) {
     program p;

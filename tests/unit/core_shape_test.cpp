@@ -286,6 +286,23 @@ TEST(core_shape, equality_and_hash) {
     EXPECT_EQ(shape(type::float32, {2, 3}).hash(), distinct[2].hash());
 }
 
+TEST(core_shape, standard_layouts_are_equal_whatever_their_unit_dim_strides) {
+    // Length-1 dims may have any stride and zero-sized tensors any strides: still row-major.
+    shape canonical(type::float32, {1, 3});
+    shape odd(type::float32, {1, 3}, {0, 1});
+    ASSERT_TRUE(odd.standard());
+    EXPECT_EQ(odd, canonical);
+    EXPECT_EQ(odd.hash(), canonical.hash());
+    EXPECT_EQ(odd.to_string(), canonical.to_string());
+    shape z(type::float32, {0, 4}, {1, 7});
+    EXPECT_EQ(z, shape(type::float32, {0, 4}));
+    EXPECT_EQ(z.hash(), shape(type::float32, {0, 4}).hash());
+    // Still different: other lens, other type, and real (non-standard) layouts.
+    EXPECT_NE(odd, shape(type::float32, {3, 1}));
+    EXPECT_NE(odd, shape(type::int32, {1, 3}));
+    EXPECT_NE(shape(type::float32, {2, 3}, {1, 2}), shape(type::float32, {2, 3}));
+}
+
 TEST(core_shape, stream_output_matches_to_string) {
     shape s(type::bfloat16, {1, 2}, {0, 1});
     std::ostringstream os;
