@@ -95,6 +95,11 @@ instruction_ref module::replace_instruction(instruction_ref ins, instruction_ref
 }
 
 void module::replace_argument(instruction_ref ins, instruction_ref old_arg, instruction_ref new_arg) {
+    // Otherwise new_arg would list a user that does not use it.
+    if (std::find(ins->inputs_.begin(), ins->inputs_.end(), old_arg) == ins->inputs_.end())
+        throw_error(error_code::invalid_argument, "replace_argument: " + instruction_name(&*old_arg) +
+                                                      " is not an input of " + instruction_name(&*ins) + " (" +
+                                                      ins->name() + ")");
     for (auto& a : ins->inputs_)
         if (a == old_arg) a = new_arg;
     if (std::find(ins->inputs_.begin(), ins->inputs_.end(), old_arg) == ins->inputs_.end()) old_arg->remove_output(ins);

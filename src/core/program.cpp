@@ -161,6 +161,13 @@ std::vector<module_ref> program::get_modules_postorder() const {
 
 void program::remove_module(const std::string& name) {
     if (name == get_main_module()->name()) throw_error(error_code::invalid_argument, "cannot remove the main module");
+    // Instructions refer to modules by pointer: removing one in use would leave them dangling.
+    for (auto& m : impl_->modules)
+        for (auto& ins : *m)
+            for (auto sub : ins.module_inputs())
+                if (sub->name() == name)
+                    throw_error(error_code::invalid_argument, "cannot remove module '" + name + "': " + ins.name() +
+                                                                  " in module " + m->name() + " uses it");
     impl_->modules.remove_if([&](auto& m) { return m->name() == name; });
 }
 

@@ -344,3 +344,47 @@ TEST(core_module, equality_is_by_text) {
     EXPECT_EQ(*build(2.0f), *build(2.0f));
     EXPECT_NE(*build(2.0f), *build(3.0f));
 }
+
+TEST(core_module, replace_argument_of_a_non_input_is_refused) {
+    module m;
+    auto x = m.add_parameter("x", s23);
+    auto y = m.add_parameter("y", s23);
+    auto z = m.add_parameter("z", s23);
+    auto a = m.add_instruction(test::test_add{}, {x, y});
+    m.add_return({a});
+    EXPECT_THROW(m.replace_argument(a, z, x), error);  // z is not an input of a
+    EXPECT_NO_THROW(m.validate());
+    EXPECT_TRUE(z->outputs().empty());
+    EXPECT_EQ(x->outputs().size(), 1u);
+    // The real thing works and keeps the lists in sync.
+    m.replace_argument(a, y, z);
+    EXPECT_TRUE(uses(a, z));
+    EXPECT_TRUE(y->outputs().empty());
+    EXPECT_NO_THROW(m.validate());
+}
+
+TEST(core_module, a_module_in_use_cannot_be_removed) {
+    program p;
+    auto* sub = p.create_module("sub");
+    auto sp = sub->add_parameter("p0", s23);
+    sub->add_return({sub->add_instruction(test::test_scale{2.0f}, {sp})});
+    auto* main = p.get_main_module();
+    auto x = main->add_parameter("x", s23);
+    auto c = main->add_instruction(call_op{}, {x}, {sub});
+    main->add_return({c});
+    try {
+        p.remove_module("sub");
+        FAIL() << "removed a module that main still calls";
+    } catch (const error& e) {
+        EXPECT_EQ(e.code(), error_code::invalid_argument);
+        EXPECT_NE(e.message().find("'sub'"), std::string::npos) << e.what();
+        EXPECT_NE(e.message().find("main"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(p.has_module("sub"));
+    argument in(s23);
+    EXPECT_NO_THROW((void)p.eval({{"x", in}}));
+    // Once unused it can go.
+    main->replace_instruction(c, test::test_scale{1.0f}, {x});
+    p.remove_module("sub");
+    EXPECT_FALSE(p.has_module("sub"));
+}
