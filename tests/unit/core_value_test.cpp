@@ -258,6 +258,34 @@ TEST(core_reflect, out_of_range_and_wrong_kind_are_parse_errors) {
     EXPECT_THROW(from_value(value(1), s), error);
 }
 
+// Known bug, not fixed here: from_value casts an enum's int64 without a range check, so a
+// corrupt .kiln file can load an out-of-range enum attribute. The fix belongs in
+// include/kiln/reflect.hpp (read the underlying integer type with its range check, then
+// cast), which rebuilds nearly every file; enable this test with that fix.
+TEST(core_reflect, DISABLED_enums_out_of_range_are_parse_errors) {
+    color c = color::red;
+    from_value(value(7), c);
+    EXPECT_EQ(c, color::blue);
+    // 300 does not fit color's uint8_t: refuse rather than wrap to 44.
+    EXPECT_THROW(from_value(value(300), c), error);
+    EXPECT_THROW(from_value(value(-1), c), error);
+    EXPECT_EQ(c, color::blue);
+}
+
+TEST(core_reflect, literals_in_strided_layouts_round_trip) {
+    std::vector<float> colmajor{1, 3, 2, 4};
+    literal t(shape(type::float32, {2, 2}, {1, 2}), colmajor.data());
+    std::vector<float> row{7, 8, 9};
+    literal b(shape(type::float32, {4, 3}, {0, 1}), row.data());
+    for (auto* l : {&t, &b}) {
+        auto back = literal_from_value(literal_to_value(*l));
+        EXPECT_EQ(back, *l) << l->to_string();
+        EXPECT_EQ(back.to_vector<float>(), l->to_vector<float>());
+        EXPECT_EQ(back.hash(), l->hash());
+    }
+    EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{7, 8, 9, 7, 8, 9, 7, 8, 9, 7, 8, 9}));
+}
+
 TEST(core_reflect, shapes_round_trip) {
     std::vector<shape> shapes{shape(),
                               shape(type::int64, {0, 3}),
