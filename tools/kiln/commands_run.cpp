@@ -108,7 +108,7 @@ double percentile(std::vector<double> v, double q) {
 int cmd_compile(const options& o) {
     auto l = load_and_compile(o);
     auto t = clock_type::now();
-    save(l.p, o.output_file);
+    writing("'" + o.output_file + "'", [&] { save(l.p, o.output_file); });
     double save_ms = ms_since(t);
     auto m = l.p.get_memory_usage();
     if (o.json) {
@@ -236,6 +236,10 @@ int cmd_verify(const options& o) {
         auto shapes = l.p.get_output_shapes();
         for (std::size_t i = 0; i < results.size(); ++i) {
             auto file = std::filesystem::path(o.expected_dir) / ("output_" + std::to_string(i) + ".pb");
+            if (!std::filesystem::is_regular_file(file))
+                throw_error(error_code::invalid_argument, "--expected " + o.expected_dir + ": no " +
+                                                              file.filename().string() + " for output '" +
+                                                              l.p.get_output_names().at(i) + "'");
             reference.push_back(read_value_proto(file.string(), shapes[i]));
         }
     } else {
