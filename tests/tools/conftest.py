@@ -40,7 +40,7 @@ def kiln(*args, expect=OK, timeout=120, cwd=REPO):
     cmd = [KILN] + [str(a) for a in args]
     env = dict(os.environ)
     env.setdefault("KILN_NUM_THREADS", "2")
-    proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
                           timeout=timeout)
     assert proc.returncode >= 0, f"{' '.join(cmd)} was killed by signal {-proc.returncode}\n{proc.stderr}"
     if expect is not None:

@@ -164,20 +164,31 @@ def value_info(name, elem_type, dims):
     return f_bytes(1, name) + f_bytes(2, f_bytes(1, tensor_type))
 
 
-def node(op_type, inputs, outputs, name="", domain=""):
+def attr_graph(name, graph_msg):
+    """An AttributeProto holding a graph (type GRAPH = 5), e.g. a Loop's body."""
+    return f_bytes(1, name) + f_bytes(6, graph_msg) + f_varint(20, 5)
+
+
+def node(op_type, inputs, outputs, name="", domain="", attributes=()):
     out = b"".join(f_bytes(1, i) for i in inputs) + b"".join(f_bytes(2, o) for o in outputs)
     if name:
         out += f_bytes(3, name)
     out += f_bytes(4, op_type)
+    out += b"".join(f_bytes(5, a) for a in attributes)
     if domain:
         out += f_bytes(7, domain)
     return out
 
 
-def model(nodes, inputs, outputs, opset=13, graph_name="g", initializers=()):
+def graph(nodes, inputs, outputs, name="g", initializers=()):
     """inputs/outputs: (name, elem_type, dims); nodes: node(...) messages; initializers: (name, array)."""
-    graph = b"".join(f_bytes(1, n) for n in nodes) + f_bytes(2, graph_name)
-    graph += b"".join(f_bytes(5, encode_tensor(a, name)) for name, a in initializers)
-    graph += b"".join(f_bytes(11, value_info(*i)) for i in inputs)
-    graph += b"".join(f_bytes(12, value_info(*o)) for o in outputs)
-    return f_varint(1, 8) + f_bytes(2, "kiln-tool-tests") + f_bytes(7, graph) + f_bytes(8, f_bytes(1, "") + f_varint(2, opset))
+    out = b"".join(f_bytes(1, n) for n in nodes) + f_bytes(2, name)
+    out += b"".join(f_bytes(5, encode_tensor(a, n)) for n, a in initializers)
+    out += b"".join(f_bytes(11, value_info(*i)) for i in inputs)
+    out += b"".join(f_bytes(12, value_info(*o)) for o in outputs)
+    return out
+
+
+def model(nodes, inputs, outputs, opset=13, graph_name="g", initializers=()):
+    g = graph(nodes, inputs, outputs, graph_name, initializers)
+    return f_varint(1, 8) + f_bytes(2, "kiln-tool-tests") + f_bytes(7, g) + f_bytes(8, f_bytes(1, "") + f_varint(2, opset))

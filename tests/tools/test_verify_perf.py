@@ -131,10 +131,11 @@ def _percent_rows(text, header):
 
 def test_perf_per_instruction_table(fashion_kiln):
     text = kiln("perf", fashion_kiln, "--per-instruction", "-n", "3", "--warmup", "1").stdout
+    assert "\nper operation kind (mean of 3 profiled runs):\n" in text
     rows, pcts = _percent_rows(text, "per operation kind")
     assert rows and abs(sum(pcts) - 100) < 1.0 and pcts == sorted(pcts, reverse=True)
     assert any("x  " in r for r in rows)
-    rows, pcts = _percent_rows(text, "per instruction:")
+    rows, pcts = _percent_rows(text, "per instruction (self time")
     assert len(rows) > 10 and abs(sum(pcts) - 100) < 3.0 and pcts == sorted(pcts, reverse=True)
     assert all(re.search(r"@\d+  \S+ -> ", r) for r in rows)
 
@@ -156,3 +157,45 @@ def test_perf_on_a_copy_named_bin(tmp_path, fashion_kiln):
     shutil.copy(fashion_kiln, tmp_path / "fashion.bin")
     j = kiln_json("perf", tmp_path / "fashion.bin", "-n", "2", "--warmup", "0")
     assert j["target"] == "cpu" and j["batch"] == 16 and j["median_ms"] > 0
+
+
+N = 128  # big enough that the body's matrix products dwarf the loop's own work, even on a busy machine
+
+
+def _loop_model(path, trips):
+    """v = v0; repeat `trips` times: v = relu(v @ w); also scans every v."""
+    f, i64, b = onnx_pb.FLOAT, onnx_pb.INT64, onnx_pb.BOOL
+    w = (np.random.default_rng(5).uniform(-1, 1, (N, N)) / np.sqrt(N / 3)).astype(np.float32)
+    body = onnx_pb.graph(
+        [onnx_pb.node("Identity", ["cond_in"], ["cond_out"], "keep_going"),
+         onnx_pb.node("MatMul", ["v_in", "w"], ["p"], "mm"),
+         onnx_pb.node("Relu", ["p"], ["v_out"], "act"),
+         onnx_pb.node("Identity", ["v_out"], ["scan"], "scan_out")],
+        [("i", i64, []), ("cond_in", b, []), ("v_in", f, [N, N])],
+        [("cond_out", b, []), ("v_out", f, [N, N]), ("scan", f, [N, N])], "body")
+    loop = onnx_pb.node("Loop", ["M", "", "v0"], ["v_final", "v_all"], "loop", attributes=[onnx_pb.attr_graph("body", body)])
+    path.write_bytes(onnx_pb.model([loop], [("v0", f, [N, N])], [("v_final", f, [N, N]), ("v_all", f, [trips, N, N])],
+                                   initializers=[("M", np.array(trips, np.int64)), ("w", w)]))
+    return path, w
+
+
+def test_loop_model_runs_and_per_instruction_is_self_time(tmp_path):
+    trips = 12
+    model, w = _loop_model(tmp_path / "loop.onnx", trips)
+    v0 = np.random.default_rng(6).uniform(-1, 1, (N, N)).astype(np.float32)
+    np.save(tmp_path / "v0.npy", v0)
+    kiln("run", model, "--target", "ref", "--input-file", "@v0", tmp_path / "v0.npy", "--output-npy", tmp_path / "o")
+    v, all_v = v0.astype(np.float64), []
+    for _ in range(trips):
+        v = np.maximum(v @ w, 0)
+        all_v.append(v)
+    np.testing.assert_allclose(np.load(tmp_path / "o" / "v_final.npy"), v, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.load(tmp_path / "o" / "v_all.npy"), np.stack(all_v), rtol=1e-4, atol=1e-5)
+    # The loop instruction's row is its own time: without its body's matrix products it is
+    # far below them (timed inclusively it could never be).
+    j = kiln_json("perf", model, "--target", "ref", "--per-instruction", "-n", "4", "--warmup", "1")
+    rows = j["per_instruction"]
+    (loop_row,) = [r for r in rows if r["op"] == "loop"]
+    body_ms = sum(r["ms"] for r in rows if r["module"] != loop_row["module"])
+    assert body_ms > 0 and loop_row["ms"] < body_ms, rows
+    assert sum(r["percent"] for r in rows) == pytest.approx(100, abs=1e-6)

@@ -97,6 +97,29 @@ std::size_t batch_of(const param_map& inputs) {
     return 1;
 }
 
+// A control-flow instruction (loop, if) is timed including its bodies, whose instructions
+// are timed too: subtract the bodies so that every row is self time and the rows add up to
+// the run. Needs the profiled program's own modules, so a dynamic program (profiled through
+// a specialization compiled at run time) keeps inclusive times.
+void to_self_time(const program& p, std::vector<instruction_profile>& profile) {
+    if (p.dynamic_source() != nullptr) return;
+    std::map<std::string, double> module_total;
+    for (auto& e : profile) module_total[e.module] += e.total_ms;
+    std::map<std::pair<std::string, std::size_t>, std::vector<std::string>> owned;
+    for (auto m : p.get_modules()) {
+        std::size_t i = 0;
+        for (const auto& ins : *m) {
+            for (auto sub : ins.module_inputs()) owned[{m->name(), i}].push_back(sub->name());
+            ++i;
+        }
+    }
+    for (auto& e : profile)
+        if (auto it = owned.find({e.module, e.index}); it != owned.end()) {
+            for (auto& sub : it->second) e.total_ms -= module_total[sub];
+            e.total_ms = std::max(e.total_ms, 0.0);
+        }
+}
+
 double percentile(std::vector<double> v, double q) {
     std::sort(v.begin(), v.end());
     auto idx = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1;
@@ -162,10 +185,12 @@ int cmd_perf(const options& o) {
     double min = *std::min_element(times.begin(), times.end());
     auto batch = batch_of(inputs);
     std::vector<instruction_profile> profile;
+    std::size_t profiled_runs = 1;
     if (o.per_instruction) {
-        auto runs = std::min<std::size_t>(o.iterations, 10);
-        for (std::size_t i = 0; i < runs; ++i) l.p.eval(inputs, profile);
+        profiled_runs = std::min<std::size_t>(o.iterations, 10);
+        for (std::size_t i = 0; i < profiled_runs; ++i) l.p.eval(inputs, profile);
     }
+    to_self_time(l.p, profile);
     double profiled_total = 0;
     for (auto& e : profile) profiled_total += e.total_ms;
     std::sort(profile.begin(), profile.end(), [](auto& a, auto& b) { return a.total_ms > b.total_ms; });
@@ -176,7 +201,9 @@ int cmd_perf(const options& o) {
     }
     std::vector<std::pair<std::string, std::pair<double, std::size_t>>> kind_list(kinds.begin(), kinds.end());
     std::sort(kind_list.begin(), kind_list.end(), [](auto& a, auto& b) { return a.second.first > b.second.first; });
-    auto runs = profile.empty() ? 1.0 : static_cast<double>(profile.front().calls);
+    // Per run, by the number of profiled runs: an instruction's own call count is larger
+    // inside a loop body, smaller in an untaken branch.
+    const auto runs = static_cast<double>(profiled_runs);
 
     if (o.json) {
         json j = {{"model", o.model},        {"target", l.p.target_name()}, {"batch", batch},
@@ -209,13 +236,13 @@ int cmd_perf(const options& o) {
               << ", inputs " << bytes_text(m.parameter_bytes) << ", outputs " << bytes_text(m.output_bytes)
               << "; peak RSS " << peak_rss_mb() << " MiB\n";
     if (o.per_instruction) {
-        std::cout << "\nper operation kind (mean of " << runs << " profiled runs):\n";
+        std::cout << "\nper operation kind (mean of " << profiled_runs << " profiled runs):\n";
         std::cout << std::setprecision(3);
         for (auto& [k, v] : kind_list)
             std::cout << "  " << std::setw(10) << v.first / runs << " ms  " << std::setw(6) << std::setprecision(1)
                       << 100.0 * v.first / profiled_total << "%  " << std::setw(5) << v.second << "x  " << k << "\n"
                       << std::setprecision(3);
-        std::cout << "\nper instruction:\n";
+        std::cout << "\nper instruction (self time; loop and branch bodies are rows of their own):\n";
         for (auto& e : profile)
             std::cout << "  " << std::setw(10) << e.total_ms / runs << " ms  " << std::setw(6) << std::setprecision(1)
                       << 100.0 * e.total_ms / profiled_total << "%  " << e.module << " @" << e.index << "  "
