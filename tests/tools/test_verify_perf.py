@@ -199,3 +199,29 @@ def test_loop_model_runs_and_per_instruction_is_self_time(tmp_path):
     body_ms = sum(r["ms"] for r in rows if r["module"] != loop_row["module"])
     assert body_ms > 0 and loop_row["ms"] < body_ms, rows
     assert sum(r["percent"] for r in rows) == pytest.approx(100, abs=1e-6)
+
+
+def test_verify_non_finite_values(tmp_path):
+    """Equal infinities and NaN against NaN agree; NaN or a finite value against inf does not."""
+    d = tmp_path / "case"
+    d.mkdir()
+    x = np.array([[np.inf, 1, 2], [3, -np.inf, np.nan]], np.float32)
+    y = np.ones((2, 3), np.float32)
+    onnx_pb.write_tensor(d / "input_0.pb", x, "x")
+    onnx_pb.write_tensor(d / "input_1.pb", y, "y")
+    z = np.array([[np.inf, 2, 3], [4, 0, np.nan]], np.float32)  # relu(x + y), NaN propagated
+    onnx_pb.write_tensor(d / "output_0.pb", z, "z")
+    kiln("run", ADD_RELU, "--input", d, "--output", tmp_path / "o")
+    np.testing.assert_array_equal(onnx_pb.read_tensor(tmp_path / "o" / "output_0.pb")[2], z)
+    for extra in ([], ["--expected", d]):
+        j = kiln_json("verify", ADD_RELU, "--input", d, *extra)
+        (o,) = j["outputs"]
+        assert j["passed"] is True and o["max_abs_error"] == 0 and o["rms_error"] == 0, j
+    for bad_value in (np.nan, 5.0, -np.inf):  # where kiln gives inf
+        bad = z.copy()
+        bad[0, 0] = bad_value
+        onnx_pb.write_tensor(d / "output_0.pb", bad, "z")
+        j = kiln_json("verify", ADD_RELU, "--input", d, "--expected", d, "--atol", "1e30", "--rtol", "1e30",
+                      expect=MISMATCH)
+        (o,) = j["outputs"]
+        assert o["elements_outside_tolerance"] == 1 and o["max_abs_error"] is None  # inf: JSON null

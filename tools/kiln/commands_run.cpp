@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <map>
 
 namespace kiln::cli {
@@ -303,12 +304,18 @@ int cmd_verify(const options& o) {
         double max_abs = 0, max_rel = 0, sq = 0;
         std::size_t bad = 0;
         for (std::size_t k = 0; k < x.size(); ++k) {
-            double d = std::fabs(x[k] - y[k]);
-            if (std::isnan(x[k]) && std::isnan(y[k])) d = 0;
+            // Equal values (equal infinities too) and two NaNs agree; a NaN against a number,
+            // or a finite value against an infinity, is an infinite error that no tolerance
+            // accepts (inf - inf would be NaN, and inf <= rtol * inf would pass).
+            double d = 0;
+            if (x[k] == y[k] || (std::isnan(x[k]) && std::isnan(y[k]))) d = 0;
+            else if (std::isnan(x[k]) || std::isnan(y[k])) d = std::numeric_limits<double>::infinity();
+            else d = std::fabs(x[k] - y[k]);
             max_abs = std::max(max_abs, d);
-            if (y[k] != 0) max_rel = std::max(max_rel, d / std::fabs(y[k]));
+            if (d > 0 && y[k] != 0 && std::isfinite(y[k])) max_rel = std::max(max_rel, d / std::fabs(y[k]));
+            else if (d > 0 && std::isinf(d)) max_rel = d;
             sq += d * d;
-            if (!(d <= o.atol + o.rtol * std::fabs(y[k]))) ++bad;
+            if (d > 0 && (std::isinf(d) || !(d <= o.atol + o.rtol * std::fabs(y[k])))) ++bad;
         }
         double rms = x.empty() ? 0 : std::sqrt(sq / static_cast<double>(x.size()));
         e["max_abs_error"] = max_abs;
