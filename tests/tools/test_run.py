@@ -202,9 +202,14 @@ def test_compile_then_run_the_saved_program(tmp_path):
     assert kiln_json("run", tmp_path / "program.bin", "--input", d)["target"] == "cpu"
     assert kiln("params", tmp_path / "program.bin").stdout == kiln("params", ADD_RELU).stdout
     assert kiln_json("read", saved)["compiled"] is True
-    # A different --target than the one it was compiled for is the caller's mistake.
+    # A different --target than the one it was compiled for is the caller's mistake, and so
+    # are shape options: the saved program's shapes are fixed.
     proc = kiln("run", saved, "--target", "ref", expect=USAGE)
     assert "compiled for cpu" in proc.stderr
+    for opt in (["--batch", "4"], ["--default-dim-value", "4"], ["--input-dim", "@x", "4", "3"],
+                ["--dyn-input-dim", "@x", "[{min:1,max:4},3]"]):
+        proc = kiln("params", tmp_path / "program.bin", *opt, expect=USAGE)
+        assert "saved .kiln program" in proc.stderr and opt[0] in proc.stderr
 
 
 def test_compile_text_output(tmp_path):

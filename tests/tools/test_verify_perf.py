@@ -225,3 +225,13 @@ def test_verify_non_finite_values(tmp_path):
                       expect=MISMATCH)
         (o,) = j["outputs"]
         assert o["elements_outside_tolerance"] == 1 and o["max_abs_error"] is None  # inf: JSON null
+
+
+def test_perf_batch_is_the_first_inputs_first_dimension(tmp_path):
+    """In the model's input order ("zeta" first), not alphabetical."""
+    f = onnx_pb.FLOAT
+    model = tmp_path / "two_inputs.onnx"
+    model.write_bytes(onnx_pb.model([onnx_pb.node("Add", ["zeta", "alpha"], ["out"], "add")],
+                                    [("zeta", f, [4, 3]), ("alpha", f, [1, 3])], [("out", f, [4, 3])]))
+    j = kiln_json("perf", model, "-n", "2", "--warmup", "0")
+    assert j["batch"] == 4 and j["throughput_ips"] == pytest.approx(4000.0 / j["median_ms"], rel=1e-9)

@@ -92,9 +92,15 @@ void print_outputs(const program& p, const std::vector<argument>& results) {
     }
 }
 
-std::size_t batch_of(const param_map& inputs) {
-    for (auto& [k, v] : inputs)
-        if (v.get_shape().is_tensor() && !v.get_shape().lens().empty()) return v.get_shape().lens()[0];
+// The first dimension of the model's first tensor input (in the model's order, not the
+// map's alphabetical one).
+std::size_t batch_of(const program& p, const param_map& inputs) {
+    for (auto& name : p.get_parameter_names()) {
+        auto it = inputs.find(name);
+        if (it == inputs.end()) continue;
+        const auto& s = it->second.get_shape();
+        if (s.is_tensor() && !s.lens().empty()) return s.lens()[0];
+    }
     return 1;
 }
 
@@ -184,7 +190,7 @@ int cmd_perf(const options& o) {
     }
     double median = percentile(times, 0.5), p90 = percentile(times, 0.9);
     double min = *std::min_element(times.begin(), times.end());
-    auto batch = batch_of(inputs);
+    auto batch = batch_of(l.p, inputs);
     std::vector<instruction_profile> profile;
     std::size_t profiled_runs = 1;
     if (o.per_instruction) {

@@ -32,7 +32,15 @@ void require_file(const std::string& path, const std::string& what) {
 
 program load_model(const options& o) {
     require_file(o.model, "model file");
-    if (is_kiln_file(o.model)) return load(o.model);
+    if (is_kiln_file(o.model)) {
+        // Its shapes were fixed when it was compiled: ignoring the option would run other
+        // shapes than the user asked for.
+        if (o.default_dim_value > 0 || !o.input_dims.empty() || !o.dyn_input_dims.empty())
+            throw_error(error_code::invalid_argument,
+                        "'" + o.model + "' is a saved .kiln program: --batch, --default-dim-value, --input-dim and "
+                                        "--dyn-input-dim apply to .onnx models only (compile the .onnx with them)");
+        return load(o.model);
+    }
     onnx_options opts;
     if (o.default_dim_value > 0) opts.default_dim_value = o.default_dim_value;
     for (auto& [k, v] : o.input_dims) opts.map_input_dims[k] = v;
