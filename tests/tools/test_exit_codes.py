@@ -37,6 +37,7 @@ def fails(code, *args, says=(), cwd=REPO):
     (["run", ADD_RELU, "--seed"], ["--seed needs a value"]),
     (["run", ADD_RELU, "--seed", "abc"], ["--seed expects a non-negative integer, got 'abc'"]),
     (["perf", ADD_RELU, "-n", "-3"], ["-n expects a non-negative integer"]),
+    (["params", MLP, "--batch", "0"], ["--batch must be at least 1"]),
     (["verify", ADD_RELU, "--atol", "tight"], ["--atol expects a number, got 'tight'"]),
     (["verify", ADD_RELU, "--rtol", "-0.1"], ["--rtol must be a number >= 0"]),
     (["verify", ADD_RELU, "--atol", "nan"], ["--atol must be a number >= 0"]),

@@ -247,3 +247,13 @@ def test_run_bad_input_file_shape_is_an_error_with_a_message(tmp_path):
     (tmp_path / "junk.npy").write_bytes(b"not numpy at all")
     proc = kiln("run", ADD_RELU, "--input-file", "@x", tmp_path / "junk.npy", expect=MODEL)
     assert "not a .npy file" in proc.stderr
+
+
+def test_run_an_empty_batch(tmp_path):
+    """--input-dim may give a dimension 0: an empty result, reported and written as such."""
+    j = kiln_json("run", MLP, "--input-dim", "@x", "0", "4", "--output", tmp_path / "o", "--output-npy", tmp_path / "n")
+    (o,) = j["outputs"]
+    assert o["shape"] == "float32[0, 3]" and "min" not in o and "mean" not in o
+    assert onnx_pb.read_tensor(tmp_path / "o" / "output_0.pb")[2].shape == (0, 3)
+    assert np.load(tmp_path / "n" / "probs.npy").shape == (0, 3)
+    assert kiln("run", MLP, "--input-dim", "@x", "0", "4").stdout.splitlines()[0] == "probs: float32[0, 3]"

@@ -214,7 +214,11 @@ options parse(const std::string& command, const std::vector<std::string>& args) 
             return args[++i];
         };
         if (a == "--target") o.target = value(), o.target_given = true;
-        else if (a == "--batch" || a == "--default-dim-value") o.default_dim_value = o.batch = to_size(a, value());
+        else if (a == "--batch" || a == "--default-dim-value") {
+            o.default_dim_value = o.batch = to_size(a, value());
+            // 0 would mean "not given" below; an empty batch is --input-dim's business.
+            if (o.batch == 0) throw usage_error(a + " must be at least 1");
+        }
         else if (a == "--input-dim") {
             auto name = input_name(a, value());
             std::vector<std::size_t> dims;

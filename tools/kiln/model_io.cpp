@@ -179,7 +179,10 @@ summary summarize(const argument& a, std::size_t first_count) {
         return s;
     }
     auto v = a.to_vector<double>();
-    if (v.empty()) return s;
+    if (v.empty()) {
+        s.numeric = false;  // no min/max/mean to report (not zeros)
+        return s;
+    }
     s.min = s.max = v[0];
     double sum = 0;
     for (double x : v) {
