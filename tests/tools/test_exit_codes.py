@@ -47,7 +47,7 @@ def fails(code, *args, says=(), cwd=REPO):
     (["params", MLP, "--dyn-input-dim", "@x", "[{min:4,max:2},4]"], ["min > max"]),
     (["params", MLP, "--dyn-input-dim", "@x", "[{min:1},4]"], ["needs min and max"]),
     (["params", MLP, "--dyn-input-dim", "@x", "1,4"], ["missing '['"]),
-    (["run", ADD_RELU, "--target", "tpu"], ["unknown target 'tpu'"]),
+    (["run", ADD_RELU, "--target", "tpu"], ["unknown target 'tpu'", "(see kiln targets)"]),
     (["read", ADD_RELU, "--passes", "no_such_pass"], ["no_such_pass"]),
     (["run", "no/such/model.onnx"], ["no/such/model.onnx", "does not exist"]),
     (["params", "tests/data"], ["is a folder"]),

@@ -34,6 +34,9 @@ def test_targets_text_and_json():
     assert len(gpu) == 1
     if not by_name["gpu"]["available"]:
         assert gpu[0] == "gpu: unavailable: " + by_name["gpu"]["reason"]
+        # Asking for it anyway: an error (usage when not built, model/runtime otherwise) that says why.
+        proc = kiln("run", ADD_RELU, "--target", "gpu", expect=None)
+        assert proc.returncode in (2, 3, 4) and "gpu" in proc.stderr and proc.stdout == ""
 
 
 def test_onnx_ops_lists_the_supported_operators():

@@ -99,7 +99,14 @@ void compile_model(program& p, const options& o, bool target_given) {
                                                           ", not for --target " + o.target);
         return;
     }
-    p.compile(*get_target(o.target), make_compile_options(o));
+    std::shared_ptr<const target> t;
+    try {
+        t = get_target(o.target);
+    } catch (const error& e) {
+        throw_error(e.code(), e.message() + (o.target == "gpu" ? "; this build has no gpu target (no CUDA support)" : "") +
+                                  " (see kiln targets)");
+    }
+    p.compile(*t, make_compile_options(o));
 }
 
 namespace {
