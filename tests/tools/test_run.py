@@ -53,6 +53,7 @@ def test_run_input_output_dirs_add_relu(tmp_path, target):
     out = tmp_path / "out"
     proc = kiln("run", ADD_RELU, "--target", target, "--input", d, "--output", out)
     assert proc.stdout.startswith("z: float32[2, 3]")
+    assert proc.stderr == ""  # no progress output when stderr is not a terminal
     assert sorted(os.listdir(out)) == ["output_0.pb"]
     name, dt, z = onnx_pb.read_tensor(out / "output_0.pb")
     assert (name, dt, z.dtype, z.shape) == ("z", onnx_pb.FLOAT, np.float32, (2, 3))
