@@ -216,6 +216,10 @@ void module::validate() const {
                 s = ins.recompute_shape();
             } catch (const error& e) {
                 fail(ins, std::string("shape no longer valid: ") + e.what());
+            } catch (const std::exception& e) {
+                // An op's shape function failing another way (e.g. .at() on a changed
+                // sub-module) is still a broken module, reported as promised.
+                fail(ins, std::string("shape no longer valid: ") + e.what());
             }
             if (s != ins.get_shape())
                 fail(ins, "stored shape " + ins.get_shape().to_string() + " differs from computed " + s.to_string());

@@ -388,3 +388,28 @@ TEST(core_module, a_module_in_use_cannot_be_removed) {
     p.remove_module("sub");
     EXPECT_FALSE(p.has_module("sub"));
 }
+
+TEST(core_module, validate_reports_any_shape_failure_as_a_kiln_error) {
+    program p;
+    auto* sub = p.create_module("sub");
+    auto sp = sub->add_parameter("p0", s23);
+    auto r = sub->add_return({sub->add_instruction(test::test_scale{2.0f}, {sp})});
+    auto* main = p.get_main_module();
+    auto x = main->add_parameter("x", s23);
+    main->add_return({main->add_instruction(call_op{}, {x}, {sub})});
+    EXPECT_NO_THROW(main->validate());
+    // The sub-module is emptied: call_op's shape function now fails with
+    // std::out_of_range, which validate must still report as a broken module.
+    auto body = std::prev(r);
+    sub->remove_instruction(r);
+    sub->remove_instruction(body);
+    sub->remove_instruction(sp);
+    ASSERT_EQ(sub->size(), 0u);
+    try {
+        main->validate();
+        FAIL();
+    } catch (const error& e) {
+        EXPECT_EQ(e.code(), error_code::runtime);
+        EXPECT_NE(e.message().find("core_test_call"), std::string::npos) << e.what();
+    }
+}
