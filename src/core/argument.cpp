@@ -140,6 +140,8 @@ bool operator==(const argument& a, const argument& b) {
     const auto& sb = b.get_shape();
     if (sa.get_kind() != sb.get_kind()) return false;
     if (!sa.is_tensor()) {
+        // Sequences and optionals have an element type even when they hold nothing.
+        if (!sa.is_tuple() && sa.get_type() != sb.get_type()) return false;
         if (a.subs_.size() != b.subs_.size()) return false;
         for (std::size_t i = 0; i < a.subs_.size(); ++i)
             if (a.subs_[i] != b.subs_[i]) return false;

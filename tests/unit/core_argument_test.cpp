@@ -280,3 +280,15 @@ TEST(core_argument, equality_is_bitwise) {
     EXPECT_NE(argument(shape(type::int32, {3})), argument(shape(type::uint32, {3})));
     EXPECT_NE(argument(shape(type::int32, {3})), argument(shape(type::int32, {1, 3})));
 }
+
+TEST(core_argument, empty_sequences_and_optionals_keep_their_element_type) {
+    auto fseq = argument::make_sequence(shape(type::float32, {2}), {});
+    auto iseq = argument::make_sequence(shape(type::int64, {2}), {});
+    EXPECT_EQ(fseq, argument::make_sequence(shape(type::float32, {2}), {}));
+    EXPECT_NE(fseq, iseq);
+    auto fnone = argument::make_optional(shape(type::float32, {2}), std::nullopt);
+    auto inone = argument::make_optional(shape(type::int8, {2}), std::nullopt);
+    EXPECT_EQ(fnone, argument::make_optional(shape(type::float32, {2}), std::nullopt));
+    EXPECT_NE(fnone, inone);
+    EXPECT_NE(fnone, fseq);
+}
