@@ -226,9 +226,15 @@ TEST(cpu_codegen, interpreter_runs_without_a_compiler) {
         for (auto& mode : kernel_modes(cpu)) EXPECT_EQ(mode, "interpreted");
         auto ref = compiled(p, "ref", false).eval(in);
         auto got = cpu.eval(in);
-        // The interpreter calls the ops' own scalar functions (exact, fast_math or not).
-        expect_bitwise(got[0], ref[0], "gelu");
-        expect_bitwise(got[2], ref[2], "tanh * k");
+        // The interpreter calls the ops' own scalar functions: exact. Under fast_math the
+        // pipeline itself may rewrite x / c into x * (1 / c) (simplify_algebra): last ulp.
+        if (fast) {
+            expect_close(got[0], ref[0], 2e-5, 1e-2);  // 1 + erf cancels in the left tail
+            expect_close(got[2], ref[2], 2e-5, 1e-2);
+        } else {
+            expect_bitwise(got[0], ref[0], "gelu");
+            expect_bitwise(got[2], ref[2], "tanh * k");
+        }
         // LayerNorm and softmax of rows holding inf/NaN: compare where ref is finite.
         expect_close(got[1], ref[1], 1e-5, 1e-3);
         expect_close(got[3], ref[3], 1e-5, 1e-6);
