@@ -83,6 +83,18 @@ void check(std::size_t rows, std::size_t threads, const std::string& mode) {
 
 }  // namespace
 
+TEST(cpu_codegen_alloc, the_counter_counts) {
+    // A direct call of the allocation function (not a new-expression, which the compiler
+    // may elide): the hook must see it, or the tests below prove nothing.
+    static void* volatile sink = nullptr;
+    allocations = 0;
+    counting = true;
+    sink = ::operator new(64);
+    counting = false;
+    ::operator delete(sink);
+    EXPECT_EQ(allocations.load(), 1u);
+}
+
 TEST(cpu_codegen_alloc, compiled_kernels_allocate_nothing) {
     if (!cpu::codegen::find_compiler()) GTEST_SKIP() << "no C++ compiler";
     scratch_cache cache;
