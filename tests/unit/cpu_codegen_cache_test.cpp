@@ -6,6 +6,7 @@
 
 #include "targets/cpu/codegen/isa.hpp"
 
+#include <kiln/onnx.hpp>
 #include <kiln/serialize.hpp>
 
 #include <fstream>
@@ -216,4 +217,47 @@ TEST(cpu_codegen_cache, isa_detection_is_consistent) {
         EXPECT_EQ(cg::target_isa(), host);
     }
     for (const auto& f : cg::compile_flags(host, true)) EXPECT_NE(f, "-march=native");
+}
+
+// A Loop whose body has elementwise work (Range spelled out by its ONNX function): the
+// body's kernels join the main module's in one compiler run, and a saved program loads
+// them all without a compiler.
+TEST(cpu_codegen_cache, sub_modules_share_the_programs_one_compiler_run) {
+    if (!have_compiler()) GTEST_SKIP() << "no C++ compiler";
+    const std::string path = std::string(KILN_SHARED_DIR) +
+                             "/onnx-backend-tests/node/test_range_float_type_positive_delta_expanded/model.onnx";
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path;
+    auto all_modes = [](const program& p) {
+        std::vector<std::string> modes;
+        std::size_t in_sub_modules = 0;
+        for (auto* m : p.get_modules_postorder())
+            for (auto& ins : *m)
+                if (ins.name() == "cpu::fused_kernel") {
+                    modes.push_back(cpu::kernel_mode(ins.get_operator()));
+                    in_sub_modules += m != p.get_main_module() ? 1 : 0;
+                }
+        EXPECT_GT(in_sub_modules, 0u);
+        return modes;
+    };
+    auto source = parse_onnx(path);
+    const std::string data = std::filesystem::path(path).parent_path().string() + "/test_data_set_0/input_";
+    param_map in;
+    for (const char* name : {"start", "limit", "delta"})
+        in[name] = read_tensor_proto(data + std::to_string(in.size()) + ".pb");
+    const auto want = compiled(source, "ref", false).eval(in);
+    std::string bytes;
+    {
+        scratch_cache cache;
+        const auto compiles = count(cg::stats().compiles);
+        auto c = compiled(source, "cpu", true);
+        EXPECT_EQ(count(cg::stats().compiles), compiles + 1);
+        for (auto& mode : all_modes(c)) EXPECT_EQ(mode, "compiled");
+        expect_close(c.eval(in)[0], want[0], 1e-6);
+        bytes = save_buffer(c);
+    }
+    scratch_cache cache;
+    env_override no_cxx("KILN_CXX", "/nonexistent/kiln-test-cxx");
+    auto loaded = load_buffer(bytes.data(), bytes.size());
+    for (auto& mode : all_modes(loaded)) EXPECT_EQ(mode, "compiled");
+    expect_close(loaded.eval(in)[0], want[0], 1e-6);
 }

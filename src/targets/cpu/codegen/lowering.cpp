@@ -76,6 +76,18 @@ pass make_fusion_pass(const compile_options&) {
     return f;
 }
 
+// Kernels lowered in sub-modules, waiting for the main module's compiler run.
+struct lowering::batch {
+    struct entry {
+        module* m;
+        instruction_ref ins;
+    };
+    std::vector<entry> kernels;                // replaced instructions, carriers first per module
+    std::map<std::string, std::string> texts;  // symbol -> kernel source, all modules
+};
+
+std::shared_ptr<lowering::batch> lowering::make_batch() { return std::make_shared<batch>(); }
+
 void lowering::apply(module& m) const {
     const auto start = std::chrono::steady_clock::now();
     std::vector<planned> work;
@@ -98,18 +110,33 @@ void lowering::apply(module& m) const {
             // Stays as it is: the reference kernel runs it.
         }
     }
-    if (work.empty()) return;
-    // One library for the module: each distinct kernel once, in a stable order.
+    auto& batch = *pending;
+    const bool last = m.name() == "main";
+    if (work.empty() && (!last || batch.kernels.empty())) return;
+    // This module's distinct kernels, each once, in a stable order.
     std::map<std::string, std::string> kernels;
     for (auto& p : work)
         if (!kernels.count(p.symbol))
             kernels[p.symbol] =
                 emit_kernel(make_plan(p.body, to_shapes(p.inputs), p.ins->get_shape().as_standard(), fast_math), p.symbol);
-    std::vector<std::string> texts;
-    for (auto& [sym, text] : kernels) texts.push_back(text);
-    const std::string source = library_source(texts);
+    auto source_of = [](const std::map<std::string, std::string>& ks) {
+        std::vector<std::string> texts;
+        for (auto& [sym, text] : ks) texts.push_back(text);
+        return library_source(texts);
+    };
     const std::string isa = target_isa();
-    auto built = build_library(source, isa, fast_math);
+    // A sub-module: its kernels carry their own source (for finalize, should no main
+    // module follow) and wait for the main module's library.
+    codegen::build_result built;
+    std::string source;
+    if (last) {
+        for (auto& [sym, text] : kernels) batch.texts.emplace(sym, text);
+        source = source_of(batch.texts);
+        built = build_library(source, isa, fast_math);
+    } else {
+        source = source_of(kernels);
+        for (auto& [sym, text] : kernels) batch.texts.emplace(sym, text);
+    }
     const std::string key = built.key.empty() ? content_hash(source + isa) : built.key;
     bool first = true;
     for (auto& p : work) {
@@ -132,10 +159,29 @@ void lowering::apply(module& m) const {
             first = false;
         }
         m.replace_instruction(p.ins, k, args);
+        if (!last) batch.kernels.push_back({&m, p.ins});
+    }
+    if (last) {
+        // The sub-modules' kernels use the program's library; each module's first kernel
+        // carries it (loading dedups by key), so every module loads on its own.
+        for (auto& e : batch.kernels) {
+            auto k = e.ins->get_operator().get<fused_kernel>();
+            k.library = key;
+            k.lib = built.lib;
+            if (k.source.is_binary()) {
+                k.source = value::binary{source};
+                k.object = built.object.empty() ? value{} : value{value::binary{built.object}};
+                k.object_isa = built.object.empty() ? std::string{} : isa;
+            }
+            e.m->replace_instruction(e.ins, k, e.ins->inputs());
+        }
+        batch.kernels.clear();
+        batch.texts.clear();
     }
     if (const char* v = std::getenv("KILN_CODEGEN_VERBOSE"); v && std::string(v) != "0")
         std::cerr << "[kiln] codegen: module " << m.name() << ": " << work.size() << " fused kernels, "
-                  << kernels.size() << " distinct, " << (built.lib ? "compiled" : "interpreted") << " for " << isa
+                  << kernels.size() << " distinct, "
+                  << (!last ? "deferred to the main module" : built.lib ? "compiled" : "interpreted") << " for " << isa
                   << " in "
                   << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count()
                   << " ms\n";

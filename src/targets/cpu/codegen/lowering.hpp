@@ -13,6 +13,7 @@
 #include <kiln/module.hpp>
 #include <kiln/pass.hpp>
 
+#include <memory>
 #include <string>
 #include <unordered_set>
 
@@ -20,8 +21,16 @@ namespace kiln::cpu::codegen {
 
 pass make_fusion_pass(const compile_options& opts);
 
+// One compiler run per program: passes run module by module, sub-modules first and the
+// main module ("main") last, so the kernels of sub-modules (control-flow bodies) wait in
+// `pending` and go into the main module's translation unit; their carriers then hold the
+// same library. A module lowered on its own under another name keeps its source, and
+// finalize compiles it (through the cache) if nothing else did.
 struct lowering {
     bool fast_math = true;
+    struct batch;
+    static std::shared_ptr<batch> make_batch();
+    std::shared_ptr<batch> pending = make_batch();
     std::string name() const { return "cpu::codegen"; }
     void apply(module& m) const;
 };
