@@ -1,7 +1,7 @@
 // cpu::fused_kernel: one fused group (op::fused) on the cpu target, in destination-passing
 // style (the last input is the output buffer, placed by memory planning).
 //
-// All kernels of a module live in one shared object (one compiler run). The module's
+// All kernels of a program live in one shared object (one compiler run). Each module's
 // first fused_kernel carries that library for saved programs: its source, and its
 // machine code with the ISA level it was built for; the others name it by key. At load
 // (finalize), the first kernel

@@ -5,7 +5,7 @@
 //     post-ops of the convolution or matrix product feeding them (post_op_chains).
 //   codegen::lowering (after cpu::lowering): every `fused` instruction, and every single
 //     elementwise op oneDNN did not take, becomes a cpu::fused_kernel; the module's
-//     kernels are generated and compiled together, once (see kernel_op.hpp).
+//     kernels are generated and compiled together, once per program (see kernel_op.hpp).
 //
 // KILN_CPU_FUSION=0 turns grouping off (single ops still get kernels), for measuring.
 #pragma once
