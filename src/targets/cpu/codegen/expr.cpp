@@ -1,6 +1,6 @@
 // Node expressions: each mirrors the scalar apply function of its op (src/ops/pointwise_*.hpp,
 // convert.hpp) in the same evaluation order, with the op's constants rounded to float as
-// apply rounds them. tests/unit/cpu_codegen_ops_test.cpp compares every op bit for bit
+// apply rounds them. tests/unit/cpu_codegen_test.cpp compares every op bit for bit
 // with the reference kernels.
 #include "targets/cpu/codegen/emit.hpp"
 
