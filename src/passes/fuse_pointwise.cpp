@@ -1,0 +1,197 @@
+#include "passes/fuse_pointwise.hpp"
+
+#include "ops/fused.hpp"
+
+#include <algorithm>
+#include <optional>
+#include <unordered_map>
+
+namespace kiln {
+
+namespace {
+
+const char* const fusible_reductions[] = {"reduce_sum", "reduce_mean", "reduce_max",        "reduce_min",
+                                          "reduce_prod", "reduce_l1",  "reduce_l2", "reduce_sum_square",
+                                          "reduce_log_sum"};
+
+bool static_tensor(const shape& s) { return s.is_tensor() && !s.dynamic(); }
+
+// lens broadcast (right-aligned) to `domain`.
+bool fits(const std::vector<std::size_t>& lens, const std::vector<std::size_t>& domain) {
+    if (lens.size() > domain.size()) return false;
+    const std::size_t shift = domain.size() - lens.size();
+    for (std::size_t i = 0; i < lens.size(); ++i)
+        if (lens[i] != 1 && lens[i] != domain[i + shift]) return false;
+    return true;
+}
+
+struct group {
+    instruction_ref root;
+    std::vector<std::size_t> domain;
+    std::vector<std::size_t> axes;  // reduced axes of the domain; empty while the group has no reduction
+    std::vector<instruction_ref> members;
+};
+
+bool is_candidate(instruction_ref ins, const fuse_pointwise& opts, const std::unordered_set<const instruction*>& reserved) {
+    if (ins->is_param() || ins->is_literal() || ins->is_return()) return false;
+    const auto& op = ins->get_operator();
+    if (op.traits().builtin || !ins->module_inputs().empty() || reserved.count(&*ins)) return false;
+    if (!static_tensor(ins->get_shape()) || ins->get_shape().elements() == 0) return false;
+    for (auto in : ins->inputs())
+        if (!static_tensor(in->get_shape())) return false;
+    const bool reduction = is_fusible_reduction(ins);
+    if (reduction && !opts.reductions) return false;
+    if (!reduction && !op.traits().pointwise) return false;
+    if (opts.supported) return opts.supported(ins);
+    const type t = ins->get_shape().get_type();
+    return t == type::float32 || t == type::float64 || t == type::float16 || t == type::bfloat16;
+}
+
+// The domain of a group rooted at `root`.
+group start_group(instruction_ref root) {
+    group g;
+    g.root = root;
+    g.members.push_back(root);
+    if (is_fusible_reduction(root)) {
+        g.domain = root->inputs()[0]->get_shape().lens();
+        g.axes = reduction_axes(root->get_operator(), g.domain.size());
+    } else {
+        g.domain = root->get_shape().lens();
+    }
+    return g;
+}
+
+// Adds `ins` to g when that keeps the group legal (see the header).
+bool try_join(group& g, instruction_ref ins) {
+    const auto& lens = ins->get_shape().lens();
+    if (!is_fusible_reduction(ins)) {
+        if (!fits(lens, g.domain)) return false;
+        g.members.push_back(ins);
+        return true;
+    }
+    if (!reduction_keepdims(ins->get_operator())) return false;
+    const auto& in_lens = ins->inputs()[0]->get_shape().lens();
+    const auto axes = reduction_axes(ins->get_operator(), in_lens.size());
+    if (!g.axes.empty()) {
+        if (in_lens != g.domain || axes != g.axes) return false;
+    } else if (in_lens != g.domain) {
+        // The group so far computes a per-row value (e.g. rsqrt(var + eps)): its domain
+        // becomes this reduction's input when the root has exactly the reduced lens.
+        auto row = in_lens;
+        for (auto a : axes) row[a] = 1;
+        if (g.domain != row || g.root->get_shape().lens() != row) return false;
+        for (auto m : g.members)
+            if (!fits(m->get_shape().lens(), in_lens)) return false;
+        g.domain = in_lens;
+    }
+    g.axes = axes;
+    g.members.push_back(ins);
+    return true;
+}
+
+void rewrite(module& m, group& g, const std::unordered_map<const instruction*, std::size_t>& pos) {
+    std::sort(g.members.begin(), g.members.end(),
+              [&](instruction_ref a, instruction_ref b) { return pos.at(&*a) < pos.at(&*b); });
+    std::unordered_set<const instruction*> in_group;
+    for (auto mem : g.members) in_group.insert(&*mem);
+    std::unordered_map<const instruction*, std::int64_t> node_of;  // member -> body node
+    op::fused f;
+    std::vector<instruction_ref> inputs;
+    std::unordered_map<const instruction*, std::int64_t> input_arg;
+    // Scalar literals first (body constants), then the members in order.
+    for (auto mem : g.members)
+        for (auto in : mem->inputs())
+            if (!in_group.count(&*in) && in->is_literal() && in->get_shape().elements() == 1 && !input_arg.count(&*in)) {
+                input_arg[&*in] = static_cast<std::int64_t>(f.nodes.size());
+                f.nodes.push_back({op::fused_literal{in->get_literal()}, {}});
+            }
+    for (auto mem : g.members) {
+        op::fused_node n{mem->get_operator(), {}};
+        for (auto in : mem->inputs()) {
+            if (auto it = node_of.find(&*in); it != node_of.end()) {
+                n.args.push_back(it->second);
+            } else if (auto jt = input_arg.find(&*in); jt != input_arg.end()) {
+                n.args.push_back(jt->second);
+            } else {
+                const auto a = op::fused_input_arg(inputs.size());
+                input_arg[&*in] = a;
+                inputs.push_back(in);
+                n.args.push_back(a);
+            }
+        }
+        node_of[&*mem] = static_cast<std::int64_t>(f.nodes.size());
+        f.nodes.push_back(std::move(n));
+    }
+    m.replace_instruction(g.root, f, inputs);
+    for (auto it = g.members.rbegin(); it != g.members.rend(); ++it)
+        if (*it != g.root && (*it)->outputs().empty()) m.remove_instruction(*it);
+}
+
+}  // namespace
+
+bool is_fusible_reduction(instruction_ref ins) {
+    const auto n = ins->name();
+    if (std::find(std::begin(fusible_reductions), std::end(fusible_reductions), n) == std::end(fusible_reductions))
+        return false;
+    if (ins->inputs().size() != 1) return false;
+    const auto& s = ins->inputs()[0]->get_shape();
+    if (!static_tensor(s)) return false;
+    return !reduction_axes(ins->get_operator(), s.ndim()).empty();
+}
+
+std::vector<std::size_t> reduction_axes(const operation& op, std::size_t rank) {
+    const auto v = op.to_value();
+    std::vector<std::size_t> axes;
+    if (const auto* a = v.find("axes"); a && a->is_array()) {
+        for (const auto& e : a->get_array()) {
+            auto x = e.get_int64();
+            if (x < 0) x += static_cast<std::int64_t>(rank);
+            if (x < 0 || x >= static_cast<std::int64_t>(rank)) return {};
+            axes.push_back(static_cast<std::size_t>(x));
+        }
+    }
+    std::sort(axes.begin(), axes.end());
+    axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+    return axes;
+}
+
+bool reduction_keepdims(const operation& op) {
+    const auto v = op.to_value();
+    const auto* k = v.find("keepdims");
+    return !k || !k->is_bool() || k->get_bool();
+}
+
+void fuse_pointwise::apply(module& m) const {
+    const auto reserved_set = reserved ? reserved(m) : std::unordered_set<const instruction*>{};
+    std::unordered_map<const instruction*, std::size_t> pos;
+    std::size_t p = 0;
+    for (auto it = m.begin(); it != m.end(); ++it) pos[&*it] = p++;
+
+    std::vector<group> groups;
+    std::unordered_map<const instruction*, std::size_t> group_of;
+    for (auto it = m.end(); it != m.begin();) {
+        --it;
+        if (!is_candidate(it, *this, reserved_set)) continue;
+        // The one group all users belong to, if any.
+        std::optional<std::size_t> target;
+        bool all_in_one = !it->outputs().empty();
+        for (auto u : it->outputs()) {
+            auto gi = group_of.find(&*u);
+            if (gi == group_of.end() || (target && *target != gi->second)) {
+                all_in_one = false;
+                break;
+            }
+            target = gi->second;
+        }
+        if (all_in_one && target && try_join(groups[*target], it)) {
+            group_of[&*it] = *target;
+            continue;
+        }
+        group_of[&*it] = groups.size();
+        groups.push_back(start_group(it));
+    }
+    for (auto& g : groups)
+        if (g.members.size() >= std::max<std::size_t>(min_size, 1)) rewrite(m, g, pos);
+}
+
+}  // namespace kiln

@@ -1,0 +1,145 @@
+#include "targets/cpu/codegen/kernel_op.hpp"
+
+#include "targets/cpu/codegen/interpreter.hpp"
+#include "targets/cpu/codegen/isa.hpp"
+#include "targets/cpu/context.hpp"
+
+#include <kiln/errors.hpp>
+#include <kiln/register_op.hpp>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <exception>
+
+namespace kiln::cpu {
+
+struct fused_kernel::runtime {
+    codegen::plan plan;
+    bool has_plan = false;
+    kernel_fn fn = nullptr;
+    std::shared_ptr<codegen::library> lib;
+    std::size_t threads = 1;
+};
+
+namespace {
+
+// Below this many elements touched, a kernel runs on the calling thread: waking the
+// team costs more than it saves.
+constexpr std::size_t parallel_elements = 1u << 15;
+
+const std::string& bytes_of(const value& v) {
+    static const std::string none;
+    return v.is_binary() ? v.get_binary().bytes : none;
+}
+
+// The first kernel of a module brings its library in (see the header for the order).
+std::shared_ptr<codegen::library> load_library(const fused_kernel& k) {
+    using namespace codegen;
+    const auto& object = bytes_of(k.object);
+    const auto& source = bytes_of(k.source);
+    const std::string target = target_isa();
+    std::shared_ptr<library> lib;
+    if (!object.empty() && k.object_isa == target) lib = load_object(k.library, k.object_isa, object);
+    if (!lib && !source.empty()) lib = build_library(source, target, k.fast_math).lib;
+    if (!lib && !object.empty()) lib = load_object(k.library, k.object_isa, object);
+    return lib;
+}
+
+}  // namespace
+
+shape fused_kernel::compute_shape(const std::vector<shape>& inputs) const {
+    if (inputs.empty()) throw_error(error_code::shape, "cpu::fused_kernel: missing its output buffer");
+    std::vector<shape> in(inputs.begin(), inputs.end() - 1);
+    auto s = body.compute_shape(in);
+    if (!s.same_lens_and_type(inputs.back()))
+        throw_error(error_code::shape, "cpu::fused_kernel: result " + s.to_string() + " does not fit its buffer " +
+                                           inputs.back().to_string());
+    return inputs.back();
+}
+
+void fused_kernel::finalize(context& ctx, const shape& output, const std::vector<shape>& inputs) {
+    auto r = std::make_shared<runtime>();
+    if (auto* c = dynamic_cast<cpu_context*>(&ctx)) r->threads = std::max<std::size_t>(1, c->threads());
+    std::vector<shape> in(inputs.begin(), inputs.end() - (inputs.empty() ? 0 : 1));
+    try {
+        r->plan = codegen::make_plan(body, in, output, fast_math);
+        r->has_plan = true;
+    } catch (const error&) {
+        r->has_plan = false;  // a group no kernel handles (e.g. a hand-edited file): reference compute
+    }
+    if (r->has_plan && !symbol.empty()) {
+        r->lib = lib;
+        if (!r->lib && (!bytes_of(object).empty() || !bytes_of(source).empty())) {
+            r->lib = load_library(*this);
+            if (r->lib) codegen::register_library(library, r->lib);
+        }
+        if (!r->lib) r->lib = codegen::find_library(library);
+        if (r->lib) r->fn = reinterpret_cast<kernel_fn>(r->lib->symbol(symbol));
+    }
+    if (r->has_plan && !r->fn) ++codegen::stats().interpreted;
+    lib = nullptr;  // the runtime holds it now
+    rt = r;
+}
+
+argument fused_kernel::compute(context& ctx, const shape& output, const std::vector<argument>& args) const {
+    const auto& dest = args.back();
+    if (!rt || !rt->has_plan) {
+        std::vector<argument> in(args.begin(), args.end() - 1);
+        body.compute(ctx, output, in).copy_to(dest);
+        return dest;
+    }
+    const auto& r = *rt;
+    const std::size_t n = args.size() - 1;
+    std::array<const void*, 16> small{};
+    std::vector<const void*> large;
+    const void** ptrs = small.data();
+    if (n > small.size()) {
+        large.resize(n);
+        ptrs = large.data();
+    }
+    for (std::size_t i = 0; i < n; ++i) ptrs[i] = args[i].data();
+    void* out = dest.data();
+    const auto& p = r.plan;
+    const std::size_t work = p.work();
+    auto run = [&](std::size_t b, std::size_t e) {
+        if (b >= e) return;
+        if (r.fn) r.fn(ptrs, out, static_cast<long>(b), static_cast<long>(e));
+        else codegen::interpret(p, ptrs, out, b, e);
+    };
+    const std::size_t touched = work * p.inner_size();
+    const std::size_t threads = std::min(r.threads, work);
+    if (threads <= 1 || touched < parallel_elements) {
+        run(0, work);
+        return dest;
+    }
+    // Contiguous chunks, element ranges rounded to 16 so that vector loops start aligned.
+    const std::size_t align = p.reduction ? 1 : 16;
+    std::exception_ptr failure;
+#pragma omp parallel num_threads(static_cast<int>(threads))
+    {
+        const auto t = static_cast<std::size_t>(omp_get_thread_num());
+        const auto nt = static_cast<std::size_t>(omp_get_num_threads());
+        auto bound = [&](std::size_t i) { return i == nt ? work : std::min(work, (work * i / nt) / align * align); };
+        try {
+            run(bound(t), bound(t + 1));
+        } catch (...) {
+#pragma omp critical
+            failure = std::current_exception();
+        }
+    }
+    if (failure) std::rethrow_exception(failure);
+    return dest;
+}
+
+std::string kernel_mode(const operation& op) {
+    const auto* k = op.any_cast<fused_kernel>();
+    if (!k || !k->rt) return "";
+    if (!k->rt->has_plan) return "reference";
+    return k->rt->fn ? "compiled" : "interpreted";
+}
+
+KILN_REGISTER_OP(fused_kernel)
+
+}  // namespace kiln::cpu

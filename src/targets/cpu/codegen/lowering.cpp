@@ -1,0 +1,190 @@
+#include "targets/cpu/codegen/lowering.hpp"
+
+#include "ops/fused.hpp"
+#include "passes/fuse_pointwise.hpp"
+#include "targets/cpu/codegen/compiler.hpp"
+#include "targets/cpu/codegen/emit.hpp"
+#include "targets/cpu/codegen/hash.hpp"
+#include "targets/cpu/codegen/isa.hpp"
+#include "targets/cpu/codegen/kernel_op.hpp"
+
+#include <kiln/builtin_ops.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+
+namespace kiln::cpu::codegen {
+
+namespace {
+
+bool env_off(const char* name) {
+    const char* v = std::getenv(name);
+    return v && std::string(v) == "0";
+}
+
+bool static_tensor(const shape& s) { return s.is_tensor() && !s.dynamic(); }
+
+// A lone elementwise op becomes a one-node group (its scalar literal inputs inside).
+op::fused single_group(instruction_ref ins, std::vector<instruction_ref>& inputs) {
+    op::fused f;
+    op::fused_node n{ins->get_operator(), {}};
+    for (auto in : ins->inputs()) {
+        if (in->is_literal() && in->get_shape().elements() == 1) {
+            n.args.push_back(static_cast<std::int64_t>(f.nodes.size()));
+            f.nodes.push_back({op::fused_literal{in->get_literal()}, {}});
+        } else {
+            n.args.push_back(op::fused_input_arg(inputs.size()));
+            inputs.push_back(in);
+        }
+    }
+    f.nodes.push_back(std::move(n));
+    return f;
+}
+
+struct planned {
+    instruction_ref ins;
+    op::fused body;
+    std::vector<instruction_ref> inputs;
+    std::string symbol;
+};
+
+}  // namespace
+
+bool kernel_can_run(instruction_ref ins) {
+    if (!static_tensor(ins->get_shape()) || ins->get_shape().elements() == 0) return false;
+    std::vector<type> in;
+    for (std::size_t i = 0; i < ins->inputs().size(); ++i) {
+        auto x = ins->inputs()[i];
+        if (!static_tensor(x->get_shape())) return false;
+        type t = x->get_shape().get_type();
+        // pow's exponent may be a scalar constant of any numeric type (it becomes a body constant).
+        if (ins->name() == "pow" && i == 1 && x->is_literal() && x->get_shape().elements() == 1 && t != type::string)
+            t = type::float32;
+        in.push_back(t);
+    }
+    return kernel_supports(ins->name(), ins->get_operator().to_value(), in, ins->get_shape().get_type());
+}
+
+pass make_fusion_pass(const compile_options&) {
+    fuse_pointwise f;
+    f.supported = [](instruction_ref ins) { return kernel_can_run(ins); };
+    f.reserved = [](module& m) { return post_op_chains(m); };
+    if (env_off("KILN_CPU_FUSION")) f.min_size = static_cast<std::size_t>(-1);
+    return f;
+}
+
+// Kernels lowered in sub-modules, waiting for the main module's compiler run.
+struct lowering::batch {
+    struct entry {
+        module* m;
+        instruction_ref ins;
+    };
+    std::vector<entry> kernels;                // replaced instructions, carriers first per module
+    std::map<std::string, std::string> texts;  // symbol -> kernel source, all modules
+};
+
+std::shared_ptr<lowering::batch> lowering::make_batch() { return std::make_shared<batch>(); }
+
+void lowering::apply(module& m) const {
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<planned> work;
+    for (auto ins = m.begin(); ins != m.end(); ++ins) {
+        planned p{ins, {}, {}, {}};
+        if (ins->name() == "fused") {
+            p.body = ins->get_operator().get<op::fused>();
+            p.inputs = ins->inputs();
+        } else if (ins->get_operator().traits().pointwise && ins->module_inputs().empty() && kernel_can_run(ins)) {
+            p.body = single_group(ins, p.inputs);
+        } else {
+            continue;
+        }
+        try {
+            auto pl = make_plan(p.body, to_shapes(p.inputs), ins->get_shape().as_standard(), fast_math);
+            p.symbol = kernel_symbol(pl);
+            work.push_back(std::move(p));
+        } catch (const error& e) {
+            if (e.code() != error_code::unsupported) throw;
+            // Stays as it is: the reference kernel runs it.
+        }
+    }
+    auto& batch = *pending;
+    const bool last = m.name() == "main";
+    if (work.empty() && (!last || batch.kernels.empty())) return;
+    // This module's distinct kernels, each once, in a stable order.
+    std::map<std::string, std::string> kernels;
+    for (auto& p : work)
+        if (!kernels.count(p.symbol))
+            kernels[p.symbol] =
+                emit_kernel(make_plan(p.body, to_shapes(p.inputs), p.ins->get_shape().as_standard(), fast_math), p.symbol);
+    auto source_of = [](const std::map<std::string, std::string>& ks) {
+        std::vector<std::string> texts;
+        for (auto& [sym, text] : ks) texts.push_back(text);
+        return library_source(texts);
+    };
+    const std::string isa = target_isa();
+    // A sub-module: its kernels carry their own source (for finalize, should no main
+    // module follow) and wait for the main module's library.
+    codegen::build_result built;
+    std::string source;
+    if (last) {
+        for (auto& [sym, text] : kernels) batch.texts.emplace(sym, text);
+        source = source_of(batch.texts);
+        built = build_library(source, isa, fast_math);
+    } else {
+        source = source_of(kernels);
+        for (auto& [sym, text] : kernels) batch.texts.emplace(sym, text);
+    }
+    const std::string key = built.key.empty() ? content_hash(source + isa) : built.key;
+    bool first = true;
+    for (auto& p : work) {
+        const auto out = p.ins->get_shape().as_standard();
+        auto buffer = m.insert_instruction(p.ins, builtin::allocate{out}, {});
+        auto args = p.inputs;
+        args.push_back(buffer);
+        fused_kernel k;
+        k.body = p.body;
+        k.fast_math = fast_math;
+        k.symbol = p.symbol;
+        k.library = key;
+        k.lib = built.lib;
+        if (first) {
+            k.source = value::binary{source};
+            if (!built.object.empty()) {
+                k.object = value::binary{built.object};
+                k.object_isa = isa;
+            }
+            first = false;
+        }
+        m.replace_instruction(p.ins, k, args);
+        if (!last) batch.kernels.push_back({&m, p.ins});
+    }
+    if (last) {
+        // The sub-modules' kernels use the program's library; each module's first kernel
+        // carries it (loading dedups by key), so every module loads on its own.
+        for (auto& e : batch.kernels) {
+            auto k = e.ins->get_operator().get<fused_kernel>();
+            k.library = key;
+            k.lib = built.lib;
+            if (k.source.is_binary()) {
+                k.source = value::binary{source};
+                k.object = built.object.empty() ? value{} : value{value::binary{built.object}};
+                k.object_isa = built.object.empty() ? std::string{} : isa;
+            }
+            e.m->replace_instruction(e.ins, k, e.ins->inputs());
+        }
+        batch.kernels.clear();
+        batch.texts.clear();
+    }
+    if (const char* v = std::getenv("KILN_CODEGEN_VERBOSE"); v && std::string(v) != "0")
+        std::cerr << "[kiln] codegen: module " << m.name() << ": " << work.size() << " fused kernels, "
+                  << kernels.size() << " distinct, "
+                  << (!last ? "deferred to the main module" : built.lib ? "compiled" : "interpreted") << " for " << isa
+                  << " in "
+                  << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count()
+                  << " ms\n";
+}
+
+}  // namespace kiln::cpu::codegen

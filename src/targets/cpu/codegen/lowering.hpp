@@ -1,0 +1,48 @@
+// The cpu target's passes for memory-bound work.
+//
+//   fusion pass (before cpu::lowering): fuse_pointwise with the cpu rules: only ops and
+//     types the kernels handle, and never the elementwise ops that cpu::lowering makes
+//     post-ops of the convolution or matrix product feeding them (post_op_chains).
+//   codegen::lowering (after cpu::lowering): every `fused` instruction, and every single
+//     elementwise op oneDNN did not take, becomes a cpu::fused_kernel; the module's
+//     kernels are generated and compiled together, once per program (see kernel_op.hpp).
+//
+// KILN_CPU_FUSION=0 turns grouping off (single ops still get kernels), for measuring.
+#pragma once
+#include <kiln/compile_options.hpp>
+#include <kiln/module.hpp>
+#include <kiln/pass.hpp>
+
+#include <memory>
+#include <string>
+#include <unordered_set>
+
+namespace kiln::cpu::codegen {
+
+pass make_fusion_pass(const compile_options& opts);
+
+// One compiler run per program: passes run module by module, sub-modules first and the
+// main module ("main") last, so the kernels of sub-modules (control-flow bodies) wait in
+// `pending` and go into the main module's translation unit; their carriers then hold the
+// same library. A module lowered on its own under another name keeps its source, and
+// finalize compiles it (through the cache) if nothing else did.
+struct lowering {
+    bool fast_math = true;
+    struct batch;
+    static std::shared_ptr<batch> make_batch();
+    std::shared_ptr<batch> pending = make_batch();
+    std::string name() const { return "cpu::codegen"; }
+    void apply(module& m) const;
+};
+
+// Whether a cpu fused kernel can hold this instruction (op, element types, static shapes).
+bool kernel_can_run(instruction_ref ins);
+
+// The elementwise instructions cpu::lowering fuses into the convolution or matrix product
+// before them as oneDNN post-ops: from each such anchor, the chain of single users it
+// absorbs (activations, SiLU spelled x * sigmoid(x), the erf GELU, binary ops with
+// another tensor or a constant). Mirrors cpu::find_post_ops (src/targets/cpu/fusion.cpp);
+// what it keeps out of fusion and oneDNN then declines still runs, as single kernels.
+std::unordered_set<const instruction*> post_op_chains(module& m);
+
+}  // namespace kiln::cpu::codegen
