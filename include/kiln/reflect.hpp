@@ -84,7 +84,10 @@ void from_value(const value& v, T& x) {
     } else if constexpr (std::is_same_v<T, bool>) {
         x = v.get_bool();
     } else if constexpr (std::is_enum_v<T>) {
-        x = static_cast<T>(v.get_int64());
+        // Through the underlying type, so an out-of-range number is a parse error, not a wrapped enum.
+        std::underlying_type_t<T> u{};
+        from_value(v, u);
+        x = static_cast<T>(u);
     } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
         auto i = v.get_int64();
         if (i < static_cast<std::int64_t>(std::numeric_limits<T>::lowest()) ||

@@ -258,11 +258,9 @@ TEST(core_reflect, out_of_range_and_wrong_kind_are_parse_errors) {
     EXPECT_THROW(from_value(value(1), s), error);
 }
 
-// Known bug, not fixed here: from_value casts an enum's int64 without a range check, so a
-// corrupt .kiln file can load an out-of-range enum attribute. The fix belongs in
-// include/kiln/reflect.hpp (read the underlying integer type with its range check, then
-// cast), which rebuilds nearly every file; enable this test with that fix.
-TEST(core_reflect, DISABLED_enums_out_of_range_are_parse_errors) {
+// A corrupt .kiln file must not load an out-of-range enum attribute: from_value reads the
+// enum's underlying integer type with its range check.
+TEST(core_reflect, enums_out_of_range_are_parse_errors) {
     color c = color::red;
     from_value(value(7), c);
     EXPECT_EQ(c, color::blue);
