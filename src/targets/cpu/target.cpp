@@ -2,6 +2,7 @@
 // for memory-bound chains, and the reference kernels for everything else (so any
 // program runs, and `kiln perf --per-instruction` shows what still runs on ref code).
 #include "targets/cpu/context.hpp"
+#include "targets/cpu/lowering.hpp"
 #include "targets/ref/lowering.hpp"
 
 #include <kiln/pipeline.hpp>
@@ -11,15 +12,17 @@ namespace kiln::cpu {
 
 namespace {
 
-
 class cpu_target final : public target {
 public:
     std::string name() const override { return "cpu"; }
     std::shared_ptr<context> make_context(const compile_options& opts) const override {
         return std::make_shared<cpu_context>(opts);
     }
-    std::vector<pass> get_passes(context&, const compile_options& opts) const override {
+    std::vector<pass> get_passes(context& ctx, const compile_options& opts) const override {
         std::vector<pass> passes;
+        // oneDNN primitives for what they cover (with fused post-ops), channels-last
+        // activations around convolutions.
+        passes.push_back(lowering{&dynamic_cast<cpu_context&>(ctx)});
         // Whatever the cpu lowering did not claim runs on the reference kernels.
         passes.push_back(ref::lowering{});
         if (opts.memory_planning) passes.push_back(make_pass("memory_coloring"));

@@ -1,0 +1,211 @@
+// Lowering of the ops that are not convolutions or matrix products (see lowering.hpp).
+#include "targets/cpu/lowering_util.hpp"
+#include "targets/cpu/op_misc.hpp"
+
+#include "ops/nn_pooling.hpp"
+#include "ops/normalization.hpp"
+#include "ops/reduce.hpp"
+#include "ops/softmax.hpp"
+#include "ops/tensor_resize.hpp"
+
+#include <map>
+
+namespace kiln::cpu {
+
+namespace {
+
+bool f32_static(instruction_ref ins) {
+    const auto& s = ins->get_shape();
+    return s.is_tensor() && !s.dynamic() && s.get_type() == type::float32 && s.elements() > 0;
+}
+
+bool all_f32_static(instruction_ref ins) {
+    if (!f32_static(ins)) return false;
+    for (auto in : ins->inputs())
+        if (!f32_static(in)) return false;
+    return true;
+}
+
+// The result in x's layout (ops whose oneDNN form has one data descriptor).
+std::optional<shape> same_layout(instruction_ref x) {
+    const auto& s = x->get_shape();
+    if (!s.packed()) return std::nullopt;
+    return s;
+}
+
+bool lower_pooling(lower_env& env, instruction_ref ins) {
+    const auto* p = ins->get_operator().any_cast<op::pooling>();
+    if (!p || p->mode == op::pooling_mode::lp || ins->inputs().size() != 1) return false;
+    auto x = ins->inputs()[0];
+    if (x->get_shape().ndim() < 3) return false;
+    const auto& out = ins->get_shape().lens();
+    pooling op;
+    op.op = ins->get_operator();
+    return emit(env, ins, op, {x}, shape(type::float32, out, strides_like(x->get_shape(), out)));
+}
+
+bool lower_softmax(lower_env& env, instruction_ref ins, bool log) {
+    const auto& s = ins->get_operator().to_value();
+    softmax op;
+    op.axis = s.at("axis").get_int64();
+    op.log = log;
+    auto x = ins->inputs().at(0);
+    return emit(env, ins, op, {x}, packed_like(x->get_shape()));
+}
+
+bool lower_layer_norm(lower_env& env, instruction_ref ins) {
+    const auto& ln = ins->get_operator().get<op::layer_norm>();
+    auto x = ins->inputs().at(0);
+    auto dst = same_layout(x);
+    if (!dst) return false;
+    layer_norm op;
+    op.axis = ln.axis;
+    op.epsilon = ln.epsilon;
+    op.has_bias = ins->inputs().size() == 3;
+    return emit(env, ins, op, ins->inputs(), *dst);
+}
+
+bool lower_batch_norm(lower_env& env, instruction_ref ins) {
+    const auto& bn = ins->get_operator().get<op::batch_norm_inference>();
+    auto x = ins->inputs().at(0);
+    auto dst = same_layout(x);
+    if (!dst || ins->inputs().size() != 5) return false;
+    batch_norm op;
+    op.epsilon = bn.epsilon;
+    return emit(env, ins, op, ins->inputs(), *dst);
+}
+
+bool lower_lrn(lower_env& env, instruction_ref ins) {
+    const auto& l = ins->get_operator().get<op::lrn>();
+    auto x = ins->inputs().at(0);
+    auto dst = same_layout(x);
+    if (!dst || x->get_shape().ndim() < 3) return false;
+    lrn op;
+    op.alpha = l.alpha;
+    op.beta = l.beta;
+    op.bias = l.bias;
+    op.size = l.size;
+    return emit(env, ins, op, {x}, *dst);
+}
+
+bool lower_reduce(lower_env& env, instruction_ref ins, const std::string& n) {
+    static const std::map<std::string, std::pair<std::string, float>> algs{
+        {"reduce_sum", {"sum", 0.0f}},          {"reduce_mean", {"mean", 0.0f}},
+        {"reduce_max", {"max", 0.0f}},          {"reduce_min", {"min", 0.0f}},
+        {"reduce_prod", {"mul", 0.0f}},         {"reduce_l1", {"norm_lp_sum", 1.0f}},
+        {"reduce_l2", {"norm_lp_sum", 2.0f}},   {"reduce_sum_square", {"norm_lp_power_p_sum", 2.0f}}};
+    auto it = algs.find(n);
+    if (it == algs.end() || ins->inputs().size() != 1) return false;
+    const auto v = ins->get_operator().to_value();
+    reduction op;
+    for (const auto& a : v.at("axes").get_array()) op.axes.push_back(a.get_int64());
+    if (op.axes.empty()) return false;  // reduces nothing: a copy
+    op.algorithm = it->second.first;
+    op.p = it->second.second;
+    op.out_lens = ins->get_shape().lens();
+    return emit(env, ins, op, ins->inputs(), ins->get_shape().as_standard());
+}
+
+bool lower_concat(lower_env& env, instruction_ref ins) {
+    auto axis = ins->get_operator().to_value().at("axis").get_int64();
+    const auto rank = static_cast<std::int64_t>(ins->get_shape().ndim());
+    if (axis < 0) axis += rank;
+    concat op;
+    op.axis = axis;
+    const auto& first = ins->inputs().front()->get_shape();
+    const auto& out = ins->get_shape().lens();
+    return emit(env, ins, op, ins->inputs(), shape(type::float32, out, strides_like(first, out)));
+}
+
+// Resize where oneDNN resampling computes exactly what ONNX does: linear with half-pixel
+// centres, and nearest for integer upscaling with half-pixel centres (any rounding) or
+// asymmetric coordinates rounded down.
+bool lower_resize(lower_env& env, instruction_ref ins) {
+    const auto* r = ins->get_operator().any_cast<op::resize>();
+    if (!r || ins->inputs().size() != 1) return false;
+    const auto& o = r->options;
+    auto x = ins->inputs()[0];
+    const auto& in = x->get_shape().lens();
+    if (o.antialias || in.size() < 3) return false;
+    auto g = op::resize_shape(o, in, r->scales, r->sizes, "resize");
+    if (g.out[0] != in[0] || g.out[1] != in[1]) return false;
+    const auto& ctm = o.coordinate_transformation_mode;
+    std::string alg;
+    for (std::size_t d = 2; d < in.size(); ++d) {
+        const double ratio = static_cast<double>(g.out[d]) / static_cast<double>(in[d]);
+        if (g.scales.size() == in.size() && g.scales[d] != ratio) return false;
+        if (ctm == "pytorch_half_pixel" && g.out[d] == 1) return false;
+    }
+    const bool half_pixel = ctm == "half_pixel" || ctm == "pytorch_half_pixel";
+    if (o.mode == "linear" && half_pixel) {
+        alg = "linear";
+    } else if (o.mode == "nearest") {
+        for (std::size_t d = 2; d < in.size(); ++d)
+            if (g.out[d] % in[d] != 0) return false;
+        const auto& nm = o.nearest_mode;
+        const bool ok = (half_pixel && (nm == "round_prefer_floor" || nm == "round_prefer_ceil")) ||
+                        (ctm == "asymmetric" && nm == "floor");
+        if (!ok) return false;
+        alg = "nearest";
+    } else {
+        return false;
+    }
+    resampling op;
+    op.algorithm = alg;
+    op.out_lens = g.out;
+    return emit(env, ins, op, {x}, shape(type::float32, g.out, strides_like(x->get_shape(), g.out)));
+}
+
+bool lower_binary(lower_env& env, instruction_ref ins, const std::string& n) {
+    if (ins->inputs().size() != 2) return false;
+    auto a = ins->inputs()[0];
+    auto b = ins->inputs()[1];
+    const auto& out = ins->get_shape().lens();
+    if (a->get_shape().lens() != out) {
+        const bool commutative = n == "add" || n == "mul" || n == "max" || n == "min";
+        if (!commutative || b->get_shape().lens() != out) return false;
+        std::swap(a, b);
+    }
+    binary op;
+    op.algorithm = n;
+    return emit(env, ins, op, {a, b}, packed_like(a->get_shape()));
+}
+
+bool lower_eltwise(lower_env& env, instruction_ref ins) {
+    auto ops = eltwise_post_ops(ins);
+    if (!ops) return false;
+    auto x = ins->inputs()[0];
+    auto dst = same_layout(x);
+    if (!dst || !f32_static(x)) return false;
+    eltwise op;
+    op.ops = *ops;
+    return emit(env, ins, op, {x}, *dst);
+}
+
+}  // namespace
+
+bool lower_simple(lower_env& env, instruction_ref ins) {
+    if (ins->is_param() || ins->is_literal() || ins->is_return()) return false;
+    const auto& op = ins->get_operator();
+    if (op.traits().builtin || !ins->module_inputs().empty()) return false;
+    const std::string n = ins->name();
+    if (n.rfind("cpu::", 0) == 0) return false;
+    if (n == "clip" || n == "pow") {
+        // Bounds and exponents are separate (constant) inputs: only the eltwise form applies.
+        return f32_static(ins) && f32_static(ins->inputs()[0]) && lower_eltwise(env, ins);
+    }
+    if (!all_f32_static(ins)) return false;
+    if (n == "pooling") return lower_pooling(env, ins);
+    if (n == "softmax" || n == "log_softmax") return lower_softmax(env, ins, n == "log_softmax");
+    if (n == "layer_norm") return lower_layer_norm(env, ins);
+    if (n == "batch_norm_inference") return lower_batch_norm(env, ins);
+    if (n == "lrn") return lower_lrn(env, ins);
+    if (n.rfind("reduce_", 0) == 0) return lower_reduce(env, ins, n);
+    if (n == "concat") return lower_concat(env, ins);
+    if (n == "resize") return lower_resize(env, ins);
+    if (n == "add" || n == "sub" || n == "mul" || n == "div" || n == "max" || n == "min")
+        return lower_binary(env, ins, n);
+    return lower_eltwise(env, ins);
+}
+
+}  // namespace kiln::cpu
