@@ -230,7 +230,7 @@ TEST(cpu_ops, resize_where_exact) {
         {opts("nearest", "asymmetric", "floor"), {1, 1, 2, 3}, true},
         {opts("nearest", "half_pixel", "round_prefer_floor"), {1, 1, 3, 2}, true},
         {opts("linear", "half_pixel", "round_prefer_floor"), {1, 1, 2, 2}, true},
-        {opts("linear", "pytorch_half_pixel", "round_prefer_floor"), {1, 1, 0.5, 3}, false},
+        {opts("linear", "pytorch_half_pixel", "round_prefer_floor"), {1, 1, 0.5, 3}, true},
         {opts("nearest", "align_corners", "round_prefer_floor"), {1, 1, 2, 2}, false}};
     for (const auto& c : cases) {
         builder b;

@@ -24,6 +24,7 @@ struct anchor_plan {
     std::vector<instruction_ref> operands;
     std::vector<shape> shapes;  // the layout each operand must have
     std::optional<std::size_t> vector_operand;  // a per-channel constant to store as a vector
+    std::optional<std::pair<std::size_t, float>> scaled_operand;  // a constant to store multiplied
     bool constant_weights = false;
     shape dst;
 };
@@ -41,6 +42,27 @@ bool all_f32_static(instruction_ref ins) {
 }
 
 bool is_ref_impl(const std::string& impl) { return impl.find("ref") != std::string::npos; }
+
+// Appends a post-op, folding a linear step into a linear step just before it.
+void append_post_op(std::vector<post_op>& ops, const post_op& p) {
+    if (p.kind == "eltwise" && p.algorithm == "linear" && !ops.empty() && ops.back().kind == "eltwise" &&
+        ops.back().algorithm == "linear") {
+        auto& q = ops.back();
+        q.beta = p.alpha * q.beta + p.beta;
+        q.alpha = p.alpha * q.alpha;
+        return;
+    }
+    ops.push_back(p);
+}
+
+// oneDNN 2.6's gemm-based kernels fold the first linear post-op into the product's
+// scale and then apply that scale for every later linear post-op too (the result of
+// linear(2), linear(0.5) is 4x). Chains keep at most one linear step.
+bool one_linear_at_most(const std::vector<post_op>& ops) {
+    std::size_t n = 0;
+    for (const auto& p : ops) n += p.kind == "eltwise" && p.algorithm == "linear" ? 1 : 0;
+    return n <= 1;
+}
 
 template <class Op>
 std::optional<std::string> try_impl(lower_env& env, const Op& op, const std::vector<shape>& shapes, const shape& dst,
@@ -83,8 +105,9 @@ std::optional<anchor_plan> finish_plan(lower_env& env, anchor_plan p, Op op, con
         }
         for (auto po : ch.post_ops) {
             if (po.kind == "binary") po.input += static_cast<std::int64_t>(base);
-            cand.post_ops.push_back(po);
+            append_post_op(cand.post_ops, po);
         }
+        if (!one_linear_at_most(cand.post_ops)) continue;
         auto impl = try_impl(env, cand, q.shapes, p.dst, q.constant_weights);
         if (!impl || (is_ref_impl(*impl) && !is_ref_impl(*base_impl))) continue;
         q.chain = ch;
@@ -157,9 +180,10 @@ std::optional<anchor_plan> plan_matmul(lower_env& env, instruction_ref ins,
             return q;
         };
         if (has_c) {
-            // alpha*AB + beta*C = beta * ((alpha/beta)*AB + C)
-            const float pre = g.alpha / g.beta;
-            if (pre != 1.0f) mm.post_ops.push_back(lin(pre));
+            // alpha*AB + beta*C, with C pre-scaled by beta when it is a constant (oneDNN
+            // takes one linear step at most, see one_linear_at_most).
+            if (g.beta != 1.0f && !in[2]->is_literal()) return std::nullopt;
+            if (g.alpha != 1.0f) mm.post_ops.push_back(lin(g.alpha));
             const auto& cl = in[2]->get_shape().lens();
             const bool row = in[2]->is_literal() && in[2]->get_shape().elements() == p.dst.lens().back() &&
                              cl.size() <= 2 && cl.back() == p.dst.lens().back() && mm.post_ops.empty();
@@ -177,7 +201,7 @@ std::optional<anchor_plan> plan_matmul(lower_env& env, instruction_ref ins,
                 p.operands.push_back(in[2]);
                 p.shapes.push_back(in[2]->get_shape());
             }
-            if (g.beta != 1.0f) mm.post_ops.push_back(lin(g.beta));
+            if (g.beta != 1.0f) p.scaled_operand = {2, g.beta};
             chain_may_take_bias = false;
         } else if (g.alpha != 1.0f) {
             mm.post_ops.push_back(lin(g.alpha));
@@ -208,10 +232,14 @@ template <class Op>
 void materialize(lower_env& env, anchor_plan p, Op op, instruction_ref pos) {
     auto& m = env.m;
     for (std::size_t i = 0; i < p.operands.size(); ++i) {
-        if (p.vector_operand == i) {
-            // A constant of one value per channel, as the 1-D vector oneDNN wants.
-            auto values = p.operands[i]->get_literal().get_argument().contiguous();
-            p.operands[i] = m.insert_literal(pos, literal(p.shapes[i], values.data()));
+        const bool scaled = p.scaled_operand && p.scaled_operand->first == i;
+        if (p.vector_operand == i || scaled) {
+            // A constant of one value per channel as the 1-D vector oneDNN wants, or
+            // multiplied by gemm's beta.
+            auto values = p.operands[i]->get_literal().to_vector<float>();
+            if (scaled)
+                for (auto& v : values) v *= p.scaled_operand->second;
+            p.operands[i] = m.insert_literal(pos, literal(p.shapes[i], values));
         } else if (!(i == 1 && p.constant_weights)) {
             p.operands[i] = ensure_layout(env, pos, p.operands[i], p.shapes[i]);
         }
