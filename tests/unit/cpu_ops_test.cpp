@@ -280,3 +280,26 @@ TEST(cpu_ops, lstm_forward_and_reverse) {
         EXPECT_EQ(count_ops(res.cpu, "lstm"), 0u) << text(res.cpu);
     }
 }
+
+TEST(cpu_ops, gather_at_a_constant_index_and_reshape_copies) {
+    // ViT's split of the fused QKV projection: a transposed view, then gather(0, i).
+    for (std::int64_t index : {0, 2, -1}) {
+        builder b;
+        auto x = b.param("x", {1, 13, 3, 5, 7});
+        auto t = b.op("transpose", value::object{{"perm", value(value::array{2, 0, 3, 1, 4})}}, {x});
+        auto i = b.m->add_literal(literal(shape(type::int64), std::vector<std::int64_t>{index}));
+        auto g = b.op("gather", value::object{{"axis", value(0)}}, {t, i});
+        // A reshape of the (non-row-major) transposed result copies it.
+        auto t2 = b.op("transpose", value::object{{"perm", value(value::array{0, 2, 1, 3})}}, {g});
+        b.ret({g, b.op("reshape", value::object{{"dims", value(value::array{1, 13, 35})}}, {t2})});
+        auto r = run_both(b, 0, 0);
+        EXPECT_EQ(count_ops(r.cpu, "cpu::reorder"), 2u) << text(r.cpu);
+        EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
+    }
+    builder b;
+    auto x = b.param("x", {4, 6});
+    auto i = b.m->add_literal(literal(shape(type::int64, {1}), std::vector<std::int64_t>{3}));
+    b.ret({b.op("gather", value::object{{"axis", value(1)}}, {x, i})});
+    auto r = run_both(b, 0, 0);
+    EXPECT_EQ(count_ops(r.cpu, "cpu::reorder"), 1u) << text(r.cpu);
+}

@@ -182,6 +182,47 @@ bool lower_eltwise(lower_env& env, instruction_ref ins) {
     return emit(env, ins, op, {x}, *dst);
 }
 
+// gather at one constant index: a strided window of the data, copied.
+bool lower_gather(lower_env& env, instruction_ref ins) {
+    if (ins->inputs().size() != 2) return false;
+    auto data = ins->inputs()[0], idx = ins->inputs()[1];
+    const auto& ds = data->get_shape();
+    if (!f32_static(data) || !f32_static(ins) || !idx->is_literal() || idx->get_shape().elements() != 1 ||
+        idx->get_shape().ndim() > 1)
+        return false;
+    auto axis = ins->get_operator().to_value().at("axis").get_int64();
+    const auto rank = static_cast<std::int64_t>(ds.ndim());
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return false;
+    const auto a = static_cast<std::size_t>(axis);
+    auto i = idx->get_literal().get_argument().get_int64(0);
+    const auto n = static_cast<std::int64_t>(ds.lens()[a]);
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) return false;
+    auto lens = ds.lens();
+    auto strides = ds.strides();
+    if (idx->get_shape().ndim() == 0) {
+        lens.erase(lens.begin() + axis);
+        strides.erase(strides.begin() + axis);
+    } else {
+        lens[a] = 1;
+    }
+    reorder op;
+    op.view = shape(type::float32, lens, strides);
+    op.offset = static_cast<std::size_t>(i) * ds.strides()[a];
+    if (op.view->lens() != ins->get_shape().lens()) return false;
+    return emit(env, ins, op, {data}, ins->get_shape().as_standard());
+}
+
+// reshape / flatten of a tensor that is not row-major: a copy into row-major order.
+bool lower_reshape_copy(lower_env& env, instruction_ref ins) {
+    auto x = ins->inputs().at(0);
+    if (ins->get_operator().output_alias(to_shapes(ins->inputs())) >= 0) return false;  // a view
+    reorder op;
+    op.out_lens = ins->get_shape().lens();
+    return emit(env, ins, op, {x}, ins->get_shape().as_standard());
+}
+
 }  // namespace
 
 bool lower_simple(lower_env& env, instruction_ref ins) {
@@ -194,6 +235,7 @@ bool lower_simple(lower_env& env, instruction_ref ins) {
         // Bounds and exponents are separate (constant) inputs: only the eltwise form applies.
         return f32_static(ins) && f32_static(ins->inputs()[0]) && lower_eltwise(env, ins);
     }
+    if (n == "gather") return lower_gather(env, ins);  // its indices are integers
     if (!all_f32_static(ins)) return false;
     if (n == "pooling") return lower_pooling(env, ins);
     if (n == "softmax" || n == "log_softmax") return lower_softmax(env, ins, n == "log_softmax");
@@ -203,6 +245,7 @@ bool lower_simple(lower_env& env, instruction_ref ins) {
     if (n.rfind("reduce_", 0) == 0) return lower_reduce(env, ins, n);
     if (n == "concat") return lower_concat(env, ins);
     if (n == "resize") return lower_resize(env, ins);
+    if ((n == "reshape" || n == "flatten") && ins->inputs().size() == 1) return lower_reshape_copy(env, ins);
     if (n == "add" || n == "sub" || n == "mul" || n == "div" || n == "max" || n == "min")
         return lower_binary(env, ins, n);
     return lower_eltwise(env, ins);

@@ -205,21 +205,52 @@ void binary::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base&
 
 // ---- reorder ----
 
+namespace {
+// The window of the operand a reorder reads (checked to lie inside its memory).
+shape reorder_source(const std::string& name, const std::optional<shape>& view, std::size_t offset, const shape& x) {
+    if (!view) return x;
+    if (view->get_type() != x.get_type() || view->dynamic() ||
+        (view->elements() > 0 && offset + view->element_space() > x.element_space()))
+        throw_error(error_code::shape, name + ": view " + view->to_string() + " at offset " + std::to_string(offset) +
+                                           " does not lie inside " + x.to_string());
+    return *view;
+}
+}  // namespace
+
 shape reorder::logical_shape(const std::vector<shape>& operands) const {
     expect_count(name(), operands, 1);
     expect_float(name(), operands);
-    return operands[0].as_standard();
+    auto src = reorder_source(name(), view, offset, operands[0]);
+    if (out_lens.empty()) return src.as_standard();
+    shape out(src.get_type(), out_lens);
+    if (out.elements() != src.elements())
+        throw_error(error_code::shape, name() + ": cannot copy " + src.to_string() + " into lens " + out.to_string());
+    return out;
 }
+
+namespace {
+dnnl::memory::desc source_md(const std::optional<shape>& view, std::size_t offset, const shape& x) {
+    auto md = md_of(view ? *view : x);
+    md.data.offset0 = static_cast<dnnl_dim_t>(offset);
+    return md;
+}
+}  // namespace
 
 dnnl::primitive_desc_base reorder::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
                                            const shape& dst) const {
-    return dnnl::reorder::primitive_desc(eng, md_of(operands.at(0)), eng, md_of(dst),
+    auto src = reorder_source(name(), view, offset, operands.at(0));
+    // Into a row-major buffer of other lens: the same bytes as row-major with the
+    // source's lens.
+    auto out = out_lens.empty() ? md_of(dst) : md_of(src.as_standard());
+    if (!out_lens.empty() && !dst.standard())
+        throw_error(error_code::shape, name() + ": output buffer " + dst.to_string() + " must be row-major");
+    return dnnl::reorder::primitive_desc(eng, source_md(view, offset, operands[0]), eng, out,
                                          make_attr({}, operands, dst.ndim()));
 }
 
 void reorder::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base&, const std::vector<shape>& operands,
                             const std::vector<argument>&, const dnnl::engine&) const {
-    k.bind(DNNL_ARG_FROM, 0, md_of(operands[0]));
+    k.bind(DNNL_ARG_FROM, 0, source_md(view, offset, operands[0]));
 }
 
 KILN_REGISTER_OP(reduction)

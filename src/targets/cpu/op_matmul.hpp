@@ -5,7 +5,8 @@
 // Operands: (a, b[, bias], post-op inputs...), each of rank >= 2; batch dims broadcast
 // (NumPy rules). trans_a / trans_b swap the last two dims of a / b (by strides: no
 // copy). When `weights` is set, b is a constant blob in the layout the primitive chose
-// at compile time (weights_shape is its logical shape); see cpu::convolution.
+// at compile time (weights_shape is its logical shape: row-major with padded rows, see
+// weights_md); see cpu::convolution for how another CPU's layout is handled.
 #pragma once
 #include "targets/cpu/dnnl_op.hpp"
 #include "targets/cpu/post_ops.hpp"
@@ -39,8 +40,9 @@ struct matmul : dnnl_op<matmul> {
                                       const shape& dst) const {
         return make_pd(eng, operands, dst, !weights.empty());
     }
-    // The weights (b) as oneDNN sees them for a result of rank `rank`.
-    dnnl::memory::desc weights_md(std::size_t rank, bool any) const;
+    // The weights (b) as oneDNN sees them for a result of rank `rank`: the IR layout, or
+    // (constant) the layout the lowering stores them in.
+    dnnl::memory::desc weights_md(std::size_t rank, bool constant) const;
     void bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd, const std::vector<shape>& operands,
                        const std::vector<argument>& constants, const dnnl::engine& eng) const;
 };

@@ -7,6 +7,8 @@
 
 #include <kiln/operation.hpp>
 
+#include <optional>
+
 namespace kiln::cpu {
 
 #define KILN_CPU_DNNL_OP_DECLS(NAME)                                                                            \
@@ -155,9 +157,20 @@ struct binary : dnnl_op<binary> {
 };
 
 // Copies x into the output buffer's layout (e.g. to channels-last before a convolution).
+// With `view`, what is copied is that strided window of x's memory, `offset` elements
+// in (a gather at a constant index, a slice); with `out_lens`, the output buffer is
+// row-major with these lens (a reshape of a non-row-major tensor).
 struct reorder : dnnl_op<reorder> {
+    std::optional<shape> view;
+    std::size_t offset = 0;
+    std::vector<std::size_t> out_lens;
     template <class Self, class F>
-    static void reflect(Self& self, F f) { f(self.scratchpad, "scratchpad"); }
+    static void reflect(Self& self, F f) {
+        f(self.view, "view");
+        f(self.offset, "offset");
+        f(self.out_lens, "out_lens");
+        f(self.scratchpad, "scratchpad");
+    }
     KILN_CPU_DNNL_OP_DECLS("cpu::reorder")
 };
 
