@@ -62,18 +62,21 @@ program rebuild(const program& p) {
 
 }  // namespace
 
-TEST(cpu_runtime, channels_last_with_reorders_only_at_the_boundaries) {
+TEST(cpu_runtime, blocked_layouts_with_reorders_only_at_the_boundaries) {
     auto b = small_cnn(13);
     auto r = run_both(b, 1e-4, 1e-5);
-    // One reorder into channels-last for the input, one back for each 4-D output
-    // (the pooled [2, 13, 1, 1] output is the same memory either way).
+    // The first convolution reads the NCHW input as it is; convolutions and pooling pass
+    // oneDNN's blocked layout along; one reorder back to row-major per output.
     EXPECT_EQ(count_ops(r.cpu, "cpu::reorder"), 2u) << text(r.cpu);
     EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
-    for (const auto& ins : *r.cpu.get_main_module())
-        if (ins.name() == "cpu::convolution") {
-            EXPECT_TRUE(cpu::is_channels_last(ins.get_shape())) << ins.get_shape();
-            EXPECT_TRUE(cpu::is_channels_last(ins.inputs()[0]->get_shape())) << ins.inputs()[0]->get_shape();
-        }
+    std::size_t blocked = 0;
+    for (const auto& ins : *r.cpu.get_main_module()) {
+        if (ins.name() != "cpu::convolution" && ins.name() != "cpu::pooling") continue;
+        const auto v = ins.get_operator().to_value();
+        EXPECT_TRUE(ins.get_shape().standard()) << ins.get_shape();  // the logical shape
+        blocked += v.at("dst_layout").at("inner_blks").size() > 0 ? 1 : 0;
+    }
+    EXPECT_EQ(blocked, 4u) << text(r.cpu);
 }
 
 TEST(cpu_runtime, buffers_and_scratchpads_come_from_the_arena) {
@@ -91,6 +94,9 @@ TEST(cpu_runtime, buffers_and_scratchpads_come_from_the_arena) {
         // The output buffer: planned, or handed back to the caller.
         const auto out = ins.inputs().back()->name();
         EXPECT_TRUE(out == "load" || out == "allocate") << out;
+        if (!v.at("dst_layout").at("dims").get_array().empty()) {
+            EXPECT_EQ(ins.inputs().back()->get_shape().get_type(), type::uint8);
+        }
     }
     EXPECT_GT(r.cpu.get_memory_usage().arena_bytes, 0u);
 }

@@ -34,6 +34,10 @@ dnnl::memory::desc md_of(const shape& s) {
     return dnnl::memory::desc(to_dims(s.lens()), to_dnnl_type(s.get_type()), to_dims(s.strides()));
 }
 
+dnnl::memory::desc any_md(const shape& s) {
+    return dnnl::memory::desc(to_dims(s.lens()), to_dnnl_type(s.get_type()), dnnl::memory::format_tag::any);
+}
+
 dnnl::memory::desc md_with_rank(const shape& s, std::size_t rank) {
     auto lens = s.lens();
     auto strides = s.strides();

@@ -28,6 +28,8 @@ dnnl::memory::desc md_of(const shape& s);
 // shape's strides are kept for the dims it has, new leading dims of length 1 get
 // the outermost stride.
 dnnl::memory::desc md_with_rank(const shape& s, std::size_t rank);
+// The shape's dims with the layout left to oneDNN (format any).
+dnnl::memory::desc any_md(const shape& s);
 
 // Channels-last strides for lens (N, C, spatial...): C innermost, then the spatial
 // dims in order, N outermost. For rank < 3 this is row-major.

@@ -8,6 +8,7 @@
 #include "ops/softmax.hpp"
 #include "ops/tensor_resize.hpp"
 
+#include <algorithm>
 #include <map>
 
 namespace kiln::cpu {
@@ -33,6 +34,16 @@ std::optional<shape> same_layout(instruction_ref x) {
     return s;
 }
 
+// Same, for ops that may read a oneDNN layout: the op writes x's layout.
+template <class Op>
+std::optional<shape> same_layout(lower_env& env, instruction_ref x, Op& op) {
+    if (in_dnnl_layout(env, x)) {
+        op.dst_layout = env.layout.at(&*x);
+        return x->get_shape().as_standard();
+    }
+    return same_layout(x);
+}
+
 bool lower_pooling(lower_env& env, instruction_ref ins) {
     const auto* p = ins->get_operator().any_cast<op::pooling>();
     if (!p || p->mode == op::pooling_mode::lp || ins->inputs().size() != 1) return false;
@@ -41,6 +52,8 @@ bool lower_pooling(lower_env& env, instruction_ref ins) {
     const auto& out = ins->get_shape().lens();
     pooling op;
     op.op = ins->get_operator();
+    // From a oneDNN layout, oneDNN chooses the output's (the same, blocked).
+    op.any_dst = in_dnnl_layout(env, x);
     return emit(env, ins, op, {x}, shape(type::float32, out, strides_like(x->get_shape(), out)));
 }
 
@@ -49,28 +62,29 @@ bool lower_softmax(lower_env& env, instruction_ref ins, bool log) {
     softmax op;
     op.axis = s.at("axis").get_int64();
     op.log = log;
-    auto x = ins->inputs().at(0);
+    auto x = plain(env, ins->inputs().at(0));
     return emit(env, ins, op, {x}, packed_like(x->get_shape()));
 }
 
 bool lower_layer_norm(lower_env& env, instruction_ref ins) {
     const auto& ln = ins->get_operator().get<op::layer_norm>();
-    auto x = ins->inputs().at(0);
-    auto dst = same_layout(x);
+    auto operands = ins->inputs();
+    for (auto& o : operands) o = plain(env, o);
+    auto dst = same_layout(operands[0]);
     if (!dst) return false;
     layer_norm op;
     op.axis = ln.axis;
     op.epsilon = ln.epsilon;
-    op.has_bias = ins->inputs().size() == 3;
-    return emit(env, ins, op, ins->inputs(), *dst);
+    op.has_bias = operands.size() == 3;
+    return emit(env, ins, op, operands, *dst);
 }
 
 bool lower_batch_norm(lower_env& env, instruction_ref ins) {
     const auto& bn = ins->get_operator().get<op::batch_norm_inference>();
     auto x = ins->inputs().at(0);
-    auto dst = same_layout(x);
-    if (!dst || ins->inputs().size() != 5) return false;
     batch_norm op;
+    auto dst = same_layout(env, x, op);
+    if (!dst || ins->inputs().size() != 5) return false;
     op.epsilon = bn.epsilon;
     return emit(env, ins, op, ins->inputs(), *dst);
 }
@@ -78,9 +92,9 @@ bool lower_batch_norm(lower_env& env, instruction_ref ins) {
 bool lower_lrn(lower_env& env, instruction_ref ins) {
     const auto& l = ins->get_operator().get<op::lrn>();
     auto x = ins->inputs().at(0);
-    auto dst = same_layout(x);
-    if (!dst || x->get_shape().ndim() < 3) return false;
     lrn op;
+    auto dst = same_layout(env, x, op);
+    if (!dst || x->get_shape().ndim() < 3) return false;
     op.alpha = l.alpha;
     op.beta = l.beta;
     op.bias = l.bias;
@@ -103,7 +117,7 @@ bool lower_reduce(lower_env& env, instruction_ref ins, const std::string& n) {
     op.algorithm = it->second.first;
     op.p = it->second.second;
     op.out_lens = ins->get_shape().lens();
-    return emit(env, ins, op, ins->inputs(), ins->get_shape().as_standard());
+    return emit(env, ins, op, {plain(env, ins->inputs()[0])}, ins->get_shape().as_standard());
 }
 
 bool lower_concat(lower_env& env, instruction_ref ins) {
@@ -114,7 +128,15 @@ bool lower_concat(lower_env& env, instruction_ref ins) {
     op.axis = axis;
     const auto& first = ins->inputs().front()->get_shape();
     const auto& out = ins->get_shape().lens();
-    return emit(env, ins, op, ins->inputs(), shape(type::float32, out, strides_like(first, out)));
+    const shape dst(type::float32, out, strides_like(first, out));
+    auto operands = ins->inputs();
+    if (std::any_of(operands.begin(), operands.end(), [&](auto x) { return in_dnnl_layout(env, x); })) {
+        op.any_dst = true;
+        if (emit(env, ins, op, operands, dst)) return true;
+        op.any_dst = false;
+        for (auto& x : operands) x = plain(env, x);
+    }
+    return emit(env, ins, op, operands, dst);
 }
 
 // Resize where oneDNN resampling computes exactly what ONNX does: linear with half-pixel
@@ -153,6 +175,7 @@ bool lower_resize(lower_env& env, instruction_ref ins) {
     resampling op;
     op.algorithm = alg;
     op.out_lens = g.out;
+    op.any_dst = in_dnnl_layout(env, x);
     return emit(env, ins, op, {x}, shape(type::float32, g.out, strides_like(x->get_shape(), g.out)));
 }
 
@@ -168,6 +191,20 @@ bool lower_binary(lower_env& env, instruction_ref ins, const std::string& n) {
     }
     binary op;
     op.algorithm = n;
+    if (in_dnnl_layout(env, a)) {
+        // In a's layout: b too when it has a's lens; a broadcast b as it is, else plain.
+        op.dst_layout = env.layout.at(&*a);
+        const bool full = b->get_shape().lens() == out;
+        auto bb = full ? to_layout(env, ins, b, layout_md(env, a)) : b;
+        if (emit(env, ins, op, {a, bb}, a->get_shape().as_standard())) return true;
+        if (!full && in_dnnl_layout(env, b) && emit(env, ins, op, {a, plain(env, b)}, a->get_shape().as_standard()))
+            return true;
+        op.dst_layout = {};
+        a = plain(env, a);
+        b = plain(env, b);
+    } else if (in_dnnl_layout(env, b)) {
+        b = plain(env, b);
+    }
     return emit(env, ins, op, {a, b}, packed_like(a->get_shape()));
 }
 
@@ -175,17 +212,17 @@ bool lower_eltwise(lower_env& env, instruction_ref ins) {
     auto ops = eltwise_post_ops(ins);
     if (!ops) return false;
     auto x = ins->inputs()[0];
-    auto dst = same_layout(x);
-    if (!dst || !f32_static(x)) return false;
     eltwise op;
     op.ops = *ops;
+    auto dst = same_layout(env, x, op);
+    if (!dst || !f32_static(x)) return false;
     return emit(env, ins, op, {x}, *dst);
 }
 
 // gather at one constant index: a strided window of the data, copied.
 bool lower_gather(lower_env& env, instruction_ref ins) {
     if (ins->inputs().size() != 2) return false;
-    auto data = ins->inputs()[0], idx = ins->inputs()[1];
+    auto data = plain(env, ins->inputs()[0]), idx = ins->inputs()[1];
     const auto& ds = data->get_shape();
     if (!f32_static(data) || !f32_static(ins) || !idx->is_literal() || idx->get_shape().elements() != 1 ||
         idx->get_shape().ndim() > 1)

@@ -7,6 +7,7 @@
 
 #include "ops/nn_matmul.hpp"
 
+#include <algorithm>
 #include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
@@ -22,7 +23,8 @@ struct anchor_plan {
     fused_chain chain;
     operation op;  // cpu::convolution or cpu::matmul, without its scratchpad
     std::vector<instruction_ref> operands;
-    std::vector<shape> shapes;  // the layout each operand must have
+    std::vector<shape> shapes;  // each operand's IR shape (the strides it must have, when plain)
+    std::vector<std::optional<md_record>> wanted;  // or the oneDNN layout it must be in
     std::optional<std::size_t> vector_operand;  // a per-channel constant to store as a vector
     std::optional<std::pair<std::size_t, float>> scaled_operand;  // a constant to store multiplied
     bool constant_weights = false;
@@ -79,9 +81,10 @@ std::optional<std::string> try_impl(lower_env& env, const Op& op, const std::vec
 
 // Adds the chain (cut to the longest prefix oneDNN takes without falling back to its
 // reference code) to a plan whose fixed part is set, and checks the whole.
+// `extra_layout`: the layout full-size binary post-op inputs must have (the output's).
 template <class Op>
 std::optional<anchor_plan> finish_plan(lower_env& env, anchor_plan p, Op op, const fused_chain& chain,
-                                       std::size_t bias_slot, bool (*full_size_layout)(const shape&, shape&)) {
+                                       std::size_t bias_slot, const std::optional<md_record>& extra_layout) {
     const auto base_impl = try_impl(env, op, p.shapes, p.dst, p.constant_weights);
     if (!base_impl) return std::nullopt;
     for (std::size_t prefix = chain.steps.size(); prefix > 0; --prefix) {
@@ -93,15 +96,19 @@ std::optional<anchor_plan> finish_plan(lower_env& env, anchor_plan p, Op op, con
             q.operands.insert(q.operands.begin() + static_cast<std::ptrdiff_t>(bias_slot), *ch.bias);
             q.shapes.insert(q.shapes.begin() + static_cast<std::ptrdiff_t>(bias_slot),
                             shape(type::float32, {(*ch.bias)->get_shape().elements()}));
+            q.wanted.insert(q.wanted.begin() + static_cast<std::ptrdiff_t>(bias_slot), std::nullopt);
             q.vector_operand = bias_slot;
             cand.has_bias = true;
         }
         const std::size_t base = q.operands.size();
+        cand.layouts.resize(base);
         for (auto e : ch.extra) {
-            shape s = e->get_shape();
-            if (s.lens() == p.dst.lens()) full_size_layout(p.dst, s);
+            const shape& s = e->get_shape();
+            const bool full = s.lens() == p.dst.lens() && extra_layout;
             q.operands.push_back(e);
-            q.shapes.push_back(s);
+            q.shapes.push_back(s.lens() == p.dst.lens() ? s.as_standard() : s);
+            q.wanted.push_back(full ? extra_layout : std::nullopt);
+            cand.layouts.push_back(full ? *extra_layout : md_record{});
         }
         for (auto po : ch.post_ops) {
             if (po.kind == "binary") po.input += static_cast<std::int64_t>(base);
@@ -118,13 +125,6 @@ std::optional<anchor_plan> finish_plan(lower_env& env, anchor_plan p, Op op, con
     return p;
 }
 
-// Full-size residuals of a convolution take its output's (channels-last) layout.
-bool like_dst(const shape& dst, shape& s) {
-    s = shape(s.get_type(), s.lens(), dst.strides());
-    return true;
-}
-bool keep_layout(const shape&, shape&) { return true; }
-
 std::optional<anchor_plan> plan_conv(lower_env& env, instruction_ref ins,
                                      const std::unordered_set<const instruction*>& claimed) {
     const auto n = ins->name();
@@ -138,16 +138,36 @@ std::optional<anchor_plan> plan_conv(lower_env& env, instruction_ref ins,
     anchor_plan p;
     p.anchor = ins;
     p.constant_weights = in[1]->is_literal();
-    p.dst = channels_last(ins->get_shape());
+    if (p.constant_weights) c.weights_shape = c.weights_shape.as_standard();
+    p.dst = ins->get_shape().as_standard();
     p.operands = {in[0], in[1]};
-    p.shapes = {channels_last(in[0]->get_shape()), in[1]->get_shape()};
+    p.shapes = {in[0]->get_shape(), in[1]->get_shape()};
     if (c.has_bias) {
         p.operands.push_back(in[2]);
         p.shapes.push_back(in[2]->get_shape());
     }
-    if (p.constant_weights) c.weights_shape = c.weights_shape.as_standard();
+    // oneDNN chooses the activations' layouts (blocked, nChw8c with AVX2, for most);
+    // they are then fixed, so that the fused kernel sees what it was planned for.
+    c.any_src = c.any_dst = true;
+    dnnl::memory::desc src_md, dst_md;
+    try {
+        auto pd = c.make_pd(env.ctx.engine(), p.shapes, p.dst, p.constant_weights);
+        src_md = pd.src_desc();
+        dst_md = pd.dst_desc();
+    } catch (const dnnl::error&) {
+        return std::nullopt;
+    } catch (const error& e) {
+        if (e.code() == error_code::unsupported) return std::nullopt;
+        throw;
+    }
+    if (!md_record::representable(src_md) || !md_record::representable(dst_md)) return std::nullopt;
+    c.any_src = c.any_dst = false;
+    c.layouts = {md_record::from(src_md)};
+    c.dst_layout = md_record::from(dst_md);
+    p.wanted.assign(p.operands.size(), std::nullopt);
+    p.wanted[0] = c.layouts[0];
     auto chain = find_post_ops(ins, 1, !c.has_bias, claimed);
-    return finish_plan(env, p, c, chain, 2, like_dst);
+    return finish_plan(env, p, c, chain, 2, c.dst_layout);
 }
 
 std::optional<anchor_plan> plan_matmul(lower_env& env, instruction_ref ins,
@@ -209,7 +229,8 @@ std::optional<anchor_plan> plan_matmul(lower_env& env, instruction_ref ins,
         }
     }
     auto chain = find_post_ops(ins, p.dst.ndim() - 1, chain_may_take_bias && !mm.has_bias, claimed);
-    return finish_plan(env, p, mm, chain, 2, keep_layout);
+    p.wanted.assign(p.operands.size(), std::nullopt);
+    return finish_plan(env, p, mm, chain, 2, std::nullopt);
 }
 
 // The IR weights in the layout `op` wants on this CPU, as a literal; op records it.
@@ -240,6 +261,8 @@ void materialize(lower_env& env, anchor_plan p, Op op, instruction_ref pos) {
             if (scaled)
                 for (auto& v : values) v *= p.scaled_operand->second;
             p.operands[i] = m.insert_literal(pos, literal(p.shapes[i], values));
+        } else if (p.wanted[i]) {
+            p.operands[i] = to_layout(env, pos, p.operands[i], p.wanted[i]->to_md());
         } else if (!(i == 1 && p.constant_weights)) {
             p.operands[i] = ensure_layout(env, pos, p.operands[i], p.shapes[i]);
         }
@@ -266,7 +289,7 @@ void materialize(lower_env& env, anchor_plan p, instruction_ref pos) {
 void lowering::apply(module& m) const {
     if (!ctx) throw_error(error_code::runtime, "cpu::lowering: no cpu context");
     omp_threads_scope threads(ctx->threads());
-    lower_env env{m, *ctx};
+    lower_env env{m, *ctx, {}, {}};
     fold_layer_norm_patterns(m);
     // Plan the anchors first, in program order, so each elementwise op is fused at most once.
     std::unordered_set<const instruction*> claimed;
@@ -294,6 +317,16 @@ void lowering::apply(module& m) const {
     // Users before what they use (tuple elements, then the tuple).
     for (auto d : dead)
         if (d->outputs().empty()) m.remove_instruction(d);
+    // Whatever is not a oneDNN op reads activations in oneDNN layouts through a reorder
+    // to row-major (the real layout boundaries).
+    for (auto ins = m.begin(); ins != m.end(); ++ins) {
+        if (ins->name().rfind("cpu::", 0) == 0) continue;
+        std::vector<instruction_ref> inputs = ins->inputs();
+        std::sort(inputs.begin(), inputs.end(), [](auto a, auto b) { return &*a < &*b; });
+        inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());
+        for (auto in : inputs)
+            if (in_dnnl_layout(env, in)) m.replace_argument(ins, in, plain(env, in));
+    }
     // Program outputs leave in row-major layout.
     auto ret = m.get_return();
     if (ret == m.end()) return;
@@ -301,7 +334,7 @@ void lowering::apply(module& m) const {
         const auto& s = out->get_shape();
         if (!s.is_tensor() || s.dynamic() || s.standard() || s.elements() == 0) continue;
         if (!dnnl_type_supported(s.get_type())) continue;
-        m.replace_argument(ret, out, insert_reorder(env, ret, out, s.as_standard()));
+        m.replace_argument(ret, out, ensure_layout(env, ret, out, s.as_standard()));
     }
 }
 

@@ -104,9 +104,9 @@ dnnl::primitive_desc_base convolution::make_pd(const dnnl::engine& eng, const st
     const auto g = geometry_of(op, x, weights_shape);
     using md = dnnl::memory::desc;
     md wmd = weights_md(any_weights);
-    md src = md_of(x), out = md_of(dst);
+    md src = operand_md(0, x), out = out_md(dst);
     md bias = has_bias ? md_of(operands.at(2)) : md();
-    auto attr = make_attr(post_ops, operands, dst.ndim());
+    auto attr = make_attr(post_ops, operands, dst.ndim(), layouts);
     const auto prop = dnnl::prop_kind::forward_inference;
     // The preferred implementation when this CPU has it, else oneDNN's first choice.
     auto pick = [&](auto make) -> dnnl::primitive_desc_base {
@@ -139,7 +139,7 @@ void convolution::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_
     if (weights.empty()) k.bind(DNNL_ARG_WEIGHTS, 1, pd.weights_desc());
     else bind_constant_weights(k, weights, pd.weights_desc(), 1, constants, eng, name());
     if (has_bias) k.bind(DNNL_ARG_BIAS, 2, md_of(operands.at(2)));
-    bind_post_op_inputs(k, post_ops, operands, pd.dst_desc().dims().size());
+    bind_post_op_inputs(k, post_ops, operands, pd.dst_desc().dims().size(), layouts);
 }
 
 md_record plain_weights_record(const operation& conv) {

@@ -30,6 +30,8 @@ struct convolution : dnnl_op<convolution> {
         f(self.post_ops, "post_ops");
         f(self.impl, "impl");
         f(self.scratchpad, "scratchpad");
+        f(self.layouts, "layouts");
+        f(self.dst_layout, "dst_layout");
     }
     std::string name() const { return "cpu::convolution"; }
     bool transposed() const { return op.name() == "deconvolution"; }

@@ -71,6 +71,7 @@ dnnl::primitive_desc_base reduction::make_pd(const dnnl::engine& eng, const std:
         {"mul", dnnl::algorithm::reduction_mul},
         {"norm_lp_sum", dnnl::algorithm::reduction_norm_lp_sum},
         {"norm_lp_power_p_sum", dnnl::algorithm::reduction_norm_lp_power_p_sum}};
+    expect_plain();
     auto it = std::find_if(algs.begin(), algs.end(), [&](auto& a) { return a.first == algorithm; });
     if (it == algs.end()) throw_error(error_code::parse, name() + ": unknown algorithm '" + algorithm + "'");
     if (!dst.standard()) throw_error(error_code::unsupported, name() + ": the output buffer must be row-major");
@@ -111,15 +112,15 @@ shape concat::logical_shape(const std::vector<shape>& operands) const {
 dnnl::primitive_desc_base concat::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
                                           const shape& dst) const {
     std::vector<dnnl::memory::desc> srcs;
-    for (const auto& s : operands) srcs.push_back(md_of(s));
-    return dnnl::concat::primitive_desc(md_of(dst), static_cast<int>(axis), srcs, eng,
+    for (std::size_t i = 0; i < operands.size(); ++i) srcs.push_back(operand_md(i, operands[i]));
+    return dnnl::concat::primitive_desc(out_md(dst), static_cast<int>(axis), srcs, eng,
                                         make_attr({}, operands, dst.ndim()));
 }
 
 void concat::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base&, const std::vector<shape>& operands,
                            const std::vector<argument>&, const dnnl::engine&) const {
     for (std::size_t i = 0; i < operands.size(); ++i)
-        k.bind(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), i, md_of(operands[i]));
+        k.bind(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), i, operand_md(i, operands[i]));
 }
 
 // ---- resampling ----
@@ -139,7 +140,7 @@ dnnl::primitive_desc_base resampling::make_pd(const dnnl::engine& eng, const std
     if (algorithm == "nearest") alg = dnnl::algorithm::resampling_nearest;
     else if (algorithm == "linear") alg = dnnl::algorithm::resampling_linear;
     else throw_error(error_code::parse, name() + ": unknown algorithm '" + algorithm + "'");
-    dnnl::resampling_forward::desc d(inference, alg, md_of(operands.at(0)), md_of(dst));
+    dnnl::resampling_forward::desc d(inference, alg, operand_md(0, operands.at(0)), out_md(dst));
     return dnnl::resampling_forward::primitive_desc(d, make_attr({}, operands, dst.ndim()), eng);
 }
 
@@ -160,20 +161,20 @@ shape eltwise::logical_shape(const std::vector<shape>& operands) const {
 
 dnnl::primitive_desc_base eltwise::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
                                            const shape& dst) const {
-    if (operands.at(0).strides() != dst.strides() || !dst.packed())
-        throw_error(error_code::unsupported, name() + ": the output buffer " + dst.to_string() +
-                                                 " must have the packed layout of x " + operands[0].to_string());
-    dnnl::eltwise_forward::desc d(inference, eltwise_algorithm(ops[0].algorithm), md_of(operands[0]), ops[0].alpha,
-                                  ops[0].beta);
+    const auto x = operand_md(0, operands.at(0));
+    if (x != out_md(dst) || (layouts.empty() && !operands[0].packed()))
+        throw_error(error_code::unsupported, name() + ": the output must have the packed layout of x " +
+                                                 operands[0].to_string());
+    dnnl::eltwise_forward::desc d(inference, eltwise_algorithm(ops[0].algorithm), x, ops[0].alpha, ops[0].beta);
     std::vector<post_op> rest(ops.begin() + 1, ops.end());
-    return dnnl::eltwise_forward::primitive_desc(d, make_attr(rest, operands, dst.ndim()), eng);
+    return dnnl::eltwise_forward::primitive_desc(d, make_attr(rest, operands, dst.ndim(), layouts), eng);
 }
 
 void eltwise::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd,
                             const std::vector<shape>& operands, const std::vector<argument>&,
                             const dnnl::engine&) const {
     k.bind(DNNL_ARG_SRC, 0, pd.src_desc());
-    bind_post_op_inputs(k, std::vector<post_op>(ops.begin() + 1, ops.end()), operands, operands[0].ndim());
+    bind_post_op_inputs(k, std::vector<post_op>(ops.begin() + 1, ops.end()), operands, operands[0].ndim(), layouts);
 }
 
 // ---- binary ----
@@ -190,9 +191,9 @@ shape binary::logical_shape(const std::vector<shape>& operands) const {
 dnnl::primitive_desc_base binary::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
                                           const shape& dst) const {
     const std::size_t r = dst.ndim();
-    dnnl::binary::desc d(binary_algorithm(algorithm), md_of(operands.at(0)), md_with_rank(operands.at(1), r),
-                         md_of(dst));
-    return dnnl::binary::primitive_desc(d, make_attr(post_ops, operands, r), eng);
+    auto src1 = layouts.size() > 1 && !layouts[1].empty() ? layouts[1].to_md() : md_with_rank(operands.at(1), r);
+    dnnl::binary::desc d(binary_algorithm(algorithm), operand_md(0, operands.at(0)), src1, out_md(dst));
+    return dnnl::binary::primitive_desc(d, make_attr(post_ops, operands, r, layouts), eng);
 }
 
 void binary::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd,
@@ -200,7 +201,7 @@ void binary::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base&
                            const dnnl::engine&) const {
     k.bind(DNNL_ARG_SRC_0, 0, pd.src_desc(0));
     k.bind(DNNL_ARG_SRC_1, 1, pd.src_desc(1));
-    bind_post_op_inputs(k, post_ops, operands, operands[0].ndim());
+    bind_post_op_inputs(k, post_ops, operands, operands[0].ndim(), layouts);
 }
 
 // ---- reorder ----
@@ -229,8 +230,9 @@ shape reorder::logical_shape(const std::vector<shape>& operands) const {
 }
 
 namespace {
-dnnl::memory::desc source_md(const std::optional<shape>& view, std::size_t offset, const shape& x) {
-    auto md = md_of(view ? *view : x);
+dnnl::memory::desc source_md(const std::optional<shape>& view, std::size_t offset, const dnnl::memory::desc& x) {
+    if (!view) return x;
+    auto md = md_of(*view);
     md.data.offset0 = static_cast<dnnl_dim_t>(offset);
     return md;
 }
@@ -241,16 +243,18 @@ dnnl::primitive_desc_base reorder::make_pd(const dnnl::engine& eng, const std::v
     auto src = reorder_source(name(), view, offset, operands.at(0));
     // Into a row-major buffer of other lens: the same bytes as row-major with the
     // source's lens.
-    auto out = out_lens.empty() ? md_of(dst) : md_of(src.as_standard());
-    if (!out_lens.empty() && !dst.standard())
+    auto out = out_lens.empty() ? out_md(dst) : md_of(src.as_standard());
+    if (!out_lens.empty() && (!dst.standard() || !dst_layout.empty()))
         throw_error(error_code::shape, name() + ": output buffer " + dst.to_string() + " must be row-major");
-    return dnnl::reorder::primitive_desc(eng, source_md(view, offset, operands[0]), eng, out,
+    if (view && !layouts.empty() && !layouts[0].empty())
+        throw_error(error_code::shape, name() + ": a view of a tensor in a oneDNN layout");
+    return dnnl::reorder::primitive_desc(eng, source_md(view, offset, operand_md(0, operands[0])), eng, out,
                                          make_attr({}, operands, dst.ndim()));
 }
 
 void reorder::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base&, const std::vector<shape>& operands,
                             const std::vector<argument>&, const dnnl::engine&) const {
-    k.bind(DNNL_ARG_FROM, 0, source_md(view, offset, operands[0]));
+    k.bind(DNNL_ARG_FROM, 0, source_md(view, offset, operand_md(0, operands[0])));
 }
 
 KILN_REGISTER_OP(reduction)

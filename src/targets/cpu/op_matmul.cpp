@@ -61,6 +61,7 @@ dnnl::memory::desc matmul::weights_md(std::size_t rank, bool constant) const {
 
 dnnl::primitive_desc_base matmul::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
                                           const shape& dst, bool any_weights) const {
+    expect_plain();
     const std::size_t r = dst.ndim();
     const shape& b = weights.empty() ? operands.at(1) : weights_shape;
     auto src = matrix_md(operands.at(0), r, trans_a);

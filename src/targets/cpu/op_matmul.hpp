@@ -30,6 +30,8 @@ struct matmul : dnnl_op<matmul> {
         f(self.weights, "weights");
         f(self.post_ops, "post_ops");
         f(self.scratchpad, "scratchpad");
+        f(self.layouts, "layouts");
+        f(self.dst_layout, "dst_layout");
     }
     std::string name() const { return "cpu::matmul"; }
 

@@ -27,6 +27,8 @@ struct pooling : dnnl_op<pooling> {
     static void reflect(Self& self, F f) {
         f(self.op, "op");
         f(self.scratchpad, "scratchpad");
+        f(self.layouts, "layouts");
+        f(self.dst_layout, "dst_layout");
     }
     KILN_CPU_DNNL_OP_DECLS("cpu::pooling")
 };
@@ -40,6 +42,8 @@ struct softmax : dnnl_op<softmax> {
         f(self.axis, "axis");
         f(self.log, "log");
         f(self.scratchpad, "scratchpad");
+        f(self.layouts, "layouts");
+        f(self.dst_layout, "dst_layout");
     }
     KILN_CPU_DNNL_OP_DECLS("cpu::softmax")
 };
@@ -57,6 +61,8 @@ struct layer_norm : dnnl_op<layer_norm> {
         f(self.epsilon, "epsilon");
         f(self.has_bias, "has_bias");
         f(self.scratchpad, "scratchpad");
+        f(self.layouts, "layouts");
+        f(self.dst_layout, "dst_layout");
     }
     KILN_CPU_DNNL_OP_DECLS("cpu::layer_norm")
 };
@@ -68,6 +74,8 @@ struct batch_norm : dnnl_op<batch_norm> {
     static void reflect(Self& self, F f) {
         f(self.epsilon, "epsilon");
         f(self.scratchpad, "scratchpad");
+        f(self.layouts, "layouts");
+        f(self.dst_layout, "dst_layout");
     }
     KILN_CPU_DNNL_OP_DECLS("cpu::batch_norm")
 };
@@ -83,6 +91,8 @@ struct lrn : dnnl_op<lrn> {
         f(self.bias, "bias");
         f(self.size, "size");
         f(self.scratchpad, "scratchpad");
+        f(self.layouts, "layouts");
+        f(self.dst_layout, "dst_layout");
     }
     KILN_CPU_DNNL_OP_DECLS("cpu::lrn")
 };
@@ -101,6 +111,8 @@ struct reduction : dnnl_op<reduction> {
         f(self.p, "p");
         f(self.out_lens, "out_lens");
         f(self.scratchpad, "scratchpad");
+        f(self.layouts, "layouts");
+        f(self.dst_layout, "dst_layout");
     }
     KILN_CPU_DNNL_OP_DECLS("cpu::reduction")
 };
@@ -112,6 +124,8 @@ struct concat : dnnl_op<concat> {
     static void reflect(Self& self, F f) {
         f(self.axis, "axis");
         f(self.scratchpad, "scratchpad");
+        f(self.layouts, "layouts");
+        f(self.dst_layout, "dst_layout");
     }
     KILN_CPU_DNNL_OP_DECLS("cpu::concat")
 };
@@ -126,6 +140,8 @@ struct resampling : dnnl_op<resampling> {
         f(self.algorithm, "algorithm");
         f(self.out_lens, "out_lens");
         f(self.scratchpad, "scratchpad");
+        f(self.layouts, "layouts");
+        f(self.dst_layout, "dst_layout");
     }
     KILN_CPU_DNNL_OP_DECLS("cpu::resampling")
 };
@@ -138,6 +154,8 @@ struct eltwise : dnnl_op<eltwise> {
     static void reflect(Self& self, F f) {
         f(self.ops, "ops");
         f(self.scratchpad, "scratchpad");
+        f(self.layouts, "layouts");
+        f(self.dst_layout, "dst_layout");
     }
     KILN_CPU_DNNL_OP_DECLS("cpu::eltwise")
 };
@@ -152,6 +170,8 @@ struct binary : dnnl_op<binary> {
         f(self.algorithm, "algorithm");
         f(self.post_ops, "post_ops");
         f(self.scratchpad, "scratchpad");
+        f(self.layouts, "layouts");
+        f(self.dst_layout, "dst_layout");
     }
     KILN_CPU_DNNL_OP_DECLS("cpu::binary")
 };
@@ -170,6 +190,8 @@ struct reorder : dnnl_op<reorder> {
         f(self.offset, "offset");
         f(self.out_lens, "out_lens");
         f(self.scratchpad, "scratchpad");
+        f(self.layouts, "layouts");
+        f(self.dst_layout, "dst_layout");
     }
     KILN_CPU_DNNL_OP_DECLS("cpu::reorder")
 };

@@ -34,10 +34,8 @@ std::size_t checked_axis(const std::string& name, std::int64_t axis, std::size_t
 }
 
 // Ops whose oneDNN form has one data descriptor write their output in x's layout.
-void expect_same_layout(const std::string& name, const shape& x, const shape& dst) {
-    if (x.strides() != dst.strides() || !x.packed())
-        throw_error(error_code::shape, name + ": the output buffer " + dst.to_string() +
-                                           " must have the packed layout of x " + x.to_string());
+void expect_same_layout(const std::string& name, const dnnl::memory::desc& x, const dnnl::memory::desc& dst) {
+    if (x != dst) throw_error(error_code::unsupported, name + ": the output must have the layout of x");
 }
 
 }  // namespace
@@ -78,7 +76,8 @@ dnnl::primitive_desc_base pooling::make_pd(const dnnl::engine& eng, const std::v
         pad_l.push_back(g.pad_begin[i]);
         pad_r.push_back(end);
     }
-    dnnl::pooling_v2_forward::desc d(inference, alg, md_of(operands[0]), md_of(dst), strides, kernel, dilation, pad_l,
+    dnnl::pooling_v2_forward::desc d(inference, alg, operand_md(0, operands[0]), out_md(dst), strides, kernel, dilation,
+                                     pad_l,
                                      pad_r);
     return dnnl::pooling_v2_forward::primitive_desc(d, make_attr({}, operands, dst.ndim()), eng);
 }
@@ -99,6 +98,7 @@ shape softmax::logical_shape(const std::vector<shape>& operands) const {
 
 dnnl::primitive_desc_base softmax::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
                                            const shape& dst) const {
+    expect_plain();
     const auto ax = static_cast<int>(checked_axis(name(), axis, operands.at(0).ndim()));
     dnnl::softmax_v2_forward::desc d(inference, log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate,
                                      md_of(operands[0]), md_of(dst), ax);
@@ -156,9 +156,11 @@ shape layer_norm::logical_shape(const std::vector<shape>& operands) const {
 
 dnnl::primitive_desc_base layer_norm::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
                                               const shape& dst) const {
+    expect_plain();
     const shape& x = operands.at(0);
     const auto ax = checked_axis(name(), axis, x.ndim());
-    expect_same_layout(name(), x, dst);
+    expect_same_layout(name(), operand_md(0, x), out_md(dst));
+    if (!x.packed()) throw_error(error_code::unsupported, name() + ": x must be packed, got " + x.to_string());
     const auto c = normalized_size(x, ax);
     vector_md(name(), operands.at(1), c, "scale");
     if (has_bias) vector_md(name(), operands.at(2), c, "bias");
@@ -189,11 +191,11 @@ shape batch_norm::logical_shape(const std::vector<shape>& operands) const {
 dnnl::primitive_desc_base batch_norm::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
                                               const shape& dst) const {
     const shape& x = operands.at(0);
-    expect_same_layout(name(), x, dst);
+    expect_same_layout(name(), operand_md(0, x), out_md(dst));
     for (std::size_t i = 1; i < 5; ++i) vector_md(name(), operands.at(i), x.lens()[1], "statistic");
     auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
                  dnnl::normalization_flags::use_shift;
-    dnnl::batch_normalization_forward::desc d(inference, md_of(x), epsilon, flags);
+    dnnl::batch_normalization_forward::desc d(inference, operand_md(0, x), epsilon, flags);
     return dnnl::batch_normalization_forward::primitive_desc(d, make_attr({}, operands, dst.ndim()), eng);
 }
 
@@ -216,11 +218,12 @@ shape lrn::logical_shape(const std::vector<shape>& operands) const {
 
 dnnl::primitive_desc_base lrn::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
                                        const shape& dst) const {
-    expect_same_layout(name(), operands.at(0), dst);
+    expect_same_layout(name(), operand_md(0, operands.at(0)), out_md(dst));
     // ONNX sums floor((size-1)/2) channels before and ceil((size-1)/2) after; oneDNN
     // centres the window, the same only for odd sizes.
     if (size < 1 || size % 2 == 0) throw_error(error_code::unsupported, name() + ": even sizes have no oneDNN form");
-    dnnl::lrn_forward::desc d(inference, dnnl::algorithm::lrn_across_channels, md_of(operands[0]), size, alpha, beta,
+    dnnl::lrn_forward::desc d(inference, dnnl::algorithm::lrn_across_channels, operand_md(0, operands[0]), size, alpha,
+                              beta,
                               bias);
     return dnnl::lrn_forward::primitive_desc(d, make_attr({}, operands, dst.ndim()), eng);
 }

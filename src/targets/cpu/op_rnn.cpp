@@ -35,6 +35,7 @@ shape lstm::logical_shape(const std::vector<shape>& operands) const {
 
 dnnl::primitive_desc_base lstm::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
                                         const shape& dst) const {
+    expect_plain();
     const auto& l = operands.at(0).lens();
     using md = dnnl::memory::desc;
     const auto f32 = dnnl::memory::data_type::f32;
@@ -79,12 +80,12 @@ bool lower_lstm(lower_env& env, instruction_ref ins, std::vector<instruction_ref
     const std::vector<std::string> defaults{"Sigmoid", "Tanh", "Tanh"};
     if (!a->activations.empty() && a->activations != defaults) return false;
     const auto& in = ins->inputs();
-    auto x = in.at(0), w = in.at(1), r = in.at(2);
+    auto x = plain(env, in.at(0)), w = in.at(1), r = in.at(2);
     std::size_t next = 3;
     std::optional<instruction_ref> b, h0, c0;
     if (a->has_bias) b = in.at(next++);
-    if (a->has_initial_h) h0 = in.at(next++);
-    if (a->has_initial_c) c0 = in.at(next++);
+    if (a->has_initial_h) h0 = plain(env, in.at(next++));
+    if (a->has_initial_c) c0 = plain(env, in.at(next++));
     auto f32 = [](instruction_ref i) {
         const auto& s = i->get_shape();
         return s.is_tensor() && !s.dynamic() && s.get_type() == type::float32 && s.elements() > 0;

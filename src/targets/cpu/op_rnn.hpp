@@ -24,6 +24,8 @@ struct lstm : dnnl_op<lstm> {
         f(self.has_initial_h, "has_initial_h");
         f(self.has_initial_c, "has_initial_c");
         f(self.scratchpad, "scratchpad");
+        f(self.layouts, "layouts");
+        f(self.dst_layout, "dst_layout");
     }
     std::string name() const { return "cpu::lstm"; }
     shape logical_shape(const std::vector<shape>& operands) const;

@@ -62,7 +62,16 @@ int binary_post_op_arg(std::size_t index) {
     return DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(index)) | DNNL_ARG_SRC_1;
 }
 
-dnnl::post_ops make_post_ops(const std::vector<post_op>& ops, const std::vector<shape>& inputs, std::size_t dst_rank) {
+namespace {
+dnnl::memory::desc src1_md(const std::vector<shape>& inputs, std::size_t i, std::size_t dst_rank,
+                           const std::vector<md_record>& layouts) {
+    if (i < layouts.size() && !layouts[i].empty()) return layouts[i].to_md();
+    return md_with_rank(inputs.at(i), dst_rank);
+}
+}  // namespace
+
+dnnl::post_ops make_post_ops(const std::vector<post_op>& ops, const std::vector<shape>& inputs, std::size_t dst_rank,
+                             const std::vector<md_record>& layouts) {
     dnnl::post_ops po;
     for (const auto& p : ops) {
         if (p.kind == "eltwise") {
@@ -71,7 +80,8 @@ dnnl::post_ops make_post_ops(const std::vector<post_op>& ops, const std::vector<
             if (p.input < 0 || static_cast<std::size_t>(p.input) >= inputs.size())
                 throw_error(error_code::parse, "cpu target: binary post-op reads input " + std::to_string(p.input) +
                                                    " of an op with " + std::to_string(inputs.size()) + " inputs");
-            po.append_binary(binary_algorithm(p.algorithm), md_with_rank(inputs[p.input], dst_rank));
+            po.append_binary(binary_algorithm(p.algorithm),
+                             src1_md(inputs, static_cast<std::size_t>(p.input), dst_rank, layouts));
         } else {
             throw_error(error_code::parse, "cpu target: unknown post-op kind '" + p.kind + "'");
         }
@@ -80,21 +90,22 @@ dnnl::post_ops make_post_ops(const std::vector<post_op>& ops, const std::vector<
 }
 
 void bind_post_op_inputs(primitive_kernel& k, const std::vector<post_op>& ops, const std::vector<shape>& operands,
-                         std::size_t dst_rank) {
+                         std::size_t dst_rank, const std::vector<md_record>& layouts) {
     for (std::size_t i = 0; i < ops.size(); ++i)
-        if (ops[i].kind == "binary")
-            k.bind(binary_post_op_arg(i), static_cast<std::size_t>(ops[i].input),
-                   md_with_rank(operands.at(static_cast<std::size_t>(ops[i].input)), dst_rank));
+        if (ops[i].kind == "binary") {
+            const auto in = static_cast<std::size_t>(ops[i].input);
+            k.bind(binary_post_op_arg(i), in, src1_md(operands, in, dst_rank, layouts));
+        }
 }
 
 dnnl::primitive_attr make_attr(const std::vector<post_op>& ops, const std::vector<shape>& operands,
-                               std::size_t dst_rank) {
+                               std::size_t dst_rank, const std::vector<md_record>& layouts) {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     // Full fp32 arithmetic whatever ONEDNN_DEFAULT_FPMATH_MODE says: fast_math may
     // approximate transcendental functions, never the precision of matrix products.
     attr.set_fpmath_mode(dnnl::fpmath_mode::strict);
-    if (!ops.empty()) attr.set_post_ops(make_post_ops(ops, operands, dst_rank));
+    if (!ops.empty()) attr.set_post_ops(make_post_ops(ops, operands, dst_rank, layouts));
     return attr;
 }
 

@@ -3,6 +3,8 @@
 // They are kept by name, not by oneDNN enum value, so that saved programs do not
 // depend on the library's numbering.
 #pragma once
+#include "targets/cpu/dnnl_util.hpp"
+
 #include <kiln/instruction.hpp>
 #include <kiln/shape.hpp>
 
@@ -44,16 +46,17 @@ dnnl::algorithm binary_algorithm(const std::string& name);
 
 // The oneDNN post-op chain. Binary src1 descriptors come from the op's input shapes,
 // seen with the rank of the destination.
+// `layouts[i]`, when given and not empty, is input i's oneDNN layout (blocked activations).
 dnnl::post_ops make_post_ops(const std::vector<post_op>& ops, const std::vector<shape>& inputs,
-                             std::size_t dst_rank);
+                             std::size_t dst_rank, const std::vector<md_record>& layouts = {});
 // oneDNN argument id of binary post-op number `index` (its position in the chain).
 int binary_post_op_arg(std::size_t index);
 // Binds the src1 operands of the binary post-ops.
 void bind_post_op_inputs(primitive_kernel& k, const std::vector<post_op>& ops, const std::vector<shape>& operands,
-                         std::size_t dst_rank);
+                         std::size_t dst_rank, const std::vector<md_record>& layouts = {});
 // A primitive_attr with the post-ops and the user-managed scratchpad.
 dnnl::primitive_attr make_attr(const std::vector<post_op>& ops, const std::vector<shape>& operands,
-                               std::size_t dst_rank);
+                               std::size_t dst_rank, const std::vector<md_record>& layouts = {});
 
 // The eltwise post-ops equal to a unary pointwise instruction (relu, clip with constant
 // bounds, gelu, sigmoid, ...), or nothing when it has no exact oneDNN form.
