@@ -6,8 +6,9 @@ packages=(
   build-essential cmake g++ make
   libprotobuf-dev protobuf-compiler libonnx-dev
   libdnnl-dev
-  libmsgpack-cxx-dev
+  libmsgpack-cxx-dev nlohmann-json3-dev
   libgtest-dev
+  libjpeg-dev libpng-dev libwebp-dev libopenjp2-7-dev pkg-config
   pybind11-dev python3-dev python3-numpy python3-pytest
   clang-format
 )

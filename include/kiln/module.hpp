@@ -27,6 +27,11 @@ public:
 
     instruction_ref insert_instruction(instruction_ref pos, const operation& op, std::vector<instruction_ref> args,
                                        std::vector<module_ref> mods = {});
+    // Inserts with a given result shape instead of computing it (the .kiln loader
+    // restores lowered modules whose shapes are final); validate() checks it later.
+    instruction_ref insert_instruction_with_shape(instruction_ref pos, const operation& op, shape s,
+                                                  std::vector<instruction_ref> args,
+                                                  std::vector<module_ref> mods = {});
     instruction_ref insert_literal(instruction_ref pos, literal l);
     instruction_ref insert_parameter(instruction_ref pos, const std::string& name, const shape& s);
 

@@ -42,6 +42,11 @@ instruction_ref module::insert_instruction(instruction_ref pos, const operation&
     return insert(pos, instruction(op, std::move(s), std::move(args), std::move(mods)));
 }
 
+instruction_ref module::insert_instruction_with_shape(instruction_ref pos, const operation& op, shape s,
+                                                      std::vector<instruction_ref> args, std::vector<module_ref> mods) {
+    return insert(pos, instruction(op, std::move(s), std::move(args), std::move(mods)));
+}
+
 instruction_ref module::add_return(std::vector<instruction_ref> args) {
     if (get_return() != end()) throw_error(error_code::runtime, "module " + name_ + " already has a @return");
     return add_instruction(builtin::return_op{}, std::move(args));

@@ -129,7 +129,28 @@ private:
 
 }  // namespace
 
-value shape_to_value(const shape& s) { return value(s.to_string()); }
+namespace {
+// The printed form, except that strides are written whenever they are not exactly
+// row-major: printing omits them when only size-1 dimensions differ, but shape
+// equality compares them, so the value must keep them for a shape to read back equal.
+std::string exact_text(const shape& s) {
+    auto list = [](const std::vector<shape>& subs) {
+        std::string out;
+        for (auto& e : subs) out += (out.empty() ? "" : ", ") + exact_text(e);
+        return out;
+    };
+    if (s.is_tuple()) return "tuple(" + list(s.sub_shapes()) + ")";
+    if (s.is_sequence()) return "sequence(" + list(s.sub_shapes()) + ")";
+    if (s.is_optional()) return "optional(" + list(s.sub_shapes()) + ")";
+    if (s.dynamic() || s.lens().empty() || s.strides() == shape::standard_strides(s.lens()) || !s.standard())
+        return s.to_string();
+    std::string out = s.as_standard().to_string() + "{";
+    for (std::size_t i = 0; i < s.strides().size(); ++i) out += (i ? ", " : "") + std::to_string(s.strides()[i]);
+    return out + "}";
+}
+}  // namespace
+
+value shape_to_value(const shape& s) { return value(exact_text(s)); }
 
 shape shape_from_value(const value& v) { return shape_parser(v.get_string()).parse_all(); }
 

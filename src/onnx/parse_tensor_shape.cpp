@@ -50,11 +50,8 @@ std::vector<instruction_ref> parse_shape(onnx_node& node) {
     if (node.has_attr("end")) s.end = node.attr_int("end");
     const auto& in = node.input(0)->get_shape();
     if (!in.is_tensor()) node.fail(error_code::shape, "input is not a tensor: " + in.to_string());
-    if (in.dynamic()) return {node.add(s, {node.input(0)})};
-    auto [b, e] = s.range(in.ndim());
-    std::vector<std::int64_t> dims(in.lens().begin() + static_cast<std::ptrdiff_t>(b),
-                                   in.lens().begin() + static_cast<std::ptrdiff_t>(e));
-    return {node.add_literal(literal(shape(type::int64, {dims.size()}), dims))};
+    if (auto dims = s.known_dims(in)) return {node.add_literal(literal(shape(type::int64, {dims->size()}), *dims))};
+    return {node.add(s, {node.input(0)})};
 }
 
 std::vector<instruction_ref> parse_size(onnx_node& node) {

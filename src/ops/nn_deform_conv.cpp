@@ -2,6 +2,7 @@
 
 #include <kiln/register_op.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 namespace kiln::op {
@@ -129,6 +130,17 @@ shape causal_conv_with_state::compute_shape(const std::vector<shape>& inputs) co
     if (!is_float_compute_type(inputs[0].get_type()))
         throw_error(error_code::type, name() + ": element type " + std::string(type_name(inputs[0].get_type())) +
                                           " is not supported (float16, bfloat16, float32, float64)");
+    if (std::any_of(inputs.begin(), inputs.end(), [](const shape& s) { return s.dynamic(); })) {
+        for (auto& s : inputs)
+            if (!s.is_tensor() || s.ndim() != (&s == &inputs[2] && has_bias ? 1u : 3u))
+                throw_error(error_code::shape, name() + ": input " + s.to_string() + " has the wrong rank");
+        auto xd = inputs[0].to_dynamic_dims();
+        auto kd = inputs[1].to_dynamic_dims()[2];
+        dynamic_dimension keep = kd.is_fixed() ? dynamic_dimension{kd.min - 1, kd.min - 1, {}}
+                                               : dynamic_dimension{0, dynamic_dimension::unbounded, {}};
+        const type t = inputs[0].get_type();
+        return shape::tuple({shape::make_dynamic(t, xd), shape::make_dynamic(t, {xd[0], xd[1], keep})});
+    }
     check_rank(name(), inputs[0], 3, 3, "input");
     check_rank(name(), inputs[1], 3, 3, "weight");
     const auto& x = inputs[0].lens();
@@ -143,7 +155,10 @@ shape causal_conv_with_state::compute_shape(const std::vector<shape>& inputs) co
     return shape::tuple({shape(inputs[0].get_type(), x), shape(inputs[0].get_type(), state)});
 }
 
-argument causal_conv_with_state::compute(const shape& out, const std::vector<argument>& args) const {
+argument causal_conv_with_state::compute(const shape&, const std::vector<argument>& args) const {
+    std::vector<shape> in;
+    for (auto& a : args) in.push_back(a.get_shape());
+    const shape out = compute_shape(in);
     const auto& xl = args[0].get_shape().lens();
     const std::size_t batch = xl[0], channels = xl[1], length = xl[2];
     const std::size_t kernel = args[1].get_shape().lens()[2], keep = kernel - 1;

@@ -41,6 +41,9 @@ struct causal_conv_with_state {
         f(self.has_past_state, "has_past_state");
     }
     std::string name() const { return "causal_conv_with_state"; }
+    // A tuple result: dynamic input dims are inferred here (the generic inference only
+    // handles tensors).
+    op_traits traits() const { return {.handles_dynamic = true}; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     argument compute(const shape& out, const std::vector<argument>& args) const;
 };

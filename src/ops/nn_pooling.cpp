@@ -137,12 +137,13 @@ shape pooling_with_indices::compute_shape(const std::vector<shape>& inputs) cons
     if (mode != pooling_mode::max) throw_error(error_code::shape, name() + ": indices exist only for max pooling");
     if (storage_order != 0 && storage_order != 1)
         throw_error(error_code::shape, name() + ": storage_order must be 0 or 1, got " + std::to_string(storage_order));
-    auto s = pooling::compute_shape(inputs);
+    auto s = operation(static_cast<const pooling&>(*this)).compute_shape(inputs);
     return shape::tuple({s, s.with_type(type::int64)});
 }
 
-argument pooling_with_indices::compute(const shape& out, const std::vector<argument>& args) const {
+argument pooling_with_indices::compute(const shape&, const std::vector<argument>& args) const {
     const auto& xs = args[0].get_shape();
+    const shape out = compute_shape({xs});
     auto g = geom(xs);
     auto x = read_as<double>(args[0]);
     const auto planes = static_cast<std::int64_t>(xs.lens()[0] * xs.lens()[1]);

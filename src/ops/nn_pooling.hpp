@@ -59,6 +59,9 @@ struct pooling_with_indices : pooling {
         f(self.storage_order, "storage_order");
     }
     std::string name() const { return "pooling_with_indices"; }
+    // A tuple result: dynamic input dims are inferred here (the generic inference only
+    // handles tensors).
+    op_traits traits() const { return {.handles_dynamic = true}; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     argument compute(const shape& out, const std::vector<argument>& args) const;
 };

@@ -18,6 +18,11 @@ std::size_t static_length(const shape& s, const std::string& op_name, const std:
     return d.min;
 }
 
+void check_dim_value(std::int64_t v, const std::string& op_name, const std::string& what, bool allow_negative) {
+    if (v > max_dim || v < (allow_negative ? -max_dim : 0))
+        throw_error(error_code::shape, op_name + ": " + what + " " + std::to_string(v) + " is out of range");
+}
+
 std::vector<std::int64_t> read_ints(const argument& a, const std::string& op_name, const std::string& what) {
     const auto& s = a.get_shape();
     if (!s.is_tensor() || s.dynamic() || s.ndim() > 1 || !is_integer(s.get_type()))

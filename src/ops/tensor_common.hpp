@@ -36,6 +36,12 @@ shape unknown_dims(type t, std::size_t rank);
 // that length is itself unknown.
 std::size_t static_length(const shape& s, const std::string& op_name, const std::string& what);
 
+// Largest dimension (and |pad|, |offset|) the ops accept: shapes refuse more than 2^48
+// elements, and checking values first keeps size arithmetic from overflowing.
+inline constexpr std::int64_t max_dim = std::int64_t{1} << 48;
+// Throws a shape error naming the op unless lo <= v <= max_dim (lo is 0 or -max_dim).
+void check_dim_value(std::int64_t v, const std::string& op_name, const std::string& what, bool allow_negative = false);
+
 // Reads a 0-D or 1-D integer tensor (run-time shape values, axes, ...).
 std::vector<std::int64_t> read_ints(const argument& a, const std::string& op_name, const std::string& what);
 // Reads a 0-D or 1-D float tensor as doubles.

@@ -51,8 +51,12 @@ argument range::compute(const shape&, const std::vector<argument>& args) const {
         if constexpr (std::is_integral_v<C> && !std::is_same_v<C, bool>) {
             auto s = args[0].get_int64(0), l = args[1].get_int64(0), d = args[2].get_int64(0);
             if (d == 0) throw_error(error_code::runtime, name() + ": delta is zero");
-            std::int64_t n = 0;
-            if ((d > 0 && l > s) || (d < 0 && l < s)) n = (l - s + d + (d > 0 ? -1 : 1)) / d;
+            // The span can exceed int64 (e.g. INT64_MIN to INT64_MAX): count in 128 bits.
+            __int128 span = static_cast<__int128>(l) - s, n128 = 0;
+            if ((d > 0 && span > 0) || (d < 0 && span < 0)) n128 = (span + d + (d > 0 ? -1 : 1)) / d;
+            if (n128 > (static_cast<__int128>(1) << 40))
+                throw_error(error_code::runtime, name() + ": the range is too long");
+            auto n = static_cast<std::int64_t>(n128);
             result = argument(shape(t, {static_cast<std::size_t>(n)}));
             for (std::int64_t i = 0; i < n; ++i) result.data_as<C>()[i] = static_cast<C>(s + i * d);
         } else {
@@ -74,6 +78,7 @@ argument range::compute(const shape&, const std::vector<argument>& args) const {
 shape eye_like::compute_shape(const std::vector<shape>& in) const {
     check_num_inputs(name(), in, 1);
     check_rank(name(), in[0], 2, 2);
+    check_dim_value(k, name(), "k", true);
     return shape(dtype.value_or(in[0].get_type()), in[0].lens());
 }
 
@@ -96,15 +101,17 @@ argument eye_like::compute(const shape& out, const std::vector<argument>&) const
 std::int64_t read_depth(const argument& a, const std::string& op_name) {
     if (a.get_shape().elements() != 1)
         throw_error(error_code::shape, op_name + ": depth must hold one value, got " + a.get_shape().to_string());
-    auto d = static_cast<std::int64_t>(a.get_double(0));
-    if (d < 1) throw_error(error_code::shape, op_name + ": depth must be positive, got " + std::to_string(d));
-    return d;
+    double raw = a.get_double(0);
+    if (!(raw >= 1 && raw <= static_cast<double>(max_dim)))
+        throw_error(error_code::shape, op_name + ": depth must be in [1, 2^48], got " + std::to_string(raw));
+    return static_cast<std::int64_t>(raw);
 }
 
 shape one_hot::compute_shape(const std::vector<shape>& in) const {
     check_num_inputs(name(), in, 2);
     if (in[1].ndim() != 1 || in[1].lens()[0] != 2)
         throw_error(error_code::shape, name() + ": values must be [off, on], got " + in[1].to_string());
+    check_dim_value(depth, name(), "depth");
     auto rank = in[0].ndim() + 1;
     auto a = normalize_axis(axis, rank, name());
     auto lens = in[0].lens();

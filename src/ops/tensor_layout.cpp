@@ -81,6 +81,7 @@ col2im_geometry geometry(const std::vector<std::int64_t>& image_shape, const std
         auto st = strides.empty() ? 1 : strides[d];
         auto pb = pads.empty() ? 0 : pads[d];
         auto pe = pads.empty() ? 0 : pads[n + d];
+        for (auto v : {img, blk, dl, st, pb, pe}) check_dim_value(v, op_name, "image, block, dilation, stride or pad value", true);
         if (img < 1 || blk < 1 || dl < 1 || st < 1)
             throw_error(error_code::shape, op_name + ": image, block, dilation and stride must be positive");
         auto span = img + pb + pe - dl * (blk - 1) - 1;

@@ -16,7 +16,7 @@ void resize_options::validate(const std::string& op_name) const {
     one_of(mode, {"nearest", "linear", "cubic"}, "mode");
     one_of(coordinate_transformation_mode,
            {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
-            "tf_crop_and_resize"},
+            "tf_crop_and_resize", "tf_half_pixel_for_nn"},
            "coordinate_transformation_mode");
     one_of(nearest_mode, {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "simple"}, "nearest_mode");
     one_of(keep_aspect_ratio_policy, {"stretch", "not_larger", "not_smaller"}, "keep_aspect_ratio_policy");
@@ -37,6 +37,8 @@ resize_geometry resize_shape(const resize_options& o, const std::vector<std::siz
                                                std::to_string(norm.size()) + " axes");
         for (std::size_t k = 0; k < norm.size(); ++k) {
             if (!(scales[k] > 0)) throw_error(error_code::shape, op_name + ": scales must be positive");
+            if (!(static_cast<double>(lens[norm[k]]) * scales[k] < static_cast<double>(max_dim)))
+                throw_error(error_code::shape, op_name + ": scale " + std::to_string(scales[k]) + " makes the output too large");
             g.scales[norm[k]] = scales[k];
             g.out[norm[k]] = static_cast<std::size_t>(std::floor(static_cast<double>(lens[norm[k]]) * scales[k]));
         }
@@ -45,8 +47,7 @@ resize_geometry resize_shape(const resize_options& o, const std::vector<std::siz
     if (sizes.size() != norm.size())
         throw_error(error_code::shape, op_name + ": " + std::to_string(sizes.size()) + " sizes for " +
                                            std::to_string(norm.size()) + " axes (give scales or sizes)");
-    for (auto s : sizes)
-        if (s < 0) throw_error(error_code::shape, op_name + ": negative output size");
+    for (auto s : sizes) check_dim_value(s, op_name, "output size");
     if (o.keep_aspect_ratio_policy == "stretch") {
         for (std::size_t k = 0; k < norm.size(); ++k) {
             g.out[norm[k]] = static_cast<std::size_t>(sizes[k]);
@@ -62,6 +63,8 @@ resize_geometry resize_shape(const resize_options& o, const std::vector<std::siz
         s = larger ? std::max(s, r) : std::min(s, r);
     }
     for (auto a : norm) {
+        if (!(s * static_cast<double>(lens[a]) < static_cast<double>(max_dim)))
+            throw_error(error_code::shape, op_name + ": the kept-aspect output is too large");
         g.scales[a] = s;
         g.out[a] = static_cast<std::size_t>(std::nearbyint(s * static_cast<double>(lens[a])));
     }
@@ -92,6 +95,7 @@ double source_coordinate(const resize_options& o, double x, double scale, std::s
         double v = out_w == 1 ? (roi_end - roi_start) * (in_w - 1) / 2 : x * (roi_end - roi_start) * (in_w - 1) / (out_w - 1);
         return v + roi_start * (in_w - 1);
     }
+    if (m == "tf_half_pixel_for_nn") return (x + 0.5) / scale;  // Resize-11 only
     if (m == "pytorch_half_pixel") return out_w == 1 ? -0.5 : (x + 0.5) / scale - 0.5;
     if (m == "half_pixel_symmetric") {
         double adjustment = static_cast<double>(out_int) / out_w;

@@ -29,6 +29,9 @@ slice::plan slice::make_plan(const std::vector<std::size_t>& in) const {
         auto dim = static_cast<std::int64_t>(in[a]);
         std::int64_t step = steps.empty() ? 1 : steps[k];
         if (step == 0) throw_error(error_code::shape, name() + ": step 0 on axis " + std::to_string(ax[k]));
+        // Steps longer than the axis select at most the start; clamping keeps the
+        // arithmetic below (and the view's strides) from overflowing.
+        step = std::clamp<std::int64_t>(step, -(dim + 1), dim + 1);
         std::int64_t s = starts[k], e = ends[k];
         // Huge magnitudes (INT64_MAX stands for "to the end") must not overflow.
         auto wrap = [&](std::int64_t v) { return v < 0 ? (v < -dim ? std::int64_t{-1} : v + dim) : v; };
@@ -185,7 +188,7 @@ shape split::compute_shape(const std::vector<shape>& in) const {
     auto a = normalize_axis(axis, in[0].ndim(), name());
     std::int64_t total = 0;
     for (auto s : sizes) {
-        if (s < 0) throw_error(error_code::shape, name() + ": negative split size");
+        check_dim_value(s, name(), "split size");
         total += s;
     }
     auto dd = in[0].to_dynamic_dims();
@@ -254,6 +257,7 @@ std::vector<std::int64_t> expand_pads(const std::vector<std::int64_t>& pads, con
     if (pads.size() != 2 * n)
         throw_error(error_code::shape, op_name + ": expected " + std::to_string(2 * n) + " pads for " +
                                            std::to_string(n) + " axes, got " + std::to_string(pads.size()));
+    for (auto p : pads) check_dim_value(p, op_name, "pad", true);
     if (axes.empty()) return pads;
     auto norm = normalize_axes(axes, rank, op_name);
     std::vector<std::int64_t> full(2 * rank, 0);
@@ -356,7 +360,9 @@ shape tile::compute_shape(const std::vector<shape>& in) const {
                                            in[0].to_string());
     std::vector<std::size_t> lens;
     for (std::size_t i = 0; i < l.size(); ++i) {
-        if (repeats[i] < 0) throw_error(error_code::shape, name() + ": negative repeat");
+        check_dim_value(repeats[i], name(), "repeat");
+        if (l[i] != 0 && static_cast<std::size_t>(repeats[i]) > static_cast<std::size_t>(max_dim) / l[i])
+            throw_error(error_code::shape, name() + ": repeats make axis " + std::to_string(i) + " too long");
         lens.push_back(l[i] * static_cast<std::size_t>(repeats[i]));
     }
     return shape(in[0].get_type(), lens);

@@ -41,6 +41,7 @@ std::vector<std::size_t> reshape_lens(const std::vector<std::size_t>& in, const 
             continue;
         }
         if (d < -1) throw_error(error_code::shape, op_name + ": shape " + dims_text(dims) + " has a negative dimension");
+        check_dim_value(d, op_name, "dimension");
         if (d == 0 && !allowzero) {
             if (i >= in.size())
                 throw_error(error_code::shape, op_name + ": shape " + dims_text(dims) + " copies dimension " +
@@ -50,6 +51,8 @@ std::vector<std::size_t> reshape_lens(const std::vector<std::size_t>& in, const 
         } else {
             out[i] = static_cast<std::size_t>(d);
         }
+        if (known != 0 && out[i] > static_cast<std::size_t>(max_dim) / known)
+            throw_error(error_code::shape, op_name + ": shape " + dims_text(dims) + " has too many elements");
         known *= out[i];
     }
     if (infer >= 0) {
@@ -279,6 +282,18 @@ std::pair<std::size_t, std::size_t> shape_of::range(std::size_t rank) const {
     auto e = clamp(end.value_or(r));
     if (e < b) e = b;
     return {static_cast<std::size_t>(b), static_cast<std::size_t>(e)};
+}
+
+std::optional<std::vector<std::int64_t>> shape_of::known_dims(const shape& in) const {
+    if (!in.is_tensor()) return std::nullopt;
+    auto dd = in.to_dynamic_dims();
+    auto [b, e] = range(dd.size());
+    std::vector<std::int64_t> out;
+    for (auto i = b; i < e; ++i) {
+        if (!dd[i].is_fixed()) return std::nullopt;
+        out.push_back(static_cast<std::int64_t>(dd[i].min));
+    }
+    return out;
 }
 
 shape shape_of::compute_shape(const std::vector<shape>& in) const {

@@ -131,6 +131,9 @@ struct shape_of {
     argument compute(const shape& out, const std::vector<argument>& args) const;
     // The [begin, end) range of dimensions selected for a tensor of `rank`.
     std::pair<std::size_t, std::size_t> range(std::size_t rank) const;
+    // The selected dimensions when they are all fixed (the input may still be dynamic
+    // elsewhere, e.g. a dynamic batch with Shape(start=1)); nullopt otherwise.
+    std::optional<std::vector<std::int64_t>> known_dims(const shape& in) const;
 };
 
 // ONNX Size of a tensor whose dims are only known at run time.

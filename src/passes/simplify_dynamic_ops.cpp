@@ -64,10 +64,14 @@ private:
         const auto& o = ins->get_operator();
         const auto& in = ins->inputs();
         host_context ctx;
-        // Shapes of static tensors are known whatever their values.
-        if ((o.any_cast<op::shape_of>() || o.any_cast<op::size_of>()) && in[0]->get_shape().is_tensor() &&
-            !in[0]->get_shape().dynamic())
-            return o.compute(ctx, ins->get_shape(), {argument::borrow(in[0]->get_shape(), nullptr)});
+        // Fixed dimensions are known whatever the values.
+        if (auto* s = o.any_cast<op::shape_of>()) {
+            auto dims = s->known_dims(in[0]->get_shape());
+            if (!dims) return std::nullopt;
+            return literal(shape(type::int64, {dims->size()}), *dims).get_argument();
+        }
+        if (o.any_cast<op::size_of>() && in[0]->get_shape().is_tensor() && !in[0]->get_shape().dynamic())
+            return literal(static_cast<std::int64_t>(in[0]->get_shape().elements())).get_argument();
         if (o.traits().nondeterministic || o.traits().side_effects || o.traits().builtin || !ins->module_inputs().empty() ||
             !o.has_compute())
             return std::nullopt;
@@ -154,7 +158,7 @@ void simplify_dynamic_ops::apply(module& m) const {
         bool changed = false;
         try {
             if (o.any_cast<op::shape_of>() || o.any_cast<op::size_of>()) {
-                if (!ins->inputs()[0]->get_shape().dynamic()) changed = fold(m, ins, ev);
+                changed = fold(m, ins, ev);
             } else if (is_dynamic_form(o, dynamic_forms{})) {
                 op::known_inputs k;
                 for (auto a : ins->inputs()) k.push_back(ev.value(a));

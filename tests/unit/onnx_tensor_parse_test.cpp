@@ -72,6 +72,43 @@ TEST(onnx_tensor_parse, shape_of_dynamic_input_stays_an_op) {
     expect_values(p.eval({{"x", random_arg(type::float32, {5, 3}, 74)}})[0], {2}, {5, 3});
 }
 
+TEST(onnx_tensor_parse, shape_of_only_fixed_dims_is_a_literal) {
+    onnx_model m;
+    m.input("x", onnx_float, {-1, 3, 4});
+    m.node("Shape", {"x"}, {"s"}, {onnx_attr::i("start", -2)});
+    m.output("s", onnx_int64);
+    onnx_options o;
+    o.default_dyn_dim_value = {1, 8, {}};
+    auto p = m.parse(o);
+    EXPECT_TRUE(op_names(*p.get_main_module()).empty());
+    EXPECT_FALSE(p.get_output_shapes()[0].dynamic());
+}
+
+TEST(onnx_tensor_parse, dynamic_batch_reshape_runs_at_several_sizes) {
+    // reshape(x, concat(unsqueeze(gather(shape(x), 0)), [-1])) with a dynamic batch.
+    onnx_model m;
+    m.opset = 13;
+    m.input("x", onnx_float, {-1, 3, 4});
+    m.initializer("zero", {}, {0});
+    m.initializer("axes", {1}, {0});
+    m.initializer("rest", {1}, {-1});
+    m.node("Shape", {"x"}, {"s"});
+    m.node("Gather", {"s", "zero"}, {"b"});
+    m.node("Unsqueeze", {"b", "axes"}, {"b1"});
+    m.node("Concat", {"b1", "rest"}, {"c"}, {onnx_attr::i("axis", 0)});
+    m.node("Reshape", {"x", "c"}, {"y"});
+    m.output("y", onnx_float);
+    onnx_options o;
+    o.default_dyn_dim_value = {1, 8, {}};
+    auto p = m.parse(o);
+    EXPECT_TRUE(has_op(p, "reshape_dynamic"));
+    p.compile(*get_target("ref"));
+    for (std::size_t b : {2, 5}) {
+        auto x = random_arg(type::float32, {b, 3, 4}, 77 + static_cast<unsigned>(b));
+        expect_values(p.eval({{"x", x}})[0], {b, 12}, values(x));
+    }
+}
+
 TEST(onnx_tensor_parse, opset_differences) {
     auto x = random_arg(type::float32, {1, 6}, 75);
     {
@@ -117,6 +154,19 @@ TEST(onnx_tensor_parse, opset_differences) {
         auto xv = values(x);
         xv.insert(xv.begin(), 1.5);
         expect_values(m.parse().eval({{"x", x}})[0], {1, 7}, xv);
+    }
+    {
+        onnx_model m;  // Tile-1: tiles and axis inputs
+        m.opset = 1;
+        m.input("x", onnx_float, {1, 6});
+        m.initializer("tiles", {}, {3});
+        m.initializer("axis", {}, {0});
+        m.node("Tile", {"x", "tiles", "axis"}, {"y"});
+        m.output("y", onnx_float);
+        auto xv = values(x);
+        std::vector<double> e;
+        for (int i = 0; i < 3; ++i) e.insert(e.end(), xv.begin(), xv.end());
+        expect_values(m.parse().eval({{"x", x}})[0], {3, 6}, e);
     }
     {
         onnx_model m;  // TopK-1: k attribute

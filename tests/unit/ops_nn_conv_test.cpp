@@ -360,3 +360,16 @@ TEST(ops_nn_conv, dynamic_input_sizes) {
     expl.padding = {1, 1, 1, 1};
     EXPECT_EQ(y, run(expl, {xa, w}));
 }
+
+TEST(ops_nn_conv, causal_conv_dynamic_length) {
+    op::causal_conv_with_state c;
+    operation op = c;
+    auto x = shape::make_dynamic(type::float32, {{2, 2, {}}, {3, 3, {}}, {1, 100, {}}});
+    auto s = op.compute_shape({x, shape(type::float32, {3, 1, 4})});
+    ASSERT_TRUE(s.is_tuple());
+    EXPECT_EQ(s.sub_shapes()[0].dyn_dims()[2], (dynamic_dimension{1, 100, {}}));
+    EXPECT_EQ(s.sub_shapes()[1], shape(type::float32, {2, 3, 3}));
+    host_context ctx;
+    auto r = op.compute(ctx, s, {random_arg(type::float32, {2, 3, 7}), random_arg(type::float32, {3, 1, 4})});
+    EXPECT_EQ(r.elements()[0].get_shape().lens(), (lens_t{2, 3, 7}));
+}

@@ -220,3 +220,23 @@ TEST(ops_nn_pool, errors) {
     op.lengths = {3};
     expect_shape_error(op, {shape(type::float32, {1, 1, 5, 5})}, error_code::shape);
 }
+
+TEST(ops_nn_pool, indices_with_dynamic_batch) {
+    op::pooling_with_indices p;
+    p.lengths = {2, 2};
+    p.stride = {2, 2};
+    operation op = p;
+    auto x = shape::make_dynamic(type::float32, {{1, 8, {}}, {3, 3, {}}, {6, 6, {}}, {4, 4, {}}});
+    auto s = op.compute_shape({x});
+    ASSERT_TRUE(s.is_tuple());
+    for (std::size_t i = 0; i < 2; ++i) {
+        EXPECT_EQ(s.sub_shapes()[i].get_type(), i == 0 ? type::float32 : type::int64);
+        EXPECT_EQ(s.sub_shapes()[i].dyn_dims()[0], (dynamic_dimension{1, 8, {}}));
+        EXPECT_EQ(s.sub_shapes()[i].dyn_dims()[2], (dynamic_dimension{3, 3, {}}));
+    }
+    // compute does not rely on the (dynamic) shape it is handed.
+    auto xa = random_arg(type::float32, {2, 3, 6, 4});
+    host_context ctx;
+    auto r = op.compute(ctx, s, {xa});
+    EXPECT_EQ(r.elements()[1].get_shape(), shape(type::int64, {2, 3, 3, 2}));
+}

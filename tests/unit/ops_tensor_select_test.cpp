@@ -165,6 +165,9 @@ TEST(ops_tensor_generate, constant_of_shape_range_eye_like) {
                   {10, 7});
     expect_values(run_op(op::range{}, {s(5, type::int64), s(1, type::int64), s(2, type::int64)}).outputs[0], {0}, {});
     EXPECT_THROW(run_op(op::range{}, {s(0, type::int64), s(1, type::int64), s(0, type::int64)}), error);
+    auto lo = make_ints({std::numeric_limits<std::int64_t>::min()}).reshape(shape(type::int64));
+    auto hi = make_ints({std::numeric_limits<std::int64_t>::max()}).reshape(shape(type::int64));
+    EXPECT_THROW(run_op(op::range{}, {lo, hi, s(1, type::int64)}), error);  // too long, not an overflow
     auto x = random_arg(type::float32, {3, 4}, 46);
     std::vector<double> eye(12, 0);
     for (std::size_t i = 0; i < 3; ++i)

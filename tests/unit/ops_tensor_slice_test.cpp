@@ -25,7 +25,7 @@ std::vector<std::size_t> py_slice(std::int64_t start, std::int64_t stop, std::in
         return v;
     };
     std::vector<std::size_t> out;
-    for (std::int64_t i = fix(start); step > 0 ? i < fix(stop) : i > fix(stop); i += step)
+    for (__int128 i = fix(start); step > 0 ? i < fix(stop) : i > fix(stop); i += step)  // no overflow, as in Python
         out.push_back(static_cast<std::size_t>(i));
     return out;
 }
@@ -66,6 +66,7 @@ TEST(ops_tensor_slice, slice_clamps_like_python) {
         {{1}, {-1}, {-big}, {-3}},
         {{0}, {100}, {200}, {1}},
         {{2, 1}, {-100, 5}, {100, 1}, {1, -1}},
+        {{0, 1}, {1, 5}, {big, -big}, {big, -big}},
     };
     for (auto& k : cases) {
         std::vector<std::vector<std::size_t>> sel{all(5), all(7), all(3)};
@@ -237,6 +238,9 @@ TEST(ops_tensor_slice, tile_repeats) {
         expect_values(run_op(op::tile_dynamic{}, {x, make_ints({3, 2})}, compile).outputs[0], {6, 6}, expected);
     }
     EXPECT_THROW((op::tile{{3}}.compute_shape({x.get_shape()})), error);
+    EXPECT_THROW((op::tile{{std::int64_t{1} << 40, std::int64_t{1} << 40}}.compute_shape({x.get_shape()})), error);
+    EXPECT_THROW((op::pad{"constant", {0, std::numeric_limits<std::int64_t>::max(), 0, 1}, {}}.compute_shape({x.get_shape()})),
+                 error);
 }
 
 TEST(ops_tensor_slice, center_crop_pad_crops_and_pads_centred) {

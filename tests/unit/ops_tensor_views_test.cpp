@@ -74,6 +74,7 @@ TEST(ops_tensor_views, reshape_errors_name_the_op) {
     EXPECT_THROW(op::reshape({4, -1}, false).compute_shape({s}), error);
     EXPECT_THROW(op::reshape({-1, -1}, false).compute_shape({s}), error);
     EXPECT_THROW(op::reshape({1, 0, 0, 0}, false).compute_shape({s}), error);
+    EXPECT_THROW(op::reshape({std::int64_t{1} << 40, std::int64_t{1} << 40, 0}, true).compute_shape({s}), error);
     try {
         op::reshape({7}, false).compute_shape({s});
         FAIL();

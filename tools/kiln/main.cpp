@@ -1,8 +1,58 @@
-#include <kiln/program.hpp>
+// kiln: the command-line tool. Maps errors to the documented exit codes and never
+// lets an exception escape as a crash.
+#include "commands.hpp"
+
+#include <kiln/errors.hpp>
 
 #include <iostream>
+#include <map>
+#include <new>
 
-int main() {
-    std::cout << "kiln\n";
-    return 0;
+using namespace kiln::cli;
+
+int main(int argc, char** argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+        std::cout << general_help();
+        return args.empty() ? exit_usage : exit_ok;
+    }
+    if (args[0] == "--version") args[0] = "version";
+    const std::string command = args[0];
+    args.erase(args.begin());
+    const auto* spec = find_command(command);
+    if (!spec) {
+        std::cerr << "kiln: unknown command '" << command << "'\n\n" << general_help();
+        return exit_usage;
+    }
+    for (auto& a : args)
+        if (a == "--help" || a == "-h") {
+            std::cout << command_help(*spec);
+            return exit_ok;
+        }
+    static const std::map<std::string, int (*)(const options&)> handlers = {
+        {"read", cmd_read},     {"params", cmd_params}, {"compile", cmd_compile}, {"run", cmd_run},
+        {"perf", cmd_perf},     {"verify", cmd_verify}, {"onnx-ops", cmd_onnx_ops}, {"ops", cmd_ops},
+        {"targets", cmd_targets}, {"version", cmd_version},
+    };
+    try {
+        auto o = parse(command, args);
+        return handlers.at(command)(o);
+    } catch (const usage_error& e) {
+        std::cerr << "kiln " << command << ": " << e.what() << "\n(see kiln " << command << " --help)\n";
+        return exit_usage;
+    } catch (const kiln::error& e) {
+        std::cerr << "kiln " << command << ": " << e.what() << "\n";
+        switch (e.code()) {
+            case kiln::error_code::invalid_argument: return exit_usage;
+            case kiln::error_code::runtime:
+            case kiln::error_code::out_of_memory: return exit_runtime;
+            default: return exit_model;
+        }
+    } catch (const std::bad_alloc&) {
+        std::cerr << "kiln " << command << ": out of memory\n";
+        return exit_runtime;
+    } catch (const std::exception& e) {
+        std::cerr << "kiln " << command << ": " << e.what() << "\n";
+        return exit_runtime;
+    }
 }

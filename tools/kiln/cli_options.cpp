@@ -1,0 +1,296 @@
+#include "cli_options.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <sstream>
+
+namespace kiln::cli {
+
+namespace {
+
+const std::vector<option_spec>& option_table() {
+    static const std::vector<option_spec> t = {
+        {"--target", "ref|cpu|gpu", "cpu", "target to compile for"},
+        {"--batch", "N", "1", "size of symbolic/unknown input dimensions (ONNX default_dim_value)"},
+        {"--default-dim-value", "N", "1", "same as --batch"},
+        {"--input-dim", "@name d1 d2 ...", "", "static dims of one input (repeatable)"},
+        {"--dyn-input-dim", "@name \"[{min:1,max:8,optimals:[1,4]},3,224,224]\"", "",
+         "dynamic dims of one input: the program compiles per input shape (repeatable)"},
+        {"--fp16", "", "off", "quantize to float16 (not implemented yet)"},
+        {"--bf16", "", "off", "quantize to bfloat16 (not implemented yet)"},
+        {"--int8", "", "off", "quantize to int8 with calibration (not implemented yet)"},
+        {"--calibration", "DIR", "", "calibration inputs for --int8 (data_set_K/input_N.pb folders)"},
+        {"--fast-math", "", "on", "allow fast approximations of exp, erf, tanh, sigmoid, division"},
+        {"--no-fast-math", "", "", "exact math functions"},
+        {"--exhaustive-tune", "", "off", "time candidate kernels at compile time and keep the fastest"},
+        {"--device-id", "N", "0", "device to use (gpu)"},
+        {"--offload-copy", "", "on", "run takes and returns host data"},
+        {"--no-offload-copy", "", "", "the caller passes device buffers"},
+        {"--threads", "N", "cores", "worker threads (also KILN_NUM_THREADS)"},
+        {"-n", "N", "50", "iterations (perf)"},
+        {"--iterations", "N", "50", "iterations (perf)"},
+        {"--warmup", "N", "5", "warm-up runs before timing (perf)"},
+        {"--seed", "N", "0", "seed of the random inputs"},
+        {"--atol", "X", "1e-4", "absolute tolerance (verify)"},
+        {"--rtol", "X", "1e-3", "relative tolerance (verify)"},
+        {"--json", "", "off", "machine-readable output on stdout"},
+        {"--quiet", "", "off", "no progress output on stderr"},
+        {"-o", "FILE", "", "output file"},
+        {"--input", "DIR", "random", "read input_N.pb files (ONNX test-data layout, model input order)"},
+        {"--input-file", "@name FILE", "", "read one input from a .pb or .npy file (repeatable)"},
+        {"--output", "DIR", "", "write output_N.pb files (model output order)"},
+        {"--output-npy", "DIR", "", "write <output name>.npy files"},
+        {"--expected", "DIR", "", "compare with output_N.pb files instead of ref (verify)"},
+        {"--optimize", "", "off", "print the program after the target-independent passes (read)"},
+        {"--passes", "a,b,...", "", "run these passes by name before printing (read)"},
+        {"--per-instruction", "", "off", "time each instruction and each operation kind (perf)"},
+    };
+    return t;
+}
+
+const std::vector<std::string> shape_opts = {"--batch", "--default-dim-value", "--input-dim", "--dyn-input-dim"};
+const std::vector<std::string> compile_opts = {"--target", "--fp16", "--bf16", "--int8", "--calibration",
+                                               "--fast-math", "--no-fast-math", "--exhaustive-tune", "--device-id",
+                                               "--offload-copy", "--no-offload-copy", "--threads"};
+const std::vector<std::string> input_opts = {"--input", "--input-file", "--seed"};
+
+std::vector<std::string> join(std::initializer_list<std::vector<std::string>> parts) {
+    std::vector<std::string> out;
+    for (auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+    out.push_back("--json");
+    out.push_back("--quiet");
+    return out;
+}
+
+std::size_t to_size(const std::string& opt, const std::string& v) {
+    if (v.empty() || !std::all_of(v.begin(), v.end(), [](unsigned char c) { return std::isdigit(c); }))
+        throw usage_error(opt + " expects a non-negative integer, got '" + v + "'");
+    try {
+        return std::stoull(v);
+    } catch (const std::exception&) {
+        throw usage_error(opt + ": '" + v + "' is too large");
+    }
+}
+
+double to_double(const std::string& opt, const std::string& v) {
+    try {
+        std::size_t used = 0;
+        double d = std::stod(v, &used);
+        if (used != v.size()) throw std::invalid_argument(v);
+        return d;
+    } catch (const std::exception&) {
+        throw usage_error(opt + " expects a number, got '" + v + "'");
+    }
+}
+
+std::string input_name(const std::string& opt, const std::string& v) {
+    if (v.size() < 2 || v[0] != '@') throw usage_error(opt + " expects @name first, got '" + v + "'");
+    return v.substr(1);
+}
+
+}  // namespace
+
+const std::vector<command_spec>& commands() {
+    static const std::vector<command_spec> c = {
+        {"read", "print the program's IR (parsed, --optimize'd, or compiled with --target)", true,
+         join({shape_opts, {"--target", "--optimize", "--passes"}})},
+        {"params", "print each input's and output's name, element type and shape", true, join({shape_opts})},
+        {"compile", "compile for a target and write a .kiln file (-o)", true, join({shape_opts, compile_opts, {"-o"}})},
+        {"run", "compile (or load) and run once; print each output's summary", true,
+         join({shape_opts, compile_opts, input_opts, {"--output", "--output-npy"}})},
+        {"perf", "compile (or load), warm up, run N times; print latency, throughput and memory", true,
+         join({shape_opts, compile_opts, input_opts, {"-n", "--iterations", "--warmup", "--per-instruction"}})},
+        {"verify", "run on --target and on ref (or --expected) and compare every output", true,
+         join({shape_opts, compile_opts, input_opts, {"--atol", "--rtol", "--expected"}})},
+        {"onnx-ops", "list the supported ONNX operators", false, join({})},
+        {"ops", "list the IR operations", false, join({})},
+        {"targets", "list the targets and whether each can run here", false, join({})},
+        {"version", "print the version", false, join({})},
+    };
+    return c;
+}
+
+const command_spec* find_command(const std::string& name) {
+    for (auto& c : commands())
+        if (c.name == name) return &c;
+    return nullptr;
+}
+
+const option_spec& find_option(const std::string& name) {
+    for (auto& o : option_table())
+        if (o.name == name) return o;
+    throw usage_error("unknown option " + name);
+}
+
+std::vector<dynamic_dimension> parse_dyn_dims(const std::string& text) {
+    // A small grammar: '[' item (',' item)* ']' where item is N or {min:N,max:N,optimals:[N,...]}.
+    std::string s;
+    for (char c : text)
+        if (!std::isspace(static_cast<unsigned char>(c))) s += c;
+    std::size_t i = 0;
+    auto fail = [&](const std::string& why) -> void {
+        throw usage_error("--dyn-input-dim: " + why + " in '" + text + "' (expected e.g. [{min:1,max:8},3,224,224])");
+    };
+    auto number = [&]() {
+        std::size_t b = i;
+        while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+        if (b == i) fail("expected a number at position " + std::to_string(b));
+        return to_size("--dyn-input-dim", s.substr(b, i - b));
+    };
+    auto eat = [&](char c) {
+        if (i < s.size() && s[i] == c) {
+            ++i;
+            return true;
+        }
+        return false;
+    };
+    std::vector<dynamic_dimension> dims;
+    if (!eat('[')) fail("missing '['");
+    do {
+        if (eat('{')) {
+            dynamic_dimension d{0, 0, {}};
+            bool has_min = false, has_max = false;
+            do {
+                std::size_t b = i;
+                while (i < s.size() && std::isalpha(static_cast<unsigned char>(s[i]))) ++i;
+                auto key = s.substr(b, i - b);
+                if (!eat(':')) fail("expected ':' after " + key);
+                if (key == "min") d.min = number(), has_min = true;
+                else if (key == "max") d.max = number(), has_max = true;
+                else if (key == "optimals") {
+                    if (!eat('[')) fail("optimals needs a list");
+                    if (!eat(']')) {
+                        do d.optimals.insert(number());
+                        while (eat(','));
+                        if (!eat(']')) fail("missing ']' after optimals");
+                    }
+                } else fail("unknown key '" + key + "'");
+            } while (eat(','));
+            if (!eat('}')) fail("missing '}'");
+            if (!has_min || !has_max) fail("a dynamic dimension needs min and max");
+            if (d.min > d.max) fail("min > max");
+            dims.push_back(d);
+        } else {
+            auto n = number();
+            dims.push_back(dynamic_dimension{n, n, {}});
+        }
+    } while (eat(','));
+    if (!eat(']')) fail("missing ']'");
+    if (i != s.size()) fail("trailing characters");
+    return dims;
+}
+
+options parse(const std::string& command, const std::vector<std::string>& args) {
+    const auto* spec = find_command(command);
+    if (!spec) throw usage_error("unknown command '" + command + "' (see kiln --help)");
+    options o;
+    o.command = command;
+    auto allowed = [&](const std::string& name) {
+        return std::find(spec->option_names.begin(), spec->option_names.end(), name) != spec->option_names.end();
+    };
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        std::string a = args[i];
+        std::string inline_value;
+        bool has_inline = false;
+        if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
+            inline_value = a.substr(a.find('=') + 1);
+            a = a.substr(0, a.find('='));
+            has_inline = true;
+        }
+        if (a.empty() || a[0] != '-') {
+            if (!spec->takes_model) throw usage_error(command + " takes no model");
+            if (!o.model.empty()) throw usage_error("more than one model given ('" + o.model + "' and '" + a + "')");
+            o.model = a;
+            continue;
+        }
+        if (!allowed(a)) {
+            find_option(a);  // unknown options get their own message
+            throw usage_error("option " + a + " does not apply to '" + command + "'");
+        }
+        auto value = [&]() -> std::string {
+            if (has_inline) return inline_value;
+            if (i + 1 >= args.size()) throw usage_error(a + " needs a value (" + find_option(a).syntax + ")");
+            return args[++i];
+        };
+        if (a == "--target") o.target = value(), o.target_given = true;
+        else if (a == "--batch" || a == "--default-dim-value") o.default_dim_value = o.batch = to_size(a, value());
+        else if (a == "--input-dim") {
+            auto name = input_name(a, value());
+            std::vector<std::size_t> dims;
+            while (i + 1 < args.size() && !args[i + 1].empty() && std::isdigit(static_cast<unsigned char>(args[i + 1][0])))
+                dims.push_back(to_size(a, args[++i]));
+            if (dims.empty()) throw usage_error("--input-dim @" + name + " needs its dimensions");
+            o.input_dims[name] = dims;
+        } else if (a == "--dyn-input-dim") {
+            auto name = input_name(a, value());
+            o.dyn_input_dims[name] = parse_dyn_dims(value());
+        } else if (a == "--fp16") o.fp16 = true;
+        else if (a == "--bf16") o.bf16 = true;
+        else if (a == "--int8") o.int8 = true;
+        else if (a == "--calibration") o.calibration = value();
+        else if (a == "--fast-math") o.fast_math = true;
+        else if (a == "--no-fast-math") o.fast_math = false;
+        else if (a == "--exhaustive-tune") o.exhaustive_tune = true;
+        else if (a == "--device-id") o.device_id = static_cast<int>(to_size(a, value()));
+        else if (a == "--offload-copy") o.offload_copy = true;
+        else if (a == "--no-offload-copy") o.offload_copy = false;
+        else if (a == "--threads") o.threads = to_size(a, value());
+        else if (a == "-n" || a == "--iterations") o.iterations = std::max<std::size_t>(1, to_size(a, value()));
+        else if (a == "--warmup") o.warmup = to_size(a, value());
+        else if (a == "--seed") o.seed = to_size(a, value());
+        else if (a == "--atol") o.atol = to_double(a, value());
+        else if (a == "--rtol") o.rtol = to_double(a, value());
+        else if (a == "--json") o.json = true;
+        else if (a == "--quiet") o.quiet = true;
+        else if (a == "-o") o.output_file = value();
+        else if (a == "--input") o.input_dir = value();
+        else if (a == "--input-file") {
+            auto name = input_name(a, value());
+            o.input_files[name] = value();
+        } else if (a == "--output") o.output_dir = value();
+        else if (a == "--output-npy") o.output_npy_dir = value();
+        else if (a == "--expected") o.expected_dir = value();
+        else if (a == "--optimize") o.optimize = true;
+        else if (a == "--passes") o.passes = value();
+        else if (a == "--per-instruction") o.per_instruction = true;
+        else throw usage_error("unknown option " + a);
+    }
+    if (spec->takes_model && o.model.empty()) throw usage_error(command + " needs a model (.onnx or .kiln)");
+    if (command == "compile" && o.output_file.empty()) throw usage_error("compile needs -o FILE.kiln");
+    return o;
+}
+
+std::string command_help(const command_spec& c) {
+    std::ostringstream ss;
+    ss << "usage: kiln " << c.name << (c.takes_model ? " <model.onnx|model.kiln>" : "") << " [options]\n\n"
+       << c.summary << "\n";
+    if (!c.option_names.empty()) ss << "\noptions:\n";
+    for (auto& n : c.option_names) {
+        const auto& o = find_option(n);
+        std::string left = "  " + o.name + (o.syntax.empty() ? "" : " " + o.syntax);
+        if (left.size() < 34) left.resize(34, ' ');
+        else left += "\n" + std::string(34, ' ');
+        ss << left << o.help << (o.fallback.empty() ? "" : " (default: " + o.fallback + ")") << "\n";
+    }
+    ss << "  --help                          this text\n";
+    return ss.str();
+}
+
+std::string general_help() {
+    std::ostringstream ss;
+    ss << "usage: kiln <command> [<model>] [options]\n\n"
+          "Kiln compiles ONNX models and runs them. A model is an .onnx file or a saved .kiln program\n"
+          "(recognised by its content).\n\ncommands:\n";
+    for (auto& c : commands()) {
+        std::string left = "  " + c.name;
+        left.resize(12, ' ');
+        ss << left << c.summary << "\n";
+    }
+    ss << "\n`kiln <command> --help` lists a command's options.\n"
+          "exit codes: 0 success, 1 verify mismatch, 2 usage error, 3 model error (parse, unsupported, shape),\n"
+          "4 runtime error\n";
+    return ss.str();
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,78 @@
+// Command-line options of the kiln tool: one struct for all commands, a declarative
+// table per command (name, value syntax, default, help) that drives both parsing and
+// `--help`, so the two never disagree.
+#pragma once
+#include <kiln/shape.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kiln::cli {
+
+struct options {
+    std::string command;
+    std::string model;
+    std::string target = "cpu";
+    bool target_given = false;
+    std::size_t batch = 0;  // 0: not given
+    std::size_t default_dim_value = 0;
+    std::map<std::string, std::vector<std::size_t>> input_dims;
+    std::map<std::string, std::vector<dynamic_dimension>> dyn_input_dims;
+    bool fp16 = false, bf16 = false, int8 = false;
+    std::string calibration;
+    bool fast_math = true;
+    bool exhaustive_tune = false;
+    int device_id = 0;
+    bool offload_copy = true;
+    std::size_t threads = 0;
+    std::size_t iterations = 50;
+    std::size_t warmup = 5;
+    std::uint64_t seed = 0;
+    double atol = 1e-4;
+    double rtol = 1e-3;
+    bool json = false;
+    bool quiet = false;
+    bool optimize = false;
+    bool per_instruction = false;
+    std::string output_file;  // -o
+    std::string input_dir;
+    std::map<std::string, std::string> input_files;
+    std::string output_dir;
+    std::string output_npy_dir;
+    std::string expected_dir;
+    std::string passes;  // read --passes=a,b
+};
+
+struct option_spec {
+    std::string name;     // "--target"
+    std::string syntax;   // "ref|cpu|gpu" ("" for a flag)
+    std::string fallback; // shown as the default
+    std::string help;
+};
+
+struct command_spec {
+    std::string name;
+    std::string summary;
+    bool takes_model = true;
+    std::vector<std::string> option_names;
+};
+
+const std::vector<command_spec>& commands();
+const command_spec* find_command(const std::string& name);
+const option_spec& find_option(const std::string& name);
+
+// Parses argv (after the command name). Throws usage_error on bad syntax.
+options parse(const std::string& command, const std::vector<std::string>& args);
+std::string command_help(const command_spec& c);
+std::string general_help();
+
+struct usage_error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// "[{min:1,max:8,optimals:[1,4]},3,224,224]"
+std::vector<dynamic_dimension> parse_dyn_dims(const std::string& text);
+
+}  // namespace kiln::cli

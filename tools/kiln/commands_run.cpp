@@ -1,0 +1,313 @@
+// Commands that compile and run: compile, run, perf, verify.
+#include "commands.hpp"
+#include "model_io.hpp"
+#include "progress.hpp"
+
+#include <kiln/errors.hpp>
+#include <kiln/onnx.hpp>
+#include <kiln/serialize.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <map>
+
+namespace kiln::cli {
+
+using json = nlohmann::ordered_json;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+double ms_since(clock_type::time_point t) {
+    return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
+}
+
+struct loaded {
+    program p;
+    double load_ms = 0;
+    double compile_ms = 0;
+};
+
+loaded load_and_compile(const options& o) {
+    loaded l;
+    auto t0 = clock_type::now();
+    {
+        spinner s("loading " + o.model, o.quiet);
+        l.p = load_model(o);
+    }
+    l.load_ms = ms_since(t0);
+    auto t1 = clock_type::now();
+    {
+        spinner s("compiling for " + o.target, o.quiet);
+        compile_model(l.p, o, o.target_given);
+    }
+    l.compile_ms = ms_since(t1);
+    return l;
+}
+
+json memory_json(const program& p) {
+    auto m = p.get_memory_usage();
+    return {{"arena_bytes", m.arena_bytes}, {"parameter_bytes", m.parameter_bytes}, {"literal_bytes", m.literal_bytes},
+            {"output_bytes", m.output_bytes}};
+}
+
+std::string bytes_text(std::size_t b) {
+    std::ostringstream ss;
+    ss << std::fixed << std::setprecision(2) << static_cast<double>(b) / (1024.0 * 1024.0) << " MiB";
+    return ss.str();
+}
+
+json output_json(const std::string& name, const argument& a) {
+    json j = {{"name", name}, {"shape", a.get_shape().to_string()}};
+    auto s = summarize(a);
+    if (s.numeric) {
+        j["min"] = s.min;
+        j["max"] = s.max;
+        j["mean"] = s.mean;
+        j["first"] = s.first;
+    }
+    return j;
+}
+
+void print_outputs(const program& p, const std::vector<argument>& results) {
+    auto names = p.get_output_names();
+    for (std::size_t i = 0; i < results.size(); ++i) {
+        auto s = summarize(results[i]);
+        std::cout << names.at(i) << ": " << results[i].get_shape();
+        if (s.numeric) {
+            std::cout << std::setprecision(6) << "  min " << s.min << "  max " << s.max << "  mean " << s.mean << "  first [";
+            for (std::size_t k = 0; k < s.first.size(); ++k) std::cout << (k ? ", " : "") << s.first[k];
+            std::cout << "]";
+        } else if (!results[i].get_shape().is_tensor()) {
+            std::cout << "  (" << results[i].elements().size() << " elements)";
+        }
+        std::cout << "\n";
+    }
+}
+
+std::size_t batch_of(const param_map& inputs) {
+    for (auto& [k, v] : inputs)
+        if (v.get_shape().is_tensor() && !v.get_shape().lens().empty()) return v.get_shape().lens()[0];
+    return 1;
+}
+
+double percentile(std::vector<double> v, double q) {
+    std::sort(v.begin(), v.end());
+    auto idx = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1;
+    return v[std::min(idx, v.size() - 1)];
+}
+
+}  // namespace
+
+int cmd_compile(const options& o) {
+    auto l = load_and_compile(o);
+    auto t = clock_type::now();
+    save(l.p, o.output_file);
+    double save_ms = ms_since(t);
+    auto m = l.p.get_memory_usage();
+    if (o.json) {
+        std::cout << json{{"model", o.model}, {"target", l.p.target_name()}, {"output", o.output_file},
+                          {"compile_ms", l.compile_ms}, {"save_ms", save_ms}, {"memory", memory_json(l.p)},
+                          {"peak_rss_mb", peak_rss_mb()}}
+                         .dump()
+                  << "\n";
+        return exit_ok;
+    }
+    std::cout << "compiled " << o.model << " for " << l.p.target_name() << " in " << std::fixed << std::setprecision(1)
+              << l.compile_ms << " ms; wrote " << o.output_file << " (" << save_ms << " ms)\n"
+              << "memory: arena " << bytes_text(m.arena_bytes) << ", weights " << bytes_text(m.literal_bytes)
+              << ", inputs " << bytes_text(m.parameter_bytes) << ", outputs " << bytes_text(m.output_bytes)
+              << "; peak RSS " << peak_rss_mb() << " MiB\n";
+    return exit_ok;
+}
+
+int cmd_run(const options& o) {
+    auto l = load_and_compile(o);
+    auto inputs = make_inputs(l.p, o);
+    auto t = clock_type::now();
+    auto results = l.p.eval(inputs);
+    double run_ms = ms_since(t);
+    write_outputs(l.p, results, o);
+    if (o.json) {
+        json j = {{"model", o.model}, {"target", l.p.target_name()}, {"compile_ms", l.compile_ms}, {"run_ms", run_ms}};
+        j["outputs"] = json::array();
+        auto names = l.p.get_output_names();
+        for (std::size_t i = 0; i < results.size(); ++i) j["outputs"].push_back(output_json(names.at(i), results[i]));
+        std::cout << j.dump() << "\n";
+        return exit_ok;
+    }
+    print_outputs(l.p, results);
+    std::cout << std::fixed << std::setprecision(2) << "compile " << l.compile_ms << " ms, run " << run_ms << " ms ("
+              << l.p.target_name() << ")\n";
+    return exit_ok;
+}
+
+int cmd_perf(const options& o) {
+    auto l = load_and_compile(o);
+    auto inputs = make_inputs(l.p, o);
+    for (std::size_t i = 0; i < o.warmup; ++i) l.p.eval(inputs);
+    std::vector<double> times;
+    for (std::size_t i = 0; i < o.iterations; ++i) {
+        auto t = clock_type::now();
+        l.p.eval(inputs);
+        times.push_back(ms_since(t));
+    }
+    double median = percentile(times, 0.5), p90 = percentile(times, 0.9);
+    double min = *std::min_element(times.begin(), times.end());
+    auto batch = batch_of(inputs);
+    std::vector<instruction_profile> profile;
+    if (o.per_instruction) {
+        auto runs = std::min<std::size_t>(o.iterations, 10);
+        for (std::size_t i = 0; i < runs; ++i) l.p.eval(inputs, profile);
+    }
+    double profiled_total = 0;
+    for (auto& e : profile) profiled_total += e.total_ms;
+    std::sort(profile.begin(), profile.end(), [](auto& a, auto& b) { return a.total_ms > b.total_ms; });
+    std::map<std::string, std::pair<double, std::size_t>> kinds;
+    for (auto& e : profile) {
+        kinds[e.op_name].first += e.total_ms;
+        kinds[e.op_name].second += 1;
+    }
+    std::vector<std::pair<std::string, std::pair<double, std::size_t>>> kind_list(kinds.begin(), kinds.end());
+    std::sort(kind_list.begin(), kind_list.end(), [](auto& a, auto& b) { return a.second.first > b.second.first; });
+    auto runs = profile.empty() ? 1.0 : static_cast<double>(profile.front().calls);
+
+    if (o.json) {
+        json j = {{"model", o.model},        {"target", l.p.target_name()}, {"batch", batch},
+                  {"threads", o.threads},    {"iterations", o.iterations},  {"median_ms", median},
+                  {"p90_ms", p90},           {"min_ms", min},               {"throughput_ips", 1000.0 * batch / median},
+                  {"compile_ms", l.compile_ms}, {"load_ms", l.load_ms},     {"memory", memory_json(l.p)},
+                  {"peak_rss_mb", peak_rss_mb()}};
+        if (o.per_instruction) {
+            j["per_instruction"] = json::array();
+            for (auto& e : profile)
+                j["per_instruction"].push_back({{"module", e.module}, {"index", e.index}, {"op", e.op_name},
+                                                {"shape", e.shape}, {"ms", e.total_ms / runs},
+                                                {"percent", 100.0 * e.total_ms / profiled_total}});
+            j["per_operation"] = json::array();
+            for (auto& [k, v] : kind_list)
+                j["per_operation"].push_back({{"op", k}, {"count", v.second}, {"ms", v.first / runs},
+                                              {"percent", 100.0 * v.first / profiled_total}});
+        }
+        std::cout << j.dump() << "\n";
+        return exit_ok;
+    }
+    auto m = l.p.get_memory_usage();
+    std::cout << std::fixed << std::setprecision(3) << o.model << " on " << l.p.target_name() << ", batch " << batch
+              << ", " << o.iterations << " runs after " << o.warmup << " warm-up\n"
+              << "latency: median " << median << " ms, p90 " << p90 << " ms, min " << min << " ms\n"
+              << "throughput: " << std::setprecision(1) << 1000.0 * static_cast<double>(batch) / median
+              << " inferences/s\n"
+              << "compile: " << l.compile_ms << " ms\n"
+              << "memory: arena " << bytes_text(m.arena_bytes) << ", weights " << bytes_text(m.literal_bytes)
+              << ", inputs " << bytes_text(m.parameter_bytes) << ", outputs " << bytes_text(m.output_bytes)
+              << "; peak RSS " << peak_rss_mb() << " MiB\n";
+    if (o.per_instruction) {
+        std::cout << "\nper operation kind (mean of " << runs << " profiled runs):\n";
+        std::cout << std::setprecision(3);
+        for (auto& [k, v] : kind_list)
+            std::cout << "  " << std::setw(10) << v.first / runs << " ms  " << std::setw(6) << std::setprecision(1)
+                      << 100.0 * v.first / profiled_total << "%  " << std::setw(5) << v.second << "x  " << k << "\n"
+                      << std::setprecision(3);
+        std::cout << "\nper instruction:\n";
+        for (auto& e : profile)
+            std::cout << "  " << std::setw(10) << e.total_ms / runs << " ms  " << std::setw(6) << std::setprecision(1)
+                      << 100.0 * e.total_ms / profiled_total << "%  " << e.module << " @" << e.index << "  "
+                      << e.op_name << " -> " << e.shape << "\n"
+                      << std::setprecision(3);
+    }
+    return exit_ok;
+}
+
+int cmd_verify(const options& o) {
+    auto l = load_and_compile(o);
+    auto inputs = make_inputs(l.p, o);
+    auto results = l.p.eval(inputs);
+    std::vector<argument> reference;
+    std::string against;
+    if (!o.expected_dir.empty()) {
+        against = o.expected_dir;
+        auto shapes = l.p.get_output_shapes();
+        for (std::size_t i = 0; i < results.size(); ++i) {
+            auto file = std::filesystem::path(o.expected_dir) / ("output_" + std::to_string(i) + ".pb");
+            reference.push_back(read_value_proto(file.string(), shapes[i]));
+        }
+    } else {
+        if (is_kiln_file(o.model))
+            throw_error(error_code::invalid_argument, "verify of a saved .kiln program needs --expected DIR (the ref "
+                                                      "run needs the model as parsed)");
+        options ro = o;
+        ro.target = "ref";
+        program ref = load_model(ro);
+        spinner s("compiling for ref", o.quiet);
+        ref.compile(*get_target("ref"));
+        reference = ref.eval(inputs);
+        against = "ref";
+    }
+    auto names = l.p.get_output_names();
+    bool ok = results.size() == reference.size();
+    json outs = json::array();
+    for (std::size_t i = 0; i < results.size() && i < reference.size(); ++i) {
+        json e = {{"name", names.at(i)}};
+        const auto& a = results[i];
+        const auto& b = reference[i];
+        if (!a.get_shape().is_tensor() || !a.get_shape().same_lens_and_type(b.get_shape()) ||
+            a.get_shape().get_type() == type::string) {
+            bool same = a == b;
+            e["match"] = same;
+            e["detail"] = same ? "identical" : "shape/type/value mismatch: " + a.get_shape().to_string() + " vs " +
+                                                   b.get_shape().to_string();
+            ok = ok && same;
+            outs.push_back(e);
+            continue;
+        }
+        auto x = a.to_vector<double>();
+        auto y = b.to_vector<double>();
+        double max_abs = 0, max_rel = 0, sq = 0;
+        std::size_t bad = 0;
+        for (std::size_t k = 0; k < x.size(); ++k) {
+            double d = std::fabs(x[k] - y[k]);
+            if (std::isnan(x[k]) && std::isnan(y[k])) d = 0;
+            max_abs = std::max(max_abs, d);
+            if (y[k] != 0) max_rel = std::max(max_rel, d / std::fabs(y[k]));
+            sq += d * d;
+            if (!(d <= o.atol + o.rtol * std::fabs(y[k]))) ++bad;
+        }
+        double rms = x.empty() ? 0 : std::sqrt(sq / static_cast<double>(x.size()));
+        e["max_abs_error"] = max_abs;
+        e["max_rel_error"] = max_rel;
+        e["rms_error"] = rms;
+        e["elements_outside_tolerance"] = bad;
+        e["match"] = bad == 0;
+        ok = ok && bad == 0;
+        outs.push_back(e);
+    }
+    if (o.json) {
+        std::cout << json{{"model", o.model}, {"target", l.p.target_name()}, {"against", against}, {"atol", o.atol},
+                          {"rtol", o.rtol}, {"passed", ok}, {"outputs", outs}}
+                         .dump()
+                  << "\n";
+    } else {
+        std::cout << "verify " << o.model << ": " << l.p.target_name() << " vs " << against << " (atol " << o.atol
+                  << ", rtol " << o.rtol << ")\n";
+        for (auto& e : outs) {
+            std::cout << "  " << e["name"].get<std::string>() << ": ";
+            if (e.contains("max_abs_error"))
+                std::cout << std::scientific << std::setprecision(3) << "max abs " << e["max_abs_error"].get<double>()
+                          << ", max rel " << e["max_rel_error"].get<double>() << ", rms " << e["rms_error"].get<double>()
+                          << ", " << e["elements_outside_tolerance"].get<std::size_t>() << " outside tolerance";
+            else std::cout << e["detail"].get<std::string>();
+            std::cout << (e["match"].get<bool>() ? "  ok" : "  MISMATCH") << "\n";
+        }
+        std::cout << (ok ? "PASSED" : "FAILED") << "\n";
+    }
+    return ok ? exit_ok : exit_mismatch;
+}
+
+}  // namespace kiln::cli

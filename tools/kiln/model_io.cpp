@@ -1,0 +1,190 @@
+#include "model_io.hpp"
+
+#include <kiln/errors.hpp>
+#include <kiln/onnx.hpp>
+#include <kiln/serialize.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+namespace kiln::cli {
+
+namespace fs = std::filesystem;
+
+bool is_kiln_file(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    char magic[4] = {};
+    f.read(magic, 4);
+    return f.gcount() == 4 && std::memcmp(magic, "KILN", 4) == 0;
+}
+
+program load_model(const options& o) {
+    if (!fs::exists(o.model)) throw_error(error_code::io, "model file '" + o.model + "' does not exist");
+    if (fs::is_directory(o.model)) throw_error(error_code::io, "'" + o.model + "' is a folder, not a model file");
+    if (is_kiln_file(o.model)) return load(o.model);
+    onnx_options opts;
+    if (o.default_dim_value > 0) opts.default_dim_value = o.default_dim_value;
+    for (auto& [k, v] : o.input_dims) opts.map_input_dims[k] = v;
+    for (auto& [k, v] : o.dyn_input_dims) opts.map_dyn_input_dims[k] = v;
+    auto p = parse_onnx(o.model, opts);
+    for (auto& [k, v] : o.input_dims)
+        if (p.get_main_module()->get_parameter(k) == p.get_main_module()->end())
+            throw_error(error_code::invalid_argument, "--input-dim @" + k + ": the model has no input named '" + k + "'");
+    // Inputs read from files decide the dims of inputs the user did not size: parse
+    // again when they differ from the defaults (e.g. a batch-8 test set).
+    if (o.input_dir.empty() && o.input_files.empty()) return p;
+    auto names = p.get_parameter_names();
+    auto shapes = p.get_parameter_shapes();
+    bool differ = false;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        const auto& n = names[i];
+        if (o.input_dims.count(n) || o.dyn_input_dims.count(n) || !shapes.at(n).is_tensor() || shapes.at(n).dynamic())
+            continue;
+        std::string file;
+        if (auto it = o.input_files.find(n); it != o.input_files.end()) file = it->second;
+        else if (!o.input_dir.empty()) file = (fs::path(o.input_dir) / ("input_" + std::to_string(i) + ".pb")).string();
+        if (file.empty() || !fs::exists(file)) continue;
+        auto a = file.size() > 4 && file.substr(file.size() - 4) == ".npy" ? read_npy(file) : read_tensor_proto(file);
+        if (a.get_shape().lens() != shapes.at(n).lens()) {
+            opts.map_input_dims[n] = a.get_shape().lens();
+            differ = true;
+        }
+    }
+    return differ ? parse_onnx(o.model, opts) : p;
+}
+
+compile_options make_compile_options(const options& o) {
+    compile_options c;
+    c.offload_copy = o.offload_copy;
+    c.device_id = o.device_id;
+    c.fast_math = o.fast_math;
+    c.exhaustive_tune = o.exhaustive_tune;
+    c.threads = o.threads;
+    return c;
+}
+
+void compile_model(program& p, const options& o, bool target_given) {
+    if (o.fp16 || o.bf16 || o.int8)
+        throw_error(error_code::unsupported, std::string(o.fp16 ? "--fp16" : o.bf16 ? "--bf16" : "--int8") +
+                                                 ": quantization is not implemented yet (expected: run in float32)");
+    if (p.is_compiled()) {
+        if (target_given && p.target_name() != o.target)
+            throw_error(error_code::invalid_argument, "'" + o.model + "' was compiled for " + p.target_name() +
+                                                          ", not for --target " + o.target);
+        return;
+    }
+    p.compile(*get_target(o.target), make_compile_options(o));
+}
+
+namespace {
+std::vector<std::size_t> concrete_dims(const shape& s) {
+    if (!s.dynamic()) return s.lens();
+    std::vector<std::size_t> lens;
+    for (auto& d : s.dyn_dims()) {
+        if (!d.optimals.empty()) lens.push_back(*d.optimals.begin());
+        else lens.push_back(std::max<std::size_t>(d.min, 1));
+    }
+    return lens;
+}
+}  // namespace
+
+argument random_argument(const shape& declared, std::uint64_t seed) {
+    if (!declared.is_tensor())
+        throw_error(error_code::unsupported, "cannot make random values for " + declared.to_string() +
+                                                 "; pass the input with --input or --input-file");
+    shape s(declared.get_type(), concrete_dims(declared));
+    argument a(s);
+    std::mt19937_64 gen(seed);
+    std::uniform_real_distribution<double> real(-1.0, 1.0);
+    std::uniform_int_distribution<int> small(0, 3);
+    visit(a, [&](auto v) {
+        using C = std::remove_reference_t<decltype(v[0])>;
+        for (std::size_t i = 0; i < s.elements(); ++i) {
+            if constexpr (std::is_same_v<C, std::string>) v[i] = "kiln" + std::to_string(small(gen));
+            else if constexpr (std::is_same_v<C, bool>) v[i] = small(gen) % 2 == 1;
+            else if constexpr (std::is_floating_point_v<compute_t<C>>) v[i] = convert<C>(real(gen));
+            else v[i] = convert<C>(small(gen));
+        }
+    });
+    return a;
+}
+
+param_map make_inputs(const program& p, const options& o) {
+    param_map params;
+    auto names = p.get_parameter_names();
+    auto shapes = p.get_parameter_shapes();
+    for (auto& [k, v] : o.input_files)
+        if (!shapes.count(k)) {
+            std::string known;
+            for (auto& n : names) known += (known.empty() ? "" : ", ") + n;
+            throw_error(error_code::invalid_argument, "--input-file @" + k + ": the model has no input '" + k +
+                                                          "' (inputs: " + known + ")");
+        }
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        const auto& name = names[i];
+        if (auto it = o.input_files.find(name); it != o.input_files.end()) {
+            const auto& file = it->second;
+            params[name] = file.size() > 4 && file.substr(file.size() - 4) == ".npy" ? read_npy(file)
+                                                                                     : read_value_proto(file, shapes.at(name));
+            continue;
+        }
+        if (!o.input_dir.empty()) {
+            auto file = fs::path(o.input_dir) / ("input_" + std::to_string(i) + ".pb");
+            if (fs::exists(file)) {
+                params[name] = read_value_proto(file.string(), shapes.at(name));
+                continue;
+            }
+            if (p.get_parameter_default(name)) continue;
+            throw_error(error_code::io, "--input " + o.input_dir + ": no " + file.filename().string() + " for input '" +
+                                            name + "'");
+        }
+        if (p.get_parameter_default(name)) continue;
+        params[name] = random_argument(shapes.at(name), o.seed + i);
+    }
+    return params;
+}
+
+summary summarize(const argument& a, std::size_t first_count) {
+    summary s;
+    const auto& sh = a.get_shape();
+    if (!sh.is_tensor() || sh.get_type() == type::string || sh.dynamic()) {
+        s.numeric = false;
+        return s;
+    }
+    auto v = a.to_vector<double>();
+    if (v.empty()) return s;
+    s.min = s.max = v[0];
+    double sum = 0;
+    for (double x : v) {
+        s.min = std::min(s.min, x);
+        s.max = std::max(s.max, x);
+        sum += x;
+    }
+    s.mean = sum / static_cast<double>(v.size());
+    for (std::size_t i = 0; i < v.size() && i < first_count; ++i) s.first.push_back(v[i]);
+    return s;
+}
+
+void write_outputs(const program& p, const std::vector<argument>& results, const options& o) {
+    auto names = p.get_output_names();
+    if (!o.output_dir.empty()) {
+        fs::create_directories(o.output_dir);
+        for (std::size_t i = 0; i < results.size(); ++i)
+            write_tensor_proto(results[i], names.at(i),
+                               (fs::path(o.output_dir) / ("output_" + std::to_string(i) + ".pb")).string());
+    }
+    if (!o.output_npy_dir.empty()) {
+        fs::create_directories(o.output_npy_dir);
+        for (std::size_t i = 0; i < results.size(); ++i) {
+            std::string safe = names.at(i);
+            for (auto& c : safe)
+                if (c == '/' || c == '\\' || c == ':') c = '_';
+            write_npy(results[i], (fs::path(o.output_npy_dir) / (safe + ".npy")).string());
+        }
+    }
+}
+
+}  // namespace kiln::cli
