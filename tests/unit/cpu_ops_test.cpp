@@ -191,14 +191,17 @@ TEST(cpu_ops, batch_norm_lrn) {
 }
 
 TEST(cpu_ops, reductions) {
+    // reduce_max/min stay on the reference kernels (oneDNN reduces a row of -inf to
+    // -FLT_MAX); they must still agree.
     for (const char* n : {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "reduce_l1",
                           "reduce_l2", "reduce_sum_square"})
         for (bool keep : {true, false}) {
+            const bool on_dnnl = n != std::string("reduce_max") && n != std::string("reduce_min");
             builder b;
             auto x = b.param("x", {3, 13, 5}, n == std::string("reduce_prod") ? 1.5f : 1.0f);
             b.ret({b.op(n, value::object{{"axes", value(value::array{1, 2})}, {"keepdims", value(keep)}}, {x})});
             auto r = run_both(b, 1e-4, 1e-5);
-            EXPECT_EQ(count_ops(r.cpu, "cpu::reduction"), 1u) << n;
+            EXPECT_EQ(count_ops(r.cpu, "cpu::reduction"), on_dnnl ? 1u : 0u) << n;
         }
 }
 
@@ -259,6 +262,22 @@ TEST(cpu_ops, eltwise_and_binary) {
     auto r = run_both(b, 1e-5, 1e-6);
     EXPECT_EQ(count_ops(r.cpu, "cpu::eltwise"), 4u) << text(r.cpu);
     EXPECT_EQ(count_ops(r.cpu, "cpu::binary"), 4u) << text(r.cpu);
+}
+
+TEST(cpu_ops, one_dimensional_chains_and_scalars) {
+    KILN_CPU_NEEDS_OPS("selu", "hard_sigmoid", "sub");
+    // oneDNN 2.6 gets eltwise post-ops wrong on 1-D tensors (the lowering views them
+    // as [1, n]) and computes nothing on 0-D ones (they stay on the reference kernels).
+    builder b;
+    auto x = b.param("x", {19}, 3.0f);
+    auto s = b.param("s", {});
+    auto y1 = b.op("selu", value::object{{"alpha", value(2.0f)}, {"gamma", value(3.0f)}}, {x});
+    auto y2 = b.op("hard_sigmoid", value::object{{"alpha", value(0.5f)}, {"beta", value(0.6f)}}, {x});
+    auto y3 = b.op("sub", {s, b.scalar(1.0f)});
+    b.ret({y1, y2, y3});
+    auto r = run_both(b, 1e-5, 1e-6);
+    EXPECT_EQ(count_ops(r.cpu, "cpu::eltwise"), 2u) << text(r.cpu);
+    EXPECT_EQ(count_ops(r.cpu, "cpu::binary"), 0u) << text(r.cpu);
 }
 
 TEST(cpu_ops, lstm_forward_and_reverse) {

@@ -55,6 +55,8 @@ bool emit(lower_env& env, instruction_ref ins, Op op, std::vector<instruction_re
         any_blocked = any_blocked || it != env.layout.end();
     }
     if (!any_blocked) op.layouts.clear();
+    // oneDNN reads a 0-D descriptor as an empty tensor (it would compute nothing).
+    if (dst.ndim() == 0) return false;
     std::size_t scratch = 0;
     try {
         auto pd = op.make_pd(env.ctx.engine(), to_shapes(operands), dst);

@@ -161,20 +161,28 @@ shape eltwise::logical_shape(const std::vector<shape>& operands) const {
 
 dnnl::primitive_desc_base eltwise::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
                                            const shape& dst) const {
-    const auto x = operand_md(0, operands.at(0));
+    auto x = operand_md(0, operands.at(0));
     if (x != out_md(dst) || (layouts.empty() && !operands[0].packed()))
         throw_error(error_code::unsupported, name() + ": the output must have the packed layout of x " +
                                                  operands[0].to_string());
+    // oneDNN 2.6's eltwise kernels apply post-ops wrongly to 1-D tensors (every element
+    // comes out wrong); a [1, n] view of the same packed bytes computes them right.
+    if (x.dims().size() == 1) x = x.reshape({1, x.dims()[0]});
     dnnl::eltwise_forward::desc d(inference, eltwise_algorithm(ops[0].algorithm), x, ops[0].alpha, ops[0].beta);
     std::vector<post_op> rest(ops.begin() + 1, ops.end());
-    return dnnl::eltwise_forward::primitive_desc(d, make_attr(rest, operands, dst.ndim(), layouts), eng);
+    return dnnl::eltwise_forward::primitive_desc(d, make_attr(rest, operands, post_op_rank(operands), layouts), eng);
+}
+
+std::size_t eltwise::post_op_rank(const std::vector<shape>& operands) const {
+    return std::max<std::size_t>(operands.at(0).ndim(), 2);
 }
 
 void eltwise::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd,
                             const std::vector<shape>& operands, const std::vector<argument>&,
                             const dnnl::engine&) const {
     k.bind(DNNL_ARG_SRC, 0, pd.src_desc());
-    bind_post_op_inputs(k, std::vector<post_op>(ops.begin() + 1, ops.end()), operands, operands[0].ndim(), layouts);
+    bind_post_op_inputs(k, std::vector<post_op>(ops.begin() + 1, ops.end()), operands, post_op_rank(operands),
+                        layouts);
 }
 
 // ---- binary ----

@@ -157,6 +157,8 @@ struct eltwise : dnnl_op<eltwise> {
         f(self.layouts, "layouts");
         f(self.dst_layout, "dst_layout");
     }
+    // The rank oneDNN sees: 1-D tensors go as [1, n] (see make_pd).
+    std::size_t post_op_rank(const std::vector<shape>& operands) const;
     KILN_CPU_DNNL_OP_DECLS("cpu::eltwise")
 };
 

@@ -20,12 +20,15 @@ public:
     }
     std::vector<pass> get_passes(context& ctx, const compile_options& opts) const override {
         std::vector<pass> passes;
-        // oneDNN primitives for what they cover (with fused post-ops), channels-last
-        // activations around convolutions.
+        // oneDNN primitives for what they cover (with fused post-ops), activations in
+        // the layouts oneDNN chooses around convolutions.
         passes.push_back(lowering{&dynamic_cast<cpu_context&>(ctx)});
         // Whatever the cpu lowering did not claim runs on the reference kernels.
         passes.push_back(ref::lowering{});
-        if (opts.memory_planning) passes.push_back(make_pass("memory_coloring"));
+        if (opts.memory_planning) {
+            passes.push_back(make_pass("schedule"));  // orders buffers for a smaller arena
+            passes.push_back(make_pass("memory_coloring"));
+        }
         return passes;
     }
 };
