@@ -16,8 +16,8 @@ step() { printf '\n== %s\n' "$*"; }
 step "the model's inputs and outputs"
 "$KILN" params "$MODEL"
 
-step "compile for $TARGET and save the compiled program"
-"$KILN" compile "$MODEL" --target "$TARGET" -o "$OUT/fashion_resnet.kiln"
+step "compile for $TARGET at batch 16 (the 16 test images) and save the compiled program"
+"$KILN" compile "$MODEL" --target "$TARGET" --batch 16 -o "$OUT/fashion_resnet.kiln"
 
 step "run the ONNX model on 16 test images"
 "$KILN" run "$MODEL" --target "$TARGET" --input "$DATA" --output "$OUT/from_onnx"

@@ -97,7 +97,9 @@ TEST_P(model_test, planned_equals_unplanned_bitwise) {
     if (!fs::exists(dir / "model.onnx")) GTEST_SKIP();
     auto names = parse_onnx((dir / "model.onnx").string()).get_parameter_names();
     auto d = read_data_set(dir, 0, names);
-    auto planned = parse_onnx((dir / "model.onnx").string());
+    onnx_options opts;
+    opts.map_input_dims = d.dims;
+    auto planned = parse_onnx((dir / "model.onnx").string(), opts);
     auto unplanned = planned;
     planned.compile(*get_target(target_under_test()));
     compile_options no_plan;

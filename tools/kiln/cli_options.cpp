@@ -214,7 +214,11 @@ options parse(const std::string& command, const std::vector<std::string>& args) 
             return args[++i];
         };
         if (a == "--target") o.target = value(), o.target_given = true;
-        else if (a == "--batch" || a == "--default-dim-value") o.default_dim_value = o.batch = to_size(a, value());
+        else if (a == "--batch" || a == "--default-dim-value") {
+            o.default_dim_value = o.batch = to_size(a, value());
+            // 0 would mean "not given" below; an empty batch is --input-dim's business.
+            if (o.batch == 0) throw usage_error(a + " must be at least 1");
+        }
         else if (a == "--input-dim") {
             auto name = input_name(a, value());
             std::vector<std::size_t> dims;
@@ -239,8 +243,11 @@ options parse(const std::string& command, const std::vector<std::string>& args) 
         else if (a == "-n" || a == "--iterations") o.iterations = std::max<std::size_t>(1, to_size(a, value()));
         else if (a == "--warmup") o.warmup = to_size(a, value());
         else if (a == "--seed") o.seed = to_size(a, value());
-        else if (a == "--atol") o.atol = to_double(a, value());
-        else if (a == "--rtol") o.rtol = to_double(a, value());
+        else if (a == "--atol" || a == "--rtol") {
+            double& tol = a == "--atol" ? o.atol : o.rtol;
+            tol = to_double(a, value());
+            if (!(tol >= 0)) throw usage_error(a + " must be a number >= 0");
+        }
         else if (a == "--json") o.json = true;
         else if (a == "--quiet") o.quiet = true;
         else if (a == "-o") o.output_file = value();

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <map>
 
 namespace kiln::cli {
@@ -91,10 +92,39 @@ void print_outputs(const program& p, const std::vector<argument>& results) {
     }
 }
 
-std::size_t batch_of(const param_map& inputs) {
-    for (auto& [k, v] : inputs)
-        if (v.get_shape().is_tensor() && !v.get_shape().lens().empty()) return v.get_shape().lens()[0];
+// The first dimension of the model's first tensor input (in the model's order, not the
+// map's alphabetical one).
+std::size_t batch_of(const program& p, const param_map& inputs) {
+    for (auto& name : p.get_parameter_names()) {
+        auto it = inputs.find(name);
+        if (it == inputs.end()) continue;
+        const auto& s = it->second.get_shape();
+        if (s.is_tensor() && !s.lens().empty()) return s.lens()[0];
+    }
     return 1;
+}
+
+// A control-flow instruction (loop, if) is timed including its bodies, whose instructions
+// are timed too: subtract the bodies so that every row is self time and the rows add up to
+// the run. Needs the profiled program's own modules, so a dynamic program (profiled through
+// a specialization compiled at run time) keeps inclusive times.
+void to_self_time(const program& p, std::vector<instruction_profile>& profile) {
+    if (p.dynamic_source() != nullptr) return;
+    std::map<std::string, double> module_total;
+    for (auto& e : profile) module_total[e.module] += e.total_ms;
+    std::map<std::pair<std::string, std::size_t>, std::vector<std::string>> owned;
+    for (auto m : p.get_modules()) {
+        std::size_t i = 0;
+        for (const auto& ins : *m) {
+            for (auto sub : ins.module_inputs()) owned[{m->name(), i}].push_back(sub->name());
+            ++i;
+        }
+    }
+    for (auto& e : profile)
+        if (auto it = owned.find({e.module, e.index}); it != owned.end()) {
+            for (auto& sub : it->second) e.total_ms -= module_total[sub];
+            e.total_ms = std::max(e.total_ms, 0.0);
+        }
 }
 
 double percentile(std::vector<double> v, double q) {
@@ -108,7 +138,7 @@ double percentile(std::vector<double> v, double q) {
 int cmd_compile(const options& o) {
     auto l = load_and_compile(o);
     auto t = clock_type::now();
-    save(l.p, o.output_file);
+    writing("'" + o.output_file + "'", [&] { save(l.p, o.output_file); });
     double save_ms = ms_since(t);
     auto m = l.p.get_memory_usage();
     if (o.json) {
@@ -160,12 +190,14 @@ int cmd_perf(const options& o) {
     }
     double median = percentile(times, 0.5), p90 = percentile(times, 0.9);
     double min = *std::min_element(times.begin(), times.end());
-    auto batch = batch_of(inputs);
+    auto batch = batch_of(l.p, inputs);
     std::vector<instruction_profile> profile;
+    std::size_t profiled_runs = 1;
     if (o.per_instruction) {
-        auto runs = std::min<std::size_t>(o.iterations, 10);
-        for (std::size_t i = 0; i < runs; ++i) l.p.eval(inputs, profile);
+        profiled_runs = std::min<std::size_t>(o.iterations, 10);
+        for (std::size_t i = 0; i < profiled_runs; ++i) l.p.eval(inputs, profile);
     }
+    to_self_time(l.p, profile);
     double profiled_total = 0;
     for (auto& e : profile) profiled_total += e.total_ms;
     std::sort(profile.begin(), profile.end(), [](auto& a, auto& b) { return a.total_ms > b.total_ms; });
@@ -176,7 +208,9 @@ int cmd_perf(const options& o) {
     }
     std::vector<std::pair<std::string, std::pair<double, std::size_t>>> kind_list(kinds.begin(), kinds.end());
     std::sort(kind_list.begin(), kind_list.end(), [](auto& a, auto& b) { return a.second.first > b.second.first; });
-    auto runs = profile.empty() ? 1.0 : static_cast<double>(profile.front().calls);
+    // Per run, by the number of profiled runs: an instruction's own call count is larger
+    // inside a loop body, smaller in an untaken branch.
+    const auto runs = static_cast<double>(profiled_runs);
 
     if (o.json) {
         json j = {{"model", o.model},        {"target", l.p.target_name()}, {"batch", batch},
@@ -209,13 +243,13 @@ int cmd_perf(const options& o) {
               << ", inputs " << bytes_text(m.parameter_bytes) << ", outputs " << bytes_text(m.output_bytes)
               << "; peak RSS " << peak_rss_mb() << " MiB\n";
     if (o.per_instruction) {
-        std::cout << "\nper operation kind (mean of " << runs << " profiled runs):\n";
+        std::cout << "\nper operation kind (mean of " << profiled_runs << " profiled runs):\n";
         std::cout << std::setprecision(3);
         for (auto& [k, v] : kind_list)
             std::cout << "  " << std::setw(10) << v.first / runs << " ms  " << std::setw(6) << std::setprecision(1)
                       << 100.0 * v.first / profiled_total << "%  " << std::setw(5) << v.second << "x  " << k << "\n"
                       << std::setprecision(3);
-        std::cout << "\nper instruction:\n";
+        std::cout << "\nper instruction (self time; loop and branch bodies are rows of their own):\n";
         for (auto& e : profile)
             std::cout << "  " << std::setw(10) << e.total_ms / runs << " ms  " << std::setw(6) << std::setprecision(1)
                       << 100.0 * e.total_ms / profiled_total << "%  " << e.module << " @" << e.index << "  "
@@ -236,6 +270,10 @@ int cmd_verify(const options& o) {
         auto shapes = l.p.get_output_shapes();
         for (std::size_t i = 0; i < results.size(); ++i) {
             auto file = std::filesystem::path(o.expected_dir) / ("output_" + std::to_string(i) + ".pb");
+            if (!std::filesystem::is_regular_file(file))
+                throw_error(error_code::invalid_argument, "--expected " + o.expected_dir + ": no " +
+                                                              file.filename().string() + " for output '" +
+                                                              l.p.get_output_names().at(i) + "'");
             reference.push_back(read_value_proto(file.string(), shapes[i]));
         }
     } else {
@@ -272,12 +310,18 @@ int cmd_verify(const options& o) {
         double max_abs = 0, max_rel = 0, sq = 0;
         std::size_t bad = 0;
         for (std::size_t k = 0; k < x.size(); ++k) {
-            double d = std::fabs(x[k] - y[k]);
-            if (std::isnan(x[k]) && std::isnan(y[k])) d = 0;
+            // Equal values (equal infinities too) and two NaNs agree; a NaN against a number,
+            // or a finite value against an infinity, is an infinite error that no tolerance
+            // accepts (inf - inf would be NaN, and inf <= rtol * inf would pass).
+            double d = 0;
+            if (x[k] == y[k] || (std::isnan(x[k]) && std::isnan(y[k]))) d = 0;
+            else if (std::isnan(x[k]) || std::isnan(y[k])) d = std::numeric_limits<double>::infinity();
+            else d = std::fabs(x[k] - y[k]);
             max_abs = std::max(max_abs, d);
-            if (y[k] != 0) max_rel = std::max(max_rel, d / std::fabs(y[k]));
+            if (d > 0 && y[k] != 0 && std::isfinite(y[k])) max_rel = std::max(max_rel, d / std::fabs(y[k]));
+            else if (d > 0 && std::isinf(d)) max_rel = d;
             sq += d * d;
-            if (!(d <= o.atol + o.rtol * std::fabs(y[k]))) ++bad;
+            if (d > 0 && (std::isinf(d) || !(d <= o.atol + o.rtol * std::fabs(y[k])))) ++bad;
         }
         double rms = x.empty() ? 0 : std::sqrt(sq / static_cast<double>(x.size()));
         e["max_abs_error"] = max_abs;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 
 namespace kiln::cli {
@@ -21,10 +22,25 @@ bool is_kiln_file(const std::string& path) {
     return f.gcount() == 4 && std::memcmp(magic, "KILN", 4) == 0;
 }
 
+namespace {
+// A path the user typed that is not there is a usage error (exit 2), not a model error.
+void require_file(const std::string& path, const std::string& what) {
+    if (!fs::exists(path)) throw_error(error_code::invalid_argument, what + " '" + path + "' does not exist");
+    if (fs::is_directory(path)) throw_error(error_code::invalid_argument, what + " '" + path + "' is a folder, not a file");
+}
+}  // namespace
+
 program load_model(const options& o) {
-    if (!fs::exists(o.model)) throw_error(error_code::io, "model file '" + o.model + "' does not exist");
-    if (fs::is_directory(o.model)) throw_error(error_code::io, "'" + o.model + "' is a folder, not a model file");
-    if (is_kiln_file(o.model)) return load(o.model);
+    require_file(o.model, "model file");
+    if (is_kiln_file(o.model)) {
+        // Its shapes were fixed when it was compiled: ignoring the option would run other
+        // shapes than the user asked for.
+        if (o.default_dim_value > 0 || !o.input_dims.empty() || !o.dyn_input_dims.empty())
+            throw_error(error_code::invalid_argument,
+                        "'" + o.model + "' is a saved .kiln program: --batch, --default-dim-value, --input-dim and "
+                                        "--dyn-input-dim apply to .onnx models only (compile the .onnx with them)");
+        return load(o.model);
+    }
     onnx_options opts;
     if (o.default_dim_value > 0) opts.default_dim_value = o.default_dim_value;
     for (auto& [k, v] : o.input_dims) opts.map_input_dims[k] = v;
@@ -38,7 +54,7 @@ program load_model(const options& o) {
     if (o.input_dir.empty() && o.input_files.empty()) return p;
     auto names = p.get_parameter_names();
     auto shapes = p.get_parameter_shapes();
-    bool differ = false;
+    std::string resized;
     for (std::size_t i = 0; i < names.size(); ++i) {
         const auto& n = names[i];
         if (o.input_dims.count(n) || o.dyn_input_dims.count(n) || !shapes.at(n).is_tensor() || shapes.at(n).dynamic())
@@ -50,10 +66,17 @@ program load_model(const options& o) {
         auto a = file.size() > 4 && file.substr(file.size() - 4) == ".npy" ? read_npy(file) : read_tensor_proto(file);
         if (a.get_shape().lens() != shapes.at(n).lens()) {
             opts.map_input_dims[n] = a.get_shape().lens();
-            differ = true;
+            resized += (resized.empty() ? "" : ", ") + n + " " + a.get_shape().to_string() + " (model: " +
+                       shapes.at(n).to_string() + ")";
         }
     }
-    return differ ? parse_onnx(o.model, opts) : p;
+    if (resized.empty()) return p;
+    try {
+        return parse_onnx(o.model, opts);
+    } catch (const error& e) {
+        // Say which input files changed the shapes: the model alone was fine.
+        throw_error(e.code(), "with the shapes of the input files (" + resized + "): " + e.message());
+    }
 }
 
 compile_options make_compile_options(const options& o) {
@@ -76,7 +99,14 @@ void compile_model(program& p, const options& o, bool target_given) {
                                                           ", not for --target " + o.target);
         return;
     }
-    p.compile(*get_target(o.target), make_compile_options(o));
+    std::shared_ptr<const target> t;
+    try {
+        t = get_target(o.target);
+    } catch (const error& e) {
+        throw_error(e.code(), e.message() + (o.target == "gpu" ? "; this build has no gpu target (no CUDA support)" : "") +
+                                  " (see kiln targets)");
+    }
+    p.compile(*t, make_compile_options(o));
 }
 
 namespace {
@@ -127,6 +157,7 @@ param_map make_inputs(const program& p, const options& o) {
         const auto& name = names[i];
         if (auto it = o.input_files.find(name); it != o.input_files.end()) {
             const auto& file = it->second;
+            require_file(file, "--input-file @" + name + ":");
             params[name] = file.size() > 4 && file.substr(file.size() - 4) == ".npy" ? read_npy(file)
                                                                                      : read_value_proto(file, shapes.at(name));
             continue;
@@ -138,8 +169,8 @@ param_map make_inputs(const program& p, const options& o) {
                 continue;
             }
             if (p.get_parameter_default(name)) continue;
-            throw_error(error_code::io, "--input " + o.input_dir + ": no " + file.filename().string() + " for input '" +
-                                            name + "'");
+            throw_error(error_code::invalid_argument, "--input " + o.input_dir + ": no " + file.filename().string() +
+                                                          " for input '" + name + "'");
         }
         if (p.get_parameter_default(name)) continue;
         params[name] = random_argument(shapes.at(name), o.seed + i);
@@ -155,7 +186,10 @@ summary summarize(const argument& a, std::size_t first_count) {
         return s;
     }
     auto v = a.to_vector<double>();
-    if (v.empty()) return s;
+    if (v.empty()) {
+        s.numeric = false;  // no min/max/mean to report (not zeros)
+        return s;
+    }
     s.min = s.max = v[0];
     double sum = 0;
     for (double x : v) {
@@ -168,23 +202,36 @@ summary summarize(const argument& a, std::size_t first_count) {
     return s;
 }
 
+void writing(const std::string& what, const std::function<void()>& step) {
+    try {
+        step();
+    } catch (const fs::filesystem_error& e) {
+        throw_error(error_code::runtime, "cannot write " + what + ": " + e.what());
+    } catch (const error& e) {
+        if (e.code() != error_code::io) throw;
+        throw_error(error_code::runtime, "cannot write " + what + ": " + e.message());
+    }
+}
+
 void write_outputs(const program& p, const std::vector<argument>& results, const options& o) {
-    auto names = p.get_output_names();
-    if (!o.output_dir.empty()) {
-        fs::create_directories(o.output_dir);
-        for (std::size_t i = 0; i < results.size(); ++i)
-            write_tensor_proto(results[i], names.at(i),
-                               (fs::path(o.output_dir) / ("output_" + std::to_string(i) + ".pb")).string());
-    }
-    if (!o.output_npy_dir.empty()) {
-        fs::create_directories(o.output_npy_dir);
-        for (std::size_t i = 0; i < results.size(); ++i) {
-            std::string safe = names.at(i);
-            for (auto& c : safe)
-                if (c == '/' || c == '\\' || c == ':') c = '_';
-            write_npy(results[i], (fs::path(o.output_npy_dir) / (safe + ".npy")).string());
+    writing("the outputs", [&] {
+        auto names = p.get_output_names();
+        if (!o.output_dir.empty()) {
+            fs::create_directories(o.output_dir);
+            for (std::size_t i = 0; i < results.size(); ++i)
+                write_tensor_proto(results[i], names.at(i),
+                                   (fs::path(o.output_dir) / ("output_" + std::to_string(i) + ".pb")).string());
         }
-    }
+        if (!o.output_npy_dir.empty()) {
+            fs::create_directories(o.output_npy_dir);
+            for (std::size_t i = 0; i < results.size(); ++i) {
+                std::string safe = names.at(i);
+                for (auto& c : safe)
+                    if (c == '/' || c == '\\' || c == ':') c = '_';
+                write_npy(results[i], (fs::path(o.output_npy_dir) / (safe + ".npy")).string());
+            }
+        }
+    });
 }
 
 }  // namespace kiln::cli

@@ -5,6 +5,7 @@
 
 #include <kiln/program.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ argument random_argument(const shape& s, std::uint64_t seed);
 
 argument read_npy(const std::string& path);
 void write_npy(const argument& a, const std::string& path);
+// Runs a step that writes files (named by `what` in the message); its I/O failures become
+// runtime errors (exit 4): the model and the command line were fine.
+void writing(const std::string& what, const std::function<void()>& step);
 // Writes output_N.pb / <name>.npy files for each result.
 void write_outputs(const program& p, const std::vector<argument>& results, const options& o);
 
