@@ -75,6 +75,12 @@ template <class T> concept has_traits = requires(const T& op) {
 };
 template <class T> concept has_finalize =
     requires(T& op, context& c, const shape& s, const std::vector<shape>& in) { op.finalize(c, s, in); };
+// finalize that also sees the values of constant inputs (empty arguments for the others):
+// a kernel whose weights were laid out for one CPU relays them out at load on another.
+template <class T> concept has_finalize_constants =
+    requires(T& op, context& c, const shape& s, const std::vector<shape>& in, const std::vector<argument>& k) {
+        op.finalize(c, s, in, k);
+    };
 }  // namespace detail
 
 class operation {
@@ -96,9 +102,11 @@ public:
     // Index of the input whose memory the output aliases (views, in-place kernels), or -1.
     std::ptrdiff_t output_alias(const std::vector<shape>& inputs) const { return self_->output_alias(inputs); }
     // Builds kernels once at compile time (target ops); a no-op for most ops.
-    void finalize(context& ctx, const shape& output, const std::vector<shape>& inputs) {
+    // `constants` holds, per input, the value of a literal input (empty for others).
+    void finalize(context& ctx, const shape& output, const std::vector<shape>& inputs,
+                  const std::vector<argument>& constants = {}) {
         ensure_unique();
-        self_->finalize(ctx, output, inputs);
+        self_->finalize(ctx, output, inputs, constants);
     }
 
     value to_value() const { return self_->to_value(); }
@@ -127,7 +135,7 @@ public:
         virtual argument compute(context&, const shape&, const std::vector<argument>&,
                                  const std::vector<module_ref>&, const run_module_fn&) const = 0;
         virtual std::ptrdiff_t output_alias(const std::vector<shape>&) const = 0;
-        virtual void finalize(context&, const shape&, const std::vector<shape>&) = 0;
+        virtual void finalize(context&, const shape&, const std::vector<shape>&, const std::vector<argument>&) = 0;
         virtual value to_value() const = 0;
         virtual void from_value(const value&) = 0;
         virtual const std::type_info& type() const = 0;
@@ -176,8 +184,10 @@ struct operation::model final : operation::concept_t {
         if constexpr (detail::has_output_alias<T>) return op.output_alias(in);
         else return -1;
     }
-    void finalize(context& ctx, const shape& out, const std::vector<shape>& in) override {
-        if constexpr (detail::has_finalize<T>) op.finalize(ctx, out, in);
+    void finalize(context& ctx, const shape& out, const std::vector<shape>& in,
+                  const std::vector<argument>& constants) override {
+        if constexpr (detail::has_finalize_constants<T>) op.finalize(ctx, out, in, constants);
+        else if constexpr (detail::has_finalize<T>) op.finalize(ctx, out, in);
     }
     value to_value() const override {
         if constexpr (reflectable<T>) return kiln::to_value(op);

@@ -135,7 +135,10 @@ void module::set_parameter_shape(const std::string& name, const shape& s) {
 void module::finalize_ops(context& ctx) {
     for (auto& ins : instructions_) {
         if (ins.is_param() || ins.is_literal() || ins.is_return()) continue;
-        ins.op_.finalize(ctx, ins.shape_, to_shapes(ins.inputs_));
+        std::vector<argument> constants;
+        constants.reserve(ins.inputs_.size());
+        for (auto in : ins.inputs_) constants.push_back(in->is_literal() ? in->get_literal().get_argument() : argument{});
+        ins.op_.finalize(ctx, ins.shape_, to_shapes(ins.inputs_), constants);
     }
 }
 

@@ -30,6 +30,13 @@ cpu_context::cpu_context(const compile_options& opts)
 
 dnnl::stream cpu_context::make_stream() { return dnnl::stream(engine_); }
 
+dnnl::stream& cpu_context::stream() {
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    auto [it, inserted] = streams_.try_emplace(std::this_thread::get_id());
+    if (inserted) it->second = dnnl::stream(engine_);
+    return it->second;
+}
+
 std::shared_ptr<void> cpu_context::begin_run() { return std::make_shared<core_lease>(threads_); }
 
 namespace {

@@ -9,6 +9,9 @@
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
 
 namespace kiln::cpu {
 
@@ -27,12 +30,16 @@ public:
     // A stream for the calling thread's eval (oneDNN streams are not shared across
     // threads that execute concurrently).
     dnnl::stream make_stream();
+    // The calling thread's stream on this context's engine, created on first use.
+    dnnl::stream& stream();
     std::shared_ptr<void> begin_run() override;
 
 private:
     std::size_t threads_;
     bool fast_math_;
     dnnl::engine engine_;
+    std::mutex streams_mutex_;
+    std::unordered_map<std::thread::id, dnnl::stream> streams_;
 };
 
 // Holds the machine's worker threads for the duration of one eval: a second eval

@@ -3,6 +3,7 @@
 // program runs, and `kiln perf --per-instruction` shows what still runs on ref code).
 #include "targets/cpu/codegen/lowering.hpp"
 #include "targets/cpu/context.hpp"
+#include "targets/cpu/lowering.hpp"
 #include "targets/ref/lowering.hpp"
 
 #include <kiln/pipeline.hpp>
@@ -12,21 +13,28 @@ namespace kiln::cpu {
 
 namespace {
 
-
 class cpu_target final : public target {
 public:
     std::string name() const override { return "cpu"; }
     std::shared_ptr<context> make_context(const compile_options& opts) const override {
         return std::make_shared<cpu_context>(opts);
     }
-    std::vector<pass> get_passes(context&, const compile_options& opts) const override {
+    std::vector<pass> get_passes(context& ctx, const compile_options& opts) const override {
         std::vector<pass> passes;
-        // Elementwise chains and reductions into fused groups, then one generated kernel each.
+        // 1. Elementwise chains and reductions into fused groups; the ops oneDNN takes as
+        //    post-ops of a convolution or matmul are left out of the groups (codegen/reserve).
         passes.push_back(codegen::make_fusion_pass(opts));
+        // 2. oneDNN primitives for what they cover (with fused post-ops), activations in
+        //    the layouts oneDNN chooses around convolutions.
+        passes.push_back(lowering{&dynamic_cast<cpu_context&>(ctx)});
+        // 3. One generated kernel per fused group.
         passes.push_back(codegen::lowering{opts.fast_math});
         // Whatever the cpu lowering did not claim runs on the reference kernels.
         passes.push_back(ref::lowering{});
-        if (opts.memory_planning) passes.push_back(make_pass("memory_coloring"));
+        if (opts.memory_planning) {
+            passes.push_back(make_pass("schedule"));  // orders buffers for a smaller arena
+            passes.push_back(make_pass("memory_coloring"));
+        }
         return passes;
     }
 };

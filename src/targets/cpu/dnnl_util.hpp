@@ -1,0 +1,84 @@
+// Glue between Kiln's IR and oneDNN: memory descriptors from shapes (a strided IR shape
+// is a plain oneDNN layout, so channels-last needs nothing special), a serializable form
+// of blocked descriptors (weights stored pre-reordered in compiled programs), and the
+// OpenMP thread count oneDNN reads when it creates a primitive.
+#pragma once
+#include <kiln/shape.hpp>
+#include <kiln/value.hpp>
+
+#include <dnnl.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::cpu {
+
+// The oneDNN data types the cpu target lowers (float32 today: the quantization issue
+// adds int8, and this CPU has no native bf16/f16 arithmetic).
+bool dnnl_type_supported(type t);
+dnnl::memory::data_type to_dnnl_type(type t);
+
+dnnl::memory::dims to_dims(const std::vector<std::size_t>& v);
+dnnl::memory::dims to_dims(const std::vector<std::int64_t>& v);
+
+// The layout of a tensor shape: its lens and strides (elements) as a plain descriptor.
+dnnl::memory::desc md_of(const shape& s);
+// The same memory seen with other dims (e.g. 1-D operands of matmul as 2-D rows): the
+// shape's strides are kept for the dims it has, new leading dims of length 1 get
+// the outermost stride.
+dnnl::memory::desc md_with_rank(const shape& s, std::size_t rank);
+// The shape's dims with the layout left to oneDNN (format any).
+dnnl::memory::desc any_md(const shape& s);
+
+// Channels-last strides for lens (N, C, spatial...): C innermost, then the spatial
+// dims in order, N outermost. For rank < 3 this is row-major.
+std::vector<std::size_t> channels_last_strides(const std::vector<std::size_t>& lens);
+bool is_channels_last(const shape& s);
+
+// A memory descriptor in the reflected form that compiled programs store: enough to
+// rebuild a blocked (or plain) layout exactly. Other format kinds are not stored.
+struct md_record {
+    std::int64_t data_type = 0;
+    std::vector<std::int64_t> dims, padded_dims, padded_offsets;
+    std::int64_t offset0 = 0;
+    std::vector<std::int64_t> strides, inner_blks, inner_idxs;
+    std::uint64_t extra_flags = 0;
+
+    template <class Self, class F>
+    static void reflect(Self& self, F f) {
+        f(self.data_type, "data_type");
+        f(self.dims, "dims");
+        f(self.padded_dims, "padded_dims");
+        f(self.padded_offsets, "padded_offsets");
+        f(self.offset0, "offset0");
+        f(self.strides, "strides");
+        f(self.inner_blks, "inner_blks");
+        f(self.inner_idxs, "inner_idxs");
+        f(self.extra_flags, "extra_flags");
+    }
+    bool empty() const { return dims.empty(); }
+    // False for descriptors that are not a plain/blocked layout.
+    static bool representable(const dnnl::memory::desc& md);
+    static md_record from(const dnnl::memory::desc& md);
+    // Throws a kiln error when the record is inconsistent (a corrupted file).
+    dnnl::memory::desc to_md() const;
+};
+
+// Sets the calling thread's OpenMP team size while oneDNN creates primitives (their
+// kernels are laid out for the thread count seen at creation), then restores it.
+class omp_threads_scope {
+public:
+    explicit omp_threads_scope(std::size_t threads);
+    ~omp_threads_scope();
+    omp_threads_scope(const omp_threads_scope&) = delete;
+    omp_threads_scope& operator=(const omp_threads_scope&) = delete;
+
+private:
+    int saved_;
+};
+
+// The implementation oneDNN chose, e.g. "jit:avx2" (for tests and the profile).
+std::string impl_name(const dnnl::primitive_desc_base& pd);
+
+}  // namespace kiln::cpu

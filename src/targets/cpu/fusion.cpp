@@ -1,0 +1,285 @@
+#include "targets/cpu/fusion.hpp"
+
+#include <kiln/register_op.hpp>
+
+#include <cmath>
+
+namespace kiln::cpu {
+
+namespace {
+
+// The only user of `ins`, when it has exactly one and is not a program output.
+std::optional<instruction_ref> single_user(instruction_ref ins) {
+    if (ins->outputs().size() != 1) return std::nullopt;
+    auto u = ins->outputs().front();
+    if (u->is_return()) return std::nullopt;
+    // Used twice by the same instruction (x * x) is not a chain.
+    std::size_t uses = 0;
+    for (auto in : u->inputs()) uses += in == ins ? 1 : 0;
+    if (uses != 1) return std::nullopt;
+    return u;
+}
+
+bool is_float32_tensor(instruction_ref ins) {
+    const auto& s = ins->get_shape();
+    return s.is_tensor() && !s.dynamic() && s.get_type() == type::float32;
+}
+
+bool near(std::optional<float> v, double want) {
+    return v && std::fabs(static_cast<double>(*v) - want) <= 1e-5 * std::fabs(want);
+}
+
+// The other input of a binary instruction that has `x` as one input.
+std::optional<instruction_ref> other_input(instruction_ref bin, instruction_ref x) {
+    if (bin->inputs().size() != 2) return std::nullopt;
+    if (bin->inputs()[0] == x && bin->inputs()[1] != x) return bin->inputs()[1];
+    if (bin->inputs()[1] == x && bin->inputs()[0] != x) return bin->inputs()[0];
+    return std::nullopt;
+}
+
+bool is_binary(instruction_ref ins, const char* name) { return ins->name() == name && ins->inputs().size() == 2; }
+
+// x * sigmoid(x): returns the mul.
+std::optional<instruction_ref> match_silu(instruction_ref x) {
+    if (x->outputs().size() != 2) return std::nullopt;
+    for (auto s : x->outputs()) {
+        if (s->name() != "sigmoid" || s->inputs().size() != 1) continue;
+        auto m = single_user(s);
+        if (!m || !is_binary(*m, "mul")) continue;
+        auto o = other_input(*m, s);
+        if (!o || *o != x) continue;
+        return m;
+    }
+    return std::nullopt;
+}
+
+// The erf GELU as exporters write it: x * (1 + erf(x / sqrt(2))) * 0.5, with the 0.5
+// applied to the product or to x first. Returns the last mul and the instructions in
+// between (in order).
+std::optional<std::vector<instruction_ref>> match_gelu(instruction_ref x) {
+    if (x->outputs().size() != 2) return std::nullopt;
+    for (auto d : x->outputs()) {
+        auto c = other_input(d, x);
+        if (!c) continue;
+        const bool scaled = (is_binary(d, "div") && d->inputs()[0] == x && near(scalar_constant(*c), std::sqrt(2.0))) ||
+                            (is_binary(d, "mul") && near(scalar_constant(*c), std::sqrt(0.5)));
+        if (!scaled) continue;
+        auto e = single_user(d);
+        if (!e || (*e)->name() != "erf") continue;
+        auto a = single_user(*e);
+        if (!a || !is_binary(*a, "add")) continue;
+        auto one = other_input(*a, *e);
+        if (!one || !near(scalar_constant(*one), 1.0)) continue;
+        auto m = single_user(*a);
+        if (!m || !is_binary(*m, "mul")) continue;
+        auto xm = other_input(*m, *a);
+        if (!xm) continue;
+        if (*xm == x) {
+            // (x * (1 + erf)) * 0.5
+            auto h = single_user(*m);
+            if (!h || !is_binary(*h, "mul")) continue;
+            auto half = other_input(*h, *m);
+            if (!half || !near(scalar_constant(*half), 0.5)) continue;
+            return std::vector<instruction_ref>{d, *e, *a, *m, *h};
+        }
+        // (x * 0.5) * (1 + erf)
+        auto h = *xm;
+        if (!is_binary(h, "mul") || single_user(h) != m) continue;
+        auto half = other_input(h, x);
+        if (!half || !near(scalar_constant(*half), 0.5)) continue;
+        return std::vector<instruction_ref>{d, *e, *a, h, *m};
+    }
+    return std::nullopt;
+}
+
+// A constant whose values run along `axis` of a result of lens `out` only (one per
+// channel): a bias.
+bool per_channel_constant(instruction_ref r, const std::vector<std::size_t>& out, std::size_t axis) {
+    if (!r->is_literal() || !is_float32_tensor(r)) return false;
+    const auto& l = r->get_shape().lens();
+    if (l.size() > out.size() || r->get_shape().elements() != out[axis]) return false;
+    const std::size_t shift = out.size() - l.size();
+    for (std::size_t d = 0; d < l.size(); ++d)
+        if (d + shift != axis && l[d] != 1) return false;
+    return axis >= shift && l[axis - shift] == out[axis];
+}
+
+post_op binary_op(const std::string& alg, std::size_t extra_index) {
+    post_op p;
+    p.kind = "binary";
+    p.algorithm = alg;
+    p.input = static_cast<std::int64_t>(extra_index);
+    return p;
+}
+
+post_op linear(float a, float b) {
+    post_op p;
+    p.algorithm = "linear";
+    p.alpha = a;
+    p.beta = b;
+    return p;
+}
+
+}  // namespace
+
+fused_chain find_post_ops(instruction_ref anchor, std::size_t channel_axis, bool can_take_bias,
+                          const std::unordered_set<const instruction*>& claimed) {
+    fused_chain c;
+    if (!is_float32_tensor(anchor)) return c;
+    const auto out = anchor->get_shape().lens();
+    auto cur = anchor;
+    auto free = [&](const std::vector<instruction_ref>& members) {
+        for (auto m : members)
+            if (claimed.count(&*m)) return false;
+        return true;
+    };
+    auto step = [&](std::vector<instruction_ref> members) {
+        c.members.insert(c.members.end(), members.begin(), members.end());
+        c.steps.push_back({c.members.size(), c.post_ops.size(), c.extra.size(), c.bias.has_value()});
+        cur = c.members.back();
+    };
+    while (true) {
+        if (auto m = match_silu(cur); m && free({*m})) {
+            post_op p;
+            p.algorithm = "swish";
+            p.alpha = 1.0f;
+            c.post_ops.push_back(p);
+            step({(*m)->inputs()[0] == cur ? (*m)->inputs()[1] : (*m)->inputs()[0], *m});
+            continue;
+        }
+        if (auto g = match_gelu(cur); g && free(*g)) {
+            post_op p;
+            p.algorithm = "gelu_erf";
+            c.post_ops.push_back(p);
+            step(*g);
+            continue;
+        }
+        auto u = single_user(cur);
+        if (!u || !free({*u}) || !is_float32_tensor(*u) || (*u)->get_shape().lens() != out) break;
+        if (auto e = eltwise_post_ops(*u); e && (*u)->inputs()[0] == cur) {
+            c.post_ops.insert(c.post_ops.end(), e->begin(), e->end());
+            step({*u});
+            continue;
+        }
+        const std::string n = (*u)->name();
+        auto r = other_input(*u, cur);
+        if (!r || (n != "add" && n != "sub" && n != "mul" && n != "div" && n != "max" && n != "min")) break;
+        const bool cur_first = (*u)->inputs()[0] == cur;
+        if (!cur_first && (n == "sub" || n == "div")) break;  // r - x, r / x: not a post-op of x
+        if (auto k = scalar_constant(*r)) {
+            if (n == "add") c.post_ops.push_back(linear(1.0f, *k));
+            else if (n == "sub") c.post_ops.push_back(linear(1.0f, -*k));
+            else if (n == "mul") c.post_ops.push_back(linear(*k, 0.0f));
+            else if (n == "div" && *k != 0.0f) c.post_ops.push_back(linear(1.0f / *k, 0.0f));
+            else break;
+            step({*u});
+            continue;
+        }
+        if (!is_float32_tensor(*r)) break;
+        if (n == "add" && c.members.empty() && can_take_bias && per_channel_constant(*r, out, channel_axis)) {
+            c.bias = *r;
+            step({*u});
+            continue;
+        }
+        c.post_ops.push_back(binary_op(n, c.extra.size()));
+        c.extra.push_back(*r);
+        step({*u});
+    }
+    return c;
+}
+
+fused_chain truncate(const fused_chain& c, std::size_t prefix) {
+    fused_chain t;
+    if (prefix == 0) return t;
+    const auto& m = c.steps.at(prefix - 1);
+    t.members.assign(c.members.begin(), c.members.begin() + static_cast<std::ptrdiff_t>(m.members));
+    t.post_ops.assign(c.post_ops.begin(), c.post_ops.begin() + static_cast<std::ptrdiff_t>(m.post_ops));
+    t.extra.assign(c.extra.begin(), c.extra.begin() + static_cast<std::ptrdiff_t>(m.extra));
+    if (m.bias) t.bias = c.bias;
+    t.steps.assign(c.steps.begin(), c.steps.begin() + static_cast<std::ptrdiff_t>(prefix));
+    return t;
+}
+
+namespace {
+
+// reduce_mean over exactly the last axis, keeping it.
+bool mean_over_last(instruction_ref r, instruction_ref x) {
+    if (r->name() != "reduce_mean" || r->inputs().size() != 1 || r->inputs()[0] != x) return false;
+    const auto v = r->get_operator().to_value();
+    const auto& axes = v.at("axes").get_array();
+    const auto rank = static_cast<std::int64_t>(x->get_shape().ndim());
+    return v.at("keepdims").get_bool() && axes.size() == 1 && (axes[0].get_int64() == rank - 1);
+}
+
+// A constant of one value per element of the last axis (len c).
+bool row_constant(instruction_ref r, std::size_t c) {
+    if (!r->is_literal() || !is_float32_tensor(r) || r->get_shape().elements() != c) return false;
+    const auto& l = r->get_shape().lens();
+    return !l.empty() && l.back() == c;
+}
+
+}  // namespace
+
+std::size_t fold_layer_norm_patterns(module& m) {
+    std::size_t folded = 0;
+    for (auto x = m.begin(); x != m.end(); ++x) {
+        if (!is_float32_tensor(x) || x->get_shape().ndim() < 1) continue;
+        const std::size_t c = x->get_shape().lens().back();
+        for (auto mean : std::vector<instruction_ref>(x->outputs())) {
+            if (!mean_over_last(mean, x)) continue;
+            auto d = single_user(mean);
+            if (!d || !is_binary(*d, "sub") || (*d)->inputs()[0] != x || (*d)->outputs().size() != 2) continue;
+            instruction_ref p = (*d)->outputs()[0], n = (*d)->outputs()[1];
+            if (p->name() != "pow") std::swap(p, n);
+            if (p->name() != "pow" || p->inputs().size() != 2 || p->inputs()[0] != *d ||
+                !near(scalar_constant(p->inputs()[1]), 2.0))
+                continue;
+            auto var = single_user(p);
+            if (!var || !mean_over_last(*var, p)) continue;
+            auto a = single_user(*var);
+            if (!a || !is_binary(*a, "add")) continue;
+            auto eps_in = other_input(*a, *var);
+            auto eps = eps_in ? scalar_constant(*eps_in) : std::nullopt;
+            if (!eps || *eps < 0) continue;
+            auto sq = single_user(*a);
+            if (!sq || (*sq)->name() != "sqrt") continue;
+            auto dv = single_user(*sq);
+            if (!dv || *dv != n || !is_binary(n, "div") || n->inputs()[0] != *d || n->inputs()[1] != *sq) continue;
+            // Optional scale and bias, one value per element of the last axis.
+            instruction_ref last = n;
+            std::vector<instruction_ref> chain{mean, *d, p, *var, *a, *sq, n};
+            std::optional<instruction_ref> scale, bias;
+            if (auto mu = single_user(n); mu && is_binary(*mu, "mul")) {
+                auto g = other_input(*mu, n);
+                if (g && row_constant(*g, c)) {
+                    scale = *g;
+                    last = *mu;
+                    chain.push_back(*mu);
+                    if (auto ad = single_user(*mu); ad && is_binary(*ad, "add")) {
+                        auto bb = other_input(*ad, *mu);
+                        if (bb && row_constant(*bb, c)) {
+                            bias = *bb;
+                            last = *ad;
+                            chain.push_back(*ad);
+                        }
+                    }
+                }
+            }
+            if (last->get_shape().lens() != x->get_shape().lens()) continue;
+            if (!scale)
+                scale = m.insert_literal(last, literal(shape(type::float32, {c}), std::vector<float>(c, 1.0f)));
+            std::vector<instruction_ref> args{x, *scale};
+            if (bias) args.push_back(*bias);
+            const auto rank = static_cast<std::int64_t>(x->get_shape().ndim());
+            value attrs = value::object{{"axis", value(rank - 1)}, {"epsilon", value(*eps)}};
+            m.replace_instruction(last, make_op("layer_norm", attrs), args);
+            for (auto it = chain.rbegin(); it != chain.rend(); ++it)
+                if (*it != last && (*it)->outputs().empty()) m.remove_instruction(*it);
+            ++folded;
+            break;  // x's users changed
+        }
+    }
+    return folded;
+}
+
+}  // namespace kiln::cpu

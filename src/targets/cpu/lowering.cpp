@@ -1,0 +1,341 @@
+#include "targets/cpu/lowering.hpp"
+
+#include "targets/cpu/fusion.hpp"
+#include "targets/cpu/lowering_util.hpp"
+#include "targets/cpu/op_conv.hpp"
+#include "targets/cpu/op_matmul.hpp"
+
+#include "ops/nn_matmul.hpp"
+
+#include <algorithm>
+#include <type_traits>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace kiln::cpu {
+
+namespace {
+
+// A convolution or matrix product with the post-ops it absorbs, decided before any
+// instruction changes (layouts are the ones the lowering will give the operands).
+struct anchor_plan {
+    instruction_ref anchor;
+    fused_chain chain;
+    operation op;  // cpu::convolution or cpu::matmul, without its scratchpad
+    std::vector<instruction_ref> operands;
+    std::vector<shape> shapes;  // each operand's IR shape (the strides it must have, when plain)
+    std::vector<std::optional<md_record>> wanted;  // or the oneDNN layout it must be in
+    std::optional<std::size_t> vector_operand;  // a per-channel constant to store as a vector
+    std::optional<std::pair<std::size_t, float>> scaled_operand;  // a constant to store multiplied
+    bool constant_weights = false;
+    shape dst;
+};
+
+bool f32_static(instruction_ref ins) {
+    const auto& s = ins->get_shape();
+    return s.is_tensor() && !s.dynamic() && s.get_type() == type::float32 && s.elements() > 0;
+}
+
+bool all_f32_static(instruction_ref ins) {
+    if (!f32_static(ins)) return false;
+    for (auto in : ins->inputs())
+        if (!f32_static(in)) return false;
+    return true;
+}
+
+bool is_ref_impl(const std::string& impl) { return impl.find("ref") != std::string::npos; }
+
+// Appends a post-op, folding a linear step into a linear step just before it.
+void append_post_op(std::vector<post_op>& ops, const post_op& p) {
+    if (p.kind == "eltwise" && p.algorithm == "linear" && !ops.empty() && ops.back().kind == "eltwise" &&
+        ops.back().algorithm == "linear") {
+        auto& q = ops.back();
+        q.beta = p.alpha * q.beta + p.beta;
+        q.alpha = p.alpha * q.alpha;
+        return;
+    }
+    ops.push_back(p);
+}
+
+// oneDNN 2.6's gemm-based kernels fold the first linear post-op into the product's
+// scale and then apply that scale for every later linear post-op too (the result of
+// linear(2), linear(0.5) is 4x). Chains keep at most one linear step.
+bool one_linear_at_most(const std::vector<post_op>& ops) {
+    std::size_t n = 0;
+    for (const auto& p : ops) n += p.kind == "eltwise" && p.algorithm == "linear" ? 1 : 0;
+    return n <= 1;
+}
+
+template <class Op>
+std::optional<std::string> try_impl(lower_env& env, const Op& op, const std::vector<shape>& shapes, const shape& dst,
+                                    bool any_weights) {
+    try {
+        return impl_name(op.make_pd(env.ctx.engine(), shapes, dst, any_weights));
+    } catch (const dnnl::error&) {
+        return std::nullopt;
+    } catch (const error& e) {
+        if (e.code() == error_code::unsupported) return std::nullopt;
+        throw;
+    }
+}
+
+// Adds the chain (cut to the longest prefix oneDNN takes without falling back to its
+// reference code) to a plan whose fixed part is set, and checks the whole.
+// `extra_layout`: the layout full-size binary post-op inputs must have (the output's).
+template <class Op>
+std::optional<anchor_plan> finish_plan(lower_env& env, anchor_plan p, Op op, const fused_chain& chain,
+                                       std::size_t bias_slot, const std::optional<md_record>& extra_layout) {
+    const auto base_impl = try_impl(env, op, p.shapes, p.dst, p.constant_weights);
+    if (!base_impl) return std::nullopt;
+    for (std::size_t prefix = chain.steps.size(); prefix > 0; --prefix) {
+        auto ch = truncate(chain, prefix);
+        Op cand = op;
+        auto q = p;
+        if (ch.bias) {
+            // The constant becomes operand `bias_slot` as a vector (one value per channel).
+            q.operands.insert(q.operands.begin() + static_cast<std::ptrdiff_t>(bias_slot), *ch.bias);
+            q.shapes.insert(q.shapes.begin() + static_cast<std::ptrdiff_t>(bias_slot),
+                            shape(type::float32, {(*ch.bias)->get_shape().elements()}));
+            q.wanted.insert(q.wanted.begin() + static_cast<std::ptrdiff_t>(bias_slot), std::nullopt);
+            q.vector_operand = bias_slot;
+            cand.has_bias = true;
+        }
+        const std::size_t base = q.operands.size();
+        cand.layouts.resize(base);
+        for (auto e : ch.extra) {
+            const shape& s = e->get_shape();
+            const bool full = s.lens() == p.dst.lens() && extra_layout;
+            q.operands.push_back(e);
+            q.shapes.push_back(s.lens() == p.dst.lens() ? s.as_standard() : s);
+            q.wanted.push_back(full ? extra_layout : std::nullopt);
+            cand.layouts.push_back(full ? *extra_layout : md_record{});
+        }
+        for (auto po : ch.post_ops) {
+            if (po.kind == "binary") po.input += static_cast<std::int64_t>(base);
+            append_post_op(cand.post_ops, po);
+        }
+        if (!one_linear_at_most(cand.post_ops)) continue;
+        auto impl = try_impl(env, cand, q.shapes, p.dst, q.constant_weights);
+        if (!impl || (is_ref_impl(*impl) && !is_ref_impl(*base_impl))) continue;
+        q.chain = ch;
+        q.op = cand;
+        return q;
+    }
+    p.op = op;
+    return p;
+}
+
+std::optional<anchor_plan> plan_conv(lower_env& env, instruction_ref ins,
+                                     const std::unordered_set<const instruction*>& claimed) {
+    const auto n = ins->name();
+    if ((n != "convolution" && n != "deconvolution") || !all_f32_static(ins)) return std::nullopt;
+    const auto& in = ins->inputs();
+    if (in.size() < 2 || in.size() > 3 || in[0]->get_shape().ndim() < 3) return std::nullopt;
+    convolution c;
+    c.op = ins->get_operator();
+    c.weights_shape = in[1]->get_shape();
+    c.has_bias = in.size() == 3;
+    anchor_plan p;
+    p.anchor = ins;
+    p.constant_weights = in[1]->is_literal();
+    if (p.constant_weights) c.weights_shape = c.weights_shape.as_standard();
+    p.dst = ins->get_shape().as_standard();
+    p.operands = {in[0], in[1]};
+    p.shapes = {in[0]->get_shape(), in[1]->get_shape()};
+    if (c.has_bias) {
+        p.operands.push_back(in[2]);
+        p.shapes.push_back(in[2]->get_shape());
+    }
+    // oneDNN chooses the activations' layouts (blocked, nChw8c with AVX2, for most);
+    // they are then fixed, so that the fused kernel sees what it was planned for.
+    c.any_src = c.any_dst = true;
+    dnnl::memory::desc src_md, dst_md;
+    try {
+        auto pd = c.make_pd(env.ctx.engine(), p.shapes, p.dst, p.constant_weights);
+        src_md = pd.src_desc();
+        dst_md = pd.dst_desc();
+    } catch (const dnnl::error&) {
+        return std::nullopt;
+    } catch (const error& e) {
+        if (e.code() == error_code::unsupported) return std::nullopt;
+        throw;
+    }
+    if (!md_record::representable(src_md) || !md_record::representable(dst_md)) return std::nullopt;
+    c.any_src = c.any_dst = false;
+    c.layouts = {md_record::from(src_md)};
+    c.dst_layout = md_record::from(dst_md);
+    p.wanted.assign(p.operands.size(), std::nullopt);
+    p.wanted[0] = c.layouts[0];
+    auto chain = find_post_ops(ins, 1, !c.has_bias, claimed);
+    return finish_plan(env, p, c, chain, 2, c.dst_layout);
+}
+
+std::optional<anchor_plan> plan_matmul(lower_env& env, instruction_ref ins,
+                                       const std::unordered_set<const instruction*>& claimed) {
+    const auto n = ins->name();
+    if ((n != "matmul" && n != "gemm") || !all_f32_static(ins)) return std::nullopt;
+    const auto& in = ins->inputs();
+    if (in.size() < 2 || in[0]->get_shape().ndim() < 2 || in[1]->get_shape().ndim() < 2) return std::nullopt;
+    matmul mm;
+    anchor_plan p;
+    p.anchor = ins;
+    p.dst = ins->get_shape().as_standard();
+    p.operands = {in[0], in[1]};
+    p.shapes = {in[0]->get_shape(), in[1]->get_shape()};
+    const auto& bl = in[1]->get_shape().lens();
+    bool batched_b = false;
+    for (std::size_t d = 0; d + 2 < bl.size(); ++d) batched_b = batched_b || bl[d] != 1;
+    p.constant_weights = in[1]->is_literal() && !batched_b;
+    mm.weights_shape = p.constant_weights ? in[1]->get_shape().as_standard() : shape{};
+    bool chain_may_take_bias = true;
+    if (n == "gemm") {
+        const auto& g = ins->get_operator().get<op::gemm>();
+        mm.trans_a = g.trans_a;
+        mm.trans_b = g.trans_b;
+        const bool has_c = in.size() == 3 && g.beta != 0.0f;
+        auto lin = [](float a) {
+            post_op q;
+            q.algorithm = "linear";
+            q.alpha = a;
+            return q;
+        };
+        if (has_c) {
+            // alpha*AB + beta*C, with C pre-scaled by beta when it is a constant (oneDNN
+            // takes one linear step at most, see one_linear_at_most).
+            if (g.beta != 1.0f && !in[2]->is_literal()) return std::nullopt;
+            if (g.alpha != 1.0f) mm.post_ops.push_back(lin(g.alpha));
+            const auto& cl = in[2]->get_shape().lens();
+            const bool row = in[2]->is_literal() && in[2]->get_shape().elements() == p.dst.lens().back() &&
+                             cl.size() <= 2 && cl.back() == p.dst.lens().back() && mm.post_ops.empty();
+            if (row) {
+                mm.has_bias = true;
+                p.operands.push_back(in[2]);
+                p.shapes.push_back(shape(type::float32, {cl.back()}));
+                p.vector_operand = 2;
+            } else {
+                post_op add;
+                add.kind = "binary";
+                add.algorithm = "add";
+                add.input = 2;
+                mm.post_ops.push_back(add);
+                p.operands.push_back(in[2]);
+                p.shapes.push_back(in[2]->get_shape());
+            }
+            if (g.beta != 1.0f) p.scaled_operand = {2, g.beta};
+            chain_may_take_bias = false;
+        } else if (g.alpha != 1.0f) {
+            mm.post_ops.push_back(lin(g.alpha));
+            chain_may_take_bias = false;
+        }
+    }
+    auto chain = find_post_ops(ins, p.dst.ndim() - 1, chain_may_take_bias && !mm.has_bias, claimed);
+    p.wanted.assign(p.operands.size(), std::nullopt);
+    return finish_plan(env, p, mm, chain, 2, std::nullopt);
+}
+
+// The IR weights in the layout `op` wants on this CPU, as a literal; op records it.
+template <class Op>
+void relayout_weights(lower_env& env, anchor_plan& p, Op& op, instruction_ref pos) {
+    auto wanted = op.make_pd(env.ctx.engine(), p.shapes, p.dst, true).weights_desc();
+    if (!md_record::representable(wanted)) return;  // stays plain; the primitive takes it so
+    dnnl::memory::desc plain;
+    if constexpr (std::is_same_v<Op, convolution>) plain = op.weights_md(false);
+    else plain = op.weights_md(p.dst.ndim(), false);
+    const auto& w = p.operands[1]->get_literal().get_argument();
+    auto mem = reorder_constant(env.ctx.engine(), plain, w.data(), wanted);
+    const std::size_t n = wanted.get_size() / sizeof(float);
+    p.operands[1] = env.m.insert_literal(pos, literal(shape(type::float32, {n}), mem.get_data_handle()));
+    op.weights = md_record::from(wanted);
+}
+
+// Rewrites the plan's last chain member (or the anchor itself) into the cpu op.
+template <class Op>
+void materialize(lower_env& env, anchor_plan p, Op op, instruction_ref pos) {
+    auto& m = env.m;
+    for (std::size_t i = 0; i < p.operands.size(); ++i) {
+        const bool scaled = p.scaled_operand && p.scaled_operand->first == i;
+        if (p.vector_operand == i || scaled) {
+            // A constant of one value per channel as the 1-D vector oneDNN wants, or
+            // multiplied by gemm's beta.
+            auto values = p.operands[i]->get_literal().to_vector<float>();
+            if (scaled)
+                for (auto& v : values) v *= p.scaled_operand->second;
+            p.operands[i] = m.insert_literal(pos, literal(p.shapes[i], values));
+        } else if (p.wanted[i]) {
+            p.operands[i] = to_layout(env, pos, p.operands[i], p.wanted[i]->to_md());
+        } else if (!(i == 1 && p.constant_weights)) {
+            p.operands[i] = ensure_layout(env, pos, p.operands[i], p.shapes[i]);
+        }
+    }
+    if (p.constant_weights) relayout_weights(env, p, op, pos);
+    if (!emit(env, pos, op, p.operands, p.dst)) return;  // left to the reference kernels, chain and all
+    for (auto it = p.chain.members.rbegin(); it != p.chain.members.rend(); ++it)
+        if (*it != pos && (*it)->outputs().empty()) m.remove_instruction(*it);
+    if (p.anchor != pos && p.anchor->outputs().empty()) m.remove_instruction(p.anchor);
+}
+
+void materialize(lower_env& env, anchor_plan p, instruction_ref pos) {
+    if (const auto* c = p.op.any_cast<convolution>()) {
+        convolution op = *c;
+        materialize(env, std::move(p), op, pos);
+    } else if (const auto* mm = p.op.any_cast<matmul>()) {
+        matmul op = *mm;
+        materialize(env, std::move(p), op, pos);
+    }
+}
+
+}  // namespace
+
+void lowering::apply(module& m) const {
+    if (!ctx) throw_error(error_code::runtime, "cpu::lowering: no cpu context");
+    omp_threads_scope threads(ctx->threads());
+    lower_env env{m, *ctx, {}, {}};
+    fold_layer_norm_patterns(m);
+    // Plan the anchors first, in program order, so each elementwise op is fused at most once.
+    std::unordered_set<const instruction*> claimed;
+    std::unordered_map<const instruction*, anchor_plan> at_last;
+    std::vector<instruction_ref> dead;
+    for (auto ins = m.begin(); ins != m.end(); ++ins) {
+        if (claimed.count(&*ins)) continue;
+        auto p = plan_conv(env, ins, claimed);
+        if (!p) p = plan_matmul(env, ins, claimed);
+        if (!p) continue;
+        claimed.insert(&*ins);
+        for (auto mem : p->chain.members) claimed.insert(&*mem);
+        auto last = p->chain.members.empty() ? ins : p->chain.members.back();
+        at_last.emplace(&*last, std::move(*p));
+    }
+    for (auto ins = m.begin(); ins != m.end(); ++ins) {
+        if (auto it = at_last.find(&*ins); it != at_last.end()) {
+            materialize(env, std::move(it->second), ins);
+            continue;
+        }
+        if (claimed.count(&*ins)) continue;  // lowered with its chain's last member
+        if (ins->name() == "lstm") lower_lstm(env, ins, dead);
+        else lower_simple(env, ins);
+    }
+    // Users before what they use (tuple elements, then the tuple).
+    for (auto d : dead)
+        if (d->outputs().empty()) m.remove_instruction(d);
+    // Whatever is not a oneDNN op reads activations in oneDNN layouts through a reorder
+    // to row-major (the real layout boundaries).
+    for (auto ins = m.begin(); ins != m.end(); ++ins) {
+        if (ins->name().rfind("cpu::", 0) == 0) continue;
+        std::vector<instruction_ref> inputs = ins->inputs();
+        std::sort(inputs.begin(), inputs.end(), [](auto a, auto b) { return &*a < &*b; });
+        inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());
+        for (auto in : inputs)
+            if (in_dnnl_layout(env, in)) m.replace_argument(ins, in, plain(env, in));
+    }
+    // Program outputs leave in row-major layout.
+    auto ret = m.get_return();
+    if (ret == m.end()) return;
+    for (auto out : std::vector<instruction_ref>(ret->inputs())) {
+        const auto& s = out->get_shape();
+        if (!s.is_tensor() || s.dynamic() || s.standard() || s.elements() == 0) continue;
+        if (!dnnl_type_supported(s.get_type())) continue;
+        m.replace_argument(ret, out, ensure_layout(env, ret, out, s.as_standard()));
+    }
+}
+
+}  // namespace kiln::cpu

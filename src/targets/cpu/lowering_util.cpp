@@ -1,0 +1,71 @@
+#include "targets/cpu/lowering_util.hpp"
+
+#include "targets/cpu/op_misc.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+namespace kiln::cpu {
+
+std::vector<std::size_t> strides_like(const shape& ref, const std::vector<std::size_t>& lens) {
+    const std::size_t r = lens.size();
+    if (ref.dynamic() || ref.ndim() != r || !ref.packed()) return shape::standard_strides(lens);
+    std::vector<std::size_t> order(r);
+    std::iota(order.begin(), order.end(), 0);
+    const auto& rs = ref.strides();
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return rs[a] > rs[b]; });
+    std::vector<std::size_t> strides(r);
+    std::size_t acc = 1;
+    for (std::size_t k = r; k-- > 0;) {
+        strides[order[k]] = acc;
+        acc *= lens[order[k]];
+    }
+    return strides;
+}
+
+shape packed_like(const shape& x) { return shape(x.get_type(), x.lens(), strides_like(x, x.lens())); }
+
+dnnl::memory::desc layout_md(const lower_env& env, instruction_ref x) {
+    auto it = env.layout.find(&*x);
+    return it == env.layout.end() ? md_of(x->get_shape()) : it->second.to_md();
+}
+
+bool in_dnnl_layout(const lower_env& env, instruction_ref x) { return env.layout.count(&*x) != 0; }
+
+instruction_ref plain(lower_env& env, instruction_ref x) {
+    if (!in_dnnl_layout(env, x)) return x;
+    if (auto it = env.plain_copy.find(&*x); it != env.plain_copy.end()) return it->second;
+    reorder op;
+    op.layouts = {env.layout.at(&*x)};
+    const auto pos = std::next(x);
+    auto buffer = env.m.insert_instruction(pos, builtin::allocate{x->get_shape().as_standard()}, {});
+    auto r = env.m.insert_instruction(pos, op, {x, buffer});
+    env.plain_copy.emplace(&*x, r);
+    return r;
+}
+
+instruction_ref to_layout(lower_env& env, instruction_ref pos, instruction_ref x, const dnnl::memory::desc& want) {
+    if (layout_md(env, x) == want) return x;
+    reorder op;
+    if (in_dnnl_layout(env, x)) op.layouts = {env.layout.at(&*x)};
+    op.dst_layout = md_record::from(want);
+    auto buffer = env.m.insert_instruction(pos, builtin::allocate{shape(type::uint8, {want.get_size()})}, {});
+    auto r = env.m.insert_instruction(pos, op, {x, buffer});
+    env.layout[&*r] = op.dst_layout;
+    return r;
+}
+
+instruction_ref ensure_layout(lower_env& env, instruction_ref pos, instruction_ref x, const shape& layout) {
+    x = plain(env, x);
+    const auto& s = x->get_shape();
+    if (s == layout) return x;
+    // Strides of dims of length 1 never matter.
+    bool same = s.lens() == layout.lens() && s.get_type() == layout.get_type();
+    for (std::size_t d = 0; same && d < s.ndim(); ++d)
+        same = s.lens()[d] == 1 || s.strides()[d] == layout.strides()[d];
+    if (same) return x;
+    auto buffer = env.m.insert_instruction(pos, builtin::allocate{layout}, {});
+    return env.m.insert_instruction(pos, reorder{}, {x, buffer});
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,97 @@
+// Helpers the lowering files share: emitting a cpu:: op with its buffers, and the
+// layouts of activations (oneDNN's blocked layouts, and reorders at their boundaries).
+#pragma once
+#include "targets/cpu/context.hpp"
+#include "targets/cpu/dnnl_util.hpp"
+
+#include <kiln/builtin_ops.hpp>
+#include <kiln/errors.hpp>
+#include <kiln/module.hpp>
+
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace kiln::cpu {
+
+struct lower_env {
+    module& m;
+    cpu_context& ctx;
+    // Instructions whose result is in a oneDNN layout (their IR shape is the logical
+    // row-major one), and the row-major copies made of them.
+    std::unordered_map<const instruction*, md_record> layout;
+    std::unordered_map<const instruction*, instruction_ref> plain_copy;
+};
+
+// Packed strides for `lens`, nesting the dims in the order of `ref`'s strides
+// (outermost first; ties keep dim order).
+std::vector<std::size_t> strides_like(const shape& ref, const std::vector<std::size_t>& lens);
+// A packed shape with x's lens in x's dim order (row-major when x is not packed).
+shape packed_like(const shape& x);
+
+// x's data as oneDNN sees it: its recorded layout, or its IR shape's strides.
+dnnl::memory::desc layout_md(const lower_env& env, instruction_ref x);
+bool in_dnnl_layout(const lower_env& env, instruction_ref x);
+// x as an IR (row-major) tensor: x itself, or a reorder placed right after x (made once).
+instruction_ref plain(lower_env& env, instruction_ref x);
+// x in layout `want` (same dims), with a reorder before `pos` when it is not already.
+instruction_ref to_layout(lower_env& env, instruction_ref pos, instruction_ref x, const dnnl::memory::desc& want);
+// x with the IR layout `layout` (strides; same lens and type): x, or a reorder before `pos`.
+instruction_ref ensure_layout(lower_env& env, instruction_ref pos, instruction_ref x, const shape& layout);
+
+// Replaces `ins` by `op` over `operands`, with a planned scratchpad (when the primitive
+// needs one) and output buffer. `dst` is the result's IR shape (its strides are the
+// output layout unless op.dst_layout is set, or op.any_dst lets oneDNN choose). The
+// operands' oneDNN layouts are taken from the env. Returns false, changing nothing,
+// when oneDNN has no kernel for it (the op then stays for the reference kernels).
+template <class Op>
+bool emit(lower_env& env, instruction_ref ins, Op op, std::vector<instruction_ref> operands, const shape& dst) {
+    op.layouts.clear();
+    bool any_blocked = false;
+    for (auto x : operands) {
+        auto it = env.layout.find(&*x);
+        op.layouts.push_back(it == env.layout.end() ? md_record{} : it->second);
+        any_blocked = any_blocked || it != env.layout.end();
+    }
+    if (!any_blocked) op.layouts.clear();
+    // oneDNN reads a 0-D descriptor as an empty tensor (it would compute nothing).
+    if (dst.ndim() == 0) return false;
+    std::size_t scratch = 0;
+    try {
+        auto pd = op.make_pd(env.ctx.engine(), to_shapes(operands), dst);
+        if (op.any_dst) {
+            if (!md_record::representable(pd.dst_desc())) return false;
+            op.dst_layout = md_record::from(pd.dst_desc());
+            op.any_dst = false;
+        }
+        scratch = pd.scratchpad_desc().get_size();
+    } catch (const dnnl::error&) {
+        return false;
+    } catch (const error& e) {
+        if (e.code() == error_code::unsupported) return false;
+        throw;
+    }
+    auto args = operands;
+    op.scratchpad = -1;
+    if (scratch > 0) {
+        op.scratchpad = static_cast<std::int64_t>(args.size());
+        args.push_back(env.m.insert_instruction(ins, builtin::allocate{shape(type::uint8, {scratch})}, {}));
+    }
+    shape buffer = dst;
+    if (!op.dst_layout.empty()) buffer = shape(type::uint8, {op.dst_layout.to_md().get_size()});
+    args.push_back(env.m.insert_instruction(ins, builtin::allocate{buffer}, {}));
+    env.m.replace_instruction(ins, op, args);
+    if (!op.dst_layout.empty()) env.layout[&*ins] = op.dst_layout;
+    return true;
+}
+
+// Lowers a non-anchor op (pooling, softmax, layer_norm, batch_norm, lrn, reductions,
+// concat, resize, eltwise, binary, gather, reshape copies); false when it stays on the
+// reference kernels.
+bool lower_simple(lower_env& env, instruction_ref ins);
+// Lowers an ONNX LSTM whose Y alone is used (op_rnn.cpp); the instructions it leaves
+// dead (the tuple and its unused elements) go to `dead`, removed after the walk.
+bool lower_lstm(lower_env& env, instruction_ref ins, std::vector<instruction_ref>& dead);
+
+}  // namespace kiln::cpu
