@@ -139,11 +139,22 @@ inline std::vector<std::string> kernel_modes(const program& p) {
     return out;
 }
 
+// The generated kernels on their own: the oneDNN lowering (which would take single
+// elementwise ops first) is off while compiling for cpu.
 inline program compiled(const program& p, const std::string& target, bool fast_math) {
     program c = p;
     compile_options o;
     o.fast_math = fast_math;
-    c.compile(*get_target(target), o);
+    const char* old = std::getenv("KILN_CPU_DNNL");
+    const std::string saved = old ? old : "";
+    ::setenv("KILN_CPU_DNNL", "0", 1);
+    try {
+        c.compile(*get_target(target), o);
+    } catch (...) {
+        old ? ::setenv("KILN_CPU_DNNL", saved.c_str(), 1) : ::unsetenv("KILN_CPU_DNNL");
+        throw;
+    }
+    old ? ::setenv("KILN_CPU_DNNL", saved.c_str(), 1) : ::unsetenv("KILN_CPU_DNNL");
     return c;
 }
 

@@ -7,6 +7,9 @@
 #include "targets/ref/lowering.hpp"
 
 #include <kiln/pipeline.hpp>
+
+#include <cstdlib>
+#include <string>
 #include <kiln/target.hpp>
 
 namespace kiln::cpu {
@@ -25,8 +28,11 @@ public:
         //    post-ops of a convolution or matmul are left out of the groups (codegen/reserve).
         passes.push_back(codegen::make_fusion_pass(opts));
         // 2. oneDNN primitives for what they cover (with fused post-ops), activations in
-        //    the layouts oneDNN chooses around convolutions.
-        passes.push_back(lowering{&dynamic_cast<cpu_context&>(ctx)});
+        //    the layouts oneDNN chooses around convolutions. KILN_CPU_DNNL=0 leaves
+        //    everything to the generated and reference kernels (for measuring and testing
+        //    the generated kernels on their own, as KILN_CPU_FUSION=0 does for grouping).
+        const char* dnnl_env = std::getenv("KILN_CPU_DNNL");
+        if (!dnnl_env || std::string(dnnl_env) != "0") passes.push_back(lowering{&dynamic_cast<cpu_context&>(ctx)});
         // 3. One generated kernel per fused group.
         passes.push_back(codegen::lowering{opts.fast_math});
         // Whatever the cpu lowering did not claim runs on the reference kernels.
