@@ -80,6 +80,7 @@ std::optional<instruction_ref> graph_parser::lookup(scope& sc, const std::string
     if (sc.parent == nullptr || sc.isolated) return std::nullopt;
     auto outer = lookup(*sc.parent, name);
     if (!outer) return std::nullopt;
+    if (sc.mod == sc.parent->mod) return outer;  // an inlined graph shares its parent's module
     instruction_ref local;
     if ((*outer)->is_literal()) {
         local = sc.mod->insert_literal(sc.mod->begin(), (*outer)->get_literal());
@@ -216,6 +217,41 @@ subgraph graph_parser::parse_subgraph(const onnx::GraphProto& g, const std::stri
     out.captured = sc.captured;
     current_ = saved;
     return out;
+}
+
+std::vector<instruction_ref> graph_parser::parse_inline(const onnx::GraphProto& g, scope* parent) {
+    scope sc;
+    sc.mod = parent->mod;
+    sc.parent = parent;
+    auto* saved = current_;
+    current_ = &sc;
+    for (auto& init : g.initializer())
+        sc.values[init.name()] = sc.mod->add_literal(load_tensor(init, "initializer '" + init.name() + "'"));
+    parse_nodes(g, sc);
+    std::vector<instruction_ref> outs;
+    for (auto& o : g.output()) {
+        auto v = lookup(sc, o.name());
+        if (!v) throw_error(error_code::parse, "sub-graph output '" + o.name() + "' is not produced");
+        outs.push_back(*v);
+    }
+    current_ = saved;
+    return outs;
+}
+
+void graph_parser::discard_subgraph(module_ref m) {
+    std::vector<module_ref> nested;
+    for (auto& ins : *m) {
+        constants_.erase(&ins);
+        for (auto sub : ins.module_inputs()) nested.push_back(sub);
+    }
+    prog_.remove_module(m->name());
+    for (auto sub : nested) {
+        bool used = false;
+        for (auto other : prog_.get_modules())
+            for (auto& ins : *other)
+                for (auto x : ins.module_inputs()) used = used || x == sub;
+        if (!used && prog_.has_module(sub->name())) discard_subgraph(sub);
+    }
 }
 
 void graph_parser::parse_nodes(const onnx::GraphProto& g, scope& sc) {

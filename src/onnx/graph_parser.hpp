@@ -36,6 +36,14 @@ public:
     subgraph parse_subgraph(const onnx::GraphProto& g, const std::string& name_hint, scope* parent,
                             const std::vector<shape>& input_shapes);
 
+    // Parses the nodes of `g` (a graph without inputs) into the parent scope's module
+    // and returns its outputs: an If branch chosen at parse time. Its values stay
+    // local to it; it reads the parent's values directly.
+    std::vector<instruction_ref> parse_inline(const onnx::GraphProto& g, scope* parent);
+    // Removes a module made by parse_subgraph that is not used after all (a loop body
+    // parsed again with wider input shapes), and the sub-modules only it used.
+    void discard_subgraph(module_ref m);
+
     literal load_tensor(const onnx::TensorProto& t, const std::string& what) const;
     // The shape a graph value of this type gets; `input_name` selects option overrides.
     shape shape_from_type(const onnx::TypeProto& t, const std::string& value_name, bool graph_input) const;

@@ -214,6 +214,13 @@ subgraph onnx_node::attr_graph(const std::string& n, const std::vector<shape>& i
     return parser_.parse_subgraph(a.g(), hint, parser_.current_scope(), input_shapes);
 }
 
+std::vector<instruction_ref> onnx_node::inline_graph(const std::string& n) const {
+    const auto& a = get_attr(n, onnx::AttributeProto::GRAPH);
+    return parser_.parse_inline(a.g(), parser_.current_scope());
+}
+
+void onnx_node::discard_graph(const subgraph& g) const { parser_.discard_subgraph(g.mod); }
+
 module& onnx_node::mod() const { return *parser_.current_scope()->mod; }
 program& onnx_node::prog() const { return parser_.prog(); }
 

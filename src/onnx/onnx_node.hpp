@@ -86,6 +86,11 @@ public:
     // Parses a GRAPH attribute into a new module. `input_shapes`, when given, override
     // the body's declared input shapes (control-flow ops know them from their inputs).
     subgraph attr_graph(const std::string& name, const std::vector<shape>& input_shapes = {}) const;
+    // Parses a GRAPH attribute without inputs straight into the current module (an If
+    // branch chosen at parse time) and returns the graph's outputs.
+    std::vector<instruction_ref> inline_graph(const std::string& name) const;
+    // Removes a sub-graph's module that will not be used (see graph_parser::discard_subgraph).
+    void discard_graph(const subgraph& g) const;
     std::vector<std::string> attr_names() const;
 
     // Building.

@@ -3,6 +3,7 @@
 #include "passes/dead_code_elimination.hpp"
 #include "passes/propagate_constants.hpp"
 #include "passes/memory_coloring.hpp"
+#include "passes/simplify_dynamic_ops.hpp"
 
 #include <kiln/errors.hpp>
 #include <kiln/pipeline.hpp>
@@ -21,6 +22,7 @@ const std::map<std::string, std::function<pass()>>& pass_table() {
         {"common_subexpression_elimination", [] { return pass(common_subexpression_elimination{}); }},
         {"cse", [] { return pass(common_subexpression_elimination{}); }},
         {"propagate_constants", [] { return pass(propagate_constants{}); }},
+        {"simplify_dynamic_ops", [] { return pass(simplify_dynamic_ops{}); }},
     };
     return table;
 }

@@ -1,0 +1,204 @@
+#include "ops/nn_detection.hpp"
+
+#include <kiln/register_op.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace kiln::op {
+
+shape roi_align::compute_shape(const std::vector<shape>& inputs) const {
+    check_num_inputs(name(), inputs, 3);
+    const auto& x = inputs[0];
+    const auto& rois = inputs[1];
+    const auto& idx = inputs[2];
+    check_rank(name(), x, 4, 4, "input x");
+    check_rank(name(), rois, 2, 2, "rois");
+    check_rank(name(), idx, 1, 1, "batch_indices");
+    if (!is_float_compute_type(x.get_type()) || rois.get_type() != x.get_type())
+        throw_error(error_code::type, name() + ": x " + x.to_string() + " and rois " + rois.to_string() +
+                                          " must share one floating-point type");
+    if (!is_integer(idx.get_type()))
+        throw_error(error_code::type, name() + ": batch_indices " + idx.to_string() + " must be integers");
+    if (rois.lens()[1] != 4 || idx.lens()[0] != rois.lens()[0])
+        throw_error(error_code::shape, name() + ": rois " + rois.to_string() + " must be (R, 4) and batch_indices " +
+                                           idx.to_string() + " (R)");
+    if (output_height < 1 || output_width < 1)
+        throw_error(error_code::shape, name() + ": output_height and output_width must be positive");
+    return shape(x.get_type(), {rois.lens()[0], x.lens()[1], static_cast<std::size_t>(output_height),
+                                static_cast<std::size_t>(output_width)});
+}
+
+argument roi_align::compute(const shape& out, const std::vector<argument>& args) const {
+    const auto& xl = args[0].get_shape().lens();
+    const auto batch = static_cast<std::int64_t>(xl[0]), channels = static_cast<std::int64_t>(xl[1]);
+    const auto height = static_cast<std::int64_t>(xl[2]), width = static_cast<std::int64_t>(xl[3]);
+    const std::size_t num_rois = args[1].get_shape().lens()[0];
+    auto x = read_as<double>(args[0]);
+    auto rois = read_as<double>(args[1]);
+    auto batch_idx = read_as<std::int64_t>(args[2]);
+    struct sample {
+        std::int64_t offset[4];
+        double weight[4];
+    };
+    return produce<double>(out, [&](double* y) {
+        std::vector<sample> samples;
+        for (std::size_t n = 0; n < num_rois; ++n) {
+            const std::int64_t b = batch_idx[n];
+            if (b < 0 || b >= batch)
+                throw_error(error_code::runtime, name() + ": batch index " + std::to_string(b) + " is outside [0, " +
+                                                     std::to_string(batch) + ")");
+            const double shift = half_pixel ? 0.5 : 0.0;
+            const double x0 = rois[n * 4 + 0] * spatial_scale - shift, y0 = rois[n * 4 + 1] * spatial_scale - shift;
+            const double x1 = rois[n * 4 + 2] * spatial_scale - shift, y1 = rois[n * 4 + 3] * spatial_scale - shift;
+            double roi_w = x1 - x0, roi_h = y1 - y0;
+            if (!half_pixel) {
+                roi_w = std::max(roi_w, 1.0);
+                roi_h = std::max(roi_h, 1.0);
+            }
+            const double bin_h = roi_h / static_cast<double>(output_height);
+            const double bin_w = roi_w / static_cast<double>(output_width);
+            const auto grid_h = sampling_ratio > 0 ? sampling_ratio : static_cast<std::int64_t>(std::ceil(roi_h / static_cast<double>(output_height)));
+            const auto grid_w = sampling_ratio > 0 ? sampling_ratio : static_cast<std::int64_t>(std::ceil(roi_w / static_cast<double>(output_width)));
+            const double count = static_cast<double>(std::max<std::int64_t>(grid_h * grid_w, 1));
+            for (std::int64_t ph = 0; ph < output_height; ++ph) {
+                for (std::int64_t pw = 0; pw < output_width; ++pw) {
+                    // The bilinear samples of this bin (shared by every channel).
+                    samples.clear();
+                    for (std::int64_t iy = 0; iy < grid_h; ++iy) {
+                        double sy = y0 + static_cast<double>(ph) * bin_h +
+                                    (static_cast<double>(iy) + 0.5) * bin_h / static_cast<double>(grid_h);
+                        for (std::int64_t ix = 0; ix < grid_w; ++ix) {
+                            double sx = x0 + static_cast<double>(pw) * bin_w +
+                                        (static_cast<double>(ix) + 0.5) * bin_w / static_cast<double>(grid_w);
+                            sample s{{0, 0, 0, 0}, {0, 0, 0, 0}};
+                            if (sy >= -1.0 && sy <= static_cast<double>(height) && sx >= -1.0 &&
+                                sx <= static_cast<double>(width)) {
+                                double yy = std::max(sy, 0.0), xx = std::max(sx, 0.0);
+                                auto ylo = static_cast<std::int64_t>(yy), xlo = static_cast<std::int64_t>(xx);
+                                std::int64_t yhi = ylo + 1, xhi = xlo + 1;
+                                if (ylo >= height - 1) {
+                                    ylo = yhi = height - 1;
+                                    yy = static_cast<double>(ylo);
+                                }
+                                if (xlo >= width - 1) {
+                                    xlo = xhi = width - 1;
+                                    xx = static_cast<double>(xlo);
+                                }
+                                const double ly = yy - static_cast<double>(ylo), lx = xx - static_cast<double>(xlo);
+                                const double hy = 1.0 - ly, hx = 1.0 - lx;
+                                s = {{ylo * width + xlo, ylo * width + xhi, yhi * width + xlo, yhi * width + xhi},
+                                     {hy * hx, hy * lx, ly * hx, ly * lx}};
+                            }
+                            samples.push_back(s);
+                        }
+                    }
+                    for (std::int64_t c = 0; c < channels; ++c) {
+                        const double* plane = x.data() + (b * channels + c) * height * width;
+                        double acc = 0.0;
+                        bool first = true;
+                        for (const auto& s : samples) {
+                            if (max_mode) {
+                                // The max of the four weighted corners, as the ONNX definition takes it.
+                                double v = s.weight[0] * plane[s.offset[0]];
+                                for (int k = 1; k < 4; ++k) v = std::max(v, s.weight[k] * plane[s.offset[k]]);
+                                acc = first ? v : std::max(acc, v);
+                                first = false;
+                            } else {
+                                for (int k = 0; k < 4; ++k) acc += s.weight[k] * plane[s.offset[k]];
+                            }
+                        }
+                        y[((static_cast<std::int64_t>(n) * channels + c) * output_height + ph) * output_width + pw] =
+                            max_mode ? acc : acc / count;
+                    }
+                }
+            }
+        }
+    });
+}
+
+shape nonmax_suppression::compute_shape(const std::vector<shape>& inputs) const {
+    check_num_inputs(name(), inputs,
+                     2 + (has_max_output ? 1 : 0) + (has_iou_threshold ? 1 : 0) + (has_score_threshold ? 1 : 0));
+    const auto& boxes = inputs[0];
+    const auto& scores = inputs[1];
+    check_rank(name(), boxes, 3, 3, "boxes");
+    check_rank(name(), scores, 3, 3, "scores");
+    if (boxes.lens()[2] != 4 || scores.lens()[0] != boxes.lens()[0] || scores.lens()[2] != boxes.lens()[1])
+        throw_error(error_code::shape, name() + ": boxes " + boxes.to_string() + " must be (B, N, 4) and scores " +
+                                           scores.to_string() + " (B, C, N)");
+    for (std::size_t i = 2; i < inputs.size(); ++i)
+        if (inputs[i].elements() != 1)
+            throw_error(error_code::shape, name() + ": input " + std::to_string(i) + " " + inputs[i].to_string() +
+                                               " must hold one value");
+    const std::size_t most = boxes.lens()[0] * scores.lens()[1] * boxes.lens()[1];
+    return shape::make_dynamic(type::int64, {dynamic_dimension{0, most, {}}, dynamic_dimension{3, 3, {}}});
+}
+
+argument nonmax_suppression::compute(const shape&, const std::vector<argument>& args) const {
+    const auto& bl = args[0].get_shape().lens();
+    const std::size_t batches = bl[0], num = bl[1], classes = args[1].get_shape().lens()[1];
+    auto boxes = read_as<double>(args[0]);
+    auto scores = read_as<float>(args[1]);
+    std::size_t i = 2;
+    const std::int64_t max_out = has_max_output ? args[i++].get_int64(0) : 0;
+    const double iou_threshold = has_iou_threshold ? static_cast<float>(args[i++].get_double(0)) : 0.0;
+    const bool use_score = has_score_threshold;
+    const float score_threshold = use_score ? static_cast<float>(args[i].get_double(0)) : 0.0f;
+    // Corners (ymin, xmin, ymax, xmax) of box j of batch b.
+    auto corners = [&](std::size_t b, std::size_t j, double c[4]) {
+        const double* p = boxes.data() + (b * num + j) * 4;
+        if (center_point_box) {
+            c[0] = p[1] - p[3] / 2.0;
+            c[1] = p[0] - p[2] / 2.0;
+            c[2] = p[1] + p[3] / 2.0;
+            c[3] = p[0] + p[2] / 2.0;
+        } else {
+            c[0] = std::min(p[0], p[2]);
+            c[1] = std::min(p[1], p[3]);
+            c[2] = std::max(p[0], p[2]);
+            c[3] = std::max(p[1], p[3]);
+        }
+    };
+    auto suppresses = [&](std::size_t b, std::size_t kept, std::size_t cand) {
+        double a[4], c[4];
+        corners(b, kept, a);
+        corners(b, cand, c);
+        const double ih = std::min(a[2], c[2]) - std::max(a[0], c[0]);
+        const double iw = std::min(a[3], c[3]) - std::max(a[1], c[1]);
+        if (ih <= 0.0 || iw <= 0.0) return false;
+        const double inter = ih * iw;
+        const double uni = (a[2] - a[0]) * (a[3] - a[1]) + (c[2] - c[0]) * (c[3] - c[1]) - inter;
+        return uni > 0.0 && inter / uni > iou_threshold;
+    };
+    std::vector<std::int64_t> rows;
+    std::vector<std::size_t> order, kept;
+    for (std::size_t b = 0; b < batches && max_out > 0; ++b) {
+        for (std::size_t c = 0; c < classes; ++c) {
+            const float* s = scores.data() + (b * classes + c) * num;
+            order.clear();
+            for (std::size_t j = 0; j < num; ++j)
+                if (!use_score || s[j] > score_threshold) order.push_back(j);
+            // Highest score first; ties keep the lower box index first.
+            std::stable_sort(order.begin(), order.end(), [&](std::size_t l, std::size_t r) { return s[l] > s[r]; });
+            kept.clear();
+            for (auto j : order) {
+                if (static_cast<std::int64_t>(kept.size()) >= max_out) break;
+                if (std::none_of(kept.begin(), kept.end(), [&](std::size_t k) { return suppresses(b, k, j); })) {
+                    kept.push_back(j);
+                    rows.insert(rows.end(), {static_cast<std::int64_t>(b), static_cast<std::int64_t>(c),
+                                             static_cast<std::int64_t>(j)});
+                }
+            }
+        }
+    }
+    argument r(shape(type::int64, {rows.size() / 3, 3}));
+    std::copy(rows.begin(), rows.end(), r.data_as<std::int64_t>());
+    return r;
+}
+
+KILN_REGISTER_OP(roi_align)
+KILN_REGISTER_OP(nonmax_suppression)
+
+}  // namespace kiln::op
