@@ -8,6 +8,7 @@ packages=(
   libdnnl-dev
   libmsgpack-cxx-dev nlohmann-json3-dev
   libgtest-dev
+  libjpeg-dev libpng-dev libwebp-dev libopenjp2-7-dev pkg-config
   pybind11-dev python3-dev python3-numpy python3-pytest
   clang-format
 )

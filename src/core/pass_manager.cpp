@@ -15,25 +15,33 @@ bool env_flag(const char* name) {
     return v != nullptr && std::strcmp(v, "") != 0 && std::strcmp(v, "0") != 0;
 }
 
+using clock_type = std::chrono::steady_clock;
+
+double ms_since(clock_type::time_point start) {
+    return std::chrono::duration<double, std::milli>(clock_type::now() - start).count();
+}
+
+void validate_module(const module& m, const std::string& when) {
+    try {
+        m.validate();
+    } catch (const error& e) {
+        throw error(e.code(), when + ": " + e.message());
+    }
+}
 
 void run_one(module& m, const pass& p, const pass_options& opts) {
-    auto start = std::chrono::steady_clock::now();
     try {
         p.apply(m);
     } catch (const error& e) {
         throw error(e.code(), "pass " + p.name() + " on module " + m.name() + ": " + e.message());
     }
-    if (opts.validate) {
-        try {
-            m.validate();
-        } catch (const error& e) {
-            throw error(e.code(), "after pass " + p.name() + ": " + e.message());
-        }
-    }
-    if (opts.time) {
-        auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
-        std::cerr << "[kiln] pass " << p.name() << " on " << m.name() << ": " << us / 1000.0 << " ms\n";
-    }
+    if (opts.validate) validate_module(m, "after pass " + p.name());
+}
+
+void report_time(const pass& p, double ms, std::size_t modules) {
+    std::cerr << "[kiln] pass " << p.name() << ": " << ms << " ms";
+    if (modules > 1) std::cerr << " (" << modules << " modules)";
+    std::cerr << "\n";
 }
 }  // namespace
 
@@ -49,17 +57,32 @@ pass_options pass_options_from_env() {
 }
 
 void run_passes(module& m, const std::vector<pass>& passes, const pass_options& opts) {
+    // A module that is broken before any pass runs must not be blamed on the first pass.
+    if (opts.validate) validate_module(m, "before the passes");
+    auto total = clock_type::now();
     for (auto& p : passes) {
+        auto start = clock_type::now();
         run_one(m, p, opts);
+        if (opts.time) report_time(p, ms_since(start), 1);
         if (opts.trace) std::cerr << "[kiln] after " << p.name() << ":\n" << m << "\n";
     }
+    if (opts.time) std::cerr << "[kiln] passes total: " << ms_since(total) << " ms\n";
 }
 
 void run_passes(program& prog, const std::vector<pass>& passes, const pass_options& opts) {
+    if (opts.validate)
+        for (auto m : prog.get_modules_postorder()) validate_module(*m, "before the passes");
+    auto total = clock_type::now();
     for (auto& p : passes) {
-        for (auto m : prog.get_modules_postorder()) run_one(*m, p, opts);
+        // Sub-modules first: a pass on a control-flow op may look at its bodies, which
+        // should already be in the form this pass produces.
+        auto start = clock_type::now();
+        auto modules = prog.get_modules_postorder();
+        for (auto m : modules) run_one(*m, p, opts);
+        if (opts.time) report_time(p, ms_since(start), modules.size());
         if (opts.trace) std::cerr << "[kiln] after " << p.name() << ":\n" << prog << "\n";
     }
+    if (opts.time) std::cerr << "[kiln] passes total: " << ms_since(total) << " ms\n";
 }
 
 }  // namespace kiln

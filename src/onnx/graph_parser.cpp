@@ -84,6 +84,10 @@ std::optional<instruction_ref> graph_parser::lookup(scope& sc, const std::string
     instruction_ref local;
     if ((*outer)->is_literal()) {
         local = sc.mod->insert_literal(sc.mod->begin(), (*outer)->get_literal());
+    } else if (auto c = eval_constant(*outer); c && c->get_shape().is_tensor()) {
+        // A value the enclosing graph computes from constants (shape arithmetic) stays a
+        // constant in the body, so the body's shapes stay static.
+        local = sc.mod->insert_literal(sc.mod->begin(), literal(*c));
     } else {
         local = sc.mod->insert_parameter(sc.mod->begin(), name, (*outer)->get_shape());
         sc.captured_names.push_back(name);

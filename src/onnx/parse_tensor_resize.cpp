@@ -62,6 +62,11 @@ std::vector<instruction_ref> parse_resize(onnx_node& node) {
 
 std::vector<instruction_ref> parse_upsample(onnx_node& node) {
     auto o = legacy_options(node);
+    if (node.opset() < 7) {
+        // Upsample-1: 4-D input, height_scale and width_scale attributes.
+        std::vector<double> s{1, 1, node.attr_float("height_scale"), node.attr_float("width_scale")};
+        return {node.add(op::resize{o, s, {}}, {node.input(0)})};
+    }
     if (node.opset() < 9) {
         auto s = node.attr_floats("scales");
         op::resize r{o, std::vector<double>(s.begin(), s.end()), {}};

@@ -97,6 +97,17 @@ std::vector<instruction_ref> parse_pad(onnx_node& node) {
 }
 
 std::vector<instruction_ref> parse_tile(onnx_node& node) {
+    if (node.opset() < 6) {
+        // Tile-1: tiles (how many copies) along one axis, both as inputs.
+        auto tiles = constant_ints(node, 1);
+        auto axis = constant_ints(node, 2);
+        if (!tiles || !axis || tiles->size() != 1 || axis->size() != 1)
+            node.fail(error_code::unsupported, "Tile-1 needs constant scalar tiles and axis inputs");
+        auto rank = node.input(0)->get_shape().ndim();
+        std::vector<std::int64_t> repeats(rank, 1);
+        repeats.at(op::normalize_axis((*axis)[0], rank, "Tile")) = (*tiles)[0];
+        return {node.add(op::tile{repeats}, {node.input(0)})};
+    }
     if (auto repeats = constant_ints(node, 1)) return {node.add(op::tile{*repeats}, {node.input(0)})};
     return {node.add(op::tile_dynamic{}, {node.input(0), node.input(1)})};
 }

@@ -6,6 +6,8 @@
 #include "ops/norm_common.hpp"
 #include "ops/softmax.hpp"
 
+#include <kiln/builtin_ops.hpp>
+#include <kiln/module.hpp>
 #include <kiln/register_op.hpp>
 
 #include <cmath>
@@ -68,7 +70,11 @@ argument flex_attention::compute(const shape& out, const std::vector<argument>& 
         param_map p;
         p[params[0]] = write_doubles(scores_shape, s);
         for (std::size_t c = 1; c < params.size(); ++c) p[params[c]] = args[next_arg++];
-        auto r = run(mods.at(next_mod++), p);
+        module_ref body = mods.at(next_mod++);
+        // A compiled body with intermediates reads its planned arena from a parameter.
+        auto scratch = body->get_parameter(builtin::scratch_parameter);
+        if (scratch != body->end()) p[builtin::scratch_parameter] = argument(scratch->get_shape());
+        auto r = run(body, p);
         if (r.size() != 1 || r[0].get_shape().lens() != scores_shape.lens())
             throw_error(error_code::shape, name() + ": a modifier body must return one tensor shaped " +
                                                scores_shape.to_string());

@@ -1,5 +1,7 @@
 #include "ops/nn_common.hpp"
 
+#include <algorithm>
+
 namespace kiln::op {
 
 std::string to_string(pad_mode m) {
@@ -70,6 +72,25 @@ std::vector<std::int64_t> padding_attr(const std::vector<std::int64_t>& v, std::
         throw_error(error_code::shape, op_name + ": padding has " + std::to_string(v.size()) + " values, expected " +
                                            std::to_string(2 * rank) + " (begin and end per spatial dimension)");
     return v;
+}
+
+dynamic_dimension broadcast_dim(const dynamic_dimension& a, const dynamic_dimension& b, const std::string& op_name) {
+    if (a.is_fixed() && a.min == 1) return b;
+    if (b.is_fixed() && b.min == 1) return a;
+    if (a.is_fixed() && b.is_fixed()) {
+        if (a.min != b.min)
+            throw_error(error_code::shape, op_name + ": dimensions " + std::to_string(a.min) + " and " +
+                                               std::to_string(b.min) + " cannot be broadcast together");
+        return a;
+    }
+    // A fixed size other than 1 is what the dynamic one must be (or broadcast to).
+    if (a.is_fixed()) return a;
+    if (b.is_fixed()) return b;
+    return {std::max(a.min, b.min), std::max(a.max, b.max), {}};
+}
+
+bool any_dynamic(const std::vector<shape>& inputs) {
+    return std::any_of(inputs.begin(), inputs.end(), [](const shape& s) { return s.is_tensor() && s.dynamic(); });
 }
 
 std::vector<std::int64_t> row_major_strides(const std::vector<std::int64_t>& lens) {

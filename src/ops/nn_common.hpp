@@ -125,6 +125,11 @@ std::vector<std::int64_t> spatial_attr(const std::vector<std::int64_t>& v, std::
 std::vector<std::int64_t> padding_attr(const std::vector<std::int64_t>& v, std::size_t rank,
                                        const std::string& op_name);
 
+// NumPy broadcasting of two possibly dynamic dims (the result is the larger of the two
+// at run time); a shape error naming the op when two fixed dims disagree.
+dynamic_dimension broadcast_dim(const dynamic_dimension& a, const dynamic_dimension& b, const std::string& op_name);
+bool any_dynamic(const std::vector<shape>& inputs);
+
 // Row-major strides of `lens` in elements, as int64.
 std::vector<std::int64_t> row_major_strides(const std::vector<std::int64_t>& lens);
 std::int64_t product(const std::vector<std::int64_t>& v);

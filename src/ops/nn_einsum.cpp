@@ -36,33 +36,70 @@ term parse_term(const std::string& eq, const std::string& text) {
     return t;
 }
 
-}  // namespace
+// The equation's terms; without "->", the implicit output: "..." (when any input has
+// it) followed by the letters used exactly once, in alphabetical order.
+struct equation_terms {
+    std::vector<term> inputs;
+    term output;
+};
 
-einsum::plan einsum::make_plan(const std::vector<std::vector<std::size_t>>& lens) const {
+equation_terms parse_equation(const std::string& equation, std::size_t num_inputs) {
     std::string eq;
     for (char c : equation)
         if (!std::isspace(static_cast<unsigned char>(c))) eq += c;
     const auto arrow = eq.find("->");
     const std::string lhs = eq.substr(0, arrow);
-    std::vector<term> inputs;
+    equation_terms e;
     for (std::size_t start = 0;;) {
         const auto comma = lhs.find(',', start);
-        inputs.push_back(parse_term(eq, lhs.substr(start, comma - start)));
+        e.inputs.push_back(parse_term(eq, lhs.substr(start, comma - start)));
         if (comma == std::string::npos) break;
         start = comma + 1;
     }
-    if (inputs.size() != lens.size())
-        throw_error(error_code::shape, "einsum: '" + equation + "' has " + std::to_string(inputs.size()) +
-                                           " input terms but the op has " + std::to_string(lens.size()) + " inputs");
+    if (e.inputs.size() != num_inputs)
+        throw_error(error_code::shape, "einsum: '" + equation + "' has " + std::to_string(e.inputs.size()) +
+                                           " input terms but the op has " + std::to_string(num_inputs) + " inputs");
+    if (arrow != std::string::npos) {
+        e.output = parse_term(eq, eq.substr(arrow + 2));
+    } else {
+        std::map<char, int> count;
+        for (auto& t : e.inputs)
+            for (char c : t.labels)
+                if (c != '.') ++count[c];
+        if (std::any_of(e.inputs.begin(), e.inputs.end(), [](const term& t) { return t.has_ellipsis(); }))
+            e.output.labels += '.';
+        for (auto& [c, n] : count)
+            if (n == 1) e.output.labels += c;
+    }
+    for (char c : e.output.labels) {
+        if (c == '.') continue;
+        if (std::none_of(e.inputs.begin(), e.inputs.end(), [&](const term& t) { return t.labels.find(c) != std::string::npos; }))
+            throw_error(error_code::shape, "einsum: output label '" + std::string(1, c) + "' is not in any input of '" +
+                                               equation + "'");
+        if (std::count(e.output.labels.begin(), e.output.labels.end(), c) > 1)
+            throw_error(error_code::shape, "einsum: output label '" + std::string(1, c) + "' repeats in '" + equation + "'");
+    }
+    return e;
+}
+
+void check_rank_fits(const term& t, std::size_t i, std::size_t rank) {
+    if (t.letters() > rank || (!t.has_ellipsis() && t.letters() != rank))
+        throw_error(error_code::shape, "einsum: term '" + t.labels + "' does not fit input " + std::to_string(i) +
+                                           " of rank " + std::to_string(rank));
+}
+
+}  // namespace
+
+einsum::plan einsum::make_plan(const std::vector<std::vector<std::size_t>>& lens) const {
+    const auto e = parse_equation(equation, lens.size());
+    const auto& inputs = e.inputs;
     // Sizes of the letters and of the broadcast "..." dims.
     std::map<char, std::size_t> letter_size;
     std::vector<std::vector<std::size_t>> ellipsis_lens(inputs.size());
     std::vector<std::size_t> ellipsis;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
         const auto& t = inputs[i];
-        if (t.letters() > lens[i].size() || (!t.has_ellipsis() && t.letters() != lens[i].size()))
-            throw_error(error_code::shape, "einsum: term '" + t.labels + "' does not fit input " + std::to_string(i) +
-                                               " of rank " + std::to_string(lens[i].size()));
+        check_rank_fits(t, i, lens[i].size());
         const std::size_t ne = lens[i].size() - t.letters();
         std::size_t dim = 0;
         for (char c : t.labels) {
@@ -91,32 +128,12 @@ einsum::plan einsum::make_plan(const std::vector<std::vector<std::size_t>>& lens
         var_of[c] = p.sizes.size();
         p.sizes.push_back(n);
     }
-    // Output term.
-    term out;
-    if (arrow != std::string::npos) {
-        out = parse_term(eq, eq.substr(arrow + 2));
-    } else {
-        std::map<char, int> count;
-        for (auto& t : inputs)
-            for (char c : t.labels)
-                if (c != '.') ++count[c];
-        if (!ellipsis.empty() || std::any_of(inputs.begin(), inputs.end(), [](const term& t) { return t.has_ellipsis(); }))
-            out.labels += '.';
-        for (auto& [c, n] : count)
-            if (n == 1) out.labels += c;
-    }
-    for (char c : out.labels) {
+    for (char c : e.output.labels) {
         if (c == '.') {
-            for (std::size_t e = 0; e < ellipsis.size(); ++e) p.output_vars.push_back(e);
-            continue;
+            for (std::size_t v = 0; v < ellipsis.size(); ++v) p.output_vars.push_back(v);
+        } else {
+            p.output_vars.push_back(var_of.at(c));
         }
-        auto it = var_of.find(c);
-        if (it == var_of.end())
-            throw_error(error_code::shape, "einsum: output label '" + std::string(1, c) + "' is not in any input of '" +
-                                               equation + "'");
-        if (std::count(out.labels.begin(), out.labels.end(), c) > 1)
-            throw_error(error_code::shape, "einsum: output label '" + std::string(1, c) + "' repeats in '" + equation + "'");
-        p.output_vars.push_back(it->second);
     }
     for (auto v : p.output_vars) p.output_lens.push_back(p.sizes[v]);
     // Element strides of each input per variable; a repeated letter adds its strides
@@ -148,6 +165,39 @@ shape einsum::compute_shape(const std::vector<shape>& inputs) const {
     const type t = inputs[0].get_type();
     if (!is_float_compute_type(t) && !is_integer(t))
         throw_error(error_code::type, name() + ": element type " + std::string(type_name(t)) + " is not supported");
+    if (any_dynamic(inputs)) {
+        // Letters shared by inputs must agree, which sampling dims independently cannot
+        // respect: combine the dynamic dims label by label instead.
+        const auto e = parse_equation(equation, inputs.size());
+        std::map<char, dynamic_dimension> letter;
+        std::vector<dynamic_dimension> ellipsis;
+        for (std::size_t i = 0; i < inputs.size(); ++i) {
+            const auto dims = inputs[i].to_dynamic_dims();
+            check_rank_fits(e.inputs[i], i, dims.size());
+            const std::size_t ne = dims.size() - e.inputs[i].letters();
+            std::size_t d = 0;
+            for (char c : e.inputs[i].labels) {
+                if (c != '.') {
+                    auto it = letter.find(c);
+                    letter[c] = it == letter.end() ? dims[d] : broadcast_dim(it->second, dims[d], name());
+                    ++d;
+                    continue;
+                }
+                // Right-align this input's "..." dims with the others.
+                if (ne > ellipsis.size()) ellipsis.insert(ellipsis.begin(), ne - ellipsis.size(), dynamic_dimension{1, 1, {}});
+                for (std::size_t k = 0; k < ne; ++k, ++d) {
+                    auto& slot = ellipsis[ellipsis.size() - ne + k];
+                    slot = broadcast_dim(slot, dims[d], name());
+                }
+            }
+        }
+        std::vector<dynamic_dimension> out;
+        for (char c : e.output.labels) {
+            if (c == '.') out.insert(out.end(), ellipsis.begin(), ellipsis.end());
+            else out.push_back(letter.at(c));
+        }
+        return shape::make_dynamic(t, out);
+    }
     std::vector<std::vector<std::size_t>> lens;
     for (auto& s : inputs) lens.push_back(s.lens());
     return shape(t, make_plan(lens).output_lens);

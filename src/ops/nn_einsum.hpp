@@ -16,6 +16,7 @@ struct einsum {
     template <class Self, class F>
     static void reflect(Self& self, F f) { f(self.equation, "equation"); }
     std::string name() const { return "einsum"; }
+    op_traits traits() const { return {.handles_dynamic = true}; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     argument compute(const shape& out, const std::vector<argument>& args) const;
 

@@ -5,6 +5,8 @@
 
 #include <kiln/register_op.hpp>
 
+#include <algorithm>
+
 namespace kiln::op {
 
 namespace {
@@ -127,12 +129,38 @@ std::vector<std::size_t> matmul_lens(const std::string& op_name, const std::vect
     return out;
 }
 
+std::vector<dynamic_dimension> matmul_dyn_dims(const std::string& op_name, const std::vector<dynamic_dimension>& a,
+                                               const std::vector<dynamic_dimension>& b) {
+    if (a.empty() || b.empty())
+        throw_error(error_code::shape, op_name + ": operands must have rank 1 or more (scalars are not allowed)");
+    const auto& ka = a.back();
+    const auto& kb = b.size() == 1 ? b[0] : b[b.size() - 2];
+    if (ka.is_fixed() && kb.is_fixed() && ka.min != kb.min)
+        throw_error(error_code::shape, op_name + ": inner dimensions differ (" + std::to_string(ka.min) + " vs " +
+                                           std::to_string(kb.min) + ")");
+    const std::size_t na = a.size() > 1 ? a.size() - 2 : 0, nb = b.size() > 1 ? b.size() - 2 : 0;
+    const std::size_t rank = std::max(na, nb);
+    std::vector<dynamic_dimension> out;
+    const dynamic_dimension one{1, 1, {}};
+    for (std::size_t i = 0; i < rank; ++i) {
+        const auto& da = i + na >= rank ? a[i + na - rank] : one;
+        const auto& db = i + nb >= rank ? b[i + nb - rank] : one;
+        out.push_back(broadcast_dim(da, db, op_name));
+    }
+    if (a.size() > 1) out.push_back(a[a.size() - 2]);
+    if (b.size() > 1) out.push_back(b.back());
+    return out;
+}
+
 shape matmul::compute_shape(const std::vector<shape>& inputs) const {
     check_num_inputs(name(), inputs, 2);
     check_same_type(name(), inputs);
     if (!matmul_type_ok(inputs[0].get_type()))
         throw_error(error_code::type, name() + ": element type " + std::string(type_name(inputs[0].get_type())) +
                                           " is not supported");
+    if (any_dynamic(inputs))
+        return shape::make_dynamic(inputs[0].get_type(), matmul_dyn_dims(name(), inputs[0].to_dynamic_dims(),
+                                                                         inputs[1].to_dynamic_dims()));
     return shape(inputs[0].get_type(), matmul_lens(name(), inputs[0].lens(), inputs[1].lens()));
 }
 
@@ -152,8 +180,18 @@ shape gemm::compute_shape(const std::vector<shape>& inputs) const {
     if (!matmul_type_ok(inputs[0].get_type()))
         throw_error(error_code::type, name() + ": element type " + std::string(type_name(inputs[0].get_type())) +
                                           " is not supported");
-    check_rank(name(), inputs[0], 2, 2, "A");
-    check_rank(name(), inputs[1], 2, 2, "B");
+    for (std::size_t i = 0; i < 2; ++i)
+        if (!inputs[i].is_tensor() || inputs[i].ndim() != 2)
+            throw_error(error_code::shape, name() + ": " + (i ? "B " : "A ") + inputs[i].to_string() + " must be 2-D");
+    if (any_dynamic(inputs)) {
+        auto a = inputs[0].to_dynamic_dims(), b = inputs[1].to_dynamic_dims();
+        const auto& k = a[trans_a ? 0 : 1];
+        const auto& kb = b[trans_b ? 1 : 0];
+        if (k.is_fixed() && kb.is_fixed() && k.min != kb.min)
+            throw_error(error_code::shape, name() + ": inner dimensions differ: A " + inputs[0].to_string() +
+                                               " and B " + inputs[1].to_string());
+        return shape::make_dynamic(inputs[0].get_type(), {a[trans_a ? 1 : 0], b[trans_b ? 0 : 1]});
+    }
     const auto& a = inputs[0].lens();
     const auto& b = inputs[1].lens();
     const std::size_t m = trans_a ? a[1] : a[0], k = trans_a ? a[0] : a[1];

@@ -16,6 +16,8 @@ namespace kiln::op {
 
 struct matmul {
     std::string name() const { return "matmul"; }
+    // Inner dims that are both dynamic cannot be checked by sampling them independently.
+    op_traits traits() const { return {.handles_dynamic = true}; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     argument compute(const shape& out, const std::vector<argument>& args) const;
 };
@@ -34,6 +36,7 @@ struct gemm {
         f(self.trans_b, "trans_b");
     }
     std::string name() const { return "gemm"; }
+    op_traits traits() const { return {.handles_dynamic = true}; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     argument compute(const shape& out, const std::vector<argument>& args) const;
 };
@@ -66,5 +69,8 @@ struct qlinear_matmul {
 // Output lens of NumPy matmul for operand lens a and b (shape error naming op_name).
 std::vector<std::size_t> matmul_lens(const std::string& op_name, const std::vector<std::size_t>& a,
                                      const std::vector<std::size_t>& b);
+// The same for possibly dynamic dims: batch dims broadcast, inner dims checked when fixed.
+std::vector<dynamic_dimension> matmul_dyn_dims(const std::string& op_name, const std::vector<dynamic_dimension>& a,
+                                               const std::vector<dynamic_dimension>& b);
 
 }  // namespace kiln::op

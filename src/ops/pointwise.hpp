@@ -16,7 +16,8 @@
 //                        convert<>. The reference compute (`pointwise<Fn>::compute`) calls
 //                        exactly this function for every element, so a generated kernel that
 //                        calls it (or emits the same expression in the same compute type)
-//                        agrees with `ref` by construction. Use it as
+//                        agrees with `ref` by construction. (Fn::on_storage: apply
+//                        takes and returns storage values instead; only `where`.) Use it as
 //                          auto& p = op.get<op::pointwise<op::leaky_relu_fn>>();
 //                          float y = p.apply(x);
 //   Fn::types            the storage types T the op accepts (a type_list).
@@ -52,6 +53,9 @@ struct fn_base {
     static constexpr unsigned bool_inputs = 0;
     static constexpr unsigned free_inputs = 0;
     using free_types = type_list<>;
+    // true: apply takes and returns storage values (a selection such as where copies
+    // elements bit for bit, whatever their type).
+    static constexpr bool on_storage = false;
     template <class Self, class F>
     static void reflect(Self&, F) {}
 };
@@ -218,7 +222,8 @@ void pointwise<Fn>::run(const argument& result, const std::vector<argument>& arg
     auto ptrs = std::make_tuple(args[I].template data_as<const input_storage<I, T, U>>()...);
     R* dst = result.template data_as<R>();
     for_each_broadcast<arity>(lens, strides, [&](std::size_t o, const std::array<std::size_t, arity>& off) {
-        dst[o] = store_element<R>(this->apply(load_element(std::get<I>(ptrs)[off[I]])...));
+        if constexpr (Fn::on_storage) dst[o] = this->apply(std::get<I>(ptrs)[off[I]]...);
+        else dst[o] = store_element<R>(this->apply(load_element(std::get<I>(ptrs)[off[I]])...));
     });
 }
 

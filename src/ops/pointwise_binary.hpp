@@ -214,10 +214,12 @@ struct swiglu_fn : fn_base<2> {
     }
 };
 
-// where(condition, x, y): x where condition, else y. Any element type, strings too.
+// where(condition, x, y): x where condition, else y. Any element type, strings too;
+// elements are copied as stored (fp8 NaN payloads, -0 and all).
 struct where_fn : fn_base<3> {
     static constexpr const char* name = "where";
     static constexpr unsigned bool_inputs = 0b001;
+    static constexpr bool on_storage = true;
     using types = all_types;
     template <class T>
     static T apply(bool c, const T& x, const T& y) {

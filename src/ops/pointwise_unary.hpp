@@ -1,8 +1,8 @@
 // Unary pointwise functors (see pointwise.hpp for how they are read). Each `apply` is the
 // ONNX formula written in the compute type T (float for fp16/bf16); where the ONNX
 // reference evaluates a formula in a particular order (elu's exp(x) - 1, selu's
-// exp(x) * alpha - alpha), apply keeps that order, so results match it bit for bit in
-// float32.
+// exp(x) * alpha - alpha), apply keeps that order and its rounding steps (stable forms
+// are used only where the plain formula overflows: sigmoid, softplus).
 #pragma once
 #include "ops/pointwise.hpp"
 #include "ops/pointwise_scalar.hpp"
@@ -50,7 +50,7 @@ KILN_FLOAT_MATH_FN(softplus, "softplus", x > T(0) ? x + std::log1p(std::exp(-x))
 KILN_FLOAT_MATH_FN(softsign, "softsign", x / (T(1) + std::fabs(x)))
 KILN_FLOAT_MATH_FN(hard_swish, "hard_swish",
                    x * scalar::max(T(0), scalar::min(T(1), x * static_cast<T>(1.0 / 6.0) + T(0.5))))
-KILN_FLOAT_MATH_FN(mish, "mish", x * std::tanh(x > T(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x))))
+KILN_FLOAT_MATH_FN(mish, "mish", x * std::tanh(softplus_fn::apply(x)))
 #undef KILN_FLOAT_MATH_FN
 
 struct abs_fn : fn_base<1> {

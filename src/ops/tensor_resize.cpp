@@ -16,7 +16,7 @@ void resize_options::validate(const std::string& op_name) const {
     one_of(mode, {"nearest", "linear", "cubic"}, "mode");
     one_of(coordinate_transformation_mode,
            {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
-            "tf_crop_and_resize"},
+            "tf_crop_and_resize", "tf_half_pixel_for_nn"},
            "coordinate_transformation_mode");
     one_of(nearest_mode, {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "simple"}, "nearest_mode");
     one_of(keep_aspect_ratio_policy, {"stretch", "not_larger", "not_smaller"}, "keep_aspect_ratio_policy");
@@ -95,6 +95,7 @@ double source_coordinate(const resize_options& o, double x, double scale, std::s
         double v = out_w == 1 ? (roi_end - roi_start) * (in_w - 1) / 2 : x * (roi_end - roi_start) * (in_w - 1) / (out_w - 1);
         return v + roi_start * (in_w - 1);
     }
+    if (m == "tf_half_pixel_for_nn") return (x + 0.5) / scale;  // Resize-11 only
     if (m == "pytorch_half_pixel") return out_w == 1 ? -0.5 : (x + 0.5) / scale - 0.5;
     if (m == "half_pixel_symmetric") {
         double adjustment = static_cast<double>(out_int) / out_w;

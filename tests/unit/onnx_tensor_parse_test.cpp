@@ -156,6 +156,19 @@ TEST(onnx_tensor_parse, opset_differences) {
         expect_values(m.parse().eval({{"x", x}})[0], {1, 7}, xv);
     }
     {
+        onnx_model m;  // Tile-1: tiles and axis inputs
+        m.opset = 1;
+        m.input("x", onnx_float, {1, 6});
+        m.initializer("tiles", {}, {3});
+        m.initializer("axis", {}, {0});
+        m.node("Tile", {"x", "tiles", "axis"}, {"y"});
+        m.output("y", onnx_float);
+        auto xv = values(x);
+        std::vector<double> e;
+        for (int i = 0; i < 3; ++i) e.insert(e.end(), xv.begin(), xv.end());
+        expect_values(m.parse().eval({{"x", x}})[0], {3, 6}, e);
+    }
+    {
         onnx_model m;  // TopK-1: k attribute
         m.opset = 1;
         m.input("x", onnx_float, {1, 6});

@@ -1,4 +1,5 @@
 // Strings, TfIdf, ai.onnx.ml, training optimizers, random generators and signal ops.
+#include "ops/control_image.hpp"
 #include "ops/control_ml.hpp"
 #include "ops/control_signal.hpp"
 #include "ops/control_string.hpp"
@@ -224,4 +225,56 @@ TEST(ops_control_misc, windows_and_stft) {
             EXPECT_NEAR(v[(f * 3 + k) * 2], acc.real(), 1e-4);
             EXPECT_NEAR(v[(f * 3 + k) * 2 + 1], acc.imag(), 1e-4);
         }
+}
+
+namespace {
+// A 24-bit bottom-up BMP of `w` x `h` RGB pixels (rows padded to 4 bytes).
+std::vector<std::uint8_t> make_bmp(std::size_t w, std::size_t h, const std::vector<std::uint8_t>& rgb) {
+    const std::size_t stride = (w * 3 + 3) / 4 * 4;
+    std::vector<std::uint8_t> b(54 + stride * h, 0);
+    auto put32 = [&](std::size_t at, std::uint32_t v) {
+        for (int i = 0; i < 4; ++i) b[at + i] = static_cast<std::uint8_t>(v >> (8 * i));
+    };
+    b[0] = 'B';
+    b[1] = 'M';
+    put32(2, static_cast<std::uint32_t>(b.size()));
+    put32(10, 54);
+    put32(14, 40);
+    put32(18, static_cast<std::uint32_t>(w));
+    put32(22, static_cast<std::uint32_t>(h));
+    b[26] = 1;
+    b[28] = 24;
+    for (std::size_t y = 0; y < h; ++y)
+        for (std::size_t x = 0; x < w; ++x)
+            for (std::size_t c = 0; c < 3; ++c) b[54 + (h - 1 - y) * stride + x * 3 + c] = rgb[(y * w + x) * 3 + 2 - c];
+    return b;
+}
+}  // namespace
+
+TEST(ops_control_misc, image_decoder_bmp_and_pnm) {
+    const std::size_t w = 3, h = 2;
+    std::vector<std::uint8_t> rgb(w * h * 3);
+    std::mt19937 gen(3);
+    for (auto& v : rgb) v = static_cast<std::uint8_t>(gen() % 256);
+    auto bmp = make_bmp(w, h, rgb);
+    auto bytes = literal(shape(type::uint8, {bmp.size()}), bmp).get_argument();
+    auto r = run(op::image_decoder{op::pixel_format::rgb}, {bytes});
+    EXPECT_EQ(r.get_shape().lens(), (std::vector<std::size_t>{h, w, 3}));
+    EXPECT_EQ(r.to_vector<std::uint8_t>(), rgb);
+    auto g = run(op::image_decoder{op::pixel_format::grayscale}, {bytes}).to_vector<std::uint8_t>();
+    auto bgr = run(op::image_decoder{op::pixel_format::bgr}, {bytes}).to_vector<std::uint8_t>();
+    for (std::size_t i = 0; i < w * h; ++i) {
+        double luma = 0.299 * rgb[i * 3] + 0.587 * rgb[i * 3 + 1] + 0.114 * rgb[i * 3 + 2];
+        EXPECT_NEAR(g[i], luma, 0.51);
+        EXPECT_EQ(bgr[i * 3], rgb[i * 3 + 2]);
+    }
+    std::string pnm = "P6\n# comment\n3 2\n255\n";
+    std::vector<std::uint8_t> p(pnm.begin(), pnm.end());
+    p.insert(p.end(), rgb.begin(), rgb.end());
+    auto pr = run(op::image_decoder{}, {literal(shape(type::uint8, {p.size()}), p).get_argument()});
+    EXPECT_EQ(pr.to_vector<std::uint8_t>(), rgb);
+    std::vector<std::uint8_t> junk{1, 2, 3, 4, 5, 6, 7, 8, 9};
+    EXPECT_THROW(run(op::image_decoder{}, {literal(shape(type::uint8, {junk.size()}), junk).get_argument()}), error);
+    bmp.resize(60);  // truncated
+    EXPECT_THROW(run(op::image_decoder{}, {literal(shape(type::uint8, {bmp.size()}), bmp).get_argument()}), error);
 }

@@ -177,3 +177,27 @@ TEST(ops_nn_matmul, qlinear_matmul) {
     args[7] = scalar(type::int8, 0);
     EXPECT_EQ(shape_of(op::qlinear_matmul{}, args).get_type(), type::int8);
 }
+
+TEST(ops_nn_matmul, dynamic_dims) {
+    // Inner dims that are both dynamic must not be sampled independently.
+    const dynamic_dimension any{1, 64, {}};
+    auto a = shape::make_dynamic(type::float32, {{2, 2, {}}, any, {1, 1, {}}, any});
+    auto b = shape::make_dynamic(type::float32, {any, {8, 8, {}}, any, {5, 5, {}}});
+    operation mm = op::matmul{};
+    // Fixed sizes other than 1 win over dynamic ones, so every output dim is known.
+    EXPECT_EQ(mm.compute_shape({a, b}), shape(type::float32, {2, 8, 1, 5}));
+    auto c = shape::make_dynamic(type::float32, {any, {1, 1, {}}, any, {3, 3, {}}});
+    auto s = mm.compute_shape({c, shape::make_dynamic(type::float32, {{1, 1, {}}, any, {3, 3, {}}, {5, 5, {}}})});
+    ASSERT_TRUE(s.dynamic());
+    EXPECT_EQ(s.dyn_dims()[0], any);
+    EXPECT_EQ(s.dyn_dims()[1], any);
+    EXPECT_EQ(s.dyn_dims()[2], any);
+    EXPECT_EQ(s.dyn_dims()[3], (dynamic_dimension{5, 5, {}}));
+    auto k3 = shape::make_dynamic(type::float32, {any, {3, 3, {}}});
+    auto k4 = shape::make_dynamic(type::float32, {{4, 4, {}}, any});
+    EXPECT_THROW(mm.compute_shape({k3, k4}), error);
+    operation g = op::gemm{1.0f, 1.0f, false, true};
+    auto gs = g.compute_shape({k3, shape::make_dynamic(type::float32, {any, {3, 3, {}}})});
+    EXPECT_EQ(gs.dyn_dims()[0], any);
+    EXPECT_EQ(gs.dyn_dims()[1], any);
+}

@@ -268,3 +268,22 @@ TEST(ops_nn_misc, nonmax_suppression) {
     expect_shape_error(op, {shape(type::float32, {1, 4, 3}), scores.get_shape(), max_out.get_shape(), iou.get_shape()},
                        error_code::shape);
 }
+
+TEST(ops_nn_misc, einsum_dynamic_dims) {
+    const dynamic_dimension any{1, 32, {}};
+    operation op = op::einsum{"bij,bjk->bik"};
+    auto a = shape::make_dynamic(type::float32, {any, {3, 3, {}}, any});
+    auto b = shape::make_dynamic(type::float32, {any, any, {6, 6, {}}});
+    auto s = op.compute_shape({a, b});
+    ASSERT_TRUE(s.dynamic());
+    EXPECT_EQ(s.dyn_dims()[0], any);
+    EXPECT_EQ(s.dyn_dims()[1], (dynamic_dimension{3, 3, {}}));
+    EXPECT_EQ(s.dyn_dims()[2], (dynamic_dimension{6, 6, {}}));
+    operation ell = op::einsum{"...ij->...ji"};
+    auto e = ell.compute_shape({shape::make_dynamic(type::float32, {any, {2, 2, {}}, {4, 4, {}}})});
+    EXPECT_EQ(e.dyn_dims()[0], any);
+    EXPECT_EQ(e.dyn_dims()[1], (dynamic_dimension{4, 4, {}}));
+    EXPECT_THROW(op.compute_shape({a, shape::make_dynamic(type::float32, {{2, 2, {}}, any, {6, 6, {}}}),
+                                   shape(type::float32, {2})}),
+                 error);
+}

@@ -266,6 +266,13 @@ TEST(ops_pointwise, where_and_clip) {
     EXPECT_EQ(run(op::clip_op{}, {v, lo, hi}).to_vector<int>(), (std::vector<int>{-5, -3, 0, 3, 5}));
     // min > max: everything becomes max.
     EXPECT_EQ(run(op::clip_op{}, {v, hi, lo}).to_vector<int>(), (std::vector<int>(5, -5)));
+    // where copies elements as stored: an fp8 NaN keeps its payload.
+    argument f8(shape(type::float8e5m2, {2}));
+    f8.data_as<fp8e5m2>()[0] = fp8e5m2::from_bits(0x7E);
+    f8.data_as<fp8e5m2>()[1] = fp8e5m2::from_bits(0x81);
+    auto picked = run(op::where_op{}, {make_arg(type::bool_, {}, {1}), f8, f8});
+    EXPECT_EQ(picked.data_as<fp8e5m2>()[0].bits, 0x7E);
+    EXPECT_EQ(picked.data_as<fp8e5m2>()[1].bits, 0x81);
 }
 
 TEST(ops_pointwise, prelu_and_swiglu) {

@@ -116,6 +116,13 @@ TEST(ops_tensor_resize, tf_crop_and_resize_extrapolates) {
     expect_values(run_op(op::resize{o, {}, {3}}, {x, roi}).outputs[0], {3}, {2, 3, 10});
 }
 
+TEST(ops_tensor_resize, tf_half_pixel_for_nn) {
+    auto x = make_arg(type::float32, {3}, {10, 20, 30});
+    // source = (x + 0.5) / 2: 0.25, 0.75, 1.25, 1.75, 2.25, 2.75 -> rounded, clamped.
+    expect_values(run_op(op::resize{opts("nearest", "tf_half_pixel_for_nn"), {2.0}, {}}, {x}).outputs[0], {6},
+                  {10, 20, 20, 30, 30, 30});
+}
+
 TEST(ops_tensor_resize, keep_aspect_ratio_policies) {
     op::resize_options o;
     o.axes = {0, 1};

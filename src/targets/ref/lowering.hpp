@@ -15,6 +15,12 @@ struct kernel {
     template <class Self, class F>
     static void reflect(Self& self, F f) { f(self.op, "op"); }
     std::string name() const { return "ref::kernel"; }
+    // The wrapped op's side effects and randomness still hold (passes after lowering,
+    // e.g. schedule, keep such ops in order); its other traits describe the bare op.
+    op_traits traits() const {
+        auto t = op.traits();
+        return {.nondeterministic = t.nondeterministic, .side_effects = t.side_effects};
+    }
     shape compute_shape(std::vector<shape> inputs, const std::vector<module_ref>& mods) const;
     argument compute(context& ctx, const shape& out, const std::vector<argument>& args) const;
     std::ptrdiff_t output_alias(const std::vector<shape>& inputs) const {

@@ -16,7 +16,10 @@ public:
     }
     std::vector<pass> get_passes(context&, const compile_options& opts) const override {
         std::vector<pass> passes{lowering{}};
-        if (opts.memory_planning) passes.push_back(make_pass("memory_coloring"));
+        if (opts.memory_planning) {
+            passes.push_back(make_pass("schedule"));  // orders buffers for a smaller arena
+            passes.push_back(make_pass("memory_coloring"));
+        }
         return passes;
     }
 };

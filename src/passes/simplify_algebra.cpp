@@ -1,0 +1,191 @@
+// simplify_algebra: the driver, and the rules on constant arithmetic (reassociation,
+// division by a constant, identities). The weight folds are in simplify_algebra_fold.cpp.
+#include "passes/simplify_algebra.hpp"
+
+#include "passes/rewrite_utils.hpp"
+#include "passes/simplify_algebra_rules.hpp"
+
+#include <kiln/context.hpp>
+#include <kiln/register_op.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+namespace kiln {
+
+namespace algebra {
+
+namespace {
+
+using rewrite::constant_of;
+using rewrite::is_op;
+
+// For a commutative binary op, the (non-constant, constant) operands in either order;
+// for others only (x, c) with the constant second.
+struct operands {
+    instruction_ref x;
+    literal c;
+};
+std::optional<operands> split_constant(instruction_ref ins, bool commutative) {
+    if (ins->inputs().size() != 2) return std::nullopt;
+    for (std::size_t k = 0; k < (commutative ? 2u : 1u); ++k) {
+        auto x = ins->inputs()[k];
+        auto c = constant_of(ins->inputs()[1 - k]);
+        if (c && !rewrite::is_constant(x)) return operands{x, *c};
+    }
+    return std::nullopt;
+}
+
+bool commutative_name(const std::string& n) { return n == "add" || n == "mul"; }
+
+// op(a, b) on constants, with the op's reference compute (the same arithmetic the
+// program would have done at run time).
+literal compute_constant(const std::string& op_name, const literal& a, const literal& b) {
+    auto op = make_op(op_name);
+    host_context ctx;
+    auto s = op.compute_shape({a.get_shape(), b.get_shape()});
+    return literal(op.compute(ctx, s, {a.get_argument(), b.get_argument()}));
+}
+
+// True when x*r rounds exactly like x/c: r = 1/c is a power of two representable in t
+// (both are then the correctly rounded value of the same real number).
+bool exact_reciprocal(double c, type t) {
+    if (!std::isfinite(c) || c == 0.0) return false;
+    int e = 0;
+    if (std::fabs(std::frexp(c, &e)) != 0.5) return false;
+    const double r = 1.0 / c;
+    return rewrite::values_of(rewrite::make_literal(shape(t, {1}), {r}))[0] == r;
+}
+
+}  // namespace
+
+// (x op1 a) op2 b with constants a, b -> x op (a op' b), when (x op1 a) has no other
+// user. The new constant is computed with the ops' own compute. For floats this rounds
+// once where the original rounded twice: the result may differ in the last bit, as with
+// any reassociation (the same folds ONNX Runtime and TensorRT make).
+bool reassociate_constants(module& m, instruction_ref ins) {
+    const std::string outer = ins->name();
+    if (outer != "add" && outer != "sub" && outer != "mul") return false;
+    auto o = split_constant(ins, commutative_name(outer));
+    if (!o) return false;
+    auto inner = o->x;
+    const std::string in_name = inner->name();
+    if (in_name != "add" && in_name != "sub" && in_name != "mul") return false;
+    if (!rewrite::only_used_by(m, inner, ins)) return false;
+    auto i = split_constant(inner, commutative_name(in_name));
+    if (!i) return false;
+    const literal& a = i->c;
+    const literal& b = o->c;
+    std::string new_op;
+    std::optional<literal> k;
+    if (outer == "mul" && in_name == "mul") {
+        new_op = "mul", k = compute_constant("mul", a, b);           // (x*a)*b = x*(a*b)
+    } else if (outer == "add" && in_name == "add") {
+        new_op = "add", k = compute_constant("add", a, b);           // (x+a)+b = x+(a+b)
+    } else if (outer == "add" && in_name == "sub") {
+        new_op = "add", k = compute_constant("sub", b, a);           // (x-a)+b = x+(b-a)
+    } else if (outer == "sub" && in_name == "add") {
+        new_op = "add", k = compute_constant("sub", a, b);           // (x+a)-b = x+(a-b)
+    } else if (outer == "sub" && in_name == "sub") {
+        new_op = "sub", k = compute_constant("add", a, b);           // (x-a)-b = x-(a+b)
+    } else {
+        return false;  // mixing + and * would distribute: not done here
+    }
+    // Broadcasting is associative, so the result keeps ins's shape; the new constant
+    // must not be larger than the ones it replaces.
+    if (k->get_shape().elements() > std::max(a.get_shape().elements(), b.get_shape().elements())) return false;
+    auto op = make_op(new_op);
+    auto s = op.compute_shape({i->x->get_shape(), k->get_shape()});
+    if (s != ins->get_shape()) return false;
+    m.replace_instruction(ins, op, {i->x, m.insert_literal(ins, *k)});
+    return true;
+}
+
+// x / c -> x * (1/c) for a floating-point constant c. Exact (always done) when every
+// 1/c is a representable power of two. Otherwise 1/c is rounded, and x*(1/c) can differ
+// from x/c in the last ulp: done only under fast_math, and only for float32/float64
+// (in float16/bfloat16 the rounded reciprocal would cost far more than an ulp).
+bool divide_by_reciprocal(module& m, instruction_ref ins, bool fast_math) {
+    if (!is_op(ins, "div")) return false;
+    auto o = split_constant(ins, false);
+    if (!o) return false;
+    const type t = o->c.get_shape().get_type();
+    if (!rewrite::is_float(t)) return false;  // integer division truncates
+    auto cs = rewrite::values_of(o->c);
+    std::vector<double> rs(cs.size());
+    bool exact = true;
+    for (std::size_t i = 0; i < cs.size(); ++i) {
+        if (!std::isfinite(cs[i]) || cs[i] == 0.0) return false;
+        rs[i] = 1.0 / cs[i];
+        exact = exact && exact_reciprocal(cs[i], t);
+    }
+    if (!exact) {
+        if (!fast_math || !rewrite::is_wide_float(t)) return false;
+        auto rounded = rewrite::values_of(rewrite::make_literal(o->c.get_shape(), rs));
+        for (auto r : rounded)
+            if (!std::isnormal(r)) return false;  // 1/c overflows or underflows in t
+    }
+    auto r = m.insert_literal(ins, rewrite::make_literal(o->c.get_shape(), rs));
+    m.replace_instruction(ins, make_op("mul"), {o->x, r});
+    return true;
+}
+
+// x*1, 1*x, x/1, x+0, 0+x, x-0 -> x, and single-input shape/type ops that return their
+// input unchanged. Only when the result has exactly x's shape (lens and strides): a
+// constant that broadcasts x to a larger shape is not an identity.
+bool remove_identity(module& m, instruction_ref ins, bool fast_math) {
+    const std::string n = ins->name();
+    instruction_ref x = m.end();
+    if (n == "mul" || n == "div" || n == "add" || n == "sub") {
+        auto o = split_constant(ins, commutative_name(n));
+        if (!o) return false;
+        const bool int_type = !rewrite::is_float(o->c.get_shape().get_type());
+        bool identity = false;
+        if (n == "mul" || n == "div") {
+            identity = rewrite::all_equal(o->c, 1.0);
+        } else if (int_type) {
+            identity = rewrite::all_equal(o->c, 0.0);
+        } else {
+            // x + (-0) and x - (+0) are exact for every x; x + (+0) and x - (-0) turn
+            // -0 into +0, so they go only under fast_math.
+            const bool exact_zero = rewrite::all_signed_zero(o->c, n == "sub" ? false : true);
+            identity = exact_zero || (fast_math && rewrite::all_equal(o->c, 0.0));
+        }
+        if (!identity) return false;
+        x = o->x;
+    } else if (n == "reshape" || n == "flatten" || n == "squeeze" || n == "unsqueeze" || n == "transpose" ||
+               n == "broadcast" || n == "convert" || n == "identity") {
+        if (ins->inputs().size() != 1) return false;
+        x = ins->inputs().front();
+    } else {
+        return false;
+    }
+    if (x->get_shape() != ins->get_shape()) return false;
+    if (ins->outputs().empty()) return false;  // the implicit result of a module without @return
+    m.replace_instruction(ins, x);
+    return true;
+}
+
+}  // namespace algebra
+
+void simplify_algebra::apply(module& m) const {
+    // Each sweep visits instructions in order, so a chain (conv -> mul -> add) folds in
+    // one sweep; further sweeps catch what a rewrite exposed upstream. Rewritten
+    // instructions keep their place; absorbed ones lose their users and are skipped.
+    for (int sweep = 0; sweep < 16; ++sweep) {
+        bool changed = false;
+        for (auto ins = m.begin(); ins != m.end(); ++ins) {
+            if (ins->is_param() || ins->is_literal() || ins->is_return()) continue;
+            if (rewrite::unused(ins) && !rewrite::is_output(m, ins)) continue;
+            const auto& s = ins->get_shape();
+            if (!s.is_tensor() || s.dynamic()) continue;
+            bool hit = algebra::fold_batch_norm(m, ins) || algebra::fold_affine_into_weights(m, ins) ||
+                       algebra::reassociate_constants(m, ins) || algebra::divide_by_reciprocal(m, ins, fast_math) ||
+                       algebra::remove_identity(m, ins, fast_math);
+            changed = changed || hit;
+        }
+        if (!changed) return;
+    }
+}
+
+}  // namespace kiln

@@ -1,0 +1,17 @@
+// The rewrite rules of simplify_algebra, one function per rule, each trying to rewrite
+// one instruction and returning whether it did. Internal to src/passes.
+#pragma once
+#include <kiln/module.hpp>
+
+namespace kiln::algebra {
+
+// simplify_algebra_fold.cpp: folds into convolution / deconvolution / gemm weights.
+bool fold_batch_norm(module& m, instruction_ref ins);
+bool fold_affine_into_weights(module& m, instruction_ref ins);
+
+// simplify_algebra.cpp: constant arithmetic.
+bool reassociate_constants(module& m, instruction_ref ins);
+bool divide_by_reciprocal(module& m, instruction_ref ins, bool fast_math);
+bool remove_identity(module& m, instruction_ref ins, bool fast_math);
+
+}  // namespace kiln::algebra

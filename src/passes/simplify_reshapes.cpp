@@ -1,0 +1,141 @@
+#include "passes/simplify_reshapes.hpp"
+
+#include "passes/rewrite_utils.hpp"
+
+#include "ops/tensor_views.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+namespace kiln {
+
+namespace {
+
+bool static_tensor(instruction_ref ins) { return ins->get_shape().is_tensor() && !ins->get_shape().dynamic(); }
+
+// Ops whose result is the input's elements in the same row-major order, under new lens.
+bool reshape_like(instruction_ref ins) {
+    const auto n = ins->name();
+    return (n == "reshape" || n == "flatten" || n == "squeeze" || n == "unsqueeze") && ins->inputs().size() == 1 &&
+           static_tensor(ins) && static_tensor(ins->inputs().front());
+}
+
+operation reshape_to(const std::vector<std::size_t>& lens) {
+    op::reshape r;
+    r.dims.assign(lens.begin(), lens.end());
+    // 0 in dims means "copy the input's dimension" unless allowzero: a zero-sized
+    // target dimension needs allowzero.
+    r.allowzero = std::find(lens.begin(), lens.end(), 0u) != lens.end();
+    return r;
+}
+
+// Replaces `ins` by op(x) when that computes exactly ins's shape (else leaves it).
+bool replace_if_same_shape(module& m, instruction_ref ins, const operation& op, instruction_ref x) {
+    shape s;
+    try {
+        s = op.compute_shape({x->get_shape()});
+    } catch (const error&) {
+        return false;
+    }
+    if (s != ins->get_shape()) return false;
+    m.replace_instruction(ins, op, {x});
+    return true;
+}
+
+bool collapse_reshape_chain(module& m, instruction_ref ins) {
+    if (!reshape_like(ins)) return false;
+    auto base = ins->inputs().front();
+    std::size_t length = 1;
+    while (reshape_like(base)) {
+        base = base->inputs().front();
+        ++length;
+    }
+    if (base->get_shape() == ins->get_shape()) {
+        if (ins->outputs().empty()) return false;  // the implicit result of a module without @return
+        m.replace_instruction(ins, base);
+        return true;
+    }
+    // One reshape of a row-major input is a view, like the chain it replaces.
+    if (length < 2 || !base->get_shape().standard()) return false;
+    return replace_if_same_shape(m, ins, reshape_to(ins->get_shape().lens()), base);
+}
+
+std::vector<std::size_t> permutation(const op::transpose& t, std::size_t rank) {
+    std::vector<std::size_t> p(rank);
+    if (t.perm.empty()) {
+        for (std::size_t i = 0; i < rank; ++i) p[i] = rank - 1 - i;  // empty perm reverses
+        return p;
+    }
+    for (std::size_t i = 0; i < rank; ++i) {
+        auto a = t.perm[i];
+        p[i] = static_cast<std::size_t>(a < 0 ? a + static_cast<std::int64_t>(rank) : a);
+    }
+    return p;
+}
+
+bool is_identity(const std::vector<std::size_t>& p) {
+    for (std::size_t i = 0; i < p.size(); ++i)
+        if (p[i] != i) return false;
+    return true;
+}
+
+bool compose_transposes(module& m, instruction_ref ins) {
+    auto* outer = ins->get_operator().any_cast<op::transpose>();
+    if (outer == nullptr || !static_tensor(ins)) return false;
+    auto mid = ins->inputs().front();
+    auto* inner = mid->get_operator().any_cast<op::transpose>();
+    if (inner == nullptr || !static_tensor(mid)) return false;
+    auto x = mid->inputs().front();
+    const std::size_t rank = ins->get_shape().ndim();
+    auto p1 = permutation(*inner, rank), p2 = permutation(*outer, rank);
+    // out[i] = mid[p2[i]] = x[p1[p2[i]]]
+    std::vector<std::size_t> q(rank);
+    for (std::size_t i = 0; i < rank; ++i) q[i] = p1[p2[i]];
+    if (is_identity(q) && x->get_shape() == ins->get_shape() && !ins->outputs().empty()) {
+        m.replace_instruction(ins, x);
+        return true;
+    }
+    op::transpose t;
+    t.perm.assign(q.begin(), q.end());
+    return replace_if_same_shape(m, ins, t, x);
+}
+
+// transpose of a row-major x that keeps the order of its dimensions longer than 1: the
+// elements stay in the same order, so it is a reshape (a view with row-major strides).
+bool transpose_to_reshape(module& m, instruction_ref ins) {
+    auto* t = ins->get_operator().any_cast<op::transpose>();
+    if (t == nullptr || !static_tensor(ins)) return false;
+    auto x = ins->inputs().front();
+    if (!static_tensor(x) || !x->get_shape().standard()) return false;
+    const auto& lens = x->get_shape().lens();
+    auto p = permutation(*t, lens.size());
+    if (is_identity(p)) return false;  // simplify_algebra removes it
+    std::size_t last = 0;
+    bool first = true;
+    for (auto a : p) {
+        if (lens[a] == 1) continue;
+        if (!first && a < last) return false;
+        last = a;
+        first = false;
+    }
+    auto r = reshape_to(ins->get_shape().lens());
+    m.replace_instruction(ins, r, {x});
+    return true;
+}
+
+}  // namespace
+
+void simplify_reshapes::apply(module& m) const {
+    for (int sweep = 0; sweep < 16; ++sweep) {
+        bool changed = false;
+        for (auto ins = m.begin(); ins != m.end(); ++ins) {
+            if (ins->is_param() || ins->is_literal() || ins->is_return()) continue;
+            if (rewrite::unused(ins) && !rewrite::is_output(m, ins)) continue;
+            bool hit = compose_transposes(m, ins) || transpose_to_reshape(m, ins) || collapse_reshape_chain(m, ins);
+            changed = changed || hit;
+        }
+        if (!changed) return;
+    }
+}
+
+}  // namespace kiln
