@@ -364,8 +364,9 @@ def expansion():
                                   fvi("v_out", [None])])
     trip = helper.make_tensor("trip", TensorProto.INT64, [], [1])
     n = helper.make_node("Loop", ["trip", "", "v"], ["y"], name="outer", body=body)
-    write("nested_loops_reparse.onnx", model([n], [v], [fvi("y", [None])], [trip]), "unsupported",
-          ["expand too often"])
+    # Since Loop bodies with a constant trip count are parsed once, this parses at once; it
+    # stays in the corpus for the time limit (a re-parsing parser would hit the node budget).
+    write("nested_loops_reparse.onnx", model([n], [v], [fvi("y", [None])], [trip]), "any")
     # Model-local functions, each calling the next twice: 2^24 calls.
     opsets = [helper.make_opsetid("", 13), helper.make_opsetid("local", 1)]
     funcs = [helper.make_function("local", "F24", ["a"], ["b"], [helper.make_node("Identity", ["a"], ["b"])], opsets)]

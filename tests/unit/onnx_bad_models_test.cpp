@@ -80,13 +80,17 @@ TEST(onnx_bad_models, corpus_lists_every_file) {
         listed.insert(c.file);
         EXPECT_TRUE(fs::exists(corpus_dir / c.file)) << c.file;
         EXPECT_TRUE(c.outcome == "any" || c.outcome == "ok" || code_named(c.outcome)) << c.file << ": " << c.outcome;
-        if (code_named(c.outcome)) EXPECT_FALSE(c.needles.empty()) << c.file;
+        if (code_named(c.outcome)) {
+            EXPECT_FALSE(c.needles.empty()) << c.file;
+        }
     }
     std::uintmax_t bytes = 0;
     for (auto& e : fs::directory_iterator(corpus_dir)) {
         bytes += e.file_size();
         auto name = e.path().filename().string();
-        if (e.path().extension() == ".onnx") EXPECT_TRUE(listed.count(name)) << name << " is not in expected.tsv";
+        if (e.path().extension() == ".onnx") {
+            EXPECT_TRUE(listed.count(name)) << name << " is not in expected.tsv";
+        }
     }
     EXPECT_LT(bytes, 256u * 1024) << "keep the corpus small";
 }
@@ -102,8 +106,9 @@ TEST(onnx_bad_models, each_file_gives_its_error) {
             EXPECT_TRUE(c.outcome == "ok" || c.outcome == "any") << "parsed, expected " << c.outcome;
         } catch (const error& e) {
             EXPECT_NE(c.outcome, "ok") << e.what();
-            if (auto code = code_named(c.outcome))
+            if (auto code = code_named(c.outcome)) {
                 EXPECT_EQ(error_code_name(e.code()), error_code_name(*code)) << e.what();
+            }
             for (auto& n : c.needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << n << " in " << e.what();
             EXPECT_NE(std::string(e.what()).find(c.file), std::string::npos) << "the message names the file";
         } catch (const std::exception& e) {
@@ -124,7 +129,9 @@ TEST(onnx_bad_models, buffers_give_the_same_errors) {
             parse_onnx_buffer(bytes.data(), bytes.size());
             EXPECT_TRUE(c.outcome == "ok" || c.outcome == "any");
         } catch (const error& e) {
-            if (auto code = code_named(c.outcome)) EXPECT_EQ(e.code(), *code) << e.what();
+            if (auto code = code_named(c.outcome)) {
+                EXPECT_EQ(e.code(), *code) << e.what();
+            }
             for (auto& n : c.needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
         }
     }
