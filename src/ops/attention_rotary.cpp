@@ -117,13 +117,16 @@ linear_dims check_linear(const linear_attention& a, const std::vector<shape>& in
     }
     if (a.gated()) {
         const auto& g = in[next++];
-        if (g.ndim() != 3 || (g.lens()[2] != d.Hkv && g.lens()[2] != d.Hkv * d.dk))
-            throw_error(error_code::shape, op + ": decay " + g.to_string() + " must end in kv_heads or kv_heads * d_k");
+        // (B, T, ...): compute indexes decay by batch and step.
+        if (g.ndim() != 3 || g.lens()[0] != d.B || g.lens()[1] != d.T ||
+            (g.lens()[2] != d.Hkv && g.lens()[2] != d.Hkv * d.dk))
+            throw_error(error_code::shape, op + ": decay " + g.to_string() +
+                                               " must be (B, T, kv_heads) or (B, T, kv_heads * d_k)");
     }
     if (a.delta()) {
         const auto& b = in[next++];
-        if (b.ndim() != 3 || (b.lens()[2] != d.Hkv && b.lens()[2] != 1))
-            throw_error(error_code::shape, op + ": beta " + b.to_string() + " must end in kv_heads or 1");
+        if (b.ndim() != 3 || b.lens()[0] != d.B || b.lens()[1] != d.T || (b.lens()[2] != d.Hkv && b.lens()[2] != 1))
+            throw_error(error_code::shape, op + ": beta " + b.to_string() + " must be (B, T, kv_heads) or (B, T, 1)");
     }
     return d;
 }
