@@ -35,6 +35,18 @@ shape rotary_embedding::compute_shape(const std::vector<shape>& inputs) const {
     }
     if (inputs.size() == 4 && !is_integer(inputs[3].get_type()))
         throw_error(error_code::type, op + ": position_ids must be integers, got " + inputs[3].to_string());
+    // compute reads one cache row per (batch, position): the caches and position ids
+    // must cover them.
+    const std::size_t B = x.lens()[0], S = x.ndim() == 4 ? x.lens()[2] : x.lens()[1];
+    if (inputs[1].lens() != inputs[2].lens())
+        throw_error(error_code::shape, op + ": cos_cache " + inputs[1].to_string() + " and sin_cache " +
+                                           inputs[2].to_string() + " differ");
+    if (inputs.size() == 4 && inputs[3].lens() != std::vector<std::size_t>{B, S})
+        throw_error(error_code::shape, op + ": position_ids " + inputs[3].to_string() + " must be (batch, sequence) = (" +
+                                           std::to_string(B) + ", " + std::to_string(S) + ")");
+    if (inputs.size() == 3 && (inputs[1].lens()[0] != B || inputs[1].lens()[1] != S))
+        throw_error(error_code::shape, op + ": cos/sin cache " + inputs[1].to_string() +
+                                           " must be (batch, sequence, rotary_dim/2) without position_ids");
     return x.as_standard();
 }
 
