@@ -41,6 +41,9 @@ template <class T> struct is_vector : std::false_type {};
 template <class T, class A> struct is_vector<std::vector<T, A>> : std::true_type {};
 template <class T> struct is_optional : std::false_type {};
 template <class T> struct is_optional<std::optional<T>> : std::true_type {};
+// Makes a call that returns the (here incomplete) operation depend on T, so it is
+// checked at instantiation, when operation is complete (clang checks it earlier).
+template <class T> const value& dependent(const value& v) { return v; }
 }  // namespace detail
 
 template <class T>
@@ -108,7 +111,7 @@ void from_value(const value& v, T& x) {
     } else if constexpr (std::is_same_v<T, literal>) {
         x = literal_from_value(v);
     } else if constexpr (std::is_same_v<T, operation>) {
-        x = operation_from_value(v);
+        x = operation_from_value(detail::dependent<T>(v));
     } else if constexpr (detail::is_optional<T>::value) {
         if (v.is_null()) {
             x.reset();

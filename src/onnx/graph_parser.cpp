@@ -36,6 +36,23 @@ struct unknown_operator {
 };
 KILN_REGISTER_OP(unknown_operator)
 
+// Nodes of a graph and of the graphs in its attributes.
+std::size_t count_nodes(const onnx::GraphProto& g) {
+    std::size_t n = static_cast<std::size_t>(g.node_size());
+    for (auto& node : g.node())
+        for (auto& a : node.attribute()) {
+            if (a.has_g()) n += count_nodes(a.g());
+            for (auto& sub : a.graphs()) n += count_nodes(sub);
+        }
+    return n;
+}
+
+// Constant folding at parse time serves shape arithmetic: results above this size,
+// or chains deeper than this, stay instructions (a tiny model can describe a huge
+// tensor, and folding must not allocate what the file does not hold).
+constexpr std::size_t max_fold_bytes = std::size_t{16} << 20;
+constexpr int max_fold_depth = 512;
+
 std::string node_label(const onnx::NodeProto& n) {
     std::string label = n.name().empty() ? (n.output_size() > 0 ? "producing '" + n.output(0) + "'" : "(unnamed)")
                                          : "'" + n.name() + "'";
@@ -60,6 +77,23 @@ graph_parser::graph_parser(program& p, const onnx_options& options, const onnx::
                                                  " of the default ONNX domain; Kiln supports opsets 1 to " +
                                                  std::to_string(newest_opset));
     for (auto& f : model.functions()) functions_[{normalize_domain(f.domain()), f.name()}] = &f;
+    std::size_t total = model.has_graph() ? count_nodes(model.graph()) : 0;
+    for (auto& f : model.functions()) {
+        total += static_cast<std::size_t>(f.node_size());
+        for (auto& node : f.node())
+            for (auto& a : node.attribute()) {
+                if (a.has_g()) total += count_nodes(a.g());
+                for (auto& sub : a.graphs()) total += count_nodes(sub);
+            }
+    }
+    node_budget_ = 200000 + 64 * total;
+}
+
+void graph_parser::define(scope& sc, const std::string& name, instruction_ref value, const std::string& what) {
+    if (!sc.defined.insert(name).second)
+        throw_error(error_code::parse, what + ": value '" + name +
+                                           "' is defined more than once (an ONNX value is assigned exactly once)");
+    sc.values[name] = value;
 }
 
 std::int64_t graph_parser::opset_of(const std::string& domain) const {
@@ -127,6 +161,7 @@ shape graph_parser::shape_from_type(const onnx::TypeProto& t, const std::string&
         return shape::make_dynamic(et, {});
     }
     std::vector<dynamic_dimension> dims;
+    dims.reserve(static_cast<std::size_t>(tt.shape().dim_size()));
     bool use_dyn = options_.default_dyn_dim_value.max > options_.default_dyn_dim_value.min;
     for (auto& d : tt.shape().dim()) {
         if (d.has_dim_value()) {
@@ -143,7 +178,11 @@ shape graph_parser::shape_from_type(const onnx::TypeProto& t, const std::string&
             dims.push_back(dynamic_dimension{options_.default_dim_value, options_.default_dim_value, {}});
         }
     }
-    return shape::make_dynamic(et, dims);
+    try {
+        return shape::make_dynamic(et, dims);
+    } catch (const error& e) {
+        throw_error(error_code::parse, "value '" + value_name + "': " + e.message());
+    }
 }
 
 void graph_parser::parse_main() {
@@ -158,22 +197,24 @@ void graph_parser::parse_main() {
     // Graph inputs first (in order), then initializers, so parameter order follows the model.
     for (auto& in : g.input()) {
         if (in.name().empty()) throw_error(error_code::parse, "a graph input has no name");
-        if (sc.values.count(in.name())) throw_error(error_code::parse, "graph input '" + in.name() + "' is declared twice");
+        if (sc.defined.count(in.name())) throw_error(error_code::parse, "graph input '" + in.name() + "' is declared twice");
         if (initializer_names.count(in.name())) continue;
-        sc.values[in.name()] = m->add_parameter(in.name(), shape_from_type(in.type(), in.name(), true));
+        define(sc, in.name(), m->add_parameter(in.name(), shape_from_type(in.type(), in.name(), true)), "graph input");
     }
     for (auto& init : g.initializer()) {
         if (init.name().empty()) throw_error(error_code::parse, "an initializer has no name");
         auto lit = load_tensor(init, "initializer '" + init.name() + "'");
         bool is_input = false;
         for (auto& in : g.input()) is_input = is_input || in.name() == init.name();
+        if (sc.defined.count(init.name()))
+            throw_error(error_code::parse, "initializer '" + init.name() + "' is given more than once");
         if (is_input) {
             // Old models list weights as inputs too: a parameter the caller may
             // override, defaulting to the initializer.
-            sc.values[init.name()] = m->add_parameter(init.name(), lit.get_shape());
+            define(sc, init.name(), m->add_parameter(init.name(), lit.get_shape()), "initializer");
             prog_.set_parameter_default(init.name(), lit);
         } else {
-            sc.values[init.name()] = m->add_literal(lit);
+            define(sc, init.name(), m->add_literal(lit), "initializer");
         }
     }
     parse_nodes(g, sc);
@@ -201,13 +242,16 @@ subgraph graph_parser::parse_subgraph(const onnx::GraphProto& g, const std::stri
     current_ = &sc;
     for (int i = 0; i < g.input_size(); ++i) {
         const auto& in = g.input(i);
+        if (sc.defined.count(in.name()))
+            throw_error(error_code::parse, "sub-graph input '" + in.name() + "' is declared twice");
         shape s = static_cast<std::size_t>(i) < input_shapes.size() ? input_shapes[i]
                                                                     : shape_from_type(in.type(), in.name(), false);
-        sc.values[in.name()] = out.mod->add_parameter(in.name(), s);
+        define(sc, in.name(), out.mod->add_parameter(in.name(), s), "sub-graph input");
         out.input_names.push_back(in.name());
     }
     for (auto& init : g.initializer())
-        sc.values[init.name()] = out.mod->add_literal(load_tensor(init, "initializer '" + init.name() + "'"));
+        define(sc, init.name(), out.mod->add_literal(load_tensor(init, "initializer '" + init.name() + "'")),
+               "sub-graph initializer");
     parse_nodes(g, sc);
     std::vector<instruction_ref> outs;
     for (auto& o : g.output()) {
@@ -230,7 +274,8 @@ std::vector<instruction_ref> graph_parser::parse_inline(const onnx::GraphProto& 
     auto* saved = current_;
     current_ = &sc;
     for (auto& init : g.initializer())
-        sc.values[init.name()] = sc.mod->add_literal(load_tensor(init, "initializer '" + init.name() + "'"));
+        define(sc, init.name(), sc.mod->add_literal(load_tensor(init, "initializer '" + init.name() + "'")),
+               "sub-graph initializer");
     parse_nodes(g, sc);
     std::vector<instruction_ref> outs;
     for (auto& o : g.output()) {
@@ -263,6 +308,11 @@ void graph_parser::parse_nodes(const onnx::GraphProto& g, scope& sc) {
 }
 
 void graph_parser::parse_node(const onnx::NodeProto& node, scope& sc, const std::map<std::string, std::int64_t>& opsets) {
+    if (++nodes_parsed_ > node_budget_)
+        throw_error(error_code::unsupported,
+                    node_label(node) + ": parsing has visited " + std::to_string(node_budget_) +
+                        " nodes, far more than the model holds: its sub-graphs or functions expand too often "
+                        "(nested loops whose carried shapes keep changing, or functions that call each other)");
     std::vector<std::optional<instruction_ref>> inputs;
     for (auto& name : node.input()) {
         if (name.empty()) {
@@ -317,7 +367,7 @@ void graph_parser::parse_node(const onnx::NodeProto& node, scope& sc, const std:
         if (static_cast<std::size_t>(k) >= outputs.size())
             throw_error(error_code::unsupported, node_label(node) + ": output " + std::to_string(k) + " ('" + name +
                                                      "') is not supported by Kiln's " + node.op_type());
-        sc.values[name] = outputs[k];
+        define(sc, name, outputs[k], node_label(node) + ": output");
     }
 }
 
@@ -329,7 +379,8 @@ void graph_parser::inline_function(const onnx::FunctionProto& f, const onnx::Nod
     body.mod = sc.mod;
     body.isolated = true;
     for (int i = 0; i < f.input_size(); ++i)
-        if (static_cast<std::size_t>(i) < inputs.size() && inputs[i]) body.values[f.input(i)] = *inputs[i];
+        if (static_cast<std::size_t>(i) < inputs.size() && inputs[i])
+            define(body, f.input(i), *inputs[i], "function " + f.name() + " input");
     std::map<std::string, std::int64_t> opsets = opsets_;
     for (auto& o : f.opset_import()) opsets[normalize_domain(o.domain())] = o.version();
     for (auto& n : f.node()) {
@@ -355,21 +406,26 @@ void graph_parser::inline_function(const onnx::FunctionProto& f, const onnx::Nod
         auto it = body.values.find(f.output(k));
         if (it == body.values.end())
             throw_error(error_code::parse, "function " + f.name() + " does not produce its output '" + f.output(k) + "'");
-        sc.values[call.output(k)] = it->second;
+        define(sc, call.output(k), it->second, node_label(call) + ": output");
     }
     --function_depth_;
 }
 
-std::optional<argument> graph_parser::eval_constant(instruction_ref ins) {
+std::optional<argument> graph_parser::eval_constant(instruction_ref ins) { return eval_constant_at(ins, 0); }
+
+std::optional<argument> graph_parser::eval_constant_at(instruction_ref ins, int depth) {
     if (ins->is_literal()) return ins->get_literal().get_argument();
     if (ins->is_param() || ins->is_return()) return std::nullopt;
     if (auto it = constants_.find(&*ins); it != constants_.end()) return it->second;
     const auto& op = ins->get_operator();
     if (op.traits().nondeterministic || op.traits().side_effects || !ins->module_inputs().empty() || !op.has_compute())
         return std::nullopt;
+    if (depth > max_fold_depth) return std::nullopt;
+    const auto& declared = ins->get_shape();
+    if (!declared.dynamic() && declared.bytes() > max_fold_bytes) return std::nullopt;
     std::vector<argument> args;
     for (auto in : ins->inputs()) {
-        auto v = eval_constant(in);
+        auto v = eval_constant_at(in, depth + 1);
         if (!v) return std::nullopt;
         args.push_back(*v);
     }
@@ -379,6 +435,7 @@ std::optional<argument> graph_parser::eval_constant(instruction_ref ins) {
         std::vector<shape> shapes;
         for (auto& a : args) shapes.push_back(a.get_shape());
         s = op.compute_shape(shapes);
+        if (!s.dynamic() && s.bytes() > max_fold_bytes) return std::nullopt;
     }
     auto r = op.compute(ctx, s, args);
     constants_.emplace(&*ins, r);

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace onnx {
 class ModelProto;
@@ -25,6 +26,9 @@ struct scope {
     std::vector<instruction_ref> captured;
     // Function bodies see only their own values.
     bool isolated = false;
+    // Names this scope itself defines (inputs, initializers, node outputs): ONNX
+    // values are assigned once, so a second definition is a corrupt graph.
+    std::unordered_set<std::string> defined;
 };
 
 class graph_parser {
@@ -57,6 +61,8 @@ public:
 
 private:
     void parse_nodes(const onnx::GraphProto& g, scope& sc);
+    void define(scope& sc, const std::string& name, instruction_ref value, const std::string& what);
+    std::optional<argument> eval_constant_at(instruction_ref ins, int depth);
     void parse_node(const onnx::NodeProto& node, scope& sc, const std::map<std::string, std::int64_t>& opsets);
     void inline_function(const onnx::FunctionProto& f, const onnx::NodeProto& call, scope& sc,
                          const std::vector<std::optional<instruction_ref>>& inputs);
@@ -72,6 +78,11 @@ private:
     std::unordered_map<const instruction*, argument> constants_;
     scope* current_ = nullptr;
     int function_depth_ = 0;
+    // Sub-graphs may be parsed more than once (loop bodies until their shapes settle,
+    // functions at each call): the nodes parsed in all are capped at a multiple of the
+    // model's own node count, so nesting cannot make parsing take exponential time.
+    std::size_t nodes_parsed_ = 0;
+    std::size_t node_budget_ = 0;
     friend class onnx_node;
 };
 

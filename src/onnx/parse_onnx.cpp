@@ -70,6 +70,11 @@ program parse_model(const void* data, std::size_t size, const onnx_options& opti
 }  // namespace onnx_frontend
 
 program parse_onnx(const std::string& path, const onnx_options& options) {
+    // A FIFO would block the open and a directory reads as nothing: regular files only.
+    std::error_code ec;
+    auto status = std::filesystem::status(path, ec);
+    if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+        throw_error(error_code::io, "model '" + path + "' is not a regular file");
     std::ifstream f(path, std::ios::binary);
     if (!f) throw_error(error_code::io, "cannot open model '" + path + "'");
     std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

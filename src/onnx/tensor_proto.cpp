@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 namespace kiln::onnx_frontend {
 
@@ -62,14 +63,27 @@ void pack_small(type t, const unsigned char* src, std::size_t n, std::string& ou
         out[i / k] = static_cast<char>(static_cast<unsigned char>(out[i / k]) | ((src[i] & mask) << ((i % k) * b)));
 }
 
+// external_data values are strings; std::stoll would throw std::invalid_argument
+// (no kiln::error) on text and overflow silently on nothing.
+long long external_number(const std::string& key, const std::string& text, const std::string& what) {
+    long long v = 0;
+    bool ok = !text.empty() && text.size() <= 19;
+    for (char c : text) ok = ok && c >= '0' && c <= '9';
+    if (ok) v = std::stoll(text);
+    if (!ok)
+        throw_error(error_code::parse, what + ": external data " + key + " '" + text.substr(0, 40) +
+                                           "' is not a non-negative integer");
+    return v;
+}
+
 std::string read_external(const onnx::TensorProto& t, const std::string& what, const std::string& base_dir,
                           std::size_t expected) {
     std::string location;
     long long offset = 0, length = -1;
     for (auto& kv : t.external_data()) {
         if (kv.key() == "location") location = kv.value();
-        else if (kv.key() == "offset") offset = std::stoll(kv.value());
-        else if (kv.key() == "length") length = std::stoll(kv.value());
+        else if (kv.key() == "offset") offset = external_number("offset", kv.value(), what);
+        else if (kv.key() == "length") length = external_number("length", kv.value(), what);
     }
     if (location.empty()) throw_error(error_code::parse, what + ": external data without a location");
     std::filesystem::path rel(location);
@@ -77,20 +91,58 @@ std::string read_external(const onnx::TensorProto& t, const std::string& what, c
         throw_error(error_code::parse, what + ": external data location '" + location +
                                            "' must be a relative path inside the model's folder");
     auto path = std::filesystem::path(base_dir.empty() ? "." : base_dir) / rel;
+    // A directory opens as a stream of nothing and a FIFO blocks the open: only regular files.
+    std::error_code ec;
+    auto status = std::filesystem::status(path, ec);
+    if (ec || !std::filesystem::exists(status))
+        throw_error(error_code::io, what + ": cannot open external data file '" + path.string() + "'");
+    if (!std::filesystem::is_regular_file(status))
+        throw_error(error_code::io, what + ": external data location '" + path.string() + "' is not a regular file");
     std::ifstream f(path, std::ios::binary);
     if (!f) throw_error(error_code::io, what + ": cannot open external data file '" + path.string() + "'");
     f.seekg(0, std::ios::end);
     auto file_size = static_cast<long long>(f.tellg());
-    if (length < 0) length = static_cast<long long>(expected);
-    if (offset < 0 || length < 0 || offset + length > file_size)
-        throw_error(error_code::parse, what + ": external data range [" + std::to_string(offset) + ", " +
-                                           std::to_string(offset + length) + ") is outside '" + path.string() +
-                                           "' (" + std::to_string(file_size) + " bytes)");
+    if (length < 0) length = expected > static_cast<std::size_t>(std::numeric_limits<long long>::max())
+                                 ? std::numeric_limits<long long>::max()
+                                 : static_cast<long long>(expected);
+    // Compared without computing offset + length, which may overflow.
+    if (file_size < 0 || offset > file_size || length > file_size - offset)
+        throw_error(error_code::parse, what + ": external data range of " + std::to_string(length) +
+                                           " bytes at offset " + std::to_string(offset) + " is outside '" +
+                                           path.string() + "' (" + std::to_string(file_size) + " bytes)");
+    // Checked before reading, so a length the tensor cannot use is never allocated.
+    if (static_cast<std::size_t>(length) != expected)
+        throw_error(error_code::parse, what + ": external data holds " + std::to_string(length) +
+                                           " bytes, the tensor needs " + std::to_string(expected));
     std::string data(static_cast<std::size_t>(length), '\0');
     f.seekg(offset);
     f.read(data.data(), length);
     if (!f) throw_error(error_code::io, what + ": cannot read external data from '" + path.string() + "'");
     return data;
+}
+
+// Element count of `dims` from an untrusted tensor, refused above 2^48 before a shape
+// (or any buffer) is made.
+std::vector<std::size_t> checked_dims(const onnx::TensorProto& t, const std::string& what, std::size_t& elements) {
+    constexpr std::size_t limit = std::size_t{1} << 48;
+    std::vector<std::size_t> lens;
+    elements = 1;
+    bool too_big = false;
+    for (auto d : t.dims()) {
+        if (d < 0) throw_error(error_code::parse, what + ": negative dimension " + std::to_string(d));
+        auto u = static_cast<std::size_t>(d);
+        lens.push_back(u);
+        if (u == 0) elements = 0;
+        else if (!too_big && elements != 0 && (u > limit || elements > limit / u)) too_big = true;
+        else if (!too_big) elements *= u;
+    }
+    if (too_big && elements != 0) {
+        std::string s;
+        for (auto d : lens) s += (s.empty() ? "" : ", ") + std::to_string(d);
+        throw_error(error_code::parse, what + ": dims [" + s + "] claim more than 2^48 elements");
+    }
+    if (too_big) elements = 0;
+    return lens;
 }
 
 }  // namespace
@@ -162,22 +214,21 @@ int to_onnx_type(type t) {
 literal tensor_to_literal(const onnx::TensorProto& t, const std::string& what, const std::string& base_dir) {
     if (t.has_segment()) throw_error(error_code::unsupported, what + ": segmented tensors are not supported");
     type et = from_onnx_type(t.data_type(), what);
-    std::vector<std::size_t> lens;
-    for (auto d : t.dims()) {
-        if (d < 0) throw_error(error_code::parse, what + ": negative dimension " + std::to_string(d));
-        lens.push_back(static_cast<std::size_t>(d));
-    }
+    std::size_t n = 0;
+    auto lens = checked_dims(t, what, n);
     shape s(et, lens);
-    const std::size_t n = s.elements();
+    auto described = [&] { return what + ": shape " + s.to_string() + " (" + std::to_string(n) + " elements) needs "; };
     auto mismatch = [&](std::size_t have, const char* field) {
-        throw_error(error_code::parse, what + ": shape " + s.to_string() + " needs " + std::to_string(n) +
-                                           " elements, but " + field + " holds " + std::to_string(have));
+        throw_error(error_code::parse, described() + std::to_string(n) + " values, but " + field + " holds " +
+                                           std::to_string(have));
     };
-    argument a(s);  // zero-filled; strings default-constructed
-    auto* dst = reinterpret_cast<unsigned char*>(a.data());
+    auto count_of = [](int size) { return static_cast<std::size_t>(size); };
+    // Every size is checked against the data the file holds before the buffer is
+    // allocated: a tensor may claim any shape, and only its data justifies memory.
 
     if (et == type::string) {
-        if (static_cast<std::size_t>(t.string_data_size()) != n) mismatch(t.string_data_size(), "string_data");
+        if (count_of(t.string_data_size()) != n) mismatch(count_of(t.string_data_size()), "string_data");
+        argument a(s);
         auto* sd = a.data_as<std::string>();
         for (std::size_t i = 0; i < n; ++i) sd[i] = t.string_data(static_cast<int>(i));
         return literal(a);
@@ -196,46 +247,62 @@ literal tensor_to_literal(const onnx::TensorProto& t, const std::string& what, c
         raw = &t.raw_data();
     }
     if (raw != nullptr) {
-        if (raw->size() != packed_bytes) {
-            if (n == 0 && raw->empty()) return literal(a);
-            throw_error(error_code::parse, what + ": shape " + s.to_string() + " needs " +
-                                               std::to_string(packed_bytes) + " bytes of raw data, got " +
+        if (raw->size() != packed_bytes)
+            throw_error(error_code::parse, described() + std::to_string(packed_bytes) + " bytes of raw data, got " +
                                                std::to_string(raw->size()));
-        }
+        argument a(s);
+        auto* dst = reinterpret_cast<unsigned char*>(a.data());
         if (k > 1) unpack_small(et, reinterpret_cast<const unsigned char*>(raw->data()), n, dst);
         else if (n > 0) std::memcpy(dst, raw->data(), packed_bytes);
         return literal(a);
     }
 
     // Typed fields.
+    const std::size_t words = k > 1 ? (n + k - 1) / k : n;
     switch (et) {
         case type::float32:
-            if (static_cast<std::size_t>(t.float_data_size()) != n) mismatch(t.float_data_size(), "float_data");
+            if (count_of(t.float_data_size()) != n) mismatch(count_of(t.float_data_size()), "float_data");
+            break;
+        case type::float64:
+            if (count_of(t.double_data_size()) != n) mismatch(count_of(t.double_data_size()), "double_data");
+            break;
+        case type::int64:
+            if (count_of(t.int64_data_size()) != n) mismatch(count_of(t.int64_data_size()), "int64_data");
+            break;
+        case type::uint32:
+        case type::uint64:
+            if (count_of(t.uint64_data_size()) != n) mismatch(count_of(t.uint64_data_size()), "uint64_data");
+            break;
+        default:
+            // int32_data holds int32 values, or 8/16-bit elements as bit patterns, or
+            // packed sub-byte elements (one packed byte per int32).
+            if (count_of(t.int32_data_size()) != words) {
+                if (k == 1) mismatch(count_of(t.int32_data_size()), "int32_data");
+                throw_error(error_code::parse, described() + std::to_string(words) + " packed int32_data words, got " +
+                                                   std::to_string(t.int32_data_size()));
+            }
+    }
+    argument a(s);  // zero-filled
+    auto* dst = reinterpret_cast<unsigned char*>(a.data());
+    switch (et) {
+        case type::float32:
             if (n > 0) std::memcpy(dst, t.float_data().data(), n * 4);
             break;
         case type::float64:
-            if (static_cast<std::size_t>(t.double_data_size()) != n) mismatch(t.double_data_size(), "double_data");
             if (n > 0) std::memcpy(dst, t.double_data().data(), n * 8);
             break;
         case type::int64:
-            if (static_cast<std::size_t>(t.int64_data_size()) != n) mismatch(t.int64_data_size(), "int64_data");
             if (n > 0) std::memcpy(dst, t.int64_data().data(), n * 8);
             break;
         case type::uint32:
-        case type::uint64: {
-            if (static_cast<std::size_t>(t.uint64_data_size()) != n) mismatch(t.uint64_data_size(), "uint64_data");
+        case type::uint64:
             for (std::size_t i = 0; i < n; ++i) {
                 auto v = t.uint64_data(static_cast<int>(i));
                 if (et == type::uint32) a.data_as<std::uint32_t>()[i] = static_cast<std::uint32_t>(v);
                 else a.data_as<std::uint64_t>()[i] = v;
             }
             break;
-        }
-        default: {
-            // int32_data holds int32 values, or 8/16-bit elements as bit patterns, or
-            // packed sub-byte elements (one packed byte per int32).
-            std::size_t words = k > 1 ? (n + k - 1) / k : n;
-            if (static_cast<std::size_t>(t.int32_data_size()) != words) mismatch(t.int32_data_size(), "int32_data");
+        default:
             if (k > 1) {
                 std::string bytes(words, '\0');
                 for (std::size_t i = 0; i < words; ++i) bytes[i] = static_cast<char>(t.int32_data(static_cast<int>(i)) & 0xFF);
@@ -246,7 +313,6 @@ literal tensor_to_literal(const onnx::TensorProto& t, const std::string& what, c
                     std::memcpy(dst + i * width, &v, width);  // little-endian low bytes
                 }
             }
-        }
     }
     return literal(a);
 }

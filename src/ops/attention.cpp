@@ -93,7 +93,8 @@ attention_dims check_dims(const attention& a, const std::vector<shape>& in) {
         if (m.get_type() != type::bool_ && m.get_type() != qs.get_type())
             throw_error(error_code::type, op + ": attn_mask must be bool or Q's type, got " + m.to_string());
         const std::vector<std::size_t> target{d.q.batch, d.q.heads, d.q.len, m.lens().back()};
-        for (std::size_t i = 0; i + 1 < m.ndim(); ++i) {
+        // Every dim but the last (the key length, which may differ): i counts from the end.
+        for (std::size_t i = 1; i < m.ndim(); ++i) {
             const std::size_t ml = m.lens()[m.ndim() - 1 - i];
             const std::size_t tl = target[3 - i];
             if (ml != tl && ml != 1)

@@ -35,6 +35,18 @@ shape rotary_embedding::compute_shape(const std::vector<shape>& inputs) const {
     }
     if (inputs.size() == 4 && !is_integer(inputs[3].get_type()))
         throw_error(error_code::type, op + ": position_ids must be integers, got " + inputs[3].to_string());
+    // compute reads one cache row per (batch, position): the caches and position ids
+    // must cover them.
+    const std::size_t B = x.lens()[0], S = x.ndim() == 4 ? x.lens()[2] : x.lens()[1];
+    if (inputs[1].lens() != inputs[2].lens())
+        throw_error(error_code::shape, op + ": cos_cache " + inputs[1].to_string() + " and sin_cache " +
+                                           inputs[2].to_string() + " differ");
+    if (inputs.size() == 4 && inputs[3].lens() != std::vector<std::size_t>{B, S})
+        throw_error(error_code::shape, op + ": position_ids " + inputs[3].to_string() + " must be (batch, sequence) = (" +
+                                           std::to_string(B) + ", " + std::to_string(S) + ")");
+    if (inputs.size() == 3 && (inputs[1].lens()[0] != B || inputs[1].lens()[1] != S))
+        throw_error(error_code::shape, op + ": cos/sin cache " + inputs[1].to_string() +
+                                           " must be (batch, sequence, rotary_dim/2) without position_ids");
     return x.as_standard();
 }
 
@@ -117,13 +129,16 @@ linear_dims check_linear(const linear_attention& a, const std::vector<shape>& in
     }
     if (a.gated()) {
         const auto& g = in[next++];
-        if (g.ndim() != 3 || (g.lens()[2] != d.Hkv && g.lens()[2] != d.Hkv * d.dk))
-            throw_error(error_code::shape, op + ": decay " + g.to_string() + " must end in kv_heads or kv_heads * d_k");
+        // (B, T, ...): compute indexes decay by batch and step.
+        if (g.ndim() != 3 || g.lens()[0] != d.B || g.lens()[1] != d.T ||
+            (g.lens()[2] != d.Hkv && g.lens()[2] != d.Hkv * d.dk))
+            throw_error(error_code::shape, op + ": decay " + g.to_string() +
+                                               " must be (B, T, kv_heads) or (B, T, kv_heads * d_k)");
     }
     if (a.delta()) {
         const auto& b = in[next++];
-        if (b.ndim() != 3 || (b.lens()[2] != d.Hkv && b.lens()[2] != 1))
-            throw_error(error_code::shape, op + ": beta " + b.to_string() + " must end in kv_heads or 1");
+        if (b.ndim() != 3 || b.lens()[0] != d.B || b.lens()[1] != d.T || (b.lens()[2] != d.Hkv && b.lens()[2] != 1))
+            throw_error(error_code::shape, op + ": beta " + b.to_string() + " must be (B, T, kv_heads) or (B, T, 1)");
     }
     return d;
 }

@@ -171,13 +171,13 @@ std::vector<argument> run_body(const run_module_fn& run, module_ref body, param_
 }
 
 argument scalar_int64(std::int64_t v) {
-    argument a(shape(type::int64));
+    argument a{shape(type::int64)};
     *a.data_as<std::int64_t>() = v;
     return a;
 }
 
 argument scalar_bool(bool v) {
-    argument a(shape(type::bool_));
+    argument a{shape(type::bool_)};
     *a.data_as<bool>() = v;
     return a;
 }

@@ -6,6 +6,8 @@
 #include <kiln/register_op.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <random>
 
 namespace kiln::op {
@@ -149,8 +151,20 @@ shape random_op::compute_shape(const std::vector<shape>& in) const {
     return shape(t, lens);
 }
 
+namespace {
+// ONNX gives the seed as a float of any value: whole values in int64's range seed as that
+// integer; NaN, infinities and larger values (a float-to-int conversion out of range is
+// undefined behaviour) seed with their bit pattern.
+std::uint64_t seed_value(float s) {
+    if (std::isfinite(s) && std::fabs(s) < 9.2e18f) return static_cast<std::uint64_t>(static_cast<std::int64_t>(s));
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &s, sizeof bits);
+    return bits;
+}
+}  // namespace
+
 argument random_op::compute(const shape& out, const std::vector<argument>& args) const {
-    std::mt19937_64 gen(seed ? static_cast<std::uint64_t>(static_cast<std::int64_t>(*seed)) : std::random_device{}());
+    std::mt19937_64 gen(seed ? seed_value(*seed) : std::random_device{}());
     std::vector<double> v(out.elements());
     if (kind == random_kind::uniform) {
         std::uniform_real_distribution<double> d(a, b);

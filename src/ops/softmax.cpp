@@ -37,6 +37,9 @@ argument softmax_base::compute(softmax_kind k, const std::string& name, const st
     auto ax = normalize_axis(axis, s.ndim(), name);
     auto sp = split_at(s.lens(), ax);
     auto v = read_doubles(args[0]);
+    // An empty tensor (a zero-length axis with non-empty outer or inner dims) has nothing
+    // to normalise, and offsets into its empty buffer would be pointer arithmetic on null.
+    if (v.empty()) return write_doubles(s, v);
     for (std::size_t o = 0; o < sp.outer; ++o) {
         for (std::size_t in = 0; in < sp.inner; ++in) {
             double* p = v.data() + o * sp.n * sp.inner + in;
