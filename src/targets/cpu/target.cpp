@@ -37,6 +37,9 @@ public:
         passes.push_back(codegen::lowering{opts.fast_math});
         // Whatever the cpu lowering did not claim runs on the reference kernels.
         passes.push_back(ref::lowering{});
+        // The lowerings leave the original weight literals behind when they store reordered
+        // copies (oneDNN layouts, padded rows): drop whatever nothing reads any more.
+        passes.push_back(make_pass("dead_code_elimination"));
         if (opts.memory_planning) {
             passes.push_back(make_pass("schedule"));  // orders buffers for a smaller arena
             passes.push_back(make_pass("memory_coloring"));
