@@ -1,6 +1,7 @@
 // Helpers for the fusion and fused-kernel tests: programs spelled out the way exporters
 // write them, random inputs, environment overrides and comparisons against `ref`.
 #pragma once
+#include "env_override.hpp"
 #include "ops/fused.hpp"
 #include "targets/cpu/codegen/compiler.hpp"
 #include "targets/cpu/codegen/kernel_op.hpp"
@@ -20,25 +21,6 @@
 
 namespace kiln::test {
 
-// Sets (or unsets, with nullptr) an environment variable for the scope.
-class env_override {
-public:
-    env_override(const char* name, const char* v) : name_(name) {
-        if (const char* old = std::getenv(name)) old_ = old;
-        if (v) ::setenv(name, v, 1);
-        else ::unsetenv(name);
-    }
-    ~env_override() {
-        if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
-        else ::unsetenv(name_.c_str());
-    }
-    env_override(const env_override&) = delete;
-    env_override& operator=(const env_override&) = delete;
-
-private:
-    std::string name_;
-    std::optional<std::string> old_;
-};
 
 // A fresh folder (removed at the end), used as KILN_CACHE_DIR while it lives.
 struct scratch_cache {
@@ -145,16 +127,8 @@ inline program compiled(const program& p, const std::string& target, bool fast_m
     program c = p;
     compile_options o;
     o.fast_math = fast_math;
-    const char* old = std::getenv("KILN_CPU_DNNL");
-    const std::string saved = old ? old : "";
-    ::setenv("KILN_CPU_DNNL", "0", 1);
-    try {
-        c.compile(*get_target(target), o);
-    } catch (...) {
-        old ? ::setenv("KILN_CPU_DNNL", saved.c_str(), 1) : ::unsetenv("KILN_CPU_DNNL");
-        throw;
-    }
-    old ? ::setenv("KILN_CPU_DNNL", saved.c_str(), 1) : ::unsetenv("KILN_CPU_DNNL");
+    env_override no_dnnl("KILN_CPU_DNNL", "0");
+    c.compile(*get_target(target), o);
     return c;
 }
 

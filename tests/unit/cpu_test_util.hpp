@@ -1,6 +1,7 @@
 // Helpers for the cpu target's tests: build a small program from registered ops, run it
 // on `ref` (the oracle) and on `cpu`, and compare.
 #pragma once
+#include "env_override.hpp"
 #include <cstdlib>
 #include <optional>
 #include <kiln/program.hpp>
@@ -94,22 +95,6 @@ struct both {
     std::vector<argument> ref_out, cpu_out;
 };
 
-// Sets an environment variable for one scope and restores it after.
-struct scoped_env {
-    std::string name;
-    std::optional<std::string> old;
-    scoped_env(std::string n, const char* v) : name(std::move(n)) {
-        if (const char* o = std::getenv(name.c_str())) old = o;
-        ::setenv(name.c_str(), v, 1);
-    }
-    ~scoped_env() {
-        if (old) ::setenv(name.c_str(), old->c_str(), 1);
-        else ::unsetenv(name.c_str());
-    }
-    scoped_env(const scoped_env&) = delete;
-    scoped_env& operator=(const scoped_env&) = delete;
-};
-
 // Compiles copies of b.p for ref and cpu, runs both on b.inputs and compares every output.
 // These tests are about the oneDNN lowering, so elementwise grouping into generated kernels
 // (which would take chains before oneDNN sees them) is off while compiling.
@@ -117,7 +102,7 @@ inline both run_both(const builder& b, double rtol = 1e-4, double atol = 1e-5, c
     both r{b.p, b.p, {}, {}};
     r.ref.compile(*get_target("ref"));
     {
-        scoped_env no_grouping("KILN_CPU_FUSION", "0");
+        test::env_override no_grouping("KILN_CPU_FUSION", "0");
         r.cpu.compile(*get_target("cpu"), opts);
     }
     r.ref_out = r.ref.eval(b.inputs);
