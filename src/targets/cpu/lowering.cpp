@@ -1,5 +1,7 @@
 #include "targets/cpu/lowering.hpp"
 
+#include "targets/cpu/anchor_plan.hpp"
+#include "targets/cpu/dw_fusion.hpp"
 #include "targets/cpu/fusion.hpp"
 #include "targets/cpu/lowering_util.hpp"
 #include "targets/cpu/op_conv.hpp"
@@ -15,21 +17,6 @@
 namespace kiln::cpu {
 
 namespace {
-
-// A convolution or matrix product with the post-ops it absorbs, decided before any
-// instruction changes (layouts are the ones the lowering will give the operands).
-struct anchor_plan {
-    instruction_ref anchor;
-    fused_chain chain;
-    operation op;  // cpu::convolution or cpu::matmul, without its scratchpad
-    std::vector<instruction_ref> operands;
-    std::vector<shape> shapes;  // each operand's IR shape (the strides it must have, when plain)
-    std::vector<std::optional<md_record>> wanted;  // or the oneDNN layout it must be in
-    std::optional<std::size_t> vector_operand;  // a per-channel constant to store as a vector
-    std::optional<std::pair<std::size_t, float>> scaled_operand;  // a constant to store multiplied
-    bool constant_weights = false;
-    shape dst;
-};
 
 bool f32_static(instruction_ref ins) {
     const auto& s = ins->get_shape();
@@ -97,7 +84,7 @@ std::optional<anchor_plan> finish_plan(lower_env& env, anchor_plan p, Op op, con
             q.shapes.insert(q.shapes.begin() + static_cast<std::ptrdiff_t>(bias_slot),
                             shape(type::float32, {(*ch.bias)->get_shape().elements()}));
             q.wanted.insert(q.wanted.begin() + static_cast<std::ptrdiff_t>(bias_slot), std::nullopt);
-            q.vector_operand = bias_slot;
+            q.vector_operands.push_back(bias_slot);
             cand.has_bias = true;
         }
         const std::size_t base = q.operands.size();
@@ -211,7 +198,7 @@ std::optional<anchor_plan> plan_matmul(lower_env& env, instruction_ref ins,
                 mm.has_bias = true;
                 p.operands.push_back(in[2]);
                 p.shapes.push_back(shape(type::float32, {cl.back()}));
-                p.vector_operand = 2;
+                p.vector_operands.push_back(2);
             } else {
                 post_op add;
                 add.kind = "binary";
@@ -254,7 +241,9 @@ void materialize(lower_env& env, anchor_plan p, Op op, instruction_ref pos) {
     auto& m = env.m;
     for (std::size_t i = 0; i < p.operands.size(); ++i) {
         const bool scaled = p.scaled_operand && p.scaled_operand->first == i;
-        if (p.vector_operand == i || scaled) {
+        const bool vec = std::find(p.vector_operands.begin(), p.vector_operands.end(), i) != p.vector_operands.end();
+        if (p.dw_weights_operand == i) continue;  // relaid out below
+        if (vec || scaled) {
             // A constant of one value per channel as the 1-D vector oneDNN wants, or
             // multiplied by gemm's beta.
             auto values = p.operands[i]->get_literal().to_vector<float>();
@@ -268,6 +257,8 @@ void materialize(lower_env& env, anchor_plan p, Op op, instruction_ref pos) {
         }
     }
     if (p.constant_weights) relayout_weights(env, p, op, pos);
+    if constexpr (std::is_same_v<Op, convolution>)
+        if (p.dw_weights_operand) relayout_dw_weights(env, p, op, pos);
     if (!emit(env, pos, op, p.operands, p.dst)) return;  // left to the reference kernels, chain and all
     for (auto it = p.chain.members.rbegin(); it != p.chain.members.rend(); ++it)
         if (*it != pos && (*it)->outputs().empty()) m.remove_instruction(*it);
@@ -281,6 +272,32 @@ void materialize(lower_env& env, anchor_plan p, instruction_ref pos) {
     } else if (const auto* mm = p.op.any_cast<matmul>()) {
         matmul op = *mm;
         materialize(env, std::move(p), op, pos);
+    }
+}
+
+// Merges each 1x1 convolution plan with the plan of the depthwise convolution that
+// alone reads its result, where oneDNN fuses the two (see dw_fusion.hpp).
+void fuse_depthwise_pairs(lower_env& env, std::unordered_map<const instruction*, anchor_plan>& at_last) {
+    std::unordered_map<const instruction*, const instruction*> last_of_anchor;
+    for (const auto& [last, p] : at_last) last_of_anchor.emplace(&*p.anchor, last);
+    std::vector<const instruction*> firsts;
+    for (const auto& [last, p] : at_last)
+        if (p.anchor->name() == "convolution") firsts.push_back(last);
+    for (const auto* first : firsts) {
+        auto a = at_last.find(first);
+        if (a == at_last.end() || a->second.anchor->outputs().empty()) continue;
+        const auto mid = a->second.chain.members.empty() ? a->second.anchor : a->second.chain.members.back();
+        if (mid->outputs().size() != 1) continue;
+        auto bl = last_of_anchor.find(&*mid->outputs().front());
+        if (bl == last_of_anchor.end()) continue;
+        auto b = at_last.find(bl->second);
+        if (b == at_last.end() || b == a) continue;
+        auto fused = fuse_depthwise(env, a->second, b->second);
+        if (!fused) continue;
+        const auto* key = b->first;
+        at_last.erase(a);
+        at_last.erase(key);
+        at_last.emplace(key, std::move(*fused));
     }
 }
 
@@ -305,6 +322,7 @@ void lowering::apply(module& m) const {
         auto last = p->chain.members.empty() ? ins : p->chain.members.back();
         at_last.emplace(&*last, std::move(*p));
     }
+    if (dw_fusion_enabled()) fuse_depthwise_pairs(env, at_last);
     for (auto ins = m.begin(); ins != m.end(); ++ins) {
         if (auto it = at_last.find(&*ins); it != at_last.end()) {
             materialize(env, std::move(it->second), ins);

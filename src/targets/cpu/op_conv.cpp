@@ -54,17 +54,49 @@ std::vector<shape> ir_operands(const convolution& c, const std::vector<shape>& o
     return ir;
 }
 
+// The result of the depthwise post-op over the 1x1 result `mid` (N, C, H, W).
+shape depthwise_result(const std::string& name, const depthwise_post_op& dw, const shape& mid) {
+    const auto& l = mid.lens();
+    const auto& wl = dw.weights_shape.lens();
+    if (l.size() != 4 || wl.size() != 4 || wl[0] != l[1] || wl[1] != 1 ||
+        wl[2] != static_cast<std::size_t>(dw.kernel) || wl[3] != static_cast<std::size_t>(dw.kernel) ||
+        dw.stride < 1 || dw.pad < 0)
+        throw_error(error_code::shape, name + ": depthwise post-op weights " + dw.weights_shape.to_string() +
+                                           " (kernel " + std::to_string(dw.kernel) + ") do not fit its input " +
+                                           mid.to_string());
+    for (const auto& p : dw.post_ops)
+        if (p.kind != "eltwise")
+            throw_error(error_code::parse, name + ": the depthwise post-op takes eltwise post-ops only");
+    auto out = l;
+    const auto s = static_cast<std::size_t>(dw.stride);
+    out[2] = (l[2] + s - 1) / s;
+    out[3] = (l[3] + s - 1) / s;
+    return shape(mid.get_type(), out);
+}
+
 }  // namespace
 
+dnnl::memory::desc depthwise_post_op::plain_md() const {
+    const auto& wl = weights_shape.lens();
+    return dnnl::memory::desc(to_dims(std::vector<std::size_t>{wl.at(0), 1, 1, wl.at(2), wl.at(3)}),
+                              to_dnnl_type(weights_shape.get_type()), dnnl::memory::format_tag::goihw);
+}
+
 shape convolution::logical_shape(const std::vector<shape>& operands) const {
-    const std::size_t want = 2 + (has_bias ? 1 : 0);
+    const std::size_t want = extra_operand();
     if (operands.size() < want)
-        throw_error(error_code::shape, name() + ": expected x, w" + std::string(has_bias ? ", b" : "") + ", got " +
+        throw_error(error_code::shape, name() + ": expected x, w" + std::string(has_bias ? ", b" : "") +
+                                           std::string(dw.active() ? ", dw_w" : "") +
+                                           std::string(dw.has_bias ? ", dw_b" : "") + ", got " +
                                            std::to_string(operands.size()) + " operands");
     if (weights.empty() && !operands[1].same_lens_and_type(weights_shape))
         throw_error(error_code::shape, name() + ": weights " + operands[1].to_string() + " differ from " +
                                            weights_shape.to_string());
-    return op.compute_shape(ir_operands(*this, operands));
+    shape out = op.compute_shape(ir_operands(*this, operands));
+    if (!dw.active()) return out;
+    if (transposed() || weights.empty() || dw.weights.empty())
+        throw_error(error_code::parse, name() + ": a depthwise post-op needs a convolution with constant weights");
+    return depthwise_result(name(), dw, out);
 }
 
 dnnl::memory::desc convolution::weights_md(bool any) const {
@@ -107,6 +139,18 @@ dnnl::primitive_desc_base convolution::make_pd(const dnnl::engine& eng, const st
     md src = operand_md(0, x), out = out_md(dst);
     md bias = has_bias ? md_of(operands.at(2)) : md();
     auto attr = make_attr(post_ops, operands, dst.ndim(), layouts);
+    if (dw.active()) {
+        // The primitive is described by the 1x1 convolution (its own result dims); its
+        // post-op chain is [1x1 post-ops, depthwise, depthwise post-ops].
+        const shape mid = op.compute_shape(ir_operands(*this, operands));
+        out = any_md(mid);  // the depthwise kernel's input layout, chosen by oneDNN
+        auto po = make_post_ops(post_ops, operands, dst.ndim(), layouts);
+        const auto f32 = dnnl::memory::data_type::f32;
+        po.append_dw(f32, dw.has_bias ? f32 : dnnl::memory::data_type::undef, f32, dw.kernel, dw.stride, dw.pad, 0,
+                     {});
+        for (const auto& p : dw.post_ops) po.append_eltwise(1.0f, eltwise_algorithm(p.algorithm), p.alpha, p.beta);
+        attr.set_post_ops(po);
+    }
     const auto prop = dnnl::prop_kind::forward_inference;
     // The preferred implementation when this CPU has it, else oneDNN's first choice.
     auto pick = [&](auto make) -> dnnl::primitive_desc_base {
@@ -139,6 +183,13 @@ void convolution::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_
     if (weights.empty()) k.bind(DNNL_ARG_WEIGHTS, 1, pd.weights_desc());
     else bind_constant_weights(k, weights, pd.weights_desc(), 1, constants, eng, name());
     if (has_bias) k.bind(DNNL_ARG_BIAS, 2, md_of(operands.at(2)));
+    if (dw.active()) {
+        const int dw_arg = DNNL_ARG_ATTR_POST_OP_DW;
+        const std::size_t i = dw_operand();
+        const auto wanted = pd.query_md(dnnl::query::exec_arg_md, dw_arg | DNNL_ARG_WEIGHTS);
+        bind_constant_weights(k, dw.weights, wanted, i, constants, eng, name(), dw_arg | DNNL_ARG_WEIGHTS);
+        if (dw.has_bias) k.bind(dw_arg | DNNL_ARG_BIAS, i + 1, md_of(operands.at(i + 1)));
+    }
     bind_post_op_inputs(k, post_ops, operands, pd.dst_desc().dims().size(), layouts);
 }
 
