@@ -4,6 +4,7 @@
 #include "targets/cpu/lowering_util.hpp"
 #include "targets/cpu/op_conv.hpp"
 #include "targets/cpu/op_matmul.hpp"
+#include "targets/cpu/winograd.hpp"
 
 #include "ops/nn_matmul.hpp"
 #include "ops/tensor_views.hpp"
@@ -297,8 +298,13 @@ void materialize(lower_env& env, anchor_plan p, Op op, instruction_ref pos) {
             p.operands[i] = ensure_layout(env, pos, p.operands[i], p.shapes[i]);
         }
     }
-    if (p.constant_weights) relayout_weights(env, p, op, pos);
-    if (!emit(env, pos, op, p.operands, p.dst)) return;  // left to the reference kernels, chain and all
+    bool done = false;
+    if constexpr (std::is_same_v<Op, convolution>)
+        done = p.constant_weights && lower_winograd(env, op, p.operands, p.dst, pos);
+    if (!done) {
+        if (p.constant_weights) relayout_weights(env, p, op, pos);
+        if (!emit(env, pos, op, p.operands, p.dst)) return;  // left to the reference kernels, chain and all
+    }
     for (auto it = p.chain.members.rbegin(); it != p.chain.members.rend(); ++it)
         if (*it != pos && (*it)->outputs().empty()) m.remove_instruction(*it);
     if (p.anchor != pos && p.anchor->outputs().empty()) m.remove_instruction(p.anchor);
