@@ -48,9 +48,9 @@ builder build(const conv_case& c) {
     return b;
 }
 
-void check(const conv_case& c, std::size_t want_winograd = 1) {
+void check(const conv_case& c, std::size_t want_winograd = 1, compile_options opts = {}) {
     auto b = build(c);
-    auto r = run_both(b, 2e-4, 2e-4);
+    auto r = run_both(b, 2e-4, 2e-4, opts);
     EXPECT_EQ(count_ops(r.cpu, "cpu::winograd_conv"), want_winograd) << text(r.cpu);
     EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
 }
@@ -71,6 +71,16 @@ TEST(cpu_winograd, no_padding_and_uneven_padding) {
 TEST(cpu_winograd, several_groups_of_tiles) {
     // 3 x 8 x 8 tiles of 27 KiB each: more than one group in the scratchpad.
     check({{3, 64, 30, 30}, 128, {1, 1, 1, 1}, true, true, true});
+}
+
+TEST(cpu_winograd, work_split_over_tiles_or_channels_for_any_thread_count) {
+    // 16 tiles: the threads split the output channels; 147 tiles: the tiles.
+    for (std::size_t threads : {1, 2, 3, 4}) {
+        compile_options opts;
+        opts.threads = threads;
+        check({{1, 64, 14, 14}, 72, {1, 1, 1, 1}, true, true, true}, 1, opts);
+        check({{3, 40, 27, 25}, 48}, 1, opts);
+    }
 }
 
 TEST(cpu_winograd, f2x2_and_baseline_kernels) {

@@ -55,8 +55,35 @@ geometry geometry_of(const winograd_conv& op, const shape& x) {
     return g;
 }
 
-std::size_t scratch_bytes(const geometry& g, std::size_t group) {
-    return (round_up(g.alpha2 * group * g.cin_p, scratch_align) + g.alpha2 * group * g.cout16) * sizeof(float);
+// How the work is cut: tiles into `tile_parts` ranges and output columns (of 16) into
+// `col_parts` ranges; each part has its own V and M (no barrier between the phases).
+struct cut {
+    std::size_t tile_parts, col_parts, group;
+};
+
+std::size_t part_tiles(std::size_t tiles, const cut& c) { return (tiles + c.tile_parts - 1) / c.tile_parts; }
+std::size_t part_cols(const geometry& g, const cut& c) { return (g.cout16 / 16 + c.col_parts - 1) / c.col_parts; }
+std::size_t v_floats(const geometry& g, const cut& c) { return round_up(g.alpha2 * c.group * g.cin_p, scratch_align); }
+std::size_t part_floats(const geometry& g, const cut& c) {
+    return v_floats(g, c) + round_up(g.alpha2 * c.group * part_cols(g, c) * 16, scratch_align);
+}
+std::size_t scratch_bytes(const geometry& g, const cut& c) {
+    return c.tile_parts * c.col_parts * part_floats(g, c) * sizeof(float);
+}
+
+// One part per thread: split the tiles when each thread gets two GEMM row blocks of 6 or
+// more, else the output columns (small images with many channels, e.g. 14x14 at batch 1).
+cut plan_cut(const geometry& g, std::size_t tiles, std::size_t threads) {
+    cut c{std::max<std::size_t>(threads, 1), 1, 1};
+    while (c.tile_parts > 1 && (tiles / c.tile_parts < 12 || threads % c.tile_parts != 0)) --c.tile_parts;
+    c.col_parts = std::clamp<std::size_t>(threads / c.tile_parts, 1, g.cout16 / 16);
+    const std::size_t n = part_tiles(tiles, c), cols = part_cols(g, c) * 16;
+    const std::size_t per_tile = g.alpha2 * (g.cin_p + cols) * sizeof(float);
+    const std::size_t u_bytes = g.alpha2 * g.cin_p * cols * sizeof(float);
+    const std::size_t most = std::max<std::size_t>(std::max(group_bytes, u_bytes / 2) / per_tile, 6);
+    const std::size_t groups = (n + most - 1) / most;
+    c.group = (n + groups - 1) / groups;
+    return c;
 }
 
 bool same_layout(const md_record& a, const md_record& b) {
@@ -91,10 +118,14 @@ double g_matrix(int m, int r, int c) {
 
 }  // namespace
 
+static cut winograd_conv_cut(const winograd_conv& op) {
+    return {static_cast<std::size_t>(op.tile_parts), static_cast<std::size_t>(op.col_parts),
+            static_cast<std::size_t>(op.group_tiles)};
+}
+
 struct winograd_conv::plan {
     geometry geo;
     wino::phases ph;
-    std::size_t threads = 1;
 };
 
 std::int64_t winograd_block(const md_record& r) {
@@ -164,9 +195,10 @@ shape winograd_conv::compute_shape(const std::vector<shape>& inputs) const {
     if (inputs[1].bytes() < g.alpha2 * g.cout16 * g.cin_p * sizeof(float)) bad("the transformed weights are too small");
     if (has_bias && inputs[2].elements() != static_cast<std::size_t>(out_channels))
         bad("the bias must have one value per output channel");
-    if (group_tiles <= 0 || scratchpad != static_cast<std::int64_t>(inputs.size()) - 2 ||
-        inputs[inputs.size() - 2].bytes() < scratch_bytes(g, static_cast<std::size_t>(group_tiles)))
-        bad("the scratchpad does not hold a group of tiles");
+    if (group_tiles <= 0 || tile_parts <= 0 || col_parts <= 0 ||
+        col_parts > static_cast<std::int64_t>(g.cout16 / 16) || scratchpad != static_cast<std::int64_t>(inputs.size()) - 2 ||
+        inputs[inputs.size() - 2].bytes() < scratch_bytes(g, winograd_conv_cut(*this)))
+        bad("the scratchpad does not hold a group of tiles per part");
     if (post_ops.size() > static_cast<std::size_t>(wino::max_post_steps)) bad("too many post-ops");
     for (const auto& p : post_ops) {
         if (!post_kind_of(p)) bad("post-op " + p.kind + " " + p.algorithm + " is not supported");
@@ -180,7 +212,7 @@ shape winograd_conv::compute_shape(const std::vector<shape>& inputs) const {
 }
 
 void winograd_conv::finalize(context& ctx, const shape&, const std::vector<shape>& inputs) {
-    auto& c = as_cpu_context(ctx, name());
+    as_cpu_context(ctx, name());
     auto p = std::make_shared<plan>();
     p->geo = geometry_of(*this, inputs.at(0));
     // cpuid at load time: a program saved on one machine runs on another.
@@ -190,7 +222,6 @@ void winograd_conv::finalize(context& ctx, const shape&, const std::vector<shape
     const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                       !(isa && std::string(isa) == "generic");
     p->ph = avx2 ? wino::avx2_phases() : wino::generic_phases();
-    p->threads = std::max<std::size_t>(c.threads(), 1);
     ready = std::move(p);
 }
 
@@ -220,8 +251,7 @@ argument winograd_conv::compute(context&, const shape&, const std::vector<argume
     a.u = reinterpret_cast<const float*>(args[1].data());
     a.bias = has_bias ? reinterpret_cast<const float*>(args[2].data()) : nullptr;
     a.y = reinterpret_cast<float*>(args.back().data());
-    a.v = reinterpret_cast<float*>(args[static_cast<std::size_t>(scratchpad)].data());
-    a.mm = a.v + round_up(g.alpha2 * a.group * g.cin_p, scratch_align);
+    auto* scratch = reinterpret_cast<float*>(args[static_cast<std::size_t>(scratchpad)].data());
     for (const auto& p : post_ops) {
         auto& s = a.post[a.n_post++];
         s.kind = *post_kind_of(p);
@@ -230,17 +260,29 @@ argument winograd_conv::compute(context&, const shape&, const std::vector<argume
         if (p.kind == "binary") s.src = reinterpret_cast<const float*>(args[static_cast<std::size_t>(p.input)].data());
     }
     const auto ph = ready->ph;
-    const std::size_t tiles = a.tiles, group = a.group;
-#pragma omp parallel num_threads(static_cast<int>(ready->threads))
+    const cut c = winograd_conv_cut(*this);
+    const std::size_t tiles = a.tiles, parts = c.tile_parts * c.col_parts, ncol = g.cout16 / 16;
+    const std::size_t n_tiles = part_tiles(tiles, c), n_cols = part_cols(g, c);
+    const std::size_t part_size = part_floats(g, c), v_size = v_floats(g, c);
+    // Parts beyond the team (a smaller thread count than at compile time) are taken in turn.
+    const int team = static_cast<int>(std::min<std::size_t>(parts, static_cast<std::size_t>(omp_get_max_threads())));
+#pragma omp parallel num_threads(team)
     {
-        const int id = omp_get_thread_num(), nt = omp_get_num_threads();
-        for (std::size_t t0 = 0; t0 < tiles; t0 += group) {
-            const std::size_t count = std::min(group, tiles - t0);
-            ph.input(a, t0, count, id, nt);
-#pragma omp barrier
-            ph.gemm(a, count, id, nt);
-#pragma omp barrier
-            ph.output(a, t0, count, id, nt);
+        const auto id = static_cast<std::size_t>(omp_get_thread_num());
+        const auto nt = static_cast<std::size_t>(omp_get_num_threads());
+        for (std::size_t part = id; part < parts; part += nt) {
+            const std::size_t tp = part / c.col_parts, cp = part % c.col_parts;
+            const std::size_t tb = std::min(tp * n_tiles, tiles), te = std::min(tb + n_tiles, tiles);
+            const std::size_t c0 = std::min(cp * n_cols, ncol), c1 = std::min(c0 + n_cols, ncol);
+            if (c0 >= c1) continue;
+            float* v = scratch + part * part_size;
+            float* m = v + v_size;
+            for (std::size_t t0 = tb; t0 < te; t0 += c.group) {
+                const std::size_t count = std::min(c.group, te - t0);
+                ph.input(a, t0, count, v);
+                ph.gemm(a, count, v, m, c0, c1);
+                ph.output(a, t0, count, m, c0, c1);
+            }
         }
     }
     return args.back();
@@ -287,11 +329,10 @@ bool lower_winograd(lower_env& env, const convolution& c, const std::vector<inst
     }
     const auto g = geometry_of(op, x);
     const std::size_t tiles = g.n * g.tiles_h * g.tiles_w;
-    const std::size_t per_tile = g.alpha2 * (g.cin_p + g.cout16) * sizeof(float);
-    const std::size_t u_bytes = g.alpha2 * g.cin_p * g.cout16 * sizeof(float);
-    const std::size_t most = std::max<std::size_t>(std::max(group_bytes, u_bytes / 2) / per_tile, 6);
-    const std::size_t groups = (tiles + most - 1) / most;
-    op.group_tiles = static_cast<std::int64_t>((tiles + groups - 1) / groups);
+    const cut cw = plan_cut(g, tiles, env.ctx.threads());
+    op.tile_parts = static_cast<std::int64_t>(cw.tile_parts);
+    op.col_parts = static_cast<std::int64_t>(cw.col_parts);
+    op.group_tiles = static_cast<std::int64_t>(cw.group);
 
     const auto u = winograd_weights(operands[1]->get_literal().to_vector<float>(),
                                     static_cast<std::size_t>(op.out_channels),
@@ -301,7 +342,7 @@ bool lower_winograd(lower_env& env, const convolution& c, const std::vector<inst
     args[1] = env.m.insert_literal(pos, literal(shape(type::float32, {u.size()}), u));
     op.layouts[1] = md_record{};
     op.scratchpad = static_cast<std::int64_t>(args.size());
-    const std::size_t scratch = scratch_bytes(g, static_cast<std::size_t>(op.group_tiles));
+    const std::size_t scratch = scratch_bytes(g, cw);
     args.push_back(env.m.insert_instruction(pos, builtin::allocate{shape(type::uint8, {scratch})}, {}));
     const auto out_bytes = op.dst_layout.to_md().get_size();
     args.push_back(env.m.insert_instruction(pos, builtin::allocate{shape(type::uint8, {out_bytes})}, {}));

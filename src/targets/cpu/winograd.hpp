@@ -4,11 +4,12 @@
 //
 // The weights are transformed once, at compile time, into U = G g G^T, stored as a
 // literal laid out for the products: [alpha^2][Cout/16][Cin][16] (alpha = m + 2). At run
-// time, a group of tiles at a time (sized to stay in cache): the input transform
-// V = B^T d B per tile and channel block, then alpha^2 products [tiles x Cin] x [Cin x
-// Cout], then the output transform A^T M A with the bias and the fused post-ops. Each
-// phase is split over the context's threads (OpenMP). The kernels are chosen at run
-// time by cpuid (AVX2+FMA, or the baseline), so a saved program runs on any x86-64.
+// time, each thread takes a range of tiles (or, for few tiles, of output channels) and,
+// a group of tiles at a time (sized to stay in cache): the input transform V = B^T d B
+// per tile and channel block, then alpha^2 products [tiles x Cin] x [Cin x Cout], then
+// the output transform A^T M A with the bias and the fused post-ops. Threads never wait
+// for each other (OpenMP, one parallel region). The kernels are chosen at load time by
+// cpuid (AVX2+FMA, or the baseline), so a saved program runs on any x86-64.
 //
 // Inputs: (x, U, [bias], post-op inputs..., scratchpad, output buffer).
 // KILN_CPU_WINOGRAD=0 keeps these convolutions on oneDNN; =2 uses F(2x2, 3x3).
@@ -33,7 +34,11 @@ struct winograd_conv {
     std::int64_t in_channels = 0, out_channels = 0;
     bool has_bias = false;
     std::vector<post_op> post_ops;       // binary inputs are full tensors in the output's layout
-    std::int64_t group_tiles = 0;        // tiles per group (the scratchpad holds one group)
+    // The work: tiles in tile_parts ranges x output columns in col_parts ranges, one part
+    // per thread (parts are independent: no barrier), each in groups of group_tiles tiles
+    // with its own V and M in the scratchpad.
+    std::int64_t tile_parts = 1, col_parts = 1;
+    std::int64_t group_tiles = 0;
     std::int64_t scratchpad = -1;
     std::vector<md_record> layouts;      // per operand: the blocked layout (x, binary inputs)
     md_record dst_layout;
@@ -46,6 +51,8 @@ struct winograd_conv {
         f(self.out_channels, "out_channels");
         f(self.has_bias, "has_bias");
         f(self.post_ops, "post_ops");
+        f(self.tile_parts, "tile_parts");
+        f(self.col_parts, "col_parts");
         f(self.group_tiles, "group_tiles");
         f(self.scratchpad, "scratchpad");
         f(self.layouts, "layouts");

@@ -25,23 +25,22 @@ struct args {
     std::size_t cout = 0, cout_p = 0;   // output channels, padded to the block
     std::size_t cout16 = 0;             // output channels padded to 16 (the GEMM's column blocks)
     std::size_t tiles_h = 0, tiles_w = 0, tiles = 0;  // tiles per image row/column, all images
-    std::size_t group = 0;              // tiles transformed and multiplied together
+    std::size_t group = 0;              // tiles transformed and multiplied together (rows of V and M)
     const float* x = nullptr;           // [n][cin_p/block][h][w][block]
     const float* u = nullptr;           // [alpha^2][cout16/16][cin_p][16]
     const float* bias = nullptr;        // [cout] or null
     float* y = nullptr;                 // [n][cout_p/block][ho][wo][block]
-    float* v = nullptr;                 // scratch [alpha^2][group][cin_p]
-    float* mm = nullptr;                // scratch [alpha^2][group][cout16]
     post_step post[max_post_steps];
     int n_post = 0;
 };
 
-// The three phases of one group of tiles (tiles [t0, t0 + count)), each split over
-// `nt` threads (thread `id` does its share).
+// The three phases for one group of tiles [t0, t0 + count) and the output columns
+// [16 c0, 16 c1): V = [alpha^2][group][cin_p] and M = [alpha^2][group][16 (c1 - c0)] are
+// the caller's scratch (one pair per thread: the phases need no synchronization).
 struct phases {
-    void (*input)(const args&, std::size_t t0, std::size_t count, int id, int nt);
-    void (*gemm)(const args&, std::size_t count, int id, int nt);
-    void (*output)(const args&, std::size_t t0, std::size_t count, int id, int nt);
+    void (*input)(const args&, std::size_t t0, std::size_t count, float* v);
+    void (*gemm)(const args&, std::size_t count, const float* v, float* m, std::size_t c0, std::size_t c1);
+    void (*output)(const args&, std::size_t t0, std::size_t count, const float* m, std::size_t c0, std::size_t c1);
 };
 
 phases generic_phases();

@@ -65,21 +65,14 @@ WG_INLINE tile_pos locate(const args& a, std::size_t t) {
     return {img, r / a.tiles_w, r % a.tiles_w};
 }
 
-WG_INLINE void share(std::size_t total, int id, int nt, std::size_t& b, std::size_t& e) {
-    b = total * static_cast<std::size_t>(id) / static_cast<std::size_t>(nt);
-    e = total * static_cast<std::size_t>(id + 1) / static_cast<std::size_t>(nt);
-}
-
 template <int M>
-WG_TARGET void input_phase_m(const args& a, std::size_t t0, std::size_t count, int id, int nt) {
+WG_TARGET void input_phase_m(const args& a, std::size_t t0, std::size_t count, float* v) {
     constexpr int A = M + 2;
     const std::size_t ncb = a.cin_p / static_cast<std::size_t>(a.block);
     const std::size_t halves = static_cast<std::size_t>(a.block) / 8;
-    std::size_t b, e;
     // Channel block outermost: consecutive items are neighbouring tiles of one plane
     // (overlapping reads, writes to neighbouring rows of V).
-    share(count * ncb, id, nt, b, e);
-    for (std::size_t item = b; item < e; ++item) {
+    for (std::size_t item = 0; item < count * ncb; ++item) {
         const std::size_t cb = item / count, tl = item % count;
         const tile_pos p = locate(a, t0 + tl);
         const std::int64_t y0 = static_cast<std::int64_t>(p.ty) * M - a.pad_t;
@@ -115,7 +108,7 @@ WG_TARGET void input_phase_m(const args& a, std::size_t t0, std::size_t count, i
             }
             for (int j = 0; j < A; ++j) bt<M>(&d[0][j], A, &t[0][j], A);
             for (int i = 0; i < A; ++i) bt<M>(&t[i][0], 1, &r[i][0], 1);
-            float* dst = a.v + tl * a.cin_p + cb * static_cast<std::size_t>(a.block) + hb * 8;
+            float* dst = v + tl * a.cin_p + cb * static_cast<std::size_t>(a.block) + hb * 8;
             const std::size_t k_stride = a.group * a.cin_p;
             for (int i = 0; i < A; ++i)
                 for (int j = 0; j < A; ++j) store8(dst + static_cast<std::size_t>(i * A + j) * k_stride, r[i][j]);
@@ -179,36 +172,35 @@ constexpr int gemm_rows = 4;
 // Input channels per pass over a column block of U: 128 x 16 weights (8 KiB) stay in L1.
 constexpr std::size_t gemm_kc = 128;
 
-WG_TARGET void gemm_phase(const args& a, std::size_t count, int id, int nt) {
+// Columns [16 c0, 16 c1) of the products of `count` tiles, into m (rows of 16 (c1 - c0)).
+WG_TARGET void gemm_phase(const args& a, std::size_t count, const float* v, float* m, std::size_t c0, std::size_t c1) {
     const std::size_t alpha2 = static_cast<std::size_t>((a.m + 2) * (a.m + 2));
-    const std::size_t ncol = a.cout16 / 16;
-    std::size_t b, e;
-    share(alpha2 * ncol, id, nt, b, e);
-    for (std::size_t item = b; item < e; ++item) {
-        const std::size_t k = item / ncol, cb = item % ncol;
-        const float* vk = a.v + k * a.group * a.cin_p;
-        const float* uk = a.u + (k * ncol + cb) * a.cin_p * 16;
-        float* mk = a.mm + k * a.group * a.cout16 + cb * 16;
-        for (std::size_t c0 = 0; c0 < a.cin_p; c0 += gemm_kc) {
-            const std::size_t kc = a.cin_p - c0 < gemm_kc ? a.cin_p - c0 : gemm_kc;
-            const bool acc = c0 > 0;
-            const float* v = vk + c0;
-            const float* u = uk + c0 * 16;
-            std::size_t t = 0;
-            for (; t + gemm_rows <= count; t += gemm_rows)
-                micro<gemm_rows>(v + t * a.cin_p, a.cin_p, u, kc, mk + t * a.cout16, a.cout16, acc);
-            const float* vt = v + t * a.cin_p;
-            float* mt = mk + t * a.cout16;
-            switch (count - t) {
-            case 5: micro<5>(vt, a.cin_p, u, kc, mt, a.cout16, acc); break;
-            case 4: micro<4>(vt, a.cin_p, u, kc, mt, a.cout16, acc); break;
-            case 3: micro<3>(vt, a.cin_p, u, kc, mt, a.cout16, acc); break;
-            case 2: micro<2>(vt, a.cin_p, u, kc, mt, a.cout16, acc); break;
-            case 1: micro<1>(vt, a.cin_p, u, kc, mt, a.cout16, acc); break;
-            default: break;
+    const std::size_t ncol = a.cout16 / 16, ldm = (c1 - c0) * 16;
+    for (std::size_t k = 0; k < alpha2; ++k)
+        for (std::size_t cb = c0; cb < c1; ++cb) {
+            const float* vk = v + k * a.group * a.cin_p;
+            const float* uk = a.u + (k * ncol + cb) * a.cin_p * 16;
+            float* mk = m + k * a.group * ldm + (cb - c0) * 16;
+            for (std::size_t i0 = 0; i0 < a.cin_p; i0 += gemm_kc) {
+                const std::size_t kc = a.cin_p - i0 < gemm_kc ? a.cin_p - i0 : gemm_kc;
+                const bool acc = i0 > 0;
+                const float* vc = vk + i0;
+                const float* u = uk + i0 * 16;
+                std::size_t t = 0;
+                for (; t + gemm_rows <= count; t += gemm_rows)
+                    micro<gemm_rows>(vc + t * a.cin_p, a.cin_p, u, kc, mk + t * ldm, ldm, acc);
+                const float* vt = vc + t * a.cin_p;
+                float* mt = mk + t * ldm;
+                switch (count - t) {
+                case 5: micro<5>(vt, a.cin_p, u, kc, mt, ldm, acc); break;
+                case 4: micro<4>(vt, a.cin_p, u, kc, mt, ldm, acc); break;
+                case 3: micro<3>(vt, a.cin_p, u, kc, mt, ldm, acc); break;
+                case 2: micro<2>(vt, a.cin_p, u, kc, mt, ldm, acc); break;
+                case 1: micro<1>(vt, a.cin_p, u, kc, mt, ldm, acc); break;
+                default: break;
+                }
             }
         }
-    }
 }
 
 WG_INLINE void apply_post(const args& a, vec& x, std::size_t off) {
@@ -241,32 +233,35 @@ WG_INLINE void apply_post(const args& a, vec& x, std::size_t off) {
 }
 
 template <int M>
-WG_TARGET void output_phase_m(const args& a, std::size_t t0, std::size_t count, int id, int nt) {
+WG_TARGET void output_phase_m(const args& a, std::size_t t0, std::size_t count, const float* m, std::size_t c0,
+                              std::size_t c1) {
     constexpr int A = M + 2;
     const std::size_t blk = static_cast<std::size_t>(a.block);
     const std::size_t ncb = a.cout_p / blk;
     const std::size_t halves = blk / 8;
-    const std::size_t k_stride = a.group * a.cout16;
-    std::size_t b, e;
-    share(count * ncb, id, nt, b, e);
-    for (std::size_t item = b; item < e; ++item) {
-        const std::size_t cb = item / count, tl = item % count;
+    const std::size_t ldm = (c1 - c0) * 16, k_stride = a.group * ldm;
+    // The channel blocks within columns [16 c0, 16 c1) (blocks of 8 or 16 never straddle them).
+    const std::size_t cb0 = c0 * 16 / blk;
+    const std::size_t cb1 = c1 * 16 / blk < ncb ? c1 * 16 / blk : ncb;
+    const std::size_t nblocks = cb1 > cb0 ? cb1 - cb0 : 0;
+    for (std::size_t item = 0; item < count * nblocks; ++item) {
+        const std::size_t cb = cb0 + item / count, tl = item % count;
         const tile_pos p = locate(a, t0 + tl);
         const std::size_t plane = (p.img * ncb + cb) * a.ho * a.wo * blk;
         for (std::size_t hb = 0; hb < halves; ++hb) {
-            const std::size_t c0 = cb * blk + hb * 8;  // first channel of these 8 lanes
+            const std::size_t ch = cb * blk + hb * 8;  // first channel of these 8 lanes
             vec mv[A][A], t[M][A], o[M][M];
-            const float* src = a.mm + tl * a.cout16 + c0;
+            const float* src = m + tl * ldm + (ch - c0 * 16);
             for (int i = 0; i < A; ++i)
                 for (int j = 0; j < A; ++j) mv[i][j] = load8(src + static_cast<std::size_t>(i * A + j) * k_stride);
             for (int j = 0; j < A; ++j) at<M>(&mv[0][j], A, &t[0][j], A);
             for (int i = 0; i < M; ++i) at<M>(&t[i][0], 1, &o[i][0], 1);
             vec bias = splat(0.0f), keep = splat(1.0f);
             for (int l = 0; l < 8; ++l) {
-                if (c0 + static_cast<std::size_t>(l) >= a.cout) keep[l] = 0.0f;
-                else if (a.bias) bias[l] = a.bias[c0 + static_cast<std::size_t>(l)];
+                if (ch + static_cast<std::size_t>(l) >= a.cout) keep[l] = 0.0f;
+                else if (a.bias) bias[l] = a.bias[ch + static_cast<std::size_t>(l)];
             }
-            const bool padded = c0 + 8 > a.cout;
+            const bool padded = ch + 8 > a.cout;
             for (int i = 0; i < M; ++i) {
                 const std::size_t oy = p.ty * M + static_cast<std::size_t>(i);
                 if (oy >= a.ho) break;
@@ -285,13 +280,14 @@ WG_TARGET void output_phase_m(const args& a, std::size_t t0, std::size_t count, 
     }
 }
 
-WG_TARGET void input_phase(const args& a, std::size_t t0, std::size_t count, int id, int nt) {
-    if (a.m == 4) input_phase_m<4>(a, t0, count, id, nt);
-    else input_phase_m<2>(a, t0, count, id, nt);
+WG_TARGET void input_phase(const args& a, std::size_t t0, std::size_t count, float* v) {
+    if (a.m == 4) input_phase_m<4>(a, t0, count, v);
+    else input_phase_m<2>(a, t0, count, v);
 }
-WG_TARGET void output_phase(const args& a, std::size_t t0, std::size_t count, int id, int nt) {
-    if (a.m == 4) output_phase_m<4>(a, t0, count, id, nt);
-    else output_phase_m<2>(a, t0, count, id, nt);
+WG_TARGET void output_phase(const args& a, std::size_t t0, std::size_t count, const float* m, std::size_t c0,
+                            std::size_t c1) {
+    if (a.m == 4) output_phase_m<4>(a, t0, count, m, c0, c1);
+    else output_phase_m<2>(a, t0, count, m, c0, c1);
 }
 
 #undef WG_INLINE
