@@ -28,6 +28,10 @@ constexpr std::size_t group_bytes = std::size_t{1} << 20;
 // Smallest channel counts worth a Winograd kernel: below them the transforms cost more
 // than the products they save (measured on ResNet-50's layers).
 constexpr std::int64_t min_channels = 32;
+// Fewest tiles (all images) worth it: the transformed weights are 4x the direct ones and
+// are read once per run, so with fewer tiles (7x7 images at batch 1: 4) the memory
+// traffic eats the saved multiplications.
+constexpr std::size_t min_tiles = 16;
 
 std::size_t round_up(std::size_t v, std::size_t to) { return (v + to - 1) / to * to; }
 
@@ -147,8 +151,11 @@ std::vector<float> winograd_weights(const std::vector<float>& w, std::size_t cou
     const int a = m + 2;
     const std::size_t alpha2 = static_cast<std::size_t>(a * a), ncol = cout16 / 16;
     std::vector<float> u(alpha2 * cout16 * cin_p, 0.0f);
-    for (std::size_t co = 0; co < cout; ++co)
-        for (std::size_t ci = 0; ci < cin; ++ci) {
+    const auto n = static_cast<std::int64_t>(cout * cin);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t pair = 0; pair < n; ++pair) {
+        {
+            const std::size_t co = static_cast<std::size_t>(pair) / cin, ci = static_cast<std::size_t>(pair) % cin;
             const float* g = w.data() + (co * cin + ci) * 9;
             double t[6][3];  // G g
             for (int i = 0; i < a; ++i)
@@ -165,6 +172,7 @@ std::vector<float> winograd_weights(const std::vector<float>& w, std::size_t cou
                     u[((k * ncol + co / 16) * cin_p + ci) * 16 + co % 16] = static_cast<float>(s);
                 }
         }
+    }
     return u;
 }
 
@@ -329,6 +337,7 @@ bool lower_winograd(lower_env& env, const convolution& c, const std::vector<inst
     }
     const auto g = geometry_of(op, x);
     const std::size_t tiles = g.n * g.tiles_h * g.tiles_w;
+    if (tiles < min_tiles) return false;
     const cut cw = plan_cut(g, tiles, env.ctx.threads());
     op.tile_parts = static_cast<std::int64_t>(cw.tile_parts);
     op.col_parts = static_cast<std::int64_t>(cw.col_parts);

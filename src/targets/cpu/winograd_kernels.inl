@@ -18,18 +18,28 @@ WG_INLINE vec load8(const float* p) {
 WG_INLINE void store8(float* p, const vec& v) { __builtin_memcpy(p, &v, sizeof v); }
 WG_INLINE vec splat(float f) { return vec{f, f, f, f, f, f, f, f}; }
 
+// a * b + c: one fused instruction where the ISA has it.
+WG_INLINE vec fmadd(const vec& a, const vec& b, const vec& c) {
+#if WG_AVX2
+    return (vec)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+#else
+    return a * b + c;
+#endif
+}
+
 // B^T d for one column or row of a tile (`s`: stride between its elements).
 template <int M>
 WG_INLINE void bt(const vec* d, int s, vec* r, int rs) {
     if constexpr (M == 4) {
         const vec d0 = d[0], d1 = d[s], d2 = d[2 * s], d3 = d[3 * s], d4 = d[4 * s], d5 = d[5 * s];
-        const vec f4 = splat(4.0f), f5 = splat(5.0f), f2 = splat(2.0f);
-        r[0] = f4 * d0 - f5 * d2 + d4;
-        r[rs] = d3 + d4 - f4 * (d1 + d2);
-        r[2 * rs] = f4 * (d1 - d2) + d4 - d3;
-        r[3 * rs] = f2 * (d3 - d1) + d4 - d2;
-        r[4 * rs] = f2 * (d1 - d3) + d4 - d2;
-        r[5 * rs] = f4 * d1 - f5 * d3 + d5;
+        const vec f4 = splat(4.0f), m4 = splat(-4.0f), m5 = splat(-5.0f), f2 = splat(2.0f), m2 = splat(-2.0f);
+        const vec d31 = d3 - d1, d42 = d4 - d2;
+        r[0] = fmadd(f4, d0, fmadd(m5, d2, d4));
+        r[rs] = fmadd(m4, d1 + d2, d3 + d4);
+        r[2 * rs] = fmadd(f4, d1 - d2, d4 - d3);
+        r[3 * rs] = fmadd(f2, d31, d42);
+        r[4 * rs] = fmadd(m2, d31, d42);
+        r[5 * rs] = fmadd(f4, d1, fmadd(m5, d3, d5));
     } else {
         const vec d0 = d[0], d1 = d[s], d2 = d[2 * s], d3 = d[3 * s];
         r[0] = d0 - d2;
@@ -46,9 +56,9 @@ WG_INLINE void at(const vec* d, int s, vec* r, int rs) {
         const vec m0 = d[0], m1 = d[s], m2 = d[2 * s], m3 = d[3 * s], m4 = d[4 * s], m5 = d[5 * s];
         const vec a = m1 + m2, b = m1 - m2, c = m3 + m4, e = m3 - m4;
         r[0] = m0 + a + c;
-        r[rs] = b + splat(2.0f) * e;
-        r[2 * rs] = a + splat(4.0f) * c;
-        r[3 * rs] = b + splat(8.0f) * e + m5;
+        r[rs] = fmadd(splat(2.0f), e, b);
+        r[2 * rs] = fmadd(splat(4.0f), c, a);
+        r[3 * rs] = fmadd(splat(8.0f), e, b) + m5;
     } else {
         const vec m0 = d[0], m1 = d[s], m2 = d[2 * s], m3 = d[3 * s];
         r[0] = m0 + m1 + m2;
