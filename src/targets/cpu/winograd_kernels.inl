@@ -75,6 +75,23 @@ WG_INLINE tile_pos locate(const args& a, std::size_t t) {
     return {img, r / a.tiles_w, r % a.tiles_w};
 }
 
+// The next work item: the next tile of the group, or the first tile again with the next
+// channel block (no divisions on the way).
+WG_INLINE void next_item(const args& a, std::size_t t0, std::size_t count, std::size_t& cb, std::size_t& tl,
+                         tile_pos& p) {
+    if (++tl == count) {
+        tl = 0;
+        ++cb;
+        p = locate(a, t0);
+    } else if (++p.tx == a.tiles_w) {
+        p.tx = 0;
+        if (++p.ty == a.tiles_h) {
+            p.ty = 0;
+            ++p.img;
+        }
+    }
+}
+
 template <int M>
 WG_TARGET void input_phase_m(const args& a, std::size_t t0, std::size_t count, float* v) {
     constexpr int A = M + 2;
@@ -82,9 +99,9 @@ WG_TARGET void input_phase_m(const args& a, std::size_t t0, std::size_t count, f
     const std::size_t halves = static_cast<std::size_t>(a.block) / 8;
     // Channel block outermost: consecutive items are neighbouring tiles of one plane
     // (overlapping reads, writes to neighbouring rows of V).
-    for (std::size_t item = 0; item < count * ncb; ++item) {
-        const std::size_t cb = item / count, tl = item % count;
-        const tile_pos p = locate(a, t0 + tl);
+    tile_pos p = locate(a, t0);
+    std::size_t cb = 0, tl = 0;
+    for (std::size_t item = 0; item < count * ncb; ++item, next_item(a, t0, count, cb, tl, p)) {
         const std::int64_t y0 = static_cast<std::int64_t>(p.ty) * M - a.pad_t;
         const std::int64_t x0 = static_cast<std::int64_t>(p.tx) * M - a.pad_l;
         const float* plane = a.x + (p.img * ncb + cb) * a.h * a.w * static_cast<std::size_t>(a.block);
@@ -255,9 +272,9 @@ WG_TARGET void output_phase_m(const args& a, std::size_t t0, std::size_t count, 
     const std::size_t cb0 = c0 * 16 / blk;
     const std::size_t cb1 = c1 * 16 / blk < ncb ? c1 * 16 / blk : ncb;
     const std::size_t nblocks = cb1 > cb0 ? cb1 - cb0 : 0;
-    for (std::size_t item = 0; item < count * nblocks; ++item) {
-        const std::size_t cb = cb0 + item / count, tl = item % count;
-        const tile_pos p = locate(a, t0 + tl);
+    tile_pos p = locate(a, t0);
+    std::size_t cb = cb0, tl = 0;
+    for (std::size_t item = 0; item < count * nblocks; ++item, next_item(a, t0, count, cb, tl, p)) {
         const std::size_t plane = (p.img * ncb + cb) * a.ho * a.wo * blk;
         for (std::size_t hb = 0; hb < halves; ++hb) {
             const std::size_t ch = cb * blk + hb * 8;  // first channel of these 8 lanes
