@@ -1,0 +1,277 @@
+#include "targets/cpu/lstm_kernel.hpp"
+
+#include <kiln/errors.hpp>
+
+#include <dnnl.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define KILN_LSTM_X86 1
+#endif
+
+namespace kiln::cpu {
+
+namespace {
+
+constexpr std::size_t B = lstm_block;
+constexpr std::size_t G = lstm_gates * lstm_block;  // floats per packed row of a block
+
+// What one time step of one direction needs (batch rows n: h_prev + n*H, g + n*gstride,
+// c + n*blocks*B, y + n*H).
+struct step_args {
+    std::size_t N, H, blocks, gstride;
+    const float* r;     // this direction's packed R [blocks, H, 32]
+    const float* bias;  // [C]
+    const float* peep;  // [blocks, 3, 8] or null
+    const float* h_prev;  // null: zeros (first step without initial_h)
+    const float* g;       // input projection of time t
+    float* c;             // cell state, updated in place
+    float* y;             // h_t
+};
+
+using step_fn = void (*)(const step_args&, std::size_t, std::size_t);
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+void step_portable(const step_args& a, std::size_t b0, std::size_t b1) {
+    for (std::size_t n = 0; n < a.N; ++n)
+        for (std::size_t b = b0; b < b1; ++b) {
+            float acc[G] = {};
+            if (a.h_prev) {
+                const float* h = a.h_prev + n * a.H;
+                const float* rp = a.r + b * a.H * G;
+                for (std::size_t k = 0; k < a.H; ++k)
+                    for (std::size_t j = 0; j < G; ++j) acc[j] += rp[k * G + j] * h[k];
+            }
+            const float* gp = a.g + n * a.gstride + b * G;
+            const float* bp = a.bias + b * G;
+            float* cp = a.c + (n * a.blocks + b) * B;
+            for (std::size_t j = 0; j < B && b * B + j < a.H; ++j) {
+                float pi = acc[j] + gp[j] + bp[j], po = acc[B + j] + gp[B + j] + bp[B + j];
+                float pf = acc[2 * B + j] + gp[2 * B + j] + bp[2 * B + j];
+                const float pc = acc[3 * B + j] + gp[3 * B + j] + bp[3 * B + j];
+                const float c_prev = cp[j];
+                const float* pp = a.peep ? a.peep + b * 3 * B : nullptr;
+                if (pp) {
+                    pi += pp[j] * c_prev;
+                    pf += pp[2 * B + j] * c_prev;
+                }
+                const float c = sigmoid(pf) * c_prev + sigmoid(pi) * std::tanh(pc);
+                if (pp) po += pp[B + j] * c;
+                cp[j] = c;
+                a.y[n * a.H + b * B + j] = sigmoid(po) * std::tanh(c);
+            }
+        }
+}
+
+#ifdef KILN_LSTM_X86
+#define KILN_AVX2 __attribute__((target("avx2,fma")))
+
+// exp(x) for x in [-87, 88]: x = n ln2 + r with |r| <= ln2/2, exp(r) by its Taylor
+// series to r^7 (relative error below 1e-7), times 2^n built in the exponent bits.
+KILN_AVX2 inline __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    // ln2 split in two so that n * hi is exact.
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440054690583e-4f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+KILN_AVX2 inline __m256 sigmoid8(__m256 x) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    return _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+
+// tanh(|x|) = 1 - 2 / (exp(2|x|) + 1) where that is accurate (|x| >= 1/4), its Taylor
+// series to x^9 below (relative error below 1e-8 there), the sign put back.
+KILN_AVX2 inline __m256 tanh8(__m256 x) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 ax = _mm256_andnot_ps(sign, x);
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 big = _mm256_sub_ps(
+        one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(exp8(_mm256_add_ps(ax, ax)), one)));
+    const __m256 z = _mm256_mul_ps(ax, ax);
+    __m256 p = _mm256_set1_ps(62.0f / 2835.0f);
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-17.0f / 315.0f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(2.0f / 15.0f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-1.0f / 3.0f));
+    const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, z), ax, ax);
+    const __m256 t = _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, _mm256_set1_ps(0.25f), _CMP_LT_OQ));
+    return _mm256_or_ps(t, _mm256_and_ps(sign, x));
+}
+
+// The recurrent sum plus the input projection and bias of one gate of a block.
+KILN_AVX2 inline __m256 preactivation(__m256 acc, const float* g, const float* bias) {
+    return _mm256_add_ps(acc, _mm256_add_ps(_mm256_loadu_ps(g), _mm256_loadu_ps(bias)));
+}
+
+KILN_AVX2 void step_avx2(const step_args& a, std::size_t b0, std::size_t b1) {
+    const std::size_t H = a.H;
+    for (std::size_t n = 0; n < a.N; ++n)
+        for (std::size_t b = b0; b < b1; ++b) {
+            __m256 i0 = _mm256_setzero_ps(), o0 = i0, f0 = i0, c0 = i0;
+            if (a.h_prev) {
+                // Two rows at a time into two sets of sums: 8 independent FMA chains.
+                __m256 i1 = i0, o1 = i0, f1 = i0, c1 = i0;
+                const float* h = a.h_prev + n * H;
+                const float* rp = a.r + b * H * G;
+                std::size_t k = 0;
+                for (; k + 1 < H; k += 2, rp += 2 * G) {
+                    const __m256 h0 = _mm256_broadcast_ss(h + k), h1 = _mm256_broadcast_ss(h + k + 1);
+                    i0 = _mm256_fmadd_ps(_mm256_loadu_ps(rp), h0, i0);
+                    o0 = _mm256_fmadd_ps(_mm256_loadu_ps(rp + B), h0, o0);
+                    f0 = _mm256_fmadd_ps(_mm256_loadu_ps(rp + 2 * B), h0, f0);
+                    c0 = _mm256_fmadd_ps(_mm256_loadu_ps(rp + 3 * B), h0, c0);
+                    i1 = _mm256_fmadd_ps(_mm256_loadu_ps(rp + G), h1, i1);
+                    o1 = _mm256_fmadd_ps(_mm256_loadu_ps(rp + G + B), h1, o1);
+                    f1 = _mm256_fmadd_ps(_mm256_loadu_ps(rp + G + 2 * B), h1, f1);
+                    c1 = _mm256_fmadd_ps(_mm256_loadu_ps(rp + G + 3 * B), h1, c1);
+                }
+                if (k < H) {
+                    const __m256 h0 = _mm256_broadcast_ss(h + k);
+                    i0 = _mm256_fmadd_ps(_mm256_loadu_ps(rp), h0, i0);
+                    o0 = _mm256_fmadd_ps(_mm256_loadu_ps(rp + B), h0, o0);
+                    f0 = _mm256_fmadd_ps(_mm256_loadu_ps(rp + 2 * B), h0, f0);
+                    c0 = _mm256_fmadd_ps(_mm256_loadu_ps(rp + 3 * B), h0, c0);
+                }
+                i0 = _mm256_add_ps(i0, i1);
+                o0 = _mm256_add_ps(o0, o1);
+                f0 = _mm256_add_ps(f0, f1);
+                c0 = _mm256_add_ps(c0, c1);
+            }
+            const float* gp = a.g + n * a.gstride + b * G;
+            const float* bp = a.bias + b * G;
+            __m256 pi = preactivation(i0, gp, bp), po = preactivation(o0, gp + B, bp + B);
+            __m256 pf = preactivation(f0, gp + 2 * B, bp + 2 * B);
+            const __m256 pc = preactivation(c0, gp + 3 * B, bp + 3 * B);
+            float* cp = a.c + (n * a.blocks + b) * B;
+            const __m256 c_prev = _mm256_loadu_ps(cp);
+            const float* pp = a.peep ? a.peep + b * 3 * B : nullptr;
+            if (pp) {
+                pi = _mm256_fmadd_ps(_mm256_loadu_ps(pp), c_prev, pi);
+                pf = _mm256_fmadd_ps(_mm256_loadu_ps(pp + 2 * B), c_prev, pf);
+            }
+            const __m256 c = _mm256_fmadd_ps(sigmoid8(pf), c_prev, _mm256_mul_ps(sigmoid8(pi), tanh8(pc)));
+            if (pp) po = _mm256_fmadd_ps(_mm256_loadu_ps(pp + B), c, po);
+            _mm256_storeu_ps(cp, c);
+            const __m256 hv = _mm256_mul_ps(sigmoid8(po), tanh8(c));
+            float* yp = a.y + n * H + b * B;
+            if (b * B + B <= H) {
+                _mm256_storeu_ps(yp, hv);
+            } else {
+                // The last block's padding lanes would land on the next batch row (another
+                // thread's units).
+                alignas(32) float tmp[B];
+                _mm256_store_ps(tmp, hv);
+                std::memcpy(yp, tmp, (H - b * B) * sizeof(float));
+            }
+        }
+}
+
+bool has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+#else
+bool has_avx2() { return false; }
+#endif
+
+step_fn pick(lstm_isa isa) {
+#ifdef KILN_LSTM_X86
+    if (isa == lstm_isa::best && has_avx2()) return step_avx2;
+#endif
+    (void)isa;
+    return step_portable;
+}
+
+}  // namespace
+
+const char* lstm_kernel_name(lstm_isa isa) {
+    return isa == lstm_isa::best && has_avx2() ? "avx2" : "portable";
+}
+
+lstm_packed_weights lstm_pack(const lstm_dims& d, const float* w, const float* r, const float* b, const float* p) {
+    const std::size_t H = d.H, I = d.I, nb = d.blocks(), C = d.columns(), DC = d.D * C;
+    lstm_packed_weights out;
+    out.w.assign(I * DC, 0.0f);
+    out.r.assign(d.D * nb * H * G, 0.0f);
+    out.bias.assign(DC, 0.0f);
+    if (p) out.peep.assign(d.D * nb * 3 * B, 0.0f);
+    for (std::size_t dir = 0; dir < d.D; ++dir)
+        for (std::size_t g = 0; g < lstm_gates; ++g)
+            for (std::size_t u = 0; u < H; ++u) {
+                const std::size_t row = (dir * lstm_gates + g) * H + u;  // ONNX row (gates i, o, f, c)
+                const std::size_t blk = u / B, lane = u % B, col = blk * G + g * B + lane;
+                for (std::size_t k = 0; k < I; ++k) out.w[k * DC + dir * C + col] = w[row * I + k];
+                float* rd = out.r.data() + (dir * nb + blk) * H * G;
+                for (std::size_t k = 0; k < H; ++k) rd[k * G + g * B + lane] = r[row * H + k];
+                if (b) out.bias[dir * C + col] = b[dir * 2 * lstm_gates * H + g * H + u] +
+                                                 b[dir * 2 * lstm_gates * H + (lstm_gates + g) * H + u];
+                if (p && g < 3) out.peep[(dir * nb + blk) * 3 * B + g * B + lane] = p[(dir * 3 + g) * H + u];
+            }
+    return out;
+}
+
+void lstm_run(const lstm_dims& d, const float* x, const float* w, const float* r, const float* bias,
+              const float* peep, const float* h0, const float* c0, float* workspace, float* y,
+              std::size_t threads, lstm_isa isa) {
+    const std::size_t T = d.T, N = d.N, H = d.H, nb = d.blocks(), C = d.columns(), DC = d.D * C;
+    if (T == 0 || N == 0) return;
+    float* gates = workspace;
+    float* cell = workspace + T * N * DC;
+    // Input projection of every time step and direction at once: [T*N, I] x [I, D*C].
+    if (d.I == 0) {
+        std::fill(gates, gates + T * N * DC, 0.0f);
+    } else {
+        const auto st = dnnl_sgemm('N', 'N', static_cast<dnnl_dim_t>(T * N), static_cast<dnnl_dim_t>(DC),
+                                   static_cast<dnnl_dim_t>(d.I), 1.0f, x, static_cast<dnnl_dim_t>(d.I), w,
+                                   static_cast<dnnl_dim_t>(DC), 0.0f, gates, static_cast<dnnl_dim_t>(DC));
+        if (st != dnnl_success)
+            throw_error(error_code::runtime, "cpu::lstm_packed: oneDNN sgemm failed (status " +
+                                                 std::to_string(static_cast<int>(st)) + ")");
+    }
+    const step_fn step = pick(isa);
+    const int team = static_cast<int>(std::clamp<std::size_t>(threads, 1, nb));
+    for (std::size_t dir = 0; dir < d.D; ++dir) {
+        const bool rev = d.D == 2 ? dir == 1 : d.reverse;
+#pragma omp parallel num_threads(team)
+        {
+            const auto tid = static_cast<std::size_t>(omp_get_thread_num());
+            const auto nth = static_cast<std::size_t>(omp_get_num_threads());
+            const std::size_t b0 = tid * nb / nth, b1 = (tid + 1) * nb / nth;
+            for (std::size_t n = 0; n < N; ++n)
+                for (std::size_t u = b0 * B; u < b1 * B; ++u)
+                    cell[n * nb * B + u] = c0 && u < H ? c0[(dir * N + n) * H + u] : 0.0f;
+            step_args a{N, H, nb, DC, r + dir * nb * H * G, bias + dir * C, peep ? peep + dir * nb * 3 * B : nullptr,
+                        h0 ? h0 + dir * N * H : nullptr, nullptr, cell, nullptr};
+            for (std::size_t s = 0; s < T; ++s) {
+                const std::size_t t = rev ? T - 1 - s : s;
+                if (s > 0) {
+                    const std::size_t prev = rev ? t + 1 : t - 1;
+                    a.h_prev = y + (prev * d.D + dir) * N * H;
+                }
+                a.g = gates + t * N * DC + dir * C;
+                a.y = y + (t * d.D + dir) * N * H;
+                step(a, b0, b1);
+                // Everyone's h_t is the next step's input.
+#pragma omp barrier
+            }
+        }
+    }
+}
+
+}  // namespace kiln::cpu
