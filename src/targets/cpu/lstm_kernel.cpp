@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -33,7 +34,16 @@ struct step_args {
     const float* g;       // input projection of time t
     float* c;             // cell state, updated in place
     float* y;             // h_t
+    // Visit the blocks last to first: alternate steps do, so that each step starts on the
+    // blocks the previous one touched last, still in L2 (a thread's share of R is about
+    // as large as L2 itself, where a cyclic walk in one direction would always miss).
+    bool backwards;
 };
+
+// The i-th block of [b0, b1) in the order of this step.
+inline std::size_t block_at(const step_args& a, std::size_t b0, std::size_t b1, std::size_t i) {
+    return a.backwards ? b1 - 1 - i : b0 + i;
+}
 
 using step_fn = void (*)(const step_args&, std::size_t, std::size_t);
 
@@ -41,7 +51,8 @@ float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 void step_portable(const step_args& a, std::size_t b0, std::size_t b1) {
     for (std::size_t n = 0; n < a.N; ++n)
-        for (std::size_t b = b0; b < b1; ++b) {
+        for (std::size_t i = 0; i < b1 - b0; ++i) {
+            const std::size_t b = block_at(a, b0, b1, i);
             float acc[G] = {};
             if (a.h_prev) {
                 const float* h = a.h_prev + n * a.H;
@@ -125,7 +136,8 @@ KILN_AVX2 inline __m256 preactivation(__m256 acc, const float* g, const float* b
 KILN_AVX2 void step_avx2(const step_args& a, std::size_t b0, std::size_t b1) {
     const std::size_t H = a.H;
     for (std::size_t n = 0; n < a.N; ++n)
-        for (std::size_t b = b0; b < b1; ++b) {
+        for (std::size_t i = 0; i < b1 - b0; ++i) {
+            const std::size_t b = block_at(a, b0, b1, i);
             __m256 i0 = _mm256_setzero_ps(), o0 = i0, f0 = i0, c0 = i0;
             if (a.h_prev) {
                 // Two rows at a time into two sets of sums: 8 independent FMA chains.
@@ -198,6 +210,21 @@ step_fn pick(lstm_isa isa) {
     return step_portable;
 }
 
+// gates[:, 0:cols] = x [T*N, I] x w[:, 0:cols] (both with row stride D*C).
+// False when oneDNN fails (it cannot for valid sizes; lstm_run then throws).
+bool project(const lstm_dims& d, const float* x, const float* w, std::size_t cols, float* gates) {
+    const std::size_t M = d.T * d.N, DC = d.D * d.columns();
+    if (cols == 0) return true;
+    if (d.I == 0) {
+        for (std::size_t m = 0; m < M; ++m) std::fill(gates + m * DC, gates + m * DC + cols, 0.0f);
+        return true;
+    }
+    const auto st = dnnl_sgemm('N', 'N', static_cast<dnnl_dim_t>(M), static_cast<dnnl_dim_t>(cols),
+                               static_cast<dnnl_dim_t>(d.I), 1.0f, x, static_cast<dnnl_dim_t>(d.I), w,
+                               static_cast<dnnl_dim_t>(DC), 0.0f, gates, static_cast<dnnl_dim_t>(DC));
+    return st == dnnl_success;
+}
+
 }  // namespace
 
 const char* lstm_kernel_name(lstm_isa isa) {
@@ -233,19 +260,9 @@ void lstm_run(const lstm_dims& d, const float* x, const float* w, const float* r
     if (T == 0 || N == 0) return;
     float* gates = workspace;
     float* cell = workspace + T * N * DC;
-    // Input projection of every time step and direction at once: [T*N, I] x [I, D*C].
-    if (d.I == 0) {
-        std::fill(gates, gates + T * N * DC, 0.0f);
-    } else {
-        const auto st = dnnl_sgemm('N', 'N', static_cast<dnnl_dim_t>(T * N), static_cast<dnnl_dim_t>(DC),
-                                   static_cast<dnnl_dim_t>(d.I), 1.0f, x, static_cast<dnnl_dim_t>(d.I), w,
-                                   static_cast<dnnl_dim_t>(DC), 0.0f, gates, static_cast<dnnl_dim_t>(DC));
-        if (st != dnnl_success)
-            throw_error(error_code::runtime, "cpu::lstm_packed: oneDNN sgemm failed (status " +
-                                                 std::to_string(static_cast<int>(st)) + ")");
-    }
     const step_fn step = pick(isa);
     const int team = static_cast<int>(std::clamp<std::size_t>(threads, 1, nb));
+    std::atomic<bool> failed{false};  // exceptions cannot leave an OpenMP region
     for (std::size_t dir = 0; dir < d.D; ++dir) {
         const bool rev = d.D == 2 ? dir == 1 : d.reverse;
 #pragma omp parallel num_threads(team)
@@ -253,11 +270,14 @@ void lstm_run(const lstm_dims& d, const float* x, const float* w, const float* r
             const auto tid = static_cast<std::size_t>(omp_get_thread_num());
             const auto nth = static_cast<std::size_t>(omp_get_num_threads());
             const std::size_t b0 = tid * nb / nth, b1 = (tid + 1) * nb / nth;
+            // The input projection of this thread's columns, for every time step: only this
+            // thread reads them. oneDNN runs the product on the calling thread here.
+            if (!project(d, x, w + dir * C + b0 * G, (b1 - b0) * G, gates + dir * C + b0 * G)) failed = true;
             for (std::size_t n = 0; n < N; ++n)
                 for (std::size_t u = b0 * B; u < b1 * B; ++u)
                     cell[n * nb * B + u] = c0 && u < H ? c0[(dir * N + n) * H + u] : 0.0f;
             step_args a{N, H, nb, DC, r + dir * nb * H * G, bias + dir * C, peep ? peep + dir * nb * 3 * B : nullptr,
-                        h0 ? h0 + dir * N * H : nullptr, nullptr, cell, nullptr};
+                        h0 ? h0 + dir * N * H : nullptr, nullptr, cell, nullptr, false};
             for (std::size_t s = 0; s < T; ++s) {
                 const std::size_t t = rev ? T - 1 - s : s;
                 if (s > 0) {
@@ -266,11 +286,13 @@ void lstm_run(const lstm_dims& d, const float* x, const float* w, const float* r
                 }
                 a.g = gates + t * N * DC + dir * C;
                 a.y = y + (t * d.D + dir) * N * H;
+                a.backwards = s % 2 == 1;
                 step(a, b0, b1);
                 // Everyone's h_t is the next step's input.
 #pragma omp barrier
             }
         }
+        if (failed) throw_error(error_code::runtime, "cpu::lstm_packed: oneDNN's sgemm failed on the input projection");
     }
 }
 
