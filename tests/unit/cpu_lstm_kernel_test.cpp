@@ -7,6 +7,7 @@
 #include "targets/cpu/lstm_kernel.hpp"
 
 #include <kiln/builtin_ops.hpp>
+#include <kiln/serialize.hpp>
 
 using namespace kiln;
 using namespace kiln::cpu_test;
@@ -22,7 +23,7 @@ struct lstm_case {
     std::vector<std::size_t> outputs = {0};
 };
 
-both run_case(const lstm_case& c, std::size_t threads = 0) {
+both run_case(const lstm_case& c, std::size_t threads = 0, param_map* inputs = nullptr) {
     const std::size_t D = c.direction == 2 ? 2 : 1;
     builder b;
     auto x = b.param("x", {c.T, c.N, c.I}, c.x_scale);
@@ -43,6 +44,7 @@ both run_case(const lstm_case& c, std::size_t threads = 0) {
     b.ret(outs);
     compile_options opts;
     opts.threads = threads;
+    if (inputs) *inputs = b.inputs;
     return run_both(b, 1e-4, 1e-5, opts);
 }
 
@@ -126,4 +128,15 @@ TEST(cpu_lstm_kernel, packing_places_gates_by_block) {
     // Padding lanes are zero.
     EXPECT_EQ(p.w[0 * 64 + 32 + 1], 0.0f);
     EXPECT_EQ(p.bias[32 + 8 + 7], 0.0f);
+}
+
+TEST(cpu_lstm_kernel, saved_program_loads_and_gives_the_same_results) {
+    param_map inputs;
+    auto r = run_case({6, 3, 7, 13, 2, true, true, true, true}, 0, &inputs);
+    const auto bytes = save_buffer(r.cpu);
+    auto loaded = load_buffer(bytes.data(), bytes.size());
+    EXPECT_EQ(count_ops(loaded, "cpu::lstm_packed"), 1u) << text(loaded);
+    auto out = loaded.eval(inputs);
+    ASSERT_EQ(out.size(), 1u);
+    expect_close(out[0], r.ref_out[0], 1e-4, 1e-5, "loaded");
 }
