@@ -63,6 +63,7 @@ const std::vector<lstm_case>& cases() {
         {8, 1, 20, 40, 2, false, true, false, true},  // bidirectional, batch 1, h0 only
         {5, 2, 3, 9, 0, true, false, true, true, 4.0f}, // c0 only, saturating inputs
         {1, 1, 1, 1, 1, true, true, true, true},      // one step, one unit
+        {4, 4, 5, 24, 1, true, true, true, true},     // batch 4: rows in pairs, reverse
     };
     return all;
 }

@@ -133,17 +133,73 @@ KILN_AVX2 inline __m256 preactivation(__m256 acc, const float* g, const float* b
     return _mm256_add_ps(acc, _mm256_add_ps(_mm256_loadu_ps(g), _mm256_loadu_ps(bias)));
 }
 
+// The gate math of block b of batch row n, from the recurrent sums of its four gates.
+KILN_AVX2 void finish_avx2(const step_args& a, std::size_t n, std::size_t b, __m256 ri, __m256 ro, __m256 rf,
+                           __m256 rc) {
+    const std::size_t H = a.H;
+    const float* gp = a.g + n * a.gstride + b * G;
+    const float* bp = a.bias + b * G;
+    __m256 pi = preactivation(ri, gp, bp), po = preactivation(ro, gp + B, bp + B);
+    __m256 pf = preactivation(rf, gp + 2 * B, bp + 2 * B);
+    const __m256 pc = preactivation(rc, gp + 3 * B, bp + 3 * B);
+    float* cp = a.c + (n * a.blocks + b) * B;
+    const __m256 c_prev = _mm256_loadu_ps(cp);
+    const float* pp = a.peep ? a.peep + b * 3 * B : nullptr;
+    if (pp) {
+        pi = _mm256_fmadd_ps(_mm256_loadu_ps(pp), c_prev, pi);
+        pf = _mm256_fmadd_ps(_mm256_loadu_ps(pp + 2 * B), c_prev, pf);
+    }
+    const __m256 c = _mm256_fmadd_ps(sigmoid8(pf), c_prev, _mm256_mul_ps(sigmoid8(pi), tanh8(pc)));
+    if (pp) po = _mm256_fmadd_ps(_mm256_loadu_ps(pp + B), c, po);
+    _mm256_storeu_ps(cp, c);
+    const __m256 hv = _mm256_mul_ps(sigmoid8(po), tanh8(c));
+    float* yp = a.y + n * H + b * B;
+    if (b * B + B <= H) {
+        _mm256_storeu_ps(yp, hv);
+    } else {
+        // The last block's padding lanes would land on the next batch row (another
+        // thread's units).
+        alignas(32) float tmp[B];
+        _mm256_store_ps(tmp, hv);
+        std::memcpy(yp, tmp, (H - b * B) * sizeof(float));
+    }
+}
+
 KILN_AVX2 void step_avx2(const step_args& a, std::size_t b0, std::size_t b1) {
     const std::size_t H = a.H;
-    for (std::size_t n = 0; n < a.N; ++n)
-        for (std::size_t i = 0; i < b1 - b0; ++i) {
-            const std::size_t b = block_at(a, b0, b1, i);
-            __m256 i0 = _mm256_setzero_ps(), o0 = i0, f0 = i0, c0 = i0;
+    const __m256 zero = _mm256_setzero_ps();
+    for (std::size_t i = 0; i < b1 - b0; ++i) {
+        const std::size_t b = block_at(a, b0, b1, i);
+        const float* r = a.r + b * H * G;
+        std::size_t n = 0;
+        // Two batch rows at a time read the block's R once for both: 8 independent FMA chains.
+        for (; a.h_prev && n + 1 < a.N; n += 2) {
+            __m256 i0 = zero, o0 = zero, f0 = zero, c0 = zero, i1 = zero, o1 = zero, f1 = zero, c1 = zero;
+            const float* h = a.h_prev + n * H;
+            const float* rp = r;
+            for (std::size_t k = 0; k < H; ++k, rp += G) {
+                const __m256 h0 = _mm256_broadcast_ss(h + k), h1 = _mm256_broadcast_ss(h + H + k);
+                const __m256 wi = _mm256_loadu_ps(rp), wo = _mm256_loadu_ps(rp + B);
+                const __m256 wf = _mm256_loadu_ps(rp + 2 * B), wc = _mm256_loadu_ps(rp + 3 * B);
+                i0 = _mm256_fmadd_ps(wi, h0, i0);
+                o0 = _mm256_fmadd_ps(wo, h0, o0);
+                f0 = _mm256_fmadd_ps(wf, h0, f0);
+                c0 = _mm256_fmadd_ps(wc, h0, c0);
+                i1 = _mm256_fmadd_ps(wi, h1, i1);
+                o1 = _mm256_fmadd_ps(wo, h1, o1);
+                f1 = _mm256_fmadd_ps(wf, h1, f1);
+                c1 = _mm256_fmadd_ps(wc, h1, c1);
+            }
+            finish_avx2(a, n, b, i0, o0, f0, c0);
+            finish_avx2(a, n + 1, b, i1, o1, f1, c1);
+        }
+        for (; n < a.N; ++n) {
+            __m256 i0 = zero, o0 = zero, f0 = zero, c0 = zero;
             if (a.h_prev) {
-                // Two rows at a time into two sets of sums: 8 independent FMA chains.
-                __m256 i1 = i0, o1 = i0, f1 = i0, c1 = i0;
+                // Two rows of R at a time into two sets of sums: 8 independent FMA chains.
+                __m256 i1 = zero, o1 = zero, f1 = zero, c1 = zero;
                 const float* h = a.h_prev + n * H;
-                const float* rp = a.r + b * H * G;
+                const float* rp = r;
                 std::size_t k = 0;
                 for (; k + 1 < H; k += 2, rp += 2 * G) {
                     const __m256 h0 = _mm256_broadcast_ss(h + k), h1 = _mm256_broadcast_ss(h + k + 1);
@@ -168,33 +224,9 @@ KILN_AVX2 void step_avx2(const step_args& a, std::size_t b0, std::size_t b1) {
                 f0 = _mm256_add_ps(f0, f1);
                 c0 = _mm256_add_ps(c0, c1);
             }
-            const float* gp = a.g + n * a.gstride + b * G;
-            const float* bp = a.bias + b * G;
-            __m256 pi = preactivation(i0, gp, bp), po = preactivation(o0, gp + B, bp + B);
-            __m256 pf = preactivation(f0, gp + 2 * B, bp + 2 * B);
-            const __m256 pc = preactivation(c0, gp + 3 * B, bp + 3 * B);
-            float* cp = a.c + (n * a.blocks + b) * B;
-            const __m256 c_prev = _mm256_loadu_ps(cp);
-            const float* pp = a.peep ? a.peep + b * 3 * B : nullptr;
-            if (pp) {
-                pi = _mm256_fmadd_ps(_mm256_loadu_ps(pp), c_prev, pi);
-                pf = _mm256_fmadd_ps(_mm256_loadu_ps(pp + 2 * B), c_prev, pf);
-            }
-            const __m256 c = _mm256_fmadd_ps(sigmoid8(pf), c_prev, _mm256_mul_ps(sigmoid8(pi), tanh8(pc)));
-            if (pp) po = _mm256_fmadd_ps(_mm256_loadu_ps(pp + B), c, po);
-            _mm256_storeu_ps(cp, c);
-            const __m256 hv = _mm256_mul_ps(sigmoid8(po), tanh8(c));
-            float* yp = a.y + n * H + b * B;
-            if (b * B + B <= H) {
-                _mm256_storeu_ps(yp, hv);
-            } else {
-                // The last block's padding lanes would land on the next batch row (another
-                // thread's units).
-                alignas(32) float tmp[B];
-                _mm256_store_ps(tmp, hv);
-                std::memcpy(yp, tmp, (H - b * B) * sizeof(float));
-            }
+            finish_avx2(a, n, b, i0, o0, f0, c0);
         }
+    }
 }
 
 bool has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
