@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -22,6 +23,34 @@ namespace {
 
 constexpr std::size_t B = lstm_block;
 constexpr std::size_t G = lstm_gates * lstm_block;  // floats per packed row of a block
+
+// The team's barrier between time steps: a counter and a generation, spinning (a step
+// takes microseconds, less than the OpenMP barrier's own overhead), yielding the core
+// after a while so that an oversubscribed machine still makes progress.
+struct step_barrier {
+    alignas(64) std::atomic<std::size_t> arrived{0};
+    alignas(64) std::atomic<std::size_t> generation{0};
+    std::size_t team = 1;
+
+    void wait() {
+        if (team == 1) return;
+        const std::size_t gen = generation.load(std::memory_order_acquire);
+        if (arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == team) {
+            arrived.store(0, std::memory_order_relaxed);
+            generation.store(gen + 1, std::memory_order_release);
+            return;
+        }
+        for (unsigned spins = 0; generation.load(std::memory_order_acquire) == gen; ++spins) {
+            if (spins < 2048) {
+#ifdef KILN_LSTM_X86
+                _mm_pause();
+#endif
+            } else {
+                std::this_thread::yield();
+            }
+        }
+    }
+};
 
 // What one time step of one direction needs (batch rows n: h_prev + n*H, g + n*gstride,
 // c + n*blocks*B, y + n*H).
@@ -105,9 +134,16 @@ KILN_AVX2 inline __m256 exp8(__m256 x) {
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+// 1/d by the hardware estimate (12 bits) and one Newton step (about 23 bits), cheaper
+// than a division; d is in [1, inf) here (inf gives 0).
+KILN_AVX2 inline __m256 reciprocal8(__m256 d) {
+    const __m256 r = _mm256_rcp_ps(d);
+    return _mm256_fmadd_ps(r, _mm256_fnmadd_ps(d, r, _mm256_set1_ps(1.0f)), r);
+}
+
 KILN_AVX2 inline __m256 sigmoid8(__m256 x) {
     const __m256 one = _mm256_set1_ps(1.0f);
-    return _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+    return reciprocal8(_mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
 }
 
 // tanh(|x|) = 1 - 2 / (exp(2|x|) + 1) where that is accurate (|x| >= 1/4), its Taylor
@@ -116,8 +152,7 @@ KILN_AVX2 inline __m256 tanh8(__m256 x) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     const __m256 ax = _mm256_andnot_ps(sign, x);
     const __m256 one = _mm256_set1_ps(1.0f);
-    const __m256 big = _mm256_sub_ps(
-        one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(exp8(_mm256_add_ps(ax, ax)), one)));
+    const __m256 big = _mm256_fnmadd_ps(_mm256_set1_ps(2.0f), reciprocal8(_mm256_add_ps(exp8(_mm256_add_ps(ax, ax)), one)), one);
     const __m256 z = _mm256_mul_ps(ax, ax);
     __m256 p = _mm256_set1_ps(62.0f / 2835.0f);
     p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-17.0f / 315.0f));
@@ -297,10 +332,13 @@ void lstm_run(const lstm_dims& d, const float* x, const float* w, const float* r
     std::atomic<bool> failed{false};  // exceptions cannot leave an OpenMP region
     for (std::size_t dir = 0; dir < d.D; ++dir) {
         const bool rev = d.D == 2 ? dir == 1 : d.reverse;
+        step_barrier barrier;
 #pragma omp parallel num_threads(team)
         {
             const auto tid = static_cast<std::size_t>(omp_get_thread_num());
             const auto nth = static_cast<std::size_t>(omp_get_num_threads());
+#pragma omp single
+            barrier.team = nth;  // (single ends with a barrier: everyone sees it)
             const std::size_t b0 = tid * nb / nth, b1 = (tid + 1) * nb / nth;
             // The input projection of this thread's columns, for every time step: only this
             // thread reads them. oneDNN runs the product on the calling thread here.
@@ -321,7 +359,7 @@ void lstm_run(const lstm_dims& d, const float* x, const float* w, const float* r
                 a.backwards = s % 2 == 1;
                 step(a, b0, b1);
                 // Everyone's h_t is the next step's input.
-#pragma omp barrier
+                barrier.wait();
             }
         }
         if (failed) throw_error(error_code::runtime, "cpu::lstm_packed: oneDNN's sgemm failed on the input projection");
