@@ -91,13 +91,23 @@ argument gather::compute(const shape& out, const std::vector<argument>& args) co
     for (std::size_t d = a + 1; d < dl.size(); ++d) inner *= dl[d];
     const std::size_t n_ind = ind.size();
     const std::size_t axis_len = dl[a];
-    return copy_by_index(out, args[0], [&](std::size_t i) {
-        std::size_t in_pos = i % inner;
-        std::size_t rest = i / inner;
-        std::size_t j = rest % n_ind;
-        std::size_t outer = rest / n_ind;
-        return static_cast<std::int64_t>((outer * axis_len + static_cast<std::size_t>(ind[j])) * inner + in_pos);
+    std::size_t outer = 1;
+    for (std::size_t d = 0; d < a; ++d) outer *= dl[d];
+    // Each (outer, index) pair selects one contiguous block of `inner` elements: copy blocks,
+    // not elements (an embedding lookup is a row copy per token).
+    argument src = args[0].contiguous();
+    argument dst(out.as_standard());
+    visit_bytes(out.get_type(), [&](auto tag) {
+        using U = typename decltype(tag)::type;
+        const U* s = src.template data_as<U>();
+        U* d = dst.template data_as<U>();
+        for (std::size_t o = 0; o < outer; ++o)
+            for (std::size_t j = 0; j < n_ind; ++j) {
+                const U* from = s + (o * axis_len + static_cast<std::size_t>(ind[j])) * inner;
+                std::copy(from, from + inner, d + (o * n_ind + j) * inner);
+            }
     });
+    return dst;
 }
 
 // ---- gather_elements

@@ -166,6 +166,35 @@ bool remove_identity(module& m, instruction_ref ins, bool fast_math) {
     return true;
 }
 
+// matmul(x*c, w) or matmul(w, x*c) with a scalar constant c -> matmul(x, w)*c. The product
+// is linear in each operand, and a scale of the result is free (a post-op of the matmul
+// kernel) where a scale of an operand is a pass over it: attention's q*(1/sqrt(d)).
+// Exact when c is a power of two (barring overflow); otherwise the result may differ in
+// the last bits, so only under fast_math.
+bool scale_after_matmul(module& m, instruction_ref ins, bool fast_math) {
+    if (!is_op(ins, "matmul") || ins->inputs().size() != 2 || !rewrite::is_float(ins->get_shape().get_type()))
+        return false;
+    for (std::size_t k = 0; k < 2; ++k) {
+        auto scaled = ins->inputs()[k];
+        if (!is_op(scaled, "mul") || !rewrite::only_used_by(m, scaled, ins)) continue;
+        auto xc = split_constant(scaled, true);
+        if (!xc || xc->c.get_shape().elements() != 1) continue;
+        if (xc->x->get_shape().lens() != scaled->get_shape().lens()) continue;  // c would broadcast x
+        const double c = rewrite::values_of(xc->c)[0];
+        int e = 0;
+        const bool power_of_two = std::isfinite(c) && std::fabs(std::frexp(c, &e)) == 0.5;
+        if (!power_of_two && !fast_math) continue;
+        const auto t = ins->get_shape().get_type();
+        auto args = ins->inputs();
+        args[k] = xc->x;
+        auto product = m.insert_instruction(ins, ins->get_operator(), args);
+        auto scale = m.insert_literal(ins, rewrite::make_literal(shape(t), {c}));
+        m.replace_instruction(ins, make_op("mul"), {product, scale});
+        return true;
+    }
+    return false;
+}
+
 }  // namespace algebra
 
 void simplify_algebra::apply(module& m) const {
@@ -181,7 +210,7 @@ void simplify_algebra::apply(module& m) const {
             if (!s.is_tensor() || s.dynamic()) continue;
             bool hit = algebra::fold_batch_norm(m, ins) || algebra::fold_affine_into_weights(m, ins) ||
                        algebra::reassociate_constants(m, ins) || algebra::divide_by_reciprocal(m, ins, fast_math) ||
-                       algebra::remove_identity(m, ins, fast_math);
+                       algebra::remove_identity(m, ins, fast_math) || algebra::scale_after_matmul(m, ins, fast_math);
             changed = changed || hit;
         }
         if (!changed) return;

@@ -24,7 +24,8 @@ struct simplify_algebra {
     // On (the compile default, compile_options::fast_math): rewrites that can change the
     // last bit of a result are allowed: x/c -> x*(1/c) for float32/float64 constants that
     // are not powers of two (1/c is rounded, so x*(1/c) may differ from x/c by one ulp),
-    // and x+(+0) -> x (which turns -0 into +0 when not removed). Off: only bit-exact
+    // x+(+0) -> x (which turns -0 into +0 when not removed), and matmul(x*c, w) ->
+    // matmul(x, w)*c for a scalar c that is not a power of two. Off: only bit-exact
     // identities and reciprocals (powers of two), plus the weight folds, which always run
     // (they round differently but are what every inference compiler does to these graphs).
     bool fast_math = true;

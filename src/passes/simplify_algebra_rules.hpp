@@ -13,5 +13,6 @@ bool fold_affine_into_weights(module& m, instruction_ref ins);
 bool reassociate_constants(module& m, instruction_ref ins);
 bool divide_by_reciprocal(module& m, instruction_ref ins, bool fast_math);
 bool remove_identity(module& m, instruction_ref ins, bool fast_math);
+bool scale_after_matmul(module& m, instruction_ref ins, bool fast_math);
 
 }  // namespace kiln::algebra

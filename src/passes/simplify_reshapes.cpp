@@ -2,6 +2,7 @@
 
 #include "passes/rewrite_utils.hpp"
 
+#include "ops/tensor_slice.hpp"
 #include "ops/tensor_views.hpp"
 
 #include <algorithm>
@@ -123,6 +124,39 @@ bool transpose_to_reshape(module& m, instruction_ref ins) {
     return true;
 }
 
+// gather at one constant index selects a window of the data: a slice (a view) and, for a
+// scalar index, a squeeze of the axis (a view too). Nothing is copied: a consumer that
+// reads strided memory (a oneDNN matmul reading the q, k and v of a packed projection)
+// reads the window in place. Module outputs keep their own row-major buffer.
+bool gather_constant_to_slice(module& m, instruction_ref ins) {
+    if (ins->name() != "gather" || ins->inputs().size() != 2 || !static_tensor(ins)) return false;
+    auto data = ins->inputs()[0], idx = ins->inputs()[1];
+    if (!static_tensor(data) || !idx->is_literal() || rewrite::is_output(m, ins)) return false;
+    const auto& is = idx->get_shape();
+    if (is.elements() != 1 || is.ndim() > 1) return false;
+    const auto rank = static_cast<std::int64_t>(data->get_shape().ndim());
+    auto axis = ins->get_operator().to_value().at("axis").get_int64();
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return false;
+    const auto len = static_cast<std::int64_t>(data->get_shape().lens()[static_cast<std::size_t>(axis)]);
+    auto i = idx->get_literal().get_argument().get_int64(0);
+    if (i < 0) i += len;
+    if (i < 0 || i >= len) return false;  // out of range: the gather reports it at run time
+    op::slice sl;
+    sl.axes = {axis};
+    sl.starts = {i};
+    sl.ends = {i + 1};
+    auto window = m.insert_instruction(ins, sl, {data});
+    if (is.ndim() == 1) {
+        m.replace_instruction(ins, window);
+        return true;
+    }
+    op::squeeze sq;
+    sq.axes = {axis};
+    m.replace_instruction(ins, sq, {window});
+    return true;
+}
+
 }  // namespace
 
 void simplify_reshapes::apply(module& m) const {
@@ -131,7 +165,8 @@ void simplify_reshapes::apply(module& m) const {
         for (auto ins = m.begin(); ins != m.end(); ++ins) {
             if (ins->is_param() || ins->is_literal() || ins->is_return()) continue;
             if (rewrite::unused(ins) && !rewrite::is_output(m, ins)) continue;
-            bool hit = compose_transposes(m, ins) || transpose_to_reshape(m, ins) || collapse_reshape_chain(m, ins);
+            bool hit = compose_transposes(m, ins) || transpose_to_reshape(m, ins) || collapse_reshape_chain(m, ins) ||
+                       gather_constant_to_slice(m, ins);
             changed = changed || hit;
         }
         if (!changed) return;

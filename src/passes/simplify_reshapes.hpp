@@ -3,7 +3,8 @@
 //     chain's input (its final dims), and vanishes when it returns to the input's shape;
 //   * transpose(transpose(x, p1), p2) becomes transpose(x, p1[p2[i]]), or x when the
 //     composed permutation is the identity;
-//   * a transpose that only moves dimensions of length 1 is a reshape.
+//   * a transpose that only moves dimensions of length 1 is a reshape;
+//   * a gather at one constant index is a slice (and a squeeze for a scalar index): a view.
 // Only for static shapes. Bypassed instructions are left for dead-code elimination.
 #pragma once
 #include <kiln/module.hpp>

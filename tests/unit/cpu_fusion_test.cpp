@@ -142,3 +142,19 @@ TEST(cpu_fusion, not_when_the_intermediate_is_an_output) {
     auto r = run_both(b, 1e-4, 1e-5);
     EXPECT_EQ(count_ops(r.cpu, "cpu::eltwise"), 1u) << text(r.cpu);
 }
+
+TEST(cpu_fusion, attention_context_is_written_in_transposed_order) {
+    // probs x v -> [b, heads, seq, d], transposed to [b, seq, heads, d] and reshaped to
+    // [b, seq, heads*d]: the matmul writes through the transposed strides, so no copy is left.
+    KILN_CPU_NEEDS_OPS("transpose", "reshape");
+    builder b;
+    auto p = b.param("p", {2, 3, 13, 11});
+    auto v = b.param("v", {2, 3, 11, 8});
+    auto c = b.op("matmul", {p, v});
+    auto t = b.op("transpose", {{"perm", {0, 2, 1, 3}}}, {c});
+    auto r2 = b.op("reshape", {{"dims", {2, 13, 24}}}, {t});
+    b.ret({b.op("relu", {r2})});
+    auto r = run_both(b, 1e-5, 1e-6);
+    EXPECT_EQ(count_ops(r.cpu, "cpu::matmul"), 1u);
+    EXPECT_EQ(count_ops(r.cpu, "cpu::reorder"), 0u) << text(r.cpu);
+}

@@ -281,6 +281,8 @@ TEST(cpu_ops, one_dimensional_chains_and_scalars) {
 }
 
 TEST(cpu_ops, lstm_forward_and_reverse) {
+    // oneDNN's kernel; cpu_lstm_kernel_test covers Kiln's own (the default).
+    test::env_override dnnl("KILN_CPU_LSTM", "dnnl");
     for (std::int64_t dir : {0, 1}) {
         builder b;
         auto x = b.param("x", {7, 3, 5});

@@ -378,3 +378,40 @@ TEST(simplify_algebra, identities_that_change_the_result_stay) {
     simplify(m);
     EXPECT_EQ(std::prev(m.end())->inputs()[1], x) << m;
 }
+
+TEST(simplify_algebra, scalar_scale_of_a_matmul_operand_moves_after_the_matmul) {
+    // Attention's q * 0.125 before q x k^T: a power of two moves exactly (bit-identical
+    // results); 0.3 moves only under fast_math.
+    for (double c : {0.125, 0.3}) {
+        for (bool fast : {true, false}) {
+            program p;
+            auto& m = *p.get_main_module();
+            auto q = m.add_parameter("q", f32({2, 5, 4}));
+            auto k = m.add_parameter("k", f32({2, 4, 6}));
+            auto qs = m.add_instruction(make_op("mul"), {m.add_literal(lit({}, {c})), q});
+            m.add_return({m.add_instruction(op::matmul{}, {qs, k})});
+            const bool moves = c == 0.125 || fast;
+            auto after = check_same_results(p, [&](module& mm) { simplify(mm, fast); }, moves && c != 0.125 ? 1e-5 : 0,
+                                            moves && c != 0.125 ? 1e-6 : 0);
+            const auto& am = *after.get_main_module();
+            auto ret = std::prev(am.end());
+            auto out = ret->inputs().front();
+            EXPECT_EQ(out->name(), moves ? "mul" : "matmul") << am;
+            if (moves) {
+                EXPECT_EQ(out->inputs().front()->name(), "matmul") << am;
+            }
+        }
+    }
+}
+
+TEST(simplify_algebra, scale_of_a_matmul_operand_with_other_users_stays) {
+    program p;
+    auto& m = *p.get_main_module();
+    auto q = m.add_parameter("q", f32({5, 4}));
+    auto k = m.add_parameter("k", f32({4, 6}));
+    auto qs = m.add_instruction(make_op("mul"), {q, m.add_literal(lit({1}, {0.5}))});
+    m.add_return({m.add_instruction(op::matmul{}, {qs, k}), m.add_instruction(make_op("relu"), {qs})});
+    std::string before = m.to_string();
+    simplify(m);
+    EXPECT_EQ(m.to_string(), before);
+}

@@ -138,3 +138,46 @@ TEST(simplify_reshapes, zero_sized_dims) {
     expected.add_return({expected.add_instruction(make_op("relu"), {ey})});
     EXPECT_EQ(*after.get_main_module(), expected) << *after.get_main_module();
 }
+
+TEST(simplify_reshapes, gather_at_a_constant_index_becomes_a_view) {
+    // q, k, v = gather(qkv, 0 / 1 / 2) of a packed projection: windows of the data, read
+    // in place (slice + squeeze views), with the same values as the copying gather.
+    program p;
+    auto& m = *p.get_main_module();
+    auto x = m.add_parameter("x", f32({2, 3, 5, 4}));
+    auto t = m.add_instruction(op::transpose{{1, 0, 2, 3}}, {x});  // [3, 2, 5, 4], strided
+    std::vector<instruction_ref> outs;
+    for (std::int64_t i : {0, 1, -1}) {
+        auto idx = m.add_literal(literal(std::int64_t{i}));
+        auto g = m.add_instruction(make_op("gather", {{"axis", 0}}), {t, idx});
+        outs.push_back(m.add_instruction(make_op("relu"), {g}));
+    }
+    auto one = m.add_literal(literal(shape(type::int64, {1}), std::vector<std::int64_t>{2}));
+    auto g1 = m.add_instruction(make_op("gather", {{"axis", -2}}), {x, one});  // keeps the axis
+    outs.push_back(m.add_instruction(make_op("relu"), {g1}));
+    m.add_return(outs);
+    auto after = check_same_results(p, simplify, 0, 0);
+    std::size_t gathers = 0, slices = 0, squeezes = 0;
+    for (auto& ins : *after.get_main_module()) {
+        gathers += ins.name() == "gather";
+        slices += ins.name() == "slice";
+        squeezes += ins.name() == "squeeze";
+    }
+    EXPECT_EQ(gathers, 0u) << *after.get_main_module();
+    EXPECT_EQ(slices, 4u);
+    EXPECT_EQ(squeezes, 3u);
+}
+
+TEST(simplify_reshapes, gather_that_is_an_output_or_out_of_range_stays) {
+    program p;
+    auto& m = *p.get_main_module();
+    auto x = m.add_parameter("x", f32({3, 4}));
+    auto i0 = m.add_literal(literal(std::int64_t{1}));
+    auto bad = m.add_literal(literal(std::int64_t{7}));
+    auto g = m.add_instruction(make_op("gather", {{"axis", 0}}), {x, i0});
+    auto h = m.add_instruction(make_op("gather", {{"axis", 0}}), {x, bad});
+    m.add_return({g, m.add_instruction(make_op("relu"), {h})});
+    std::string before = m.to_string();
+    simplify(m);
+    EXPECT_EQ(m.to_string(), before);
+}

@@ -6,8 +6,10 @@
 #include "targets/cpu/lowering_util.hpp"
 #include "targets/cpu/op_conv.hpp"
 #include "targets/cpu/op_matmul.hpp"
+#include "targets/cpu/winograd.hpp"
 
 #include "ops/nn_matmul.hpp"
+#include "ops/tensor_views.hpp"
 
 #include <algorithm>
 #include <type_traits>
@@ -157,6 +159,33 @@ std::optional<anchor_plan> plan_conv(lower_env& env, instruction_ref ins,
     return finish_plan(env, p, c, chain, 2, c.dst_layout);
 }
 
+// A product whose only reader is a transpose that reshapes then copy into row-major order
+// (attention's context: [b, heads, seq, d] -> [b, seq, heads * d]) writes its result in
+// the transposed order: the transpose then reads row-major memory, the reshape becomes a
+// view and the copy disappears. oneDNN's matmul writes through any strides.
+void write_through_transpose(lower_env& env, anchor_plan& p) {
+    auto out = p.chain.members.empty() ? p.anchor : p.chain.members.back();
+    if (out->outputs().size() != 1 || !p.chain.extra.empty()) return;
+    auto t = out->outputs().front();
+    const auto* tr = t->get_operator().any_cast<op::transpose>();
+    if (tr == nullptr || t->get_shape().standard() || t->outputs().empty()) return;
+    for (auto u : t->outputs())
+        if (u->name() != "reshape" && u->name() != "flatten") return;
+    const auto& lens = p.dst.lens();
+    const std::size_t r = lens.size();
+    std::vector<std::size_t> perm(r);
+    for (std::size_t i = 0; i < r; ++i) perm[i] = tr->perm.empty() ? r - 1 - i : static_cast<std::size_t>(tr->perm[i]);
+    std::vector<std::size_t> tl(r);
+    for (std::size_t i = 0; i < r; ++i) tl[i] = lens[perm[i]];
+    const auto ts = shape::standard_strides(tl);
+    std::vector<std::size_t> strides(r);
+    for (std::size_t i = 0; i < r; ++i) strides[perm[i]] = ts[i];
+    shape dst(type::float32, lens, strides);
+    const auto* mm = p.op.any_cast<matmul>();
+    if (mm == nullptr || !try_impl(env, *mm, p.shapes, dst, p.constant_weights)) return;
+    p.dst = dst;
+}
+
 std::optional<anchor_plan> plan_matmul(lower_env& env, instruction_ref ins,
                                        const std::unordered_set<const instruction*>& claimed) {
     const auto n = ins->name();
@@ -217,7 +246,9 @@ std::optional<anchor_plan> plan_matmul(lower_env& env, instruction_ref ins,
     }
     auto chain = find_post_ops(ins, p.dst.ndim() - 1, chain_may_take_bias && !mm.has_bias, claimed);
     p.wanted.assign(p.operands.size(), std::nullopt);
-    return finish_plan(env, p, mm, chain, 2, std::nullopt);
+    auto plan = finish_plan(env, p, mm, chain, 2, std::nullopt);
+    if (plan) write_through_transpose(env, *plan);
+    return plan;
 }
 
 // The IR weights in the layout `op` wants on this CPU, as a literal; op records it.
@@ -256,10 +287,15 @@ void materialize(lower_env& env, anchor_plan p, Op op, instruction_ref pos) {
             p.operands[i] = ensure_layout(env, pos, p.operands[i], p.shapes[i]);
         }
     }
-    if (p.constant_weights) relayout_weights(env, p, op, pos);
+    bool done = false;
     if constexpr (std::is_same_v<Op, convolution>)
-        if (p.dw_weights_operand) relayout_dw_weights(env, p, op, pos);
-    if (!emit(env, pos, op, p.operands, p.dst)) return;  // left to the reference kernels, chain and all
+        done = p.constant_weights && !op.dw.active() && lower_winograd(env, op, p.operands, p.dst, pos);
+    if (!done) {
+        if (p.constant_weights) relayout_weights(env, p, op, pos);
+        if constexpr (std::is_same_v<Op, convolution>)
+            if (p.dw_weights_operand) relayout_dw_weights(env, p, op, pos);
+        if (!emit(env, pos, op, p.operands, p.dst)) return;  // left to the reference kernels, chain and all
+    }
     for (auto it = p.chain.members.rbegin(); it != p.chain.members.rend(); ++it)
         if (*it != pos && (*it)->outputs().empty()) m.remove_instruction(*it);
     if (p.anchor != pos && p.anchor->outputs().empty()) m.remove_instruction(p.anchor);

@@ -1,11 +1,15 @@
 #include "targets/cpu/op_rnn.hpp"
 
 #include "targets/cpu/lowering_util.hpp"
+#include "targets/cpu/lstm_kernel.hpp"
 #include "targets/cpu/post_ops.hpp"
 
 #include "ops/control_rnn.hpp"
 
 #include <kiln/register_op.hpp>
+
+#include <cstdlib>
+#include <cstring>
 
 namespace kiln::cpu {
 
@@ -72,7 +76,103 @@ void lstm::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& p
     if (has_initial_c) k.bind(DNNL_ARG_SRC_ITER_C, next, md_with_rank(operands[next], 4));
 }
 
-bool lower_lstm(lower_env& env, instruction_ref ins, std::vector<instruction_ref>& dead) {
+namespace {
+
+const char* lstm_mode() {
+    const char* m = std::getenv("KILN_CPU_LSTM");
+    return m ? m : "";
+}
+
+// The Y output of an LSTM whose other outputs are unused (null otherwise).
+std::optional<instruction_ref> only_y(instruction_ref ins) {
+    std::optional<instruction_ref> y;
+    for (auto u : ins->outputs()) {
+        if (u->name() != "get_tuple_elem") return std::nullopt;
+        const auto index = u->get_operator().to_value().at("index").get_int64();
+        if (index == 0) y = u;
+        else if (!u->outputs().empty()) return std::nullopt;
+    }
+    return y;
+}
+
+bool is_f32(instruction_ref i) {
+    const auto& s = i->get_shape();
+    return s.is_tensor() && !s.dynamic() && s.get_type() == type::float32 && s.elements() > 0;
+}
+
+bool default_activations(const op::lstm& a) {
+    for (std::size_t i = 0; i < a.activations.size(); ++i)
+        if (a.activations[i] != (i % 3 == 0 ? "Sigmoid" : "Tanh")) return false;
+    return a.activations.empty() || a.activations.size() == 3 * a.num_directions();
+}
+
+bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruction_ref>& dead) {
+    const auto* a = ins->get_operator().any_cast<op::lstm>();
+    if (!a || a->layout != 0 || a->clip != 0 || a->input_forget || a->has_sequence_lens || !default_activations(*a))
+        return false;
+    const auto& in = ins->inputs();
+    auto x = in.at(0), w = in.at(1), r = in.at(2);
+    std::size_t next = 3;
+    std::optional<instruction_ref> b, h0, c0, p;
+    if (a->has_bias) b = in.at(next++);
+    if (a->has_initial_h) h0 = in.at(next++);
+    if (a->has_initial_c) c0 = in.at(next++);
+    if (a->has_peephole) p = in.at(next++);
+    auto literal_f32 = [](std::optional<instruction_ref> i) { return !i || ((*i)->is_literal() && is_f32(*i)); };
+    if (!is_f32(x) || x->get_shape().ndim() != 3 || !literal_f32(w) || !literal_f32(r) || !literal_f32(b) ||
+        !literal_f32(p) || (h0 && !is_f32(*h0)) || (c0 && !is_f32(*c0)))
+        return false;
+    auto y = only_y(ins);
+    if (!y) return false;
+    const auto& xl = x->get_shape().lens();
+    lstm_dims d;
+    d.T = xl[0];
+    d.N = xl[1];
+    d.I = xl[2];
+    d.H = a->hidden_size;
+    d.D = a->num_directions();
+    d.reverse = a->direction == 1;
+    const std::size_t H = d.H, D = d.D;
+    auto lens_are = [](instruction_ref i, std::vector<std::size_t> want) { return i->get_shape().lens() == want; };
+    if (H == 0 || !lens_are(w, {D, 4 * H, d.I}) || !lens_are(r, {D, 4 * H, H}) || (b && !lens_are(*b, {D, 8 * H})) ||
+        (p && !lens_are(*p, {D, 3 * H})) || (h0 && !lens_are(*h0, {D, d.N, H})) || (c0 && !lens_are(*c0, {D, d.N, H})) ||
+        (*y)->get_shape().lens() != std::vector<std::size_t>{d.T, D, d.N, H})
+        return false;
+    auto wv = w->get_literal().to_vector<float>();
+    auto rv = r->get_literal().to_vector<float>();
+    std::vector<float> bv, pv;
+    if (b) bv = (*b)->get_literal().to_vector<float>();
+    if (p) pv = (*p)->get_literal().to_vector<float>();
+    auto packed = lstm_pack(d, wv.data(), rv.data(), b ? bv.data() : nullptr, p ? pv.data() : nullptr);
+    auto& m = env.m;
+    auto lit = [&](std::vector<float> v) {
+        const std::size_t n = v.size();
+        return m.insert_literal(*y, literal(shape(type::float32, {n}), std::move(v)));
+    };
+    // The kernel reads row-major activations.
+    auto row_major = [&](instruction_ref i) { return ensure_layout(env, *y, i, i->get_shape().as_standard()); };
+    std::vector<instruction_ref> args{row_major(x), lit(std::move(packed.w)), lit(std::move(packed.r)),
+                                      lit(std::move(packed.bias))};
+    if (p) args.push_back(lit(std::move(packed.peep)));
+    if (h0) args.push_back(row_major(*h0));
+    if (c0) args.push_back(row_major(*c0));
+    args.push_back(m.insert_instruction(*y, builtin::allocate{shape(type::float32, {d.workspace()})}, {}));
+    args.push_back(m.insert_instruction(*y, builtin::allocate{(*y)->get_shape().as_standard()}, {}));
+    lstm_packed op;
+    op.hidden_size = H;
+    op.directions = D;
+    op.reverse = d.reverse;
+    op.has_peephole = p.has_value();
+    op.has_initial_h = h0.has_value();
+    op.has_initial_c = c0.has_value();
+    m.replace_instruction(*y, op, args);
+    for (auto u : std::vector<instruction_ref>(ins->outputs()))
+        if (u != *y) dead.push_back(u);
+    dead.push_back(ins);
+    return true;
+}
+
+bool lower_lstm_dnnl(lower_env& env, instruction_ref ins, std::vector<instruction_ref>& dead) {
     const auto* a = ins->get_operator().any_cast<op::lstm>();
     if (!a || a->direction == 2 || a->layout != 0 || a->clip != 0 || a->input_forget || a->has_peephole ||
         a->has_sequence_lens)
@@ -139,6 +239,71 @@ bool lower_lstm(lower_env& env, instruction_ref ins, std::vector<instruction_ref
     return true;
 }
 
+}  // namespace
+
+bool lower_lstm(lower_env& env, instruction_ref ins, std::vector<instruction_ref>& dead) {
+    if (std::strcmp(lstm_mode(), "dnnl") != 0 && lower_lstm_packed(env, ins, dead)) return true;
+    return lower_lstm_dnnl(env, ins, dead);
+}
+
+shape lstm_packed::compute_shape(const std::vector<shape>& inputs) const {
+    const std::size_t want = 6 + (has_peephole ? 1 : 0) + (has_initial_h ? 1 : 0) + (has_initial_c ? 1 : 0);
+    if (inputs.size() != want)
+        throw_error(error_code::shape, name() + ": expected " + std::to_string(want) + " inputs, got " +
+                                           std::to_string(inputs.size()));
+    // Row-major, but dims of length 1 may carry any stride.
+    auto row_major = [](const shape& s) {
+        std::size_t expect = 1;
+        for (std::size_t i = s.ndim(); i-- > 0;) {
+            if (s.lens()[i] != 1 && s.strides()[i] != expect) return false;
+            expect *= s.lens()[i];
+        }
+        return true;
+    };
+    for (const auto& s : inputs)
+        if (!s.is_tensor() || s.dynamic() || s.get_type() != type::float32 || !row_major(s))
+            throw_error(error_code::shape, name() + ": inputs must be static row-major float32 tensors, got " +
+                                               s.to_string());
+    const auto& x = inputs[0];
+    if (x.ndim() != 3 || hidden_size == 0 || (directions != 1 && directions != 2))
+        throw_error(error_code::shape, name() + ": x must be [T, N, I] (got " + x.to_string() + "), hidden_size > 0, 1 or 2 directions");
+    lstm_dims d{x.lens()[0], x.lens()[1], x.lens()[2], hidden_size, directions, reverse};
+    const std::size_t H = hidden_size, D = directions, nb = d.blocks();
+    std::vector<std::size_t> sizes{d.I * D * d.columns(), D * nb * H * 32, D * d.columns()};
+    if (has_peephole) sizes.push_back(D * nb * 24);
+    if (has_initial_h) sizes.push_back(D * d.N * H);
+    if (has_initial_c) sizes.push_back(D * d.N * H);
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+        if (inputs[i + 1].elements() != sizes[i])
+            throw_error(error_code::shape, name() + ": input " + std::to_string(i + 1) + " " +
+                                               inputs[i + 1].to_string() + " should have " +
+                                               std::to_string(sizes[i]) + " elements");
+    if (inputs[inputs.size() - 2].elements() < d.workspace())
+        throw_error(error_code::shape, name() + ": workspace " + inputs[inputs.size() - 2].to_string() +
+                                           " smaller than " + std::to_string(d.workspace()) + " floats");
+    const shape& out = inputs.back();
+    if (out.lens() != std::vector<std::size_t>{d.T, D, d.N, H})
+        throw_error(error_code::shape, name() + ": output buffer " + out.to_string() + " is not [T, D, N, H]");
+    return out;
+}
+
+argument lstm_packed::compute(context& ctx, const shape&, const std::vector<argument>& args) const {
+    const auto& c = as_cpu_context(ctx, name());
+    const auto& xl = args[0].get_shape().lens();
+    lstm_dims d{xl[0], xl[1], xl[2], hidden_size, directions, reverse};
+    auto f = [&](std::size_t i) { return reinterpret_cast<const float*>(args[i].data()); };
+    std::size_t next = 4;
+    const float* peep = has_peephole ? f(next++) : nullptr;
+    const float* h0 = has_initial_h ? f(next++) : nullptr;
+    const float* c0 = has_initial_c ? f(next++) : nullptr;
+    auto* ws = reinterpret_cast<float*>(args[args.size() - 2].data());
+    auto* y = reinterpret_cast<float*>(args.back().data());
+    const auto isa = std::strcmp(lstm_mode(), "portable") == 0 ? lstm_isa::portable : lstm_isa::best;
+    lstm_run(d, f(0), f(1), f(2), f(3), peep, h0, c0, ws, y, c.threads(), isa);
+    return args.back();
+}
+
 KILN_REGISTER_OP(lstm)
+KILN_REGISTER_OP(lstm_packed)
 
 }  // namespace kiln::cpu

@@ -1,0 +1,321 @@
+// The Winograd phases, included by one source file per ISA variant inside an anonymous
+// namespace, with WG_TARGET set to that variant's function attribute (empty for the
+// baseline) and WG_AVX2 telling whether intrinsics may be used. Everything here has
+// internal linkage and calls no inline library function: code compiled for AVX2 must
+// never be picked by the linker for a caller on a CPU without it.
+//
+// Activations are in oneDNN's blocked layout (channel blocks of `block` = 8 or 16,
+// innermost); transforms work on 8-lane vectors, block/8 of them per channel block.
+
+typedef float vec __attribute__((vector_size(32)));
+#define WG_INLINE WG_TARGET __attribute__((always_inline)) inline
+
+WG_INLINE vec load8(const float* p) {
+    vec r;
+    __builtin_memcpy(&r, p, sizeof r);
+    return r;
+}
+WG_INLINE void store8(float* p, const vec& v) { __builtin_memcpy(p, &v, sizeof v); }
+WG_INLINE vec splat(float f) { return vec{f, f, f, f, f, f, f, f}; }
+
+// a * b + c: one fused instruction where the ISA has it.
+WG_INLINE vec fmadd(const vec& a, const vec& b, const vec& c) {
+#if WG_AVX2
+    return (vec)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+#else
+    return a * b + c;
+#endif
+}
+
+// B^T d for one column or row of a tile (`s`: stride between its elements).
+template <int M>
+WG_INLINE void bt(const vec* d, int s, vec* r, int rs) {
+    if constexpr (M == 4) {
+        const vec d0 = d[0], d1 = d[s], d2 = d[2 * s], d3 = d[3 * s], d4 = d[4 * s], d5 = d[5 * s];
+        const vec f4 = splat(4.0f), m4 = splat(-4.0f), m5 = splat(-5.0f), f2 = splat(2.0f), m2 = splat(-2.0f);
+        const vec d31 = d3 - d1, d42 = d4 - d2;
+        r[0] = fmadd(f4, d0, fmadd(m5, d2, d4));
+        r[rs] = fmadd(m4, d1 + d2, d3 + d4);
+        r[2 * rs] = fmadd(f4, d1 - d2, d4 - d3);
+        r[3 * rs] = fmadd(f2, d31, d42);
+        r[4 * rs] = fmadd(m2, d31, d42);
+        r[5 * rs] = fmadd(f4, d1, fmadd(m5, d3, d5));
+    } else {
+        const vec d0 = d[0], d1 = d[s], d2 = d[2 * s], d3 = d[3 * s];
+        r[0] = d0 - d2;
+        r[rs] = d1 + d2;
+        r[2 * rs] = d2 - d1;
+        r[3 * rs] = d1 - d3;
+    }
+}
+
+// A^T m for one column or row of a tile.
+template <int M>
+WG_INLINE void at(const vec* d, int s, vec* r, int rs) {
+    if constexpr (M == 4) {
+        const vec m0 = d[0], m1 = d[s], m2 = d[2 * s], m3 = d[3 * s], m4 = d[4 * s], m5 = d[5 * s];
+        const vec a = m1 + m2, b = m1 - m2, c = m3 + m4, e = m3 - m4;
+        r[0] = m0 + a + c;
+        r[rs] = fmadd(splat(2.0f), e, b);
+        r[2 * rs] = fmadd(splat(4.0f), c, a);
+        r[3 * rs] = fmadd(splat(8.0f), e, b) + m5;
+    } else {
+        const vec m0 = d[0], m1 = d[s], m2 = d[2 * s], m3 = d[3 * s];
+        r[0] = m0 + m1 + m2;
+        r[rs] = m1 - m2 - m3;
+    }
+}
+
+struct tile_pos {
+    std::size_t img, ty, tx;
+};
+WG_INLINE tile_pos locate(const args& a, std::size_t t) {
+    const std::size_t per_img = a.tiles_h * a.tiles_w;
+    const std::size_t img = t / per_img, r = t % per_img;
+    return {img, r / a.tiles_w, r % a.tiles_w};
+}
+
+// The next work item: the next tile of the group, or the first tile again with the next
+// channel block (no divisions on the way).
+WG_INLINE void next_item(const args& a, std::size_t t0, std::size_t count, std::size_t& cb, std::size_t& tl,
+                         tile_pos& p) {
+    if (++tl == count) {
+        tl = 0;
+        ++cb;
+        p = locate(a, t0);
+    } else if (++p.tx == a.tiles_w) {
+        p.tx = 0;
+        if (++p.ty == a.tiles_h) {
+            p.ty = 0;
+            ++p.img;
+        }
+    }
+}
+
+template <int M>
+WG_TARGET void input_phase_m(const args& a, std::size_t t0, std::size_t count, float* v) {
+    constexpr int A = M + 2;
+    const std::size_t ncb = a.cin_p / static_cast<std::size_t>(a.block);
+    const std::size_t halves = static_cast<std::size_t>(a.block) / 8;
+    // Channel block outermost: consecutive items are neighbouring tiles of one plane
+    // (overlapping reads, writes to neighbouring rows of V).
+    tile_pos p = locate(a, t0);
+    std::size_t cb = 0, tl = 0;
+    for (std::size_t item = 0; item < count * ncb; ++item, next_item(a, t0, count, cb, tl, p)) {
+        const std::int64_t y0 = static_cast<std::int64_t>(p.ty) * M - a.pad_t;
+        const std::int64_t x0 = static_cast<std::int64_t>(p.tx) * M - a.pad_l;
+        const float* plane = a.x + (p.img * ncb + cb) * a.h * a.w * static_cast<std::size_t>(a.block);
+        const bool inside = y0 >= 0 && x0 >= 0 && y0 + A <= static_cast<std::int64_t>(a.h) &&
+                            x0 + A <= static_cast<std::int64_t>(a.w);
+        for (std::size_t hb = 0; hb < halves; ++hb) {
+            vec d[A][A], t[A][A], r[A][A];
+            if (inside) {
+                const float* base = plane + (static_cast<std::size_t>(y0) * a.w + static_cast<std::size_t>(x0)) *
+                                                static_cast<std::size_t>(a.block) +
+                                    hb * 8;
+                for (int i = 0; i < A; ++i)
+                    for (int j = 0; j < A; ++j)
+                        d[i][j] = load8(base + (static_cast<std::size_t>(i) * a.w + static_cast<std::size_t>(j)) *
+                                                   static_cast<std::size_t>(a.block));
+            } else {
+                for (int i = 0; i < A; ++i) {
+                    const std::int64_t y = y0 + i;
+                    const bool row_in = y >= 0 && y < static_cast<std::int64_t>(a.h);
+                    for (int j = 0; j < A; ++j) {
+                        const std::int64_t xx = x0 + j;
+                        if (row_in && xx >= 0 && xx < static_cast<std::int64_t>(a.w))
+                            d[i][j] = load8(plane +
+                                            (static_cast<std::size_t>(y) * a.w + static_cast<std::size_t>(xx)) *
+                                                static_cast<std::size_t>(a.block) +
+                                            hb * 8);
+                        else
+                            d[i][j] = splat(0.0f);
+                    }
+                }
+            }
+            for (int j = 0; j < A; ++j) bt<M>(&d[0][j], A, &t[0][j], A);
+            for (int i = 0; i < A; ++i) bt<M>(&t[i][0], 1, &r[i][0], 1);
+            float* dst = v + tl * a.cin_p + cb * static_cast<std::size_t>(a.block) + hb * 8;
+            const std::size_t k_stride = a.group * a.cin_p;
+            for (int i = 0; i < A; ++i)
+                for (int j = 0; j < A; ++j) store8(dst + static_cast<std::size_t>(i * A + j) * k_stride, r[i][j]);
+        }
+    }
+}
+
+// out[R][16] (=, or += with `acc`) V[R][k] * U[k][16].
+template <int R>
+WG_INLINE void micro(const float* v, std::size_t ldv, const float* u, std::size_t k, float* out, std::size_t ldo,
+                     bool acc) {
+#if WG_AVX2
+    __m256 acc0[R], acc1[R];
+    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    for (std::size_t c = 0; c < k; ++c) {
+        const __m256 u0 = _mm256_loadu_ps(u + c * 16), u1 = _mm256_loadu_ps(u + c * 16 + 8);
+        for (int r = 0; r < R; ++r) {
+            const __m256 s = _mm256_broadcast_ss(v + static_cast<std::size_t>(r) * ldv + c);
+            acc0[r] = _mm256_fmadd_ps(s, u0, acc0[r]);
+            acc1[r] = _mm256_fmadd_ps(s, u1, acc1[r]);
+        }
+    }
+    if (acc)
+        for (int r = 0; r < R; ++r) {
+            acc0[r] = _mm256_add_ps(acc0[r], _mm256_loadu_ps(out + static_cast<std::size_t>(r) * ldo));
+            acc1[r] = _mm256_add_ps(acc1[r], _mm256_loadu_ps(out + static_cast<std::size_t>(r) * ldo + 8));
+        }
+    for (int r = 0; r < R; ++r) {
+        _mm256_storeu_ps(out + static_cast<std::size_t>(r) * ldo, acc0[r]);
+        _mm256_storeu_ps(out + static_cast<std::size_t>(r) * ldo + 8, acc1[r]);
+    }
+#else
+    vec acc0[R], acc1[R];
+    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = splat(0.0f);
+    for (std::size_t c = 0; c < k; ++c) {
+        const vec u0 = load8(u + c * 16), u1 = load8(u + c * 16 + 8);
+        for (int r = 0; r < R; ++r) {
+            const vec s = splat(v[static_cast<std::size_t>(r) * ldv + c]);
+            acc0[r] += s * u0;
+            acc1[r] += s * u1;
+        }
+    }
+    if (acc)
+        for (int r = 0; r < R; ++r) {
+            acc0[r] += load8(out + static_cast<std::size_t>(r) * ldo);
+            acc1[r] += load8(out + static_cast<std::size_t>(r) * ldo + 8);
+        }
+    for (int r = 0; r < R; ++r) {
+        store8(out + static_cast<std::size_t>(r) * ldo, acc0[r]);
+        store8(out + static_cast<std::size_t>(r) * ldo + 8, acc1[r]);
+    }
+#endif
+}
+
+#if WG_AVX2
+constexpr int gemm_rows = 6;  // 12 accumulators + 2 weights + 1 broadcast of 16 ymm registers
+#else
+constexpr int gemm_rows = 4;
+#endif
+
+// Input channels per pass over a column block of U: 256 x 16 weights (16 KiB) stay in L1
+// with the rows of V (two 256-channel 14x14 convolutions, one thread: 2.6 vs 3.0 ms with 128).
+constexpr std::size_t gemm_kc = 256;
+
+// Columns [16 c0, 16 c1) of the products of `count` tiles, into m (rows of 16 (c1 - c0)).
+WG_TARGET void gemm_phase(const args& a, std::size_t count, const float* v, float* m, std::size_t c0, std::size_t c1) {
+    const std::size_t alpha2 = static_cast<std::size_t>((a.m + 2) * (a.m + 2));
+    const std::size_t ncol = a.cout16 / 16, ldm = (c1 - c0) * 16;
+    for (std::size_t k = 0; k < alpha2; ++k)
+        for (std::size_t cb = c0; cb < c1; ++cb) {
+            const float* vk = v + k * a.group * a.cin_p;
+            const float* uk = a.u + (k * ncol + cb) * a.cin_p * 16;
+            float* mk = m + k * a.group * ldm + (cb - c0) * 16;
+            for (std::size_t i0 = 0; i0 < a.cin_p; i0 += gemm_kc) {
+                const std::size_t kc = a.cin_p - i0 < gemm_kc ? a.cin_p - i0 : gemm_kc;
+                const bool acc = i0 > 0;
+                const float* vc = vk + i0;
+                const float* u = uk + i0 * 16;
+                std::size_t t = 0;
+                for (; t + gemm_rows <= count; t += gemm_rows)
+                    micro<gemm_rows>(vc + t * a.cin_p, a.cin_p, u, kc, mk + t * ldm, ldm, acc);
+                const float* vt = vc + t * a.cin_p;
+                float* mt = mk + t * ldm;
+                switch (count - t) {
+                case 5: micro<5>(vt, a.cin_p, u, kc, mt, ldm, acc); break;
+                case 4: micro<4>(vt, a.cin_p, u, kc, mt, ldm, acc); break;
+                case 3: micro<3>(vt, a.cin_p, u, kc, mt, ldm, acc); break;
+                case 2: micro<2>(vt, a.cin_p, u, kc, mt, ldm, acc); break;
+                case 1: micro<1>(vt, a.cin_p, u, kc, mt, ldm, acc); break;
+                default: break;
+                }
+            }
+        }
+}
+
+WG_INLINE void apply_post(const args& a, vec& x, std::size_t off) {
+    for (int i = 0; i < a.n_post; ++i) {
+        const post_step& p = a.post[i];
+        switch (p.kind) {
+        case post_kind::relu: x = x > splat(0.0f) ? x : x * splat(p.alpha); break;
+        case post_kind::linear: x = x * splat(p.alpha) + splat(p.beta); break;
+        case post_kind::clip: {
+            const vec lo = splat(p.alpha), hi = splat(p.beta);
+            x = x > lo ? x : lo;
+            x = x < hi ? x : hi;
+            break;
+        }
+        case post_kind::add: x = x + load8(p.src + off); break;
+        case post_kind::sub: x = x - load8(p.src + off); break;
+        case post_kind::mul: x = x * load8(p.src + off); break;
+        case post_kind::max: {
+            const vec s = load8(p.src + off);
+            x = x > s ? x : s;
+            break;
+        }
+        case post_kind::min: {
+            const vec s = load8(p.src + off);
+            x = x < s ? x : s;
+            break;
+        }
+        }
+    }
+}
+
+template <int M>
+WG_TARGET void output_phase_m(const args& a, std::size_t t0, std::size_t count, const float* m, std::size_t c0,
+                              std::size_t c1) {
+    constexpr int A = M + 2;
+    const std::size_t blk = static_cast<std::size_t>(a.block);
+    const std::size_t ncb = a.cout_p / blk;
+    const std::size_t halves = blk / 8;
+    const std::size_t ldm = (c1 - c0) * 16, k_stride = a.group * ldm;
+    // The channel blocks within columns [16 c0, 16 c1) (blocks of 8 or 16 never straddle them).
+    const std::size_t cb0 = c0 * 16 / blk;
+    const std::size_t cb1 = c1 * 16 / blk < ncb ? c1 * 16 / blk : ncb;
+    const std::size_t nblocks = cb1 > cb0 ? cb1 - cb0 : 0;
+    tile_pos p = locate(a, t0);
+    std::size_t cb = cb0, tl = 0;
+    for (std::size_t item = 0; item < count * nblocks; ++item, next_item(a, t0, count, cb, tl, p)) {
+        const std::size_t plane = (p.img * ncb + cb) * a.ho * a.wo * blk;
+        for (std::size_t hb = 0; hb < halves; ++hb) {
+            const std::size_t ch = cb * blk + hb * 8;  // first channel of these 8 lanes
+            vec mv[A][A], t[M][A], o[M][M];
+            const float* src = m + tl * ldm + (ch - c0 * 16);
+            for (int i = 0; i < A; ++i)
+                for (int j = 0; j < A; ++j) mv[i][j] = load8(src + static_cast<std::size_t>(i * A + j) * k_stride);
+            for (int j = 0; j < A; ++j) at<M>(&mv[0][j], A, &t[0][j], A);
+            for (int i = 0; i < M; ++i) at<M>(&t[i][0], 1, &o[i][0], 1);
+            vec bias = splat(0.0f), keep = splat(1.0f);
+            for (int l = 0; l < 8; ++l) {
+                if (ch + static_cast<std::size_t>(l) >= a.cout) keep[l] = 0.0f;
+                else if (a.bias) bias[l] = a.bias[ch + static_cast<std::size_t>(l)];
+            }
+            const bool padded = ch + 8 > a.cout;
+            for (int i = 0; i < M; ++i) {
+                const std::size_t oy = p.ty * M + static_cast<std::size_t>(i);
+                if (oy >= a.ho) break;
+                for (int j = 0; j < M; ++j) {
+                    const std::size_t ox = p.tx * M + static_cast<std::size_t>(j);
+                    if (ox >= a.wo) break;
+                    const std::size_t off = plane + (oy * a.wo + ox) * blk + hb * 8;
+                    vec r = o[i][j] + bias;
+                    apply_post(a, r, off);
+                    // The layout's padding channels stay zero, as oneDNN leaves them.
+                    if (padded) r = keep > splat(0.5f) ? r : splat(0.0f);
+                    store8(a.y + off, r);
+                }
+            }
+        }
+    }
+}
+
+WG_TARGET void input_phase(const args& a, std::size_t t0, std::size_t count, float* v) {
+    if (a.m == 4) input_phase_m<4>(a, t0, count, v);
+    else input_phase_m<2>(a, t0, count, v);
+}
+WG_TARGET void output_phase(const args& a, std::size_t t0, std::size_t count, const float* m, std::size_t c0,
+                            std::size_t c1) {
+    if (a.m == 4) output_phase_m<4>(a, t0, count, m, c0, c1);
+    else output_phase_m<2>(a, t0, count, m, c0, c1);
+}
+
+#undef WG_INLINE
