@@ -10,7 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
-#include <thread>
+#include <cstdint>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -24,31 +24,30 @@ namespace {
 constexpr std::size_t B = lstm_block;
 constexpr std::size_t G = lstm_gates * lstm_block;  // floats per packed row of a block
 
-// The team's barrier between time steps: a counter and a generation, spinning (a step
-// takes microseconds, less than the OpenMP barrier's own overhead), yielding the core
-// after a while so that an oversubscribed machine still makes progress.
+// The team's barrier between time steps: a counter and a generation, spinning first (a
+// step takes microseconds, less than the OpenMP barrier's own overhead), then sleeping on
+// the generation (futex), so that an oversubscribed machine loses no time slices to it.
 struct step_barrier {
     alignas(64) std::atomic<std::size_t> arrived{0};
-    alignas(64) std::atomic<std::size_t> generation{0};
+    alignas(64) std::atomic<std::uint32_t> generation{0};
     std::size_t team = 1;
 
     void wait() {
         if (team == 1) return;
-        const std::size_t gen = generation.load(std::memory_order_acquire);
+        const std::uint32_t gen = generation.load(std::memory_order_acquire);
         if (arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == team) {
             arrived.store(0, std::memory_order_relaxed);
             generation.store(gen + 1, std::memory_order_release);
+            generation.notify_all();
             return;
         }
-        for (unsigned spins = 0; generation.load(std::memory_order_acquire) == gen; ++spins) {
-            if (spins < 2048) {
+        for (unsigned spins = 0; spins < 4096; ++spins) {
+            if (generation.load(std::memory_order_acquire) != gen) return;
 #ifdef KILN_LSTM_X86
-                _mm_pause();
+            _mm_pause();
 #endif
-            } else {
-                std::this_thread::yield();
-            }
         }
+        while (generation.load(std::memory_order_acquire) == gen) generation.wait(gen, std::memory_order_acquire);
     }
 };
 
