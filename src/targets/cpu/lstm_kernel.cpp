@@ -42,9 +42,9 @@ struct step_barrier {
             generation.notify_all();
             return;
         }
-        // A few microseconds (about a step): enough when the team has its cores; when another
-        // process holds one, sleeping at once hands the core to the teammate we wait for.
-        for (unsigned spins = 0; spins < 256; ++spins) {
+        // Tens of microseconds: a teammate that has its core arrives well within that (a
+        // futex wake-up would cost more than a step); a longer wait means it lacks a core.
+        for (unsigned spins = 0; spins < 4096; ++spins) {
             if (generation.load(std::memory_order_acquire) != gen) return;
 #ifdef KILN_LSTM_X86
             _mm_pause();
