@@ -10,7 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
-#include <thread>
+#include <cstdint>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -24,33 +24,42 @@ namespace {
 constexpr std::size_t B = lstm_block;
 constexpr std::size_t G = lstm_gates * lstm_block;  // floats per packed row of a block
 
-// The team's barrier between time steps: a counter and a generation, spinning (a step
-// takes microseconds, less than the OpenMP barrier's own overhead), yielding the core
-// after a while so that an oversubscribed machine still makes progress.
+// The team's barrier between time steps: a counter and a generation, spinning first (a
+// step takes microseconds, less than the OpenMP barrier's own overhead), then sleeping on
+// the generation (futex), so that an oversubscribed machine loses no time slices to it.
 struct step_barrier {
     alignas(64) std::atomic<std::size_t> arrived{0};
-    alignas(64) std::atomic<std::size_t> generation{0};
+    alignas(64) std::atomic<std::uint32_t> generation{0};
+    std::atomic<std::size_t> sleeps{0};  // waits that had to sleep: the team lacked a core
     std::size_t team = 1;
 
     void wait() {
         if (team == 1) return;
-        const std::size_t gen = generation.load(std::memory_order_acquire);
+        const std::uint32_t gen = generation.load(std::memory_order_acquire);
         if (arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == team) {
             arrived.store(0, std::memory_order_relaxed);
             generation.store(gen + 1, std::memory_order_release);
+            generation.notify_all();
             return;
         }
-        for (unsigned spins = 0; generation.load(std::memory_order_acquire) == gen; ++spins) {
-            if (spins < 2048) {
+        // Tens of microseconds: a teammate that has its core arrives well within that (a
+        // futex wake-up would cost more than a step); a longer wait means it lacks a core.
+        for (unsigned spins = 0; spins < 4096; ++spins) {
+            if (generation.load(std::memory_order_acquire) != gen) return;
 #ifdef KILN_LSTM_X86
-                _mm_pause();
+            _mm_pause();
 #endif
-            } else {
-                std::this_thread::yield();
-            }
         }
+        sleeps.fetch_add(1, std::memory_order_relaxed);
+        while (generation.load(std::memory_order_acquire) == gen) generation.wait(gen, std::memory_order_acquire);
     }
 };
+
+// When another process holds one of the team's cores, every step's barrier waits for a
+// time slice and a run takes ten times longer than on one thread. A run that saw it makes
+// the next runs of the process use one thread; after them, a team is tried again.
+std::atomic<int> solo_runs_left{0};
+constexpr int solo_runs_after_contention = 64;
 
 // What one time step of one direction needs (batch rows n: h_prev + n*H, g + n*gstride,
 // c + n*blocks*B, y + n*H).
@@ -328,7 +337,12 @@ void lstm_run(const lstm_dims& d, const float* x, const float* w, const float* r
     float* gates = workspace;
     float* cell = workspace + T * N * DC;
     const step_fn step = pick(isa);
+    if (solo_runs_left.load(std::memory_order_relaxed) > 0) {
+        solo_runs_left.fetch_sub(1, std::memory_order_relaxed);
+        threads = 1;
+    }
     const int team = static_cast<int>(std::clamp<std::size_t>(threads, 1, nb));
+    std::size_t sleeps = 0;
     std::atomic<bool> failed{false};  // exceptions cannot leave an OpenMP region
     for (std::size_t dir = 0; dir < d.D; ++dir) {
         const bool rev = d.D == 2 ? dir == 1 : d.reverse;
@@ -362,8 +376,10 @@ void lstm_run(const lstm_dims& d, const float* x, const float* w, const float* r
                 barrier.wait();
             }
         }
+        sleeps += barrier.sleeps.load();
         if (failed) throw_error(error_code::runtime, "cpu::lstm_packed: oneDNN's sgemm failed on the input projection");
     }
+    if (sleeps > d.D * T / 8) solo_runs_left.store(solo_runs_after_contention, std::memory_order_relaxed);
 }
 
 }  // namespace kiln::cpu
