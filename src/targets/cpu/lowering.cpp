@@ -12,6 +12,7 @@
 #include "ops/tensor_views.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
@@ -287,6 +288,11 @@ void materialize(lower_env& env, anchor_plan p, Op op, instruction_ref pos) {
             p.operands[i] = ensure_layout(env, pos, p.operands[i], p.shapes[i]);
         }
     }
+    // The weights as parsed: once the cpu op holds its own copy (reordered, or Winograd-transformed)
+    // nothing reads them, and dropping them now rather than at the final dead-code pass keeps the
+    // compile's peak memory near one copy of the weights instead of two.
+    const bool drop_parsed_weights = p.constant_weights;
+    const instruction_ref parsed_weights = p.operands.at(1);
     bool done = false;
     if constexpr (std::is_same_v<Op, convolution>)
         done = p.constant_weights && !op.dw.active() && lower_winograd(env, op, p.operands, p.dst, pos);
@@ -299,6 +305,8 @@ void materialize(lower_env& env, anchor_plan p, Op op, instruction_ref pos) {
     for (auto it = p.chain.members.rbegin(); it != p.chain.members.rend(); ++it)
         if (*it != pos && (*it)->outputs().empty()) m.remove_instruction(*it);
     if (p.anchor != pos && p.anchor->outputs().empty()) m.remove_instruction(p.anchor);
+    if (drop_parsed_weights && parsed_weights->is_literal() && parsed_weights->outputs().empty())
+        m.remove_instruction(parsed_weights);
 }
 
 void materialize(lower_env& env, anchor_plan p, instruction_ref pos) {
