@@ -47,12 +47,15 @@ literal compute_constant(const std::string& op_name, const literal& a, const lit
     return literal(op.compute(ctx, s, {a.get_argument(), b.get_argument()}));
 }
 
+bool power_of_two(double c) {
+    int e = 0;
+    return std::isfinite(c) && c != 0.0 && std::fabs(std::frexp(c, &e)) == 0.5;
+}
+
 // True when x*r rounds exactly like x/c: r = 1/c is a power of two representable in t
 // (both are then the correctly rounded value of the same real number).
 bool exact_reciprocal(double c, type t) {
-    if (!std::isfinite(c) || c == 0.0) return false;
-    int e = 0;
-    if (std::fabs(std::frexp(c, &e)) != 0.5) return false;
+    if (!power_of_two(c)) return false;
     const double r = 1.0 / c;
     return rewrite::values_of(rewrite::make_literal(shape(t, {1}), {r}))[0] == r;
 }
@@ -181,9 +184,7 @@ bool scale_after_matmul(module& m, instruction_ref ins, bool fast_math) {
         if (!xc || xc->c.get_shape().elements() != 1) continue;
         if (xc->x->get_shape().lens() != scaled->get_shape().lens()) continue;  // c would broadcast x
         const double c = rewrite::values_of(xc->c)[0];
-        int e = 0;
-        const bool power_of_two = std::isfinite(c) && std::fabs(std::frexp(c, &e)) == 0.5;
-        if (!power_of_two && !fast_math) continue;
+        if (!power_of_two(c) && !fast_math) continue;
         const auto t = ins->get_shape().get_type();
         auto args = ins->inputs();
         args[k] = xc->x;

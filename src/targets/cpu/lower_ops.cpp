@@ -15,18 +15,6 @@ namespace kiln::cpu {
 
 namespace {
 
-bool f32_static(instruction_ref ins) {
-    const auto& s = ins->get_shape();
-    return s.is_tensor() && !s.dynamic() && s.get_type() == type::float32 && s.elements() > 0;
-}
-
-bool all_f32_static(instruction_ref ins) {
-    if (!f32_static(ins)) return false;
-    for (auto in : ins->inputs())
-        if (!f32_static(in)) return false;
-    return true;
-}
-
 // The result in x's layout (ops whose oneDNN form has one data descriptor).
 std::optional<shape> same_layout(instruction_ref x) {
     const auto& s = x->get_shape();

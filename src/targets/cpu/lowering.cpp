@@ -21,18 +21,6 @@ namespace kiln::cpu {
 
 namespace {
 
-bool f32_static(instruction_ref ins) {
-    const auto& s = ins->get_shape();
-    return s.is_tensor() && !s.dynamic() && s.get_type() == type::float32 && s.elements() > 0;
-}
-
-bool all_f32_static(instruction_ref ins) {
-    if (!f32_static(ins)) return false;
-    for (auto in : ins->inputs())
-        if (!f32_static(in)) return false;
-    return true;
-}
-
 bool is_ref_impl(const std::string& impl) { return impl.find("ref") != std::string::npos; }
 
 // Appends a post-op, folding a linear step into a linear step just before it.

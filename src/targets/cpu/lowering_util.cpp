@@ -68,4 +68,16 @@ instruction_ref ensure_layout(lower_env& env, instruction_ref pos, instruction_r
     return env.m.insert_instruction(pos, reorder{}, {x, buffer});
 }
 
+bool f32_static(instruction_ref ins) {
+    const auto& s = ins->get_shape();
+    return s.is_tensor() && !s.dynamic() && s.get_type() == type::float32 && s.elements() > 0;
+}
+
+bool all_f32_static(instruction_ref ins) {
+    if (!f32_static(ins)) return false;
+    for (auto in : ins->inputs())
+        if (!f32_static(in)) return false;
+    return true;
+}
+
 }  // namespace kiln::cpu

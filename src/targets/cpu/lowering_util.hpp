@@ -30,6 +30,11 @@ std::vector<std::size_t> strides_like(const shape& ref, const std::vector<std::s
 // A packed shape with x's lens in x's dim order (row-major when x is not packed).
 shape packed_like(const shape& x);
 
+// A non-empty static float32 tensor: what the oneDNN lowerings take.
+bool f32_static(instruction_ref ins);
+// ins and every input of it are f32_static.
+bool all_f32_static(instruction_ref ins);
+
 // x's data as oneDNN sees it: its recorded layout, or its IR shape's strides.
 dnnl::memory::desc layout_md(const lower_env& env, instruction_ref x);
 bool in_dnnl_layout(const lower_env& env, instruction_ref x);

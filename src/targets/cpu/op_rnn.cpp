@@ -95,11 +95,6 @@ std::optional<instruction_ref> only_y(instruction_ref ins) {
     return y;
 }
 
-bool is_f32(instruction_ref i) {
-    const auto& s = i->get_shape();
-    return s.is_tensor() && !s.dynamic() && s.get_type() == type::float32 && s.elements() > 0;
-}
-
 bool default_activations(const op::lstm& a) {
     for (std::size_t i = 0; i < a.activations.size(); ++i)
         if (a.activations[i] != (i % 3 == 0 ? "Sigmoid" : "Tanh")) return false;
@@ -118,9 +113,9 @@ bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruct
     if (a->has_initial_h) h0 = in.at(next++);
     if (a->has_initial_c) c0 = in.at(next++);
     if (a->has_peephole) p = in.at(next++);
-    auto literal_f32 = [](std::optional<instruction_ref> i) { return !i || ((*i)->is_literal() && is_f32(*i)); };
-    if (!is_f32(x) || x->get_shape().ndim() != 3 || !literal_f32(w) || !literal_f32(r) || !literal_f32(b) ||
-        !literal_f32(p) || (h0 && !is_f32(*h0)) || (c0 && !is_f32(*c0)))
+    auto literal_f32 = [](std::optional<instruction_ref> i) { return !i || ((*i)->is_literal() && f32_static(*i)); };
+    if (!f32_static(x) || x->get_shape().ndim() != 3 || !literal_f32(w) || !literal_f32(r) || !literal_f32(b) ||
+        !literal_f32(p) || (h0 && !f32_static(*h0)) || (c0 && !f32_static(*c0)))
         return false;
     auto y = only_y(ins);
     if (!y) return false;
@@ -186,13 +181,10 @@ bool lower_lstm_dnnl(lower_env& env, instruction_ref ins, std::vector<instructio
     if (a->has_bias) b = in.at(next++);
     if (a->has_initial_h) h0 = plain(env, in.at(next++));
     if (a->has_initial_c) c0 = plain(env, in.at(next++));
-    auto f32 = [](instruction_ref i) {
-        const auto& s = i->get_shape();
-        return s.is_tensor() && !s.dynamic() && s.get_type() == type::float32 && s.elements() > 0;
-    };
-    if (!f32(x) || !w->is_literal() || !r->is_literal() || !f32(w) || !f32(r) || (b && (!(*b)->is_literal() || !f32(*b))))
+    if (!f32_static(x) || !w->is_literal() || !r->is_literal() || !f32_static(w) || !f32_static(r) ||
+        (b && (!(*b)->is_literal() || !f32_static(*b))))
         return false;
-    if ((h0 && !f32(*h0)) || (c0 && !f32(*c0)) || x->get_shape().ndim() != 3) return false;
+    if ((h0 && !f32_static(*h0)) || (c0 && !f32_static(*c0)) || x->get_shape().ndim() != 3) return false;
     // Only Y may be used: oneDNN does not write the final states here.
     std::optional<instruction_ref> y;
     for (auto u : ins->outputs()) {
