@@ -36,15 +36,27 @@ void primitive_kernel::set_scratchpad(const dnnl::memory::desc& md, std::ptrdiff
 
 void primitive_kernel::run(context& ctx, const std::vector<argument>& args, const std::string& op_name) const {
     auto& c = as_cpu_context(ctx, op_name);
-    std::unordered_map<int, dnnl::memory> m;
-    m.reserve(inputs_.size() + owned_.size());
-    for (const auto& b : inputs_) {
+    for (const auto& b : inputs_)
         if (b.input >= args.size())
             throw_error(error_code::runtime, op_name + ": kernel reads input " + std::to_string(b.input) + " of " +
                                                  std::to_string(args.size()));
-        m.emplace(b.arg, dnnl::memory(b.md, c.engine(), args[b.input].data()));
+    std::unique_ptr<arg_map> cached;
+    {
+        std::lock_guard<std::mutex> lock(cache_->mutex);
+        if (!cache_->free.empty()) {
+            cached = std::move(cache_->free.back());
+            cache_->free.pop_back();
+        }
     }
-    for (const auto& [arg, mem] : owned_) m.emplace(arg, mem);
+    if (cached) {
+        for (const auto& b : inputs_) cached->at(b.arg).set_data_handle(args[b.input].data());
+    } else {
+        cached = std::make_unique<arg_map>();
+        cached->reserve(inputs_.size() + owned_.size());
+        for (const auto& b : inputs_) cached->emplace(b.arg, dnnl::memory(b.md, c.engine(), args[b.input].data()));
+        for (const auto& [arg, mem] : owned_) cached->emplace(arg, mem);
+    }
+    const arg_map& m = *cached;
     auto& s = c.stream();
     try {
         if (serialize_) {
@@ -56,6 +68,8 @@ void primitive_kernel::run(context& ctx, const std::vector<argument>& args, cons
     } catch (const dnnl::error& e) {
         throw_error(error_code::runtime, op_name + ": oneDNN (" + impl_ + ") failed: " + e.what());
     }
+    std::lock_guard<std::mutex> lock(cache_->mutex);
+    cache_->free.push_back(std::move(cached));
 }
 
 dnnl::memory reorder_constant(const dnnl::engine& eng, const dnnl::memory::desc& from, const void* src,
