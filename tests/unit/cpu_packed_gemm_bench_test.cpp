@@ -50,7 +50,9 @@ TEST(cpu_packed_gemm_bench, DISABLED_onednn_vs_packed) {
         {197, 192, 192, true},                                                    // vit_tiny
         {1, 2048, 1000, false}, {1, 1280, 1000, false},                           // CNN heads
         {4, 256, 256, false},   {8, 256, 256, false},    {16, 256, 256, false},
-        {32, 256, 256, false},  {64, 256, 256, false},
+        {32, 256, 256, false},  {64, 256, 256, false},   {2, 256, 256, false},
+        {2, 2048, 1000, false}, {39, 27, 17, false},     {13, 9, 7, false},
+        {16, 64, 64, false},
     };
     std::printf("%-16s %-9s %10s %10s %10s %10s %8s\n", "m x k x n", "residual", "dnnl min", "dnnl med",
                 "packed min", "packed med", "med x");

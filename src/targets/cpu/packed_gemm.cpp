@@ -18,8 +18,13 @@ namespace kiln::cpu {
 
 namespace {
 
-// Fewest rows (all batches) worth the packed kernels: PLACEHOLDER, set from bench timings.
-constexpr std::size_t min_rows = 16;
+// Fewest rows (all batches) worth the packed kernels. Measured against oneDNN's gemm:jit
+// (tests/unit/cpu_packed_gemm_bench_test.cpp, 2 threads, min of 400 runs): from 2 rows up
+// the packed product is as fast or faster (2x256x256 0.0056 vs 0.0091 ms, 2x2048x1000 0.16
+// vs 0.25, 128x256x256 0.091 vs 0.096, 128x1024x256 with a residual 0.363 vs 0.358); with
+// one row both stream B from memory and oneDNN's gemv is as fast or slightly faster
+// (1x2048x1000 0.099 vs 0.093).
+constexpr std::size_t min_rows = 2;
 // K blocks: up to this depth in one block; deeper, in equal blocks of at most 256, so that a
 // B micro-panel (kc x 16 floats, 16 KiB) stays in L1 while the tiles of a part sweep it.
 constexpr std::size_t one_block_depth = 384;
