@@ -6,6 +6,7 @@
 #include "targets/cpu/lowering_util.hpp"
 #include "targets/cpu/op_conv.hpp"
 #include "targets/cpu/op_matmul.hpp"
+#include "targets/cpu/packed_gemm.hpp"
 #include "targets/cpu/winograd.hpp"
 
 #include "ops/nn_matmul.hpp"
@@ -284,6 +285,8 @@ void materialize(lower_env& env, anchor_plan p, Op op, instruction_ref pos) {
     bool done = false;
     if constexpr (std::is_same_v<Op, convolution>)
         done = p.constant_weights && !op.dw.active() && lower_winograd(env, op, p.operands, p.dst, pos);
+    if constexpr (std::is_same_v<Op, matmul>)
+        done = p.constant_weights && lower_packed_gemm(env, op, p.operands, p.dst, pos);
     if (!done) {
         if (p.constant_weights) relayout_weights(env, p, op, pos);
         if constexpr (std::is_same_v<Op, convolution>)

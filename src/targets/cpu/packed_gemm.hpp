@@ -1,0 +1,75 @@
+// cpu::packed_gemm: a product A B with constant B (a linear layer's weights) on Kiln's
+// own kernels instead of oneDNN's matmul. oneDNN 2.6's gemm:jit on AVX2 packs B again on
+// every call; here B is packed once, at compile time, into column panels
+// [ceil(N/16)][K][16] (zero-padded), stored as a literal. At run time each thread takes a
+// range of panels (or, when the panels are few, of rows) and runs 6 x 16 register tiles
+// over it, with A read in place, K in blocks that keep a B micro-panel in L1, and the bias
+// and post-ops applied to the registers before the one store. The kernels are chosen at
+// load time by cpuid (AVX2+FMA, or the baseline), so a saved program runs on any x86-64.
+//
+// A is fp32 row-major [..., M, K] (the batch dims folded into M), the result row-major.
+// Post-ops: linear, relu, clip_v2, and binary add/sub/mul/max/min with an operand that
+// is either one value per column (broadcast over the rows) or a full tensor of the
+// result's shape. Anything else stays on oneDNN (lower_packed_gemm returns false).
+//
+// Inputs: (a, packed b, [bias], post-op inputs..., output buffer).
+// Used for products of 2 rows or more on CPUs with AVX2 and FMA (packed_gemm.cpp has the
+// timings behind the rule).
+// KILN_CPU_PACKED_GEMM=0 keeps these products on oneDNN; =all takes every product that
+// fits, whatever its size (for tests and measurements).
+// KILN_CPU_PACKED_GEMM_ISA=generic runs the baseline kernels even where AVX2 is available.
+#pragma once
+#include "targets/cpu/lowering_util.hpp"
+#include "targets/cpu/op_matmul.hpp"
+#include "targets/cpu/post_ops.hpp"
+
+#include <kiln/operation.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::cpu {
+
+struct packed_gemm {
+    std::int64_t m = 0, n = 0, k = 0;   // all rows of A (batch dims folded), columns, depth
+    std::vector<std::int64_t> out_lens; // the result's dims (row-major)
+    bool has_bias = false;
+    std::vector<post_op> post_ops;      // binary inputs: [n]-vectors or full row-major tensors
+
+    template <class Self, class F>
+    static void reflect(Self& self, F f) {
+        f(self.m, "m");
+        f(self.n, "n");
+        f(self.k, "k");
+        f(self.out_lens, "out_lens");
+        f(self.has_bias, "has_bias");
+        f(self.post_ops, "post_ops");
+    }
+    std::string name() const { return "cpu::packed_gemm"; }
+    shape compute_shape(const std::vector<shape>& inputs) const;
+    void finalize(context& ctx, const shape& out, const std::vector<shape>& inputs);
+    argument compute(context& ctx, const shape& out, const std::vector<argument>& args) const;
+    std::ptrdiff_t output_alias(const std::vector<shape>& inputs) const {
+        return static_cast<std::ptrdiff_t>(inputs.size()) - 1;
+    }
+
+    // The kernels finalize chose: "avx2", "generic", or "" before finalize.
+    std::string isa() const;
+
+    struct plan;
+    std::shared_ptr<const plan> ready;  // built by finalize, not an attribute
+};
+
+// B ([k][n] row-major, or [n][k] when trans_b) packed as [ceil(n/16)][k][16], zero-padded.
+std::vector<float> pack_gemm_weights(const std::vector<float>& b, std::size_t k, std::size_t n, bool trans_b);
+
+// Replaces `pos` by a packed_gemm computing matmul `mm` (planned by the lowering: bias,
+// post-ops) over `operands` (a, the IR weights literal, [bias vector], post-op inputs)
+// into `dst`, when the layouts, post-ops and sizes suit it; false, changing nothing,
+// otherwise.
+bool lower_packed_gemm(lower_env& env, const matmul& mm, const std::vector<instruction_ref>& operands,
+                       const shape& dst, instruction_ref pos);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,146 @@
+// The packed GEMM's micro-kernels for CPUs with AVX2 and FMA, chosen at load time
+// (packed_gemm.cpp): only these functions carry the target attribute, so the rest of
+// the build stays at the baseline ISA.
+//
+// A 6 x 16 tile of C lives in 12 ymm accumulators; each k step loads one row of the
+// packed B panel (two vectors) and broadcasts one element of each of the 6 rows of A,
+// read in place. The tile is stored as partial sums between k blocks; the bias and the
+// post-ops are applied to the registers after the last block.
+#include "targets/cpu/packed_gemm_args.hpp"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+// 32-byte vectors are passed between inlined helpers of this file only: the ABI note
+// about them (a GCC warning) does not concern any call that crosses the file.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+namespace kiln::cpu::pgemm {
+namespace {
+
+#define PG_TARGET __attribute__((target("avx2,fma")))
+
+alignas(32) const std::int32_t mask_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+
+// The first `count` (0..8) lanes.
+PG_TARGET inline __m256i lanes(std::size_t count) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(mask_table + 8 - count));
+}
+
+struct cols {
+    bool full;
+    __m256i m0, m1;  // lanes 0-7 and 8-15 of a partial panel
+};
+
+PG_TARGET inline __m256 load(const float* p, const cols& c, int half) {
+    if (c.full) return _mm256_loadu_ps(p + 8 * half);
+    return _mm256_maskload_ps(p + 8 * half, half ? c.m1 : c.m0);
+}
+
+PG_TARGET inline void store(float* p, __m256 v, const cols& c, int half) {
+    if (c.full) _mm256_storeu_ps(p + 8 * half, v);
+    else _mm256_maskstore_ps(p + 8 * half, half ? c.m1 : c.m0, v);
+}
+
+PG_TARGET inline __m256 apply(const post_step& s, __m256 v, const float* src, const cols& c, int half) {
+    switch (s.kind) {
+    case post_kind::linear: return _mm256_fmadd_ps(_mm256_set1_ps(s.alpha), v, _mm256_set1_ps(s.beta));
+    case post_kind::relu:
+        if (s.alpha == 0.0f) return _mm256_max_ps(v, _mm256_setzero_ps());
+        return _mm256_blendv_ps(_mm256_mul_ps(v, _mm256_set1_ps(s.alpha)), v,
+                                _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ));
+    case post_kind::clip:
+        return _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(s.alpha)), _mm256_set1_ps(s.beta));
+    case post_kind::add: return _mm256_add_ps(v, load(src, c, half));
+    case post_kind::sub: return _mm256_sub_ps(v, load(src, c, half));
+    case post_kind::mul: return _mm256_mul_ps(v, load(src, c, half));
+    case post_kind::max: return _mm256_max_ps(v, load(src, c, half));
+    case post_kind::min: return _mm256_min_ps(v, load(src, c, half));
+    }
+    return v;
+}
+
+// One R x 16 tile: rows [i, i + R) of C, columns [16 p, 16 p + width), k in [k0, k0 + kc).
+template <int R>
+PG_TARGET void tile(const args& g, std::size_t i, std::size_t p, std::size_t k0, std::size_t kc, bool first,
+                    bool last, const cols& c) {
+    const float* a = g.a + i * g.k + k0;
+    const float* b = g.b + (p * g.k + k0) * panel;
+    float* out = g.c + i * g.n + p * panel;
+    const std::size_t lda = g.k, ldc = g.n;
+    __m256 acc[R][2];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+        acc[r][0] = first ? _mm256_setzero_ps() : load(out + r * ldc, c, 0);
+        acc[r][1] = first ? _mm256_setzero_ps() : load(out + r * ldc, c, 1);
+    }
+#pragma GCC unroll 4
+    for (std::size_t k = 0; k < kc; ++k) {
+        const __m256 b0 = _mm256_loadu_ps(b + k * panel);
+        const __m256 b1 = _mm256_loadu_ps(b + k * panel + 8);
+#pragma GCC unroll 6
+        for (int r = 0; r < R; ++r) {
+            const __m256 av = _mm256_broadcast_ss(a + r * lda + k);
+            acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+        }
+    }
+    if (last) {
+        const std::size_t col = p * panel;
+        if (g.bias) {
+            const __m256 b0 = load(g.bias + col, c, 0), b1 = load(g.bias + col, c, 1);
+#pragma GCC unroll 6
+            for (int r = 0; r < R; ++r) {
+                acc[r][0] = _mm256_add_ps(acc[r][0], b0);
+                acc[r][1] = _mm256_add_ps(acc[r][1], b1);
+            }
+        }
+        for (int s = 0; s < g.n_post; ++s) {
+            const post_step& st = g.post[s];
+#pragma GCC unroll 6
+            for (int r = 0; r < R; ++r) {
+                const float* src = st.src ? st.src + (i + static_cast<std::size_t>(r)) * st.row_stride + col : nullptr;
+                acc[r][0] = apply(st, acc[r][0], src, c, 0);
+                acc[r][1] = apply(st, acc[r][1], src, c, 1);
+            }
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+        store(out + r * ldc, acc[r][0], c, 0);
+        store(out + r * ldc, acc[r][1], c, 1);
+    }
+}
+
+PG_TARGET void part(const args& g, std::size_t m0, std::size_t m1, std::size_t p0, std::size_t p1) {
+    for (std::size_t k0 = 0; k0 < g.k; k0 += g.kc) {
+        const std::size_t kc = std::min(g.kc, g.k - k0);
+        const bool first = k0 == 0, last = k0 + kc == g.k;
+        for (std::size_t p = p0; p < p1; ++p) {
+            const std::size_t width = std::min(panel, g.n - p * panel);
+            cols c{width == panel, lanes(std::min<std::size_t>(width, 8)), lanes(width > 8 ? width - 8 : 0)};
+            std::size_t i = m0;
+            for (; i + tile_rows <= m1; i += tile_rows) tile<6>(g, i, p, k0, kc, first, last, c);
+            switch (m1 - i) {
+            case 5: tile<5>(g, i, p, k0, kc, first, last, c); break;
+            case 4: tile<4>(g, i, p, k0, kc, first, last, c); break;
+            case 3: tile<3>(g, i, p, k0, kc, first, last, c); break;
+            case 2: tile<2>(g, i, p, k0, kc, first, last, c); break;
+            case 1: tile<1>(g, i, p, k0, kc, first, last, c); break;
+            default: break;
+            }
+        }
+    }
+}
+
+#undef PG_TARGET
+
+}  // namespace
+
+part_fn avx2_part() { return part; }
+
+}  // namespace kiln::cpu::pgemm
