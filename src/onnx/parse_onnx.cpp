@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <set>
 
 namespace kiln {
@@ -24,8 +25,7 @@ literal graph_parser::load_tensor(const onnx::TensorProto& t, const std::string&
 }
 
 namespace {
-program parse_model(const void* data, std::size_t size, const onnx_options& options, const std::string& model_dir,
-                    const std::string& what) {
+onnx::ModelProto decode_model(const void* data, std::size_t size, const std::string& what) {
     if (size == 0) throw_error(error_code::parse, what + ": the file is empty");
     if (size > static_cast<std::size_t>(std::numeric_limits<int>::max()))
         throw_error(error_code::parse, what + ": a serialized ONNX model cannot exceed 2 GB (store the weights as "
@@ -40,6 +40,11 @@ program parse_model(const void* data, std::size_t size, const onnx_options& opti
         throw_error(error_code::parse, what + ": not an ONNX model (it has no graph)");
     if (model.ir_version() <= 0)
         throw_error(error_code::parse, what + ": not an ONNX model (no IR version)");
+    return model;
+}
+
+program build_program(const onnx::ModelProto& model, const onnx_options& options, const std::string& model_dir,
+                      const std::string& what) {
     program p;
     try {
         graph_parser parser(p, options, model, model_dir);
@@ -75,12 +80,27 @@ program parse_onnx(const std::string& path, const onnx_options& options) {
     auto status = std::filesystem::status(path, ec);
     if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
         throw_error(error_code::io, "model '" + path + "' is not a regular file");
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw_error(error_code::io, "cannot open model '" + path + "'");
-    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (f.bad()) throw_error(error_code::io, "cannot read model '" + path + "'");
+    const std::string what = "model '" + path + "'";
+    onnx::ModelProto model;
+    {
+        // Read in one piece of the file's size (growing a string as it reads would hold up to
+        // 1.5x the file twice over), decoded, and freed before the graph's weights become
+        // literals: the bytes, the decoded protobuf and the literals are never all alive at
+        // once (ResNet-50: ~100 MB each).
+        std::ifstream f(path, std::ios::binary | std::ios::ate);
+        if (!f) throw_error(error_code::io, "cannot open " + what);
+        const auto end = f.tellg();
+        if (end < 0) throw_error(error_code::io, "cannot read " + what);
+        const auto size = static_cast<std::size_t>(end);
+        std::unique_ptr<char[]> bytes(new char[size == 0 ? 1 : size]);
+        f.seekg(0);
+        f.read(bytes.get(), static_cast<std::streamsize>(size));
+        if (f.bad() || static_cast<std::size_t>(f.gcount()) != size)
+            throw_error(error_code::io, "cannot read " + what + " (it changed size while being read)");
+        model = onnx_frontend::decode_model(bytes.get(), size, what);
+    }
     auto dir = std::filesystem::path(path).parent_path().string();
-    auto p = onnx_frontend::parse_model(bytes.data(), bytes.size(), options, dir, "model '" + path + "'");
+    auto p = onnx_frontend::build_program(model, options, dir, what);
     auto meta = p.get_metadata();
     meta["model_path"] = path;
     p.set_metadata(meta);
@@ -88,7 +108,8 @@ program parse_onnx(const std::string& path, const onnx_options& options) {
 }
 
 program parse_onnx_buffer(const void* data, std::size_t size, const onnx_options& options) {
-    return onnx_frontend::parse_model(data, size, options, options.external_data_path, "model");
+    return onnx_frontend::build_program(onnx_frontend::decode_model(data, size, "model"), options,
+                                        options.external_data_path, "model");
 }
 
 int max_supported_opset() { return 28; }
