@@ -145,4 +145,18 @@ std::string impl_name(const dnnl::primitive_desc_base& pd) {
     return s ? std::string(s) : std::string();
 }
 
+std::int64_t channel_block(const md_record& r) {
+    if (r.dims.size() != 4 || r.inner_blks.size() != 1 || r.inner_idxs.size() != 1 || r.inner_idxs[0] != 1 ||
+        r.offset0 != 0 || r.padded_dims.size() != 4 || r.strides.size() != 4)
+        return 0;
+    const std::int64_t b = r.inner_blks[0];
+    if (b != 8 && b != 16) return 0;
+    const auto& p = r.padded_dims;
+    if (p[0] != r.dims[0] || p[2] != r.dims[2] || p[3] != r.dims[3] || p[1] % b != 0) return 0;
+    const std::int64_t hw = p[2] * p[3] * b;
+    if (r.strides[3] != b || r.strides[2] != p[3] * b || r.strides[1] != hw || r.strides[0] != hw * (p[1] / b))
+        return 0;
+    return b;
+}
+
 }  // namespace kiln::cpu

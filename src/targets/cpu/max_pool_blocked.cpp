@@ -1,7 +1,6 @@
 #include "targets/cpu/max_pool_blocked.hpp"
 
 #include "ops/nn_pooling.hpp"
-#include "targets/cpu/winograd.hpp"
 
 #include <kiln/builtin_ops.hpp>
 #include <kiln/errors.hpp>
@@ -25,7 +24,7 @@ struct pool_geometry {
 
 pool_geometry geometry_of(const max_pool_blocked& op) {
     pool_geometry g;
-    g.block = winograd_block(op.layout);
+    g.block = channel_block(op.layout);
     g.n = op.layout.dims.at(0);
     g.cb = op.layout.padded_dims.at(1) / g.block;
     g.h = op.layout.dims.at(2);
@@ -102,8 +101,8 @@ shape max_pool_blocked::compute_shape(const std::vector<shape>& inputs) const {
         if (kernel[i] < 1 || stride[i] < 1 || dilation[i] < 1 || pad_begin[i] < 0 || pad_begin[i] >= kernel[i])
             bad("invalid window (kernel, stride and dilation must be >= 1, 0 <= pad < kernel)");
     const shape& x = inputs[0];
-    const std::int64_t b = winograd_block(layout);
-    if (b == 0 || winograd_block(dst_layout) != b) bad("x and the result must be in the same blocked layout");
+    const std::int64_t b = channel_block(layout);
+    if (b == 0 || channel_block(dst_layout) != b) bad("x and the result must be in the same blocked layout");
     if (x.ndim() != 4 || x.get_type() != type::float32 || to_dims(x.lens()) != layout.to_md().dims())
         bad("x " + x.to_string() + " does not match its layout");
     const auto dmd = dst_layout.to_md();
@@ -130,7 +129,7 @@ bool lower_max_pool_blocked(lower_env& env, instruction_ref ins) {
     if (!p || p->mode != op::pooling_mode::max || p->global || ins->inputs().size() != 1) return false;
     auto x = ins->inputs()[0];
     auto it = env.layout.find(&*x);
-    if (it == env.layout.end() || winograd_block(it->second) == 0) return false;
+    if (it == env.layout.end() || channel_block(it->second) == 0) return false;
     if (!f32_static(x) || !f32_static(ins) || x->get_shape().ndim() != 4) return false;
     const auto g = p->geom(x->get_shape());
     if (g.kernel.size() != 2) return false;
@@ -144,7 +143,7 @@ bool lower_max_pool_blocked(lower_env& env, instruction_ref ins) {
     op.layout = it->second;
     // The result: x's blocking with the output's spatial size.
     const auto& out = ins->get_shape().lens();
-    const auto tag = winograd_block(op.layout) == 16 ? dnnl::memory::format_tag::aBcd16b
+    const auto tag = channel_block(op.layout) == 16 ? dnnl::memory::format_tag::aBcd16b
                                                       : dnnl::memory::format_tag::aBcd8b;
     const dnnl::memory::desc dmd(to_dims(out), dnnl::memory::data_type::f32, tag);
     op.dst_layout = md_record::from(dmd);

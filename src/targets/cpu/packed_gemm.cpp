@@ -38,23 +38,6 @@ std::size_t depth_block(std::size_t k) {
     return (k + blocks - 1) / blocks;
 }
 
-std::optional<pgemm::post_kind> post_kind_of(const post_op& p) {
-    using k = pgemm::post_kind;
-    if (p.kind == "eltwise") {
-        if (p.algorithm == "relu") return k::relu;
-        if (p.algorithm == "linear") return k::linear;
-        if (p.algorithm == "clip_v2") return k::clip;
-        return std::nullopt;
-    }
-    if (p.kind != "binary") return std::nullopt;
-    if (p.algorithm == "add") return k::add;
-    if (p.algorithm == "sub") return k::sub;
-    if (p.algorithm == "mul") return k::mul;
-    if (p.algorithm == "max") return k::max;
-    if (p.algorithm == "min") return k::min;
-    return std::nullopt;
-}
-
 // A binary post-op operand the kernels read: one value per column (broadcast over the
 // rows), or a row-major tensor of the result's shape.
 enum class operand_kind { none, column_vector, full };
@@ -107,7 +90,8 @@ static bool has_avx2_fma() {
 struct packed_gemm::plan {
     pgemm::part_fn part = nullptr;
     std::string isa;
-    std::vector<operand_kind> binary;  // per post-op
+    // The epilogue's steps, mapped once: a run only points the binary ones at their inputs.
+    std::vector<pgemm::post_step> post;
 };
 
 std::string packed_gemm::isa() const { return ready ? ready->isa : std::string(); }
@@ -140,7 +124,7 @@ shape packed_gemm::compute_shape(const std::vector<shape>& inputs) const {
         bad("the bias must have one float32 value per column");
     if (post_ops.size() > static_cast<std::size_t>(pgemm::max_post_steps)) bad("too many post-ops");
     for (const auto& p : post_ops) {
-        if (!post_kind_of(p)) bad("post-op " + p.kind + " " + p.algorithm + " is not supported");
+        if (!fused_post_kind_of(p)) bad("post-op " + p.kind + " " + p.algorithm + " is not supported");
         if (p.kind != "binary") continue;
         const auto in = static_cast<std::size_t>(p.input);
         if (p.input < static_cast<std::int64_t>(base) || in >= inputs.size() - 1 ||
@@ -163,11 +147,20 @@ void packed_gemm::finalize(context& ctx, const shape&, const std::vector<shape>&
     p->part = avx2 ? pgemm::avx2_part() : pgemm::generic_part();
     p->isa = avx2 ? "avx2" : "generic";
     std::vector<std::size_t> lens(out_lens.begin(), out_lens.end());
-    for (const auto& po : post_ops)
-        p->binary.push_back(po.kind == "binary"
-                                ? binary_operand(inputs.at(static_cast<std::size_t>(po.input)), lens,
-                                                 static_cast<std::size_t>(n))
-                                : operand_kind::none);
+    for (const auto& po : post_ops) {
+        pgemm::post_step s;
+        const auto kind = fused_post_kind_of(po);
+        if (!kind) throw_error(error_code::parse, name() + ": post-op " + po.kind + " " + po.algorithm + " is not supported");
+        s.kind = *kind;
+        s.alpha = po.alpha;
+        s.beta = po.beta;
+        if (is_binary(s.kind))
+            s.row_stride = binary_operand(inputs.at(static_cast<std::size_t>(po.input)), lens,
+                                          static_cast<std::size_t>(n)) == operand_kind::full
+                               ? static_cast<std::size_t>(n)
+                               : 0;
+        p->post.push_back(s);
+    }
     ready = std::move(p);
 }
 
@@ -182,15 +175,11 @@ argument packed_gemm::compute(context&, const shape&, const std::vector<argument
     g.b = reinterpret_cast<const float*>(args[1].data());
     g.bias = has_bias ? reinterpret_cast<const float*>(args[2].data()) : nullptr;
     g.c = reinterpret_cast<float*>(args.back().data());
-    for (std::size_t i = 0; i < post_ops.size(); ++i) {
-        const auto& p = post_ops[i];
+    for (std::size_t i = 0; i < ready->post.size(); ++i) {
         auto& s = g.post[g.n_post++];
-        s.kind = *post_kind_of(p);
-        s.alpha = p.alpha;
-        s.beta = p.beta;
-        if (p.kind != "binary") continue;
-        s.src = reinterpret_cast<const float*>(args[static_cast<std::size_t>(p.input)].data());
-        s.row_stride = ready->binary[i] == operand_kind::full ? g.n : 0;
+        s = ready->post[i];
+        if (is_binary(s.kind))
+            s.src = reinterpret_cast<const float*>(args[static_cast<std::size_t>(post_ops[i].input)].data());
     }
     const auto part = ready->part;
     const std::size_t np = panels(g.n);
@@ -244,7 +233,7 @@ bool lower_packed_gemm(lower_env& env, const matmul& mm, const std::vector<instr
     if (mm.post_ops.size() > static_cast<std::size_t>(pgemm::max_post_steps)) return false;
     if (mm.has_bias && (operands.size() < 3 || operands[2]->get_shape().elements() != n)) return false;
     for (const auto& p : mm.post_ops) {
-        if (!post_kind_of(p)) return false;
+        if (!fused_post_kind_of(p)) return false;
         if (p.kind != "binary") continue;
         const auto in = static_cast<std::size_t>(p.input);
         if (p.input < 2 || in >= operands.size() || env.layout.count(&*operands[in]) ||

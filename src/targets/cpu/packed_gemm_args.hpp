@@ -2,6 +2,8 @@
 // epilogue, and the part-runner each ISA variant provides. Plain data only, so that the
 // variants (compiled with different target attributes) share nothing but this header.
 #pragma once
+#include "targets/cpu/fused_post_kind.hpp"
+
 #include <cstddef>
 
 namespace kiln::cpu::pgemm {
@@ -10,7 +12,7 @@ constexpr std::size_t panel = 16;  // columns per packed panel of B
 constexpr std::size_t tile_rows = 6;  // rows per micro-tile (12 ymm accumulators)
 
 // A fused post-op as the epilogue applies it, in order, after the bias.
-enum class post_kind : int { relu, linear, clip, add, sub, mul, max, min };
+using post_kind = fused_post_kind;
 struct post_step {
     post_kind kind = post_kind::relu;
     float alpha = 0.0f, beta = 0.0f;

@@ -174,4 +174,21 @@ std::optional<std::vector<post_op>> eltwise_post_ops(instruction_ref ins) {
     return std::nullopt;
 }
 
+std::optional<fused_post_kind> fused_post_kind_of(const post_op& p) {
+    using k = fused_post_kind;
+    if (p.kind == "eltwise") {
+        if (p.algorithm == "relu") return k::relu;
+        if (p.algorithm == "linear") return k::linear;
+        if (p.algorithm == "clip_v2") return k::clip;
+        return std::nullopt;
+    }
+    if (p.kind != "binary") return std::nullopt;
+    if (p.algorithm == "add") return k::add;
+    if (p.algorithm == "sub") return k::sub;
+    if (p.algorithm == "mul") return k::mul;
+    if (p.algorithm == "max") return k::max;
+    if (p.algorithm == "min") return k::min;
+    return std::nullopt;
+}
+
 }  // namespace kiln::cpu

@@ -4,6 +4,7 @@
 // depend on the library's numbering.
 #pragma once
 #include "targets/cpu/dnnl_util.hpp"
+#include "targets/cpu/fused_post_kind.hpp"
 
 #include <kiln/instruction.hpp>
 #include <kiln/shape.hpp>
@@ -61,6 +62,8 @@ dnnl::primitive_attr make_attr(const std::vector<post_op>& ops, const std::vecto
 // The eltwise post-ops equal to a unary pointwise instruction (relu, clip with constant
 // bounds, gelu, sigmoid, ...), or nothing when it has no exact oneDNN form.
 std::optional<std::vector<post_op>> eltwise_post_ops(instruction_ref ins);
+// The kind Kiln's own kernels apply for post-op `p`, or nothing when they do not implement it.
+std::optional<fused_post_kind> fused_post_kind_of(const post_op& p);
 // A scalar constant input (a literal with one element, any rank), as float.
 std::optional<float> scalar_constant(instruction_ref ins);
 

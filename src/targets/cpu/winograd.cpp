@@ -49,7 +49,7 @@ geometry geometry_of(const winograd_conv& op, const shape& x) {
     g.w = l[3];
     g.ho = static_cast<std::size_t>(static_cast<std::int64_t>(g.h) + op.pads[0] + op.pads[2] - 2);
     g.wo = static_cast<std::size_t>(static_cast<std::int64_t>(g.w) + op.pads[1] + op.pads[3] - 2);
-    g.block = winograd_block(op.layouts.at(0));
+    g.block = channel_block(op.layouts.at(0));
     g.cin_p = static_cast<std::size_t>(op.layouts[0].padded_dims[1]);
     g.cout_p = static_cast<std::size_t>(op.dst_layout.padded_dims[1]);
     g.cout16 = round_up(g.cout_p, 16);
@@ -95,23 +95,6 @@ bool same_layout(const md_record& a, const md_record& b) {
     return !a.empty() && !b.empty() && a.to_md() == b.to_md();
 }
 
-std::optional<wino::post_kind> post_kind_of(const post_op& p) {
-    using k = wino::post_kind;
-    if (p.kind == "eltwise") {
-        if (p.algorithm == "relu") return k::relu;
-        if (p.algorithm == "linear") return k::linear;
-        if (p.algorithm == "clip_v2") return k::clip;
-        return std::nullopt;
-    }
-    if (p.kind != "binary") return std::nullopt;
-    if (p.algorithm == "add") return k::add;
-    if (p.algorithm == "sub") return k::sub;
-    if (p.algorithm == "mul") return k::mul;
-    if (p.algorithm == "max") return k::max;
-    if (p.algorithm == "min") return k::min;
-    return std::nullopt;
-}
-
 // G (alpha x 3) of F(m, 3), with the interpolation points 0, +-1, +-2 (m = 4) or 0, +-1.
 double g_matrix(int m, int r, int c) {
     static const double g4[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6},
@@ -131,21 +114,10 @@ static cut winograd_conv_cut(const winograd_conv& op) {
 struct winograd_conv::plan {
     geometry geo;
     wino::phases ph;
+    // The output transform's steps, mapped once: a run only points the binary ones at their inputs.
+    std::vector<wino::post_step> post;
 };
 
-std::int64_t winograd_block(const md_record& r) {
-    if (r.dims.size() != 4 || r.inner_blks.size() != 1 || r.inner_idxs.size() != 1 || r.inner_idxs[0] != 1 ||
-        r.offset0 != 0 || r.padded_dims.size() != 4 || r.strides.size() != 4)
-        return 0;
-    const std::int64_t b = r.inner_blks[0];
-    if (b != 8 && b != 16) return 0;
-    const auto& p = r.padded_dims;
-    if (p[0] != r.dims[0] || p[2] != r.dims[2] || p[3] != r.dims[3] || p[1] % b != 0) return 0;
-    const std::int64_t hw = p[2] * p[3] * b;
-    if (r.strides[3] != b || r.strides[2] != p[3] * b || r.strides[1] != hw || r.strides[0] != hw * (p[1] / b))
-        return 0;
-    return b;
-}
 
 std::vector<float> winograd_weights(const std::vector<float>& w, std::size_t cout, std::size_t cin, int m,
                                     std::size_t cin_p, std::size_t cout16) {
@@ -189,8 +161,8 @@ shape winograd_conv::compute_shape(const std::vector<shape>& inputs) const {
     const shape& x = inputs[0];
     if (x.ndim() != 4 || x.get_type() != type::float32 || x.lens()[1] != static_cast<std::size_t>(in_channels))
         bad("x " + x.to_string() + " is not a float32 NCHW tensor with " + std::to_string(in_channels) + " channels");
-    const std::int64_t b = layouts.empty() ? 0 : winograd_block(layouts[0]);
-    if (b == 0 || winograd_block(dst_layout) != b) bad("x and the result must be in the same blocked layout");
+    const std::int64_t b = layouts.empty() ? 0 : channel_block(layouts[0]);
+    if (b == 0 || channel_block(dst_layout) != b) bad("x and the result must be in the same blocked layout");
     for (auto p : pads)
         if (p < 0 || p > 2) bad("pads must be in [0, 2]");
     const auto g = geometry_of(*this, x);
@@ -210,7 +182,7 @@ shape winograd_conv::compute_shape(const std::vector<shape>& inputs) const {
         bad("the scratchpad does not hold a group of tiles per part");
     if (post_ops.size() > static_cast<std::size_t>(wino::max_post_steps)) bad("too many post-ops");
     for (const auto& p : post_ops) {
-        if (!post_kind_of(p)) bad("post-op " + p.kind + " " + p.algorithm + " is not supported");
+        if (!fused_post_kind_of(p)) bad("post-op " + p.kind + " " + p.algorithm + " is not supported");
         if (p.kind != "binary") continue;
         const auto in = static_cast<std::size_t>(p.input);
         if (p.input < static_cast<std::int64_t>(base) || in >= inputs.size() - extra || in >= layouts.size() ||
@@ -231,6 +203,15 @@ void winograd_conv::finalize(context& ctx, const shape&, const std::vector<shape
     const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                       !(isa && std::string(isa) == "generic");
     p->ph = avx2 ? wino::avx2_phases() : wino::generic_phases();
+    for (const auto& po : post_ops) {
+        wino::post_step s;
+        const auto kind = fused_post_kind_of(po);
+        if (!kind) throw_error(error_code::parse, name() + ": post-op " + po.kind + " " + po.algorithm + " is not supported");
+        s.kind = *kind;
+        s.alpha = po.alpha;
+        s.beta = po.beta;
+        p->post.push_back(s);
+    }
     ready = std::move(p);
 }
 
@@ -261,12 +242,11 @@ argument winograd_conv::compute(context&, const shape&, const std::vector<argume
     a.bias = has_bias ? reinterpret_cast<const float*>(args[2].data()) : nullptr;
     a.y = reinterpret_cast<float*>(args.back().data());
     auto* scratch = reinterpret_cast<float*>(args[static_cast<std::size_t>(scratchpad)].data());
-    for (const auto& p : post_ops) {
+    for (std::size_t i = 0; i < ready->post.size(); ++i) {
         auto& s = a.post[a.n_post++];
-        s.kind = *post_kind_of(p);
-        s.alpha = p.alpha;
-        s.beta = p.beta;
-        if (p.kind == "binary") s.src = reinterpret_cast<const float*>(args[static_cast<std::size_t>(p.input)].data());
+        s = ready->post[i];
+        if (is_binary(s.kind))
+            s.src = reinterpret_cast<const float*>(args[static_cast<std::size_t>(post_ops[i].input)].data());
     }
     const auto ph = ready->ph;
     const cut c = winograd_conv_cut(*this);
@@ -326,11 +306,11 @@ bool lower_winograd(lower_env& env, const convolution& c, const std::vector<inst
         auto it = env.layout.find(&*in);
         op.layouts.push_back(it == env.layout.end() ? md_record{} : it->second);
     }
-    const std::int64_t b = winograd_block(op.layouts[0]);
-    if (b == 0 || winograd_block(op.dst_layout) != b) return false;
+    const std::int64_t b = channel_block(op.layouts[0]);
+    if (b == 0 || channel_block(op.dst_layout) != b) return false;
     if (op.post_ops.size() > static_cast<std::size_t>(wino::max_post_steps)) return false;
     for (const auto& p : op.post_ops) {
-        if (!post_kind_of(p)) return false;
+        if (!fused_post_kind_of(p)) return false;
         if (p.kind == "binary") {
             const auto in = static_cast<std::size_t>(p.input);
             if (p.input < 0 || in >= op.layouts.size() || !same_layout(op.layouts[in], op.dst_layout)) return false;

@@ -70,10 +70,6 @@ struct winograd_conv {
     std::shared_ptr<const plan> ready;  // built by finalize, not an attribute
 };
 
-// The block size of a blocked 4-D activation layout aBcd<b>b (b = 8 or 16) with dims
-// (n, c, h, w), or 0 for any other layout.
-std::int64_t winograd_block(const md_record& layout);
-
 // The weight transform U = G g G^T for w [cout, cin, 3, 3] (row-major), laid out as
 // [alpha^2][cout16/16][cin_p][16] with zeros in the padding.
 std::vector<float> winograd_weights(const std::vector<float>& w, std::size_t cout, std::size_t cin, int m,

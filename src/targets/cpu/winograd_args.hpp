@@ -2,13 +2,15 @@
 // the phase functions each ISA variant provides. Plain data only, so that the variants
 // (compiled with different target attributes) share nothing but this header.
 #pragma once
+#include "targets/cpu/fused_post_kind.hpp"
+
 #include <cstddef>
 #include <cstdint>
 
 namespace kiln::cpu::wino {
 
 // A fused post-op as the output transform applies it.
-enum class post_kind : int { relu, linear, clip, add, sub, mul, max, min };
+using post_kind = fused_post_kind;
 struct post_step {
     post_kind kind = post_kind::relu;
     float alpha = 0.0f, beta = 0.0f;
