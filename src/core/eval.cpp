@@ -110,8 +110,10 @@ std::vector<argument> exec_plan::run(context& ctx, const param_map& params,
                 }
                 if (profile) {
                     ctx.finish();
+                    // Stamp before the bookkeeping: a new entry prints the op's text.
+                    auto end = std::chrono::steady_clock::now();
                     auto& e = profile_entry(*profile, module_name_, i, ins);
-                    e.total_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+                    e.total_ms += std::chrono::duration<double, std::milli>(end - start).count();
                     ++e.calls;
                 }
                 for (auto r : s.release) values[r] = argument{};

@@ -131,7 +131,7 @@ def _percent_rows(text, header):
 
 def test_perf_per_instruction_table(fashion_kiln):
     text = kiln("perf", fashion_kiln, "--per-instruction", "-n", "3", "--warmup", "1").stdout
-    assert "\nper operation kind (mean of 3 profiled runs):\n" in text
+    assert "\nper operation kind (sum of the instructions' medians over 3 profiled runs):\n" in text
     rows, pcts = _percent_rows(text, "per operation kind")
     assert rows and abs(sum(pcts) - 100) < 1.0 and pcts == sorted(pcts, reverse=True)
     assert any("x  " in r for r in rows)

@@ -133,6 +133,29 @@ double percentile(std::vector<double> v, double q) {
     return v[std::min(idx, v.size() - 1)];
 }
 
+// Runs the program `runs` times with profiling, each run into a profile of its own (self
+// times), and returns one entry per instruction whose total_ms is the median of its runs.
+std::vector<instruction_profile> median_profile(const program& p, const param_map& inputs, std::size_t runs) {
+    std::map<std::pair<std::string, std::size_t>, std::pair<instruction_profile, std::vector<double>>> all;
+    for (std::size_t r = 0; r < runs; ++r) {
+        std::vector<instruction_profile> one;
+        p.eval(inputs, one);
+        to_self_time(p, one);
+        for (auto& e : one) {
+            auto& slot = all[{e.module, e.index}];
+            if (slot.second.empty()) slot.first = e;
+            slot.second.push_back(e.total_ms);
+        }
+    }
+    std::vector<instruction_profile> out;
+    for (auto& [key, v] : all) {
+        v.second.resize(runs, 0.0);  // an instruction absent from a run (an untaken branch) took 0 there
+        v.first.total_ms = percentile(v.second, 0.5);
+        out.push_back(v.first);
+    }
+    return out;
+}
+
 }  // namespace
 
 int cmd_compile(const options& o) {
@@ -191,13 +214,10 @@ int cmd_perf(const options& o) {
     double median = percentile(times, 0.5), p90 = percentile(times, 0.9);
     double min = *std::min_element(times.begin(), times.end());
     auto batch = batch_of(l.p, inputs);
-    std::vector<instruction_profile> profile;
-    std::size_t profiled_runs = 1;
-    if (o.per_instruction) {
-        profiled_runs = std::min<std::size_t>(o.iterations, 10);
-        for (std::size_t i = 0; i < profiled_runs; ++i) l.p.eval(inputs, profile);
-    }
-    to_self_time(l.p, profile);
+    // Per instruction, the median over the profiled runs (each run profiled on its own):
+    // on a shared machine a mean is pulled up by the runs a neighbour disturbed.
+    std::size_t profiled_runs = o.per_instruction ? std::max<std::size_t>(o.iterations, 1) : 0;
+    auto profile = median_profile(l.p, inputs, profiled_runs);
     double profiled_total = 0;
     for (auto& e : profile) profiled_total += e.total_ms;
     std::sort(profile.begin(), profile.end(), [](auto& a, auto& b) { return a.total_ms > b.total_ms; });
@@ -208,9 +228,9 @@ int cmd_perf(const options& o) {
     }
     std::vector<std::pair<std::string, std::pair<double, std::size_t>>> kind_list(kinds.begin(), kinds.end());
     std::sort(kind_list.begin(), kind_list.end(), [](auto& a, auto& b) { return a.second.first > b.second.first; });
-    // Per run, by the number of profiled runs: an instruction's own call count is larger
-    // inside a loop body, smaller in an untaken branch.
-    const auto runs = static_cast<double>(profiled_runs);
+    // Already per run (a median of runs): an instruction's own call count is larger inside a
+    // loop body, smaller in an untaken branch.
+    const double runs = 1.0;
 
     if (o.json) {
         json j = {{"model", o.model},        {"target", l.p.target_name()}, {"batch", batch},
@@ -243,7 +263,8 @@ int cmd_perf(const options& o) {
               << ", inputs " << bytes_text(m.parameter_bytes) << ", outputs " << bytes_text(m.output_bytes)
               << "; peak RSS " << peak_rss_mb() << " MiB\n";
     if (o.per_instruction) {
-        std::cout << "\nper operation kind (mean of " << profiled_runs << " profiled runs):\n";
+        std::cout << "\nper operation kind (sum of the instructions' medians over " << profiled_runs
+                  << " profiled runs):\n";
         std::cout << std::setprecision(3);
         for (auto& [k, v] : kind_list)
             std::cout << "  " << std::setw(10) << v.first / runs << " ms  " << std::setw(6) << std::setprecision(1)
