@@ -1,5 +1,7 @@
 #include "targets/cpu/fusion.hpp"
 
+#include "targets/cpu/silu.hpp"
+
 #include <kiln/register_op.hpp>
 
 #include <cmath>
@@ -123,7 +125,7 @@ post_op linear(float a, float b) {
 }  // namespace
 
 fused_chain find_post_ops(instruction_ref anchor, std::size_t channel_axis, bool can_take_bias,
-                          const std::unordered_set<const instruction*>& claimed) {
+                          const std::unordered_set<const instruction*>& claimed, bool own_silu) {
     fused_chain c;
     if (!is_float32_tensor(anchor)) return c;
     const auto out = anchor->get_shape().lens();
@@ -140,6 +142,7 @@ fused_chain find_post_ops(instruction_ref anchor, std::size_t channel_axis, bool
     };
     while (true) {
         if (auto m = match_silu(cur); m && free({*m})) {
+            if (own_silu && cur->get_shape().elements() >= silu_min_elements) break;
             post_op p;
             p.algorithm = "swish";
             p.alpha = 1.0f;

@@ -36,8 +36,10 @@ struct fused_chain {
 // `channel_axis`: the output dim a per-channel bias runs along (1 for convolution, the
 // last for matmul); `can_take_bias`: the anchor has no bias yet. Instructions in
 // `claimed` (fused into an earlier anchor) end the chain.
+// `own_silu`: a SiLU on a result of at least silu_min_elements values ends the chain
+// (cpu::silu computes it faster than oneDNN's post-op, see silu.hpp).
 fused_chain find_post_ops(instruction_ref anchor, std::size_t channel_axis, bool can_take_bias,
-                          const std::unordered_set<const instruction*>& claimed);
+                          const std::unordered_set<const instruction*>& claimed, bool own_silu = false);
 
 // The chain cut to its first `prefix` steps.
 fused_chain truncate(const fused_chain& c, std::size_t prefix);

@@ -2,6 +2,7 @@
 #include "targets/cpu/lowering_util.hpp"
 #include "targets/cpu/max_pool_blocked.hpp"
 #include "targets/cpu/op_misc.hpp"
+#include "targets/cpu/silu.hpp"
 
 #include "ops/nn_pooling.hpp"
 #include "ops/normalization.hpp"
@@ -274,6 +275,12 @@ bool lower_simple(lower_env& env, instruction_ref ins) {
     if (n == "concat") return lower_concat(env, ins);
     if (n == "resize") return lower_resize(env, ins);
     if ((n == "reshape" || n == "flatten") && ins->inputs().size() == 1) return lower_reshape_copy(env, ins);
+    // SiLU left over from a convolution's or matmul's post-ops (a big result, see silu.hpp):
+    // the sigmoid waits for its product, which becomes one cpu::silu.
+    if (own_silu_enabled(env.ctx.fast_math())) {
+        if (n == "sigmoid" && ins->outputs().size() == 1 && silu_sigmoid(ins->outputs().front())) return false;
+        if (auto s = silu_sigmoid(ins); s && lower_silu(env, ins, *s)) return true;
+    }
     if (n == "add" || n == "sub" || n == "mul" || n == "div" || n == "max" || n == "min")
         return lower_binary(env, ins, n);
     return lower_eltwise(env, ins);

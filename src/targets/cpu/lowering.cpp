@@ -7,6 +7,7 @@
 #include "targets/cpu/op_conv.hpp"
 #include "targets/cpu/op_matmul.hpp"
 #include "targets/cpu/packed_gemm.hpp"
+#include "targets/cpu/silu.hpp"
 #include "targets/cpu/winograd.hpp"
 
 #include "ops/nn_matmul.hpp"
@@ -145,7 +146,7 @@ std::optional<anchor_plan> plan_conv(lower_env& env, instruction_ref ins,
     c.dst_layout = md_record::from(dst_md);
     p.wanted.assign(p.operands.size(), std::nullopt);
     p.wanted[0] = c.layouts[0];
-    auto chain = find_post_ops(ins, 1, !c.has_bias, claimed);
+    auto chain = find_post_ops(ins, 1, !c.has_bias, claimed, own_silu_enabled(env.ctx.fast_math()));
     return finish_plan(env, p, c, chain, 2, c.dst_layout);
 }
 
@@ -234,7 +235,8 @@ std::optional<anchor_plan> plan_matmul(lower_env& env, instruction_ref ins,
             chain_may_take_bias = false;
         }
     }
-    auto chain = find_post_ops(ins, p.dst.ndim() - 1, chain_may_take_bias && !mm.has_bias, claimed);
+    auto chain = find_post_ops(ins, p.dst.ndim() - 1, chain_may_take_bias && !mm.has_bias, claimed,
+                               own_silu_enabled(env.ctx.fast_math()));
     p.wanted.assign(p.operands.size(), std::nullopt);
     auto plan = finish_plan(env, p, mm, chain, 2, std::nullopt);
     if (plan) write_through_transpose(env, *plan);

@@ -1,0 +1,133 @@
+// SiLU (x * sigmoid(x)) on Kiln's own kernel (cpu::silu): the kernel against the exact
+// function in double precision over the whole float range and at the special values;
+// convolutions and a matmul with a big SiLU result get a cpu::silu (in place, in the
+// convolution's blocked layout) and match the ref target; small results, fast_math off
+// and KILN_CPU_SILU=dnnl keep oneDNN's post-op; a saved program loads and runs.
+#include "cpu_test_util.hpp"
+
+#include "targets/cpu/silu.hpp"
+
+#include <kiln/serialize.hpp>
+
+#include <cmath>
+#include <limits>
+
+using namespace kiln;
+using namespace kiln::cpu_test;
+
+namespace {
+
+value arr(const std::vector<std::int64_t>& v) { return value(value::array(v.begin(), v.end())); }
+
+double silu_exact(double x) { return x / (1.0 + std::exp(-x)); }
+
+// Every kernel this machine can run: the portable one, and the AVX2 one where present
+// (run() falls back to the portable one without AVX2 and FMA, so both calls are valid).
+void check_values(const std::vector<float>& x) {
+    for (bool portable : {true, false}) {
+        std::vector<float> y(x.size());
+        cpu::silu_kernels::run(x.data(), y.data(), x.size(), portable);
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            const double want = silu_exact(x[i]);
+            if (std::isnan(x[i])) {
+                EXPECT_TRUE(std::isnan(y[i])) << "portable " << portable;
+                continue;
+            }
+            if (std::isinf(want)) {
+                EXPECT_EQ(y[i], want) << "portable " << portable;
+                continue;
+            }
+            // Where the exact result is a normal float (not where it underflows).
+            if (std::fabs(want) < std::numeric_limits<float>::min()) continue;
+            EXPECT_NEAR(y[i], want, 1e-5 * std::fabs(want)) << "x = " << x[i] << ", portable " << portable;
+        }
+    }
+}
+
+// conv (result in oneDNN's blocked layout) -> sigmoid, mul -> add 1 (a consumer after it).
+builder conv_silu(const std::vector<std::size_t>& x_lens, std::size_t out_channels, std::int64_t group = 1) {
+    builder b;
+    auto x = b.param("x", x_lens);
+    const std::size_t in_per_group = x_lens[1] / static_cast<std::size_t>(group);
+    auto w = b.constant({out_channels, in_per_group, 3, 3}, 0.3f);
+    auto y = b.op("convolution", value::object{{"padding", arr({1, 1, 1, 1})}, {"group", value(group)}},
+                  {x, w, b.constant({out_channels})});
+    auto s = b.op("sigmoid", {y});
+    auto z = b.op("mul", {y, s});
+    b.ret({b.op("add", {z, b.scalar(1.0f)})});
+    return b;
+}
+
+}  // namespace
+
+TEST(cpu_silu, kernel_matches_exact_function) {
+    std::vector<float> x;
+    for (float v = -110.0f; v <= 110.0f; v += 0.0371f) x.push_back(v);
+    for (float v = -1.0f; v <= 1.0f; v += 1.0f / 1024) x.push_back(v);
+    for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 87.0f, -87.0f, 88.0f, -88.0f, 88.7f, -87.3f, -92.0f, -103.9f, -104.1f,
+                    1e30f, -1e30f, 3e38f, -3e38f})
+        x.push_back(v);
+    x.push_back(std::numeric_limits<float>::infinity());
+    x.push_back(std::numeric_limits<float>::quiet_NaN());
+    // Odd length: the vector loop's tail too.
+    if (x.size() % 16 == 0) x.push_back(0.5f);
+    check_values(x);
+    // Fixed points: silu(0) = 0 (padding stays zero), silu(+inf) = +inf.
+    std::vector<float> s{0.0f, std::numeric_limits<float>::infinity()}, y(2);
+    cpu::silu_kernels::run(s.data(), y.data(), 2);
+    EXPECT_EQ(y[0], 0.0f);
+    EXPECT_EQ(y[1], std::numeric_limits<float>::infinity());
+}
+
+TEST(cpu_silu, big_convolution_results_use_the_kernel_in_place) {
+    // 32 x 24 x 24 = 18432 values (>= silu_min_elements), dense and depthwise.
+    for (std::int64_t group : {1, 32}) {
+        auto r = run_both(conv_silu({1, 32, 24, 24}, 32, group), 2e-4, 2e-5);
+        EXPECT_EQ(count_ops(r.cpu, "cpu::silu"), 1u) << text(r.cpu);
+        EXPECT_EQ(text(r.cpu).find("sigmoid"), std::string::npos) << text(r.cpu);
+        EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
+    }
+    // Channels that are not a multiple of the block (zero padding in the layout), 2 images.
+    auto r = run_both(conv_silu({2, 12, 30, 30}, 20), 2e-4, 2e-5);
+    EXPECT_EQ(count_ops(r.cpu, "cpu::silu"), 1u) << text(r.cpu);
+}
+
+TEST(cpu_silu, small_results_fast_math_off_and_switch_keep_the_post_op) {
+    // 8 x 8 x 8 = 512 values: a post-op of the convolution.
+    auto small = run_both(conv_silu({1, 8, 8, 8}, 8), 2e-4, 2e-5);
+    EXPECT_EQ(count_ops(small.cpu, "cpu::silu"), 0u) << text(small.cpu);
+    compile_options exact;
+    exact.fast_math = false;
+    auto off = run_both(conv_silu({1, 32, 24, 24}, 32), 2e-4, 2e-5, exact);
+    EXPECT_EQ(count_ops(off.cpu, "cpu::silu"), 0u) << text(off.cpu);
+    test::env_override dnnl("KILN_CPU_SILU", "dnnl");
+    auto sw = run_both(conv_silu({1, 32, 24, 24}, 32), 2e-4, 2e-5);
+    EXPECT_EQ(count_ops(sw.cpu, "cpu::silu"), 0u) << text(sw.cpu);
+}
+
+TEST(cpu_silu, matmul_result) {
+    builder b;
+    auto x = b.param("x", {96, 128});
+    auto w = b.constant({128, 256}, 0.1f);
+    auto y = b.op("matmul", {x, w});
+    auto s = b.op("sigmoid", {y});
+    b.ret({b.op("mul", {s, y})});  // the other operand order
+    auto r = run_both(b, 2e-4, 2e-5);
+    EXPECT_EQ(count_ops(r.cpu, "cpu::silu"), 1u) << text(r.cpu);
+}
+
+TEST(cpu_silu, saved_program_loads_and_runs) {
+    auto b = conv_silu({1, 32, 24, 24}, 32);
+    program ref = b.p;
+    ref.compile(*get_target("ref"));
+    program cpu = b.p;
+    cpu.compile(*get_target("cpu"));
+    ASSERT_EQ(count_ops(cpu, "cpu::silu"), 1u);
+    const auto bytes = save_buffer(cpu);
+    auto loaded = load_buffer(bytes.data(), bytes.size());
+    EXPECT_EQ(count_ops(loaded, "cpu::silu"), 1u);
+    auto got = loaded.eval(b.inputs);
+    auto want = ref.eval(b.inputs);
+    ASSERT_EQ(got.size(), 1u);
+    expect_close(got[0], want[0], 2e-4, 2e-5);
+}
