@@ -145,6 +145,10 @@ std::string impl_name(const dnnl::primitive_desc_base& pd) {
     return s ? std::string(s) : std::string();
 }
 
+bool same_layout(const md_record& a, const md_record& b) {
+    return !a.empty() && !b.empty() && a.to_md() == b.to_md();
+}
+
 std::int64_t channel_block(const md_record& r) {
     if (r.dims.size() != 4 || r.inner_blks.size() != 1 || r.inner_idxs.size() != 1 || r.inner_idxs[0] != 1 ||
         r.offset0 != 0 || r.padded_dims.size() != 4 || r.strides.size() != 4)

@@ -68,6 +68,8 @@ struct md_record {
 // The block size of a blocked 4-D activation layout aBcd<b>b (b = 8 or 16) with dims
 // (n, c, h, w), dense and unpadded except for channels, or 0 for any other layout.
 std::int64_t channel_block(const md_record& layout);
+// Both recorded (not plain) and the same oneDNN layout.
+bool same_layout(const md_record& a, const md_record& b);
 
 // Sets the calling thread's OpenMP team size while oneDNN creates primitives (their
 // kernels are laid out for the thread count seen at creation), then restores it.

@@ -1,6 +1,7 @@
 #include "targets/cpu/lowering.hpp"
 
 #include "targets/cpu/anchor_plan.hpp"
+#include "targets/cpu/conv_gemm.hpp"
 #include "targets/cpu/dw_fusion.hpp"
 #include "targets/cpu/fusion.hpp"
 #include "targets/cpu/lowering_util.hpp"
@@ -286,7 +287,8 @@ void materialize(lower_env& env, anchor_plan p, Op op, instruction_ref pos) {
     const instruction_ref parsed_weights = p.operands.at(1);
     bool done = false;
     if constexpr (std::is_same_v<Op, convolution>)
-        done = p.constant_weights && !op.dw.active() && lower_winograd(env, op, p.operands, p.dst, pos);
+        done = p.constant_weights && !op.dw.active() &&
+               (lower_winograd(env, op, p.operands, p.dst, pos) || lower_conv_gemm(env, op, p.operands, pos));
     if constexpr (std::is_same_v<Op, matmul>)
         done = p.constant_weights && lower_packed_gemm(env, op, p.operands, p.dst, pos);
     if (!done) {

@@ -32,11 +32,6 @@ constexpr std::size_t block_depth = 256;
 
 std::size_t panels(std::size_t n) { return (n + pgemm::panel - 1) / pgemm::panel; }
 
-std::size_t depth_block(std::size_t k) {
-    if (k <= one_block_depth) return std::max<std::size_t>(k, 1);
-    const std::size_t blocks = (k + block_depth - 1) / block_depth;
-    return (k + blocks - 1) / blocks;
-}
 
 // A binary post-op operand the kernels read: one value per column (broadcast over the
 // rows), or a row-major tensor of the result's shape.
@@ -79,13 +74,51 @@ std::vector<float> pack_gemm_weights(const std::vector<float>& b, std::size_t k,
     return out;
 }
 
+namespace pgemm {
+
 // The timings behind min_rows are the AVX2 kernels'; the baseline ones (about 30 GFLOPS on
 // one core here, against 95 for AVX2) are there for loading a saved program on an older CPU,
 // not to replace oneDNN's SSE4.1 kernels, so without AVX2 the products stay on oneDNN.
-static bool has_avx2_fma() {
+bool has_avx2_fma() {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
+
+std::size_t depth_block(std::size_t k) {
+    if (k <= one_block_depth) return std::max<std::size_t>(k, 1);
+    const std::size_t blocks = (k + block_depth - 1) / block_depth;
+    return (k + blocks - 1) / blocks;
+}
+
+void run_all(const args& g, part_fn part) {
+    const std::size_t np = panels(g.n);
+    const cut c = plan_cut(g.m, np, static_cast<std::size_t>(omp_get_max_threads()));
+    const std::size_t parts = c.row_parts * c.col_parts;
+    const std::size_t tiles = (g.m + tile_rows - 1) / tile_rows;
+    const std::size_t rows_per = (tiles + c.row_parts - 1) / c.row_parts * tile_rows;
+    const std::size_t cols_per = (np + c.col_parts - 1) / c.col_parts;
+    auto run_part = [&](std::size_t id) {
+        const std::size_t rp = id / c.col_parts, cp = id % c.col_parts;
+        const std::size_t m0 = std::min(rp * rows_per, g.m), m1 = std::min(m0 + rows_per, g.m);
+        const std::size_t p0 = std::min(cp * cols_per, np), p1 = std::min(p0 + cols_per, np);
+        if (m0 < m1 && p0 < p1) part(g, m0, m1, p0, p1);
+    };
+    if (parts == 1) {
+        run_part(0);
+        return;
+    }
+#pragma omp parallel num_threads(static_cast<int>(parts))
+    {
+        const auto id = static_cast<std::size_t>(omp_get_thread_num());
+        const auto nt = static_cast<std::size_t>(omp_get_num_threads());
+        for (std::size_t i = id; i < parts; i += nt) run_part(i);
+    }
+}
+
+}  // namespace pgemm
+
+using pgemm::depth_block;
+using pgemm::has_avx2_fma;
 
 struct packed_gemm::plan {
     pgemm::part_fn part = nullptr;
@@ -155,10 +188,8 @@ void packed_gemm::finalize(context& ctx, const shape&, const std::vector<shape>&
         s.alpha = po.alpha;
         s.beta = po.beta;
         if (is_binary(s.kind))
-            s.row_stride = binary_operand(inputs.at(static_cast<std::size_t>(po.input)), lens,
-                                          static_cast<std::size_t>(n)) == operand_kind::full
-                               ? static_cast<std::size_t>(n)
-                               : 0;
+            s.full = binary_operand(inputs.at(static_cast<std::size_t>(po.input)), lens, static_cast<std::size_t>(n)) ==
+                     operand_kind::full;
         p->post.push_back(s);
     }
     ready = std::move(p);
@@ -181,29 +212,7 @@ argument packed_gemm::compute(context&, const shape&, const std::vector<argument
         if (is_binary(s.kind))
             s.src = reinterpret_cast<const float*>(args[static_cast<std::size_t>(post_ops[i].input)].data());
     }
-    const auto part = ready->part;
-    const std::size_t np = panels(g.n);
-    const cut c = plan_cut(g.m, np, static_cast<std::size_t>(omp_get_max_threads()));
-    const std::size_t parts = c.row_parts * c.col_parts;
-    const std::size_t tiles = (g.m + pgemm::tile_rows - 1) / pgemm::tile_rows;
-    const std::size_t rows_per = (tiles + c.row_parts - 1) / c.row_parts * pgemm::tile_rows;
-    const std::size_t cols_per = (np + c.col_parts - 1) / c.col_parts;
-    auto run_part = [&](std::size_t id) {
-        const std::size_t rp = id / c.col_parts, cp = id % c.col_parts;
-        const std::size_t m0 = std::min(rp * rows_per, g.m), m1 = std::min(m0 + rows_per, g.m);
-        const std::size_t p0 = std::min(cp * cols_per, np), p1 = std::min(p0 + cols_per, np);
-        if (m0 < m1 && p0 < p1) part(g, m0, m1, p0, p1);
-    };
-    if (parts == 1) {
-        run_part(0);
-        return args.back();
-    }
-#pragma omp parallel num_threads(static_cast<int>(parts))
-    {
-        const auto id = static_cast<std::size_t>(omp_get_thread_num());
-        const auto nt = static_cast<std::size_t>(omp_get_num_threads());
-        for (std::size_t i = id; i < parts; i += nt) run_part(i);
-    }
+    pgemm::run_all(g, ready->part);
     return args.back();
 }
 

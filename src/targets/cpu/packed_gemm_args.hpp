@@ -16,8 +16,8 @@ using post_kind = fused_post_kind;
 struct post_step {
     post_kind kind = post_kind::relu;
     float alpha = 0.0f, beta = 0.0f;
-    const float* src = nullptr;  // binary: [n] per column (row_stride 0) or [m][n] (row_stride n)
-    std::size_t row_stride = 0;
+    const float* src = nullptr;  // binary: [n] per column (full false) or laid out as C
+    bool full = false;
 };
 constexpr int max_post_steps = 8;
 
@@ -27,10 +27,24 @@ struct args {
     const float* a = nullptr;         // [m][k] row-major
     const float* b = nullptr;         // [ceil(n/16)][k][16], zero-padded columns
     const float* bias = nullptr;      // [n] or null
-    float* c = nullptr;               // [m][n] row-major
+    float* c = nullptr;               // [m][n] row-major, or blocked (see block)
+    // 0: C is row-major. 8 or 16: C is a channel-blocked activation, the rows its pixels
+    // (image by image, `image_rows` each), the columns its channels (n a multiple of
+    // block): [images][n / block][image_rows][block]. Full-tensor binary post-op operands
+    // are laid out as C.
+    std::size_t block = 0, image_rows = 0;
     post_step post[max_post_steps];
     int n_post = 0;
 };
+
+// Where C's row i starts, and where its column j (a multiple of 8) is from there.
+inline std::size_t row_offset(const args& g, std::size_t i) {
+    if (g.block == 0) return i * g.n;
+    return (i / g.image_rows) * g.image_rows * g.n + (i % g.image_rows) * g.block;
+}
+inline std::size_t col_offset(const args& g, std::size_t j) {
+    return g.block == 0 ? j : (j / g.block) * g.image_rows * g.block + j % g.block;
+}
 
 // Computes C rows [m0, m1) x panels [p0, p1) completely (all k blocks, bias, post-ops).
 // Parts are independent: threads run disjoint parts without synchronization.
@@ -38,5 +52,14 @@ using part_fn = void (*)(const args&, std::size_t m0, std::size_t m1, std::size_
 
 part_fn generic_part();
 part_fn avx2_part();  // only for CPUs with AVX2 and FMA
+
+// Defined in packed_gemm.cpp, for every user of these kernels:
+// whether this CPU runs avx2_part;
+bool has_avx2_fma();
+// the k block for depth k (g.kc);
+std::size_t depth_block(std::size_t k);
+// all of C, on the current OpenMP team: each thread its own B panels (at least two
+// each), then rows in whole tiles.
+void run_all(const args& g, part_fn part);
 
 }  // namespace kiln::cpu::pgemm

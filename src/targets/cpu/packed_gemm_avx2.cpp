@@ -36,14 +36,15 @@ struct cols {
     __m256i m0, m1;  // lanes 0-7 and 8-15 of a partial panel
 };
 
+// p: the half's own first element (the halves of a tile need not be adjacent).
 PG_TARGET inline __m256 load(const float* p, const cols& c, int half) {
-    if (c.full) return _mm256_loadu_ps(p + 8 * half);
-    return _mm256_maskload_ps(p + 8 * half, half ? c.m1 : c.m0);
+    if (c.full) return _mm256_loadu_ps(p);
+    return _mm256_maskload_ps(p, half ? c.m1 : c.m0);
 }
 
 PG_TARGET inline void store(float* p, __m256 v, const cols& c, int half) {
-    if (c.full) _mm256_storeu_ps(p + 8 * half, v);
-    else _mm256_maskstore_ps(p + 8 * half, half ? c.m1 : c.m0, v);
+    if (c.full) _mm256_storeu_ps(p, v);
+    else _mm256_maskstore_ps(p, half ? c.m1 : c.m0, v);
 }
 
 PG_TARGET inline __m256 apply(const post_step& s, __m256 v, const float* src, const cols& c, int half) {
@@ -65,21 +66,29 @@ PG_TARGET inline __m256 apply(const post_step& s, __m256 v, const float* src, co
 }
 
 // One R x 16 tile: rows [i, i + R) of C, columns [16 p, 16 p + width), k in [k0, k0 + kc).
+// Each row and each half of the tile (8 columns) has its own base: C may be channel-blocked.
+// `ahead`: where to prefetch from, one B row (one cache line) per k step: the next panel's
+// block for a panel's first tile (B streams from memory once; without this the first
+// tile of every panel waits for it), else the tile's own block (already in L1).
 template <int R>
 PG_TARGET void tile(const args& g, std::size_t i, std::size_t p, std::size_t k0, std::size_t kc, bool first,
-                    bool last, const cols& c) {
+                    bool last, const cols& c, const float* ahead) {
     const float* a = g.a + i * g.k + k0;
     const float* b = g.b + (p * g.k + k0) * panel;
-    float* out = g.c + i * g.n + p * panel;
-    const std::size_t lda = g.k, ldc = g.n;
+    const std::size_t col = p * panel;
+    const std::size_t half_at[2] = {col_offset(g, col), col_offset(g, col + 8)};
+    std::size_t row_at[R];
+    for (int r = 0; r < R; ++r) row_at[r] = row_offset(g, i + static_cast<std::size_t>(r));
+    const std::size_t lda = g.k;
     __m256 acc[R][2];
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
-        acc[r][0] = first ? _mm256_setzero_ps() : load(out + r * ldc, c, 0);
-        acc[r][1] = first ? _mm256_setzero_ps() : load(out + r * ldc, c, 1);
+        acc[r][0] = first ? _mm256_setzero_ps() : load(g.c + row_at[r] + half_at[0], c, 0);
+        acc[r][1] = first ? _mm256_setzero_ps() : load(g.c + row_at[r] + half_at[1], c, 1);
     }
 #pragma GCC unroll 4
     for (std::size_t k = 0; k < kc; ++k) {
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + k * panel), _MM_HINT_T0);
         const __m256 b0 = _mm256_loadu_ps(b + k * panel);
         const __m256 b1 = _mm256_loadu_ps(b + k * panel + 8);
 #pragma GCC unroll 6
@@ -90,9 +99,8 @@ PG_TARGET void tile(const args& g, std::size_t i, std::size_t p, std::size_t k0,
         }
     }
     if (last) {
-        const std::size_t col = p * panel;
         if (g.bias) {
-            const __m256 b0 = load(g.bias + col, c, 0), b1 = load(g.bias + col, c, 1);
+            const __m256 b0 = load(g.bias + col, c, 0), b1 = load(g.bias + col + 8, c, 1);
 #pragma GCC unroll 6
             for (int r = 0; r < R; ++r) {
                 acc[r][0] = _mm256_add_ps(acc[r][0], b0);
@@ -103,16 +111,24 @@ PG_TARGET void tile(const args& g, std::size_t i, std::size_t p, std::size_t k0,
             const post_step& st = g.post[s];
 #pragma GCC unroll 6
             for (int r = 0; r < R; ++r) {
-                const float* src = st.src ? st.src + (i + static_cast<std::size_t>(r)) * st.row_stride + col : nullptr;
-                acc[r][0] = apply(st, acc[r][0], src, c, 0);
-                acc[r][1] = apply(st, acc[r][1], src, c, 1);
+                const float* s0 = nullptr;
+                const float* s1 = nullptr;
+                if (st.src && st.full) {
+                    s0 = st.src + row_at[r] + half_at[0];
+                    s1 = st.src + row_at[r] + half_at[1];
+                } else if (st.src) {
+                    s0 = st.src + col;
+                    s1 = st.src + col + 8;
+                }
+                acc[r][0] = apply(st, acc[r][0], s0, c, 0);
+                acc[r][1] = apply(st, acc[r][1], s1, c, 1);
             }
         }
     }
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
-        store(out + r * ldc, acc[r][0], c, 0);
-        store(out + r * ldc, acc[r][1], c, 1);
+        store(g.c + row_at[r] + half_at[0], acc[r][0], c, 0);
+        store(g.c + row_at[r] + half_at[1], acc[r][1], c, 1);
     }
 }
 
@@ -123,14 +139,17 @@ PG_TARGET void part(const args& g, std::size_t m0, std::size_t m1, std::size_t p
         for (std::size_t p = p0; p < p1; ++p) {
             const std::size_t width = std::min(panel, g.n - p * panel);
             cols c{width == panel, lanes(std::min<std::size_t>(width, 8)), lanes(width > 8 ? width - 8 : 0)};
+            const float* own = g.b + (p * g.k + k0) * panel;
+            const float* next = p + 1 < p1 ? g.b + ((p + 1) * g.k + k0) * panel : own;
             std::size_t i = m0;
-            for (; i + tile_rows <= m1; i += tile_rows) tile<6>(g, i, p, k0, kc, first, last, c);
+            for (; i + tile_rows <= m1; i += tile_rows) tile<6>(g, i, p, k0, kc, first, last, c, i == m0 ? next : own);
+            const float* ahead = i == m0 ? next : own;
             switch (m1 - i) {
-            case 5: tile<5>(g, i, p, k0, kc, first, last, c); break;
-            case 4: tile<4>(g, i, p, k0, kc, first, last, c); break;
-            case 3: tile<3>(g, i, p, k0, kc, first, last, c); break;
-            case 2: tile<2>(g, i, p, k0, kc, first, last, c); break;
-            case 1: tile<1>(g, i, p, k0, kc, first, last, c); break;
+            case 5: tile<5>(g, i, p, k0, kc, first, last, c, ahead); break;
+            case 4: tile<4>(g, i, p, k0, kc, first, last, c, ahead); break;
+            case 3: tile<3>(g, i, p, k0, kc, first, last, c, ahead); break;
+            case 2: tile<2>(g, i, p, k0, kc, first, last, c, ahead); break;
+            case 1: tile<1>(g, i, p, k0, kc, first, last, c, ahead); break;
             default: break;
             }
         }

@@ -38,7 +38,10 @@ void tile(const args& g, std::size_t i, std::size_t p, std::size_t k0, std::size
           std::size_t width) {
     const float* a = g.a + i * g.k + k0;
     const float* b = g.b + (p * g.k + k0) * panel;
-    float* out = g.c + i * g.n + p * panel;
+    // Column j of row r: the row's and the half's base (C may be channel-blocked), then j % 8.
+    auto at = [&](int r, std::size_t j) {
+        return row_offset(g, i + static_cast<std::size_t>(r)) + col_offset(g, p * panel + (j / 8) * 8) + j % 8;
+    };
     v4 vacc[R][4] = {};
     for (std::size_t k = 0; k < kc; ++k) {
         const v4 b0 = load4(b + k * panel), b1 = load4(b + k * panel + 4), b2 = load4(b + k * panel + 8),
@@ -56,7 +59,7 @@ void tile(const args& g, std::size_t i, std::size_t p, std::size_t k0, std::size
     for (int r = 0; r < R; ++r) {
         std::memcpy(acc[r], vacc[r], sizeof(acc[r]));
         if (!first)
-            for (std::size_t j = 0; j < width; ++j) acc[r][j] += out[r * g.n + j];
+            for (std::size_t j = 0; j < width; ++j) acc[r][j] += g.c[at(r, j)];
     }
     if (last) {
         const std::size_t col = p * panel;
@@ -66,15 +69,15 @@ void tile(const args& g, std::size_t i, std::size_t p, std::size_t k0, std::size
                 if (g.bias) v += g.bias[col + j];
                 for (int s = 0; s < g.n_post; ++s) {
                     const post_step& st = g.post[s];
-                    const float* src = st.src ? st.src + (i + static_cast<std::size_t>(r)) * st.row_stride + col : nullptr;
-                    v = apply(st, v, src, j);
+                    const float* src = !st.src ? nullptr : st.full ? st.src + at(r, j) : st.src + col + j;
+                    v = apply(st, v, src, 0);
                 }
                 acc[r][j] = v;
             }
         }
     }
     for (int r = 0; r < R; ++r)
-        for (std::size_t j = 0; j < width; ++j) out[r * g.n + j] = acc[r][j];
+        for (std::size_t j = 0; j < width; ++j) g.c[at(r, j)] = acc[r][j];
 }
 
 void part(const args& g, std::size_t m0, std::size_t m1, std::size_t p0, std::size_t p1) {

@@ -91,10 +91,6 @@ cut plan_cut(const geometry& g, std::size_t tiles, std::size_t threads) {
     return c;
 }
 
-bool same_layout(const md_record& a, const md_record& b) {
-    return !a.empty() && !b.empty() && a.to_md() == b.to_md();
-}
-
 // G (alpha x 3) of F(m, 3), with the interpolation points 0, +-1, +-2 (m = 4) or 0, +-1.
 double g_matrix(int m, int r, int c) {
     static const double g4[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6},

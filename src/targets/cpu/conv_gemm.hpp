@@ -1,0 +1,73 @@
+// cpu::conv_gemm: a 2-D convolution with few output pixels (all images: ResNet-50's 3x3 layers
+// at 14x14 and 7x7) as one matrix product on Kiln's packed-GEMM kernels (packed_gemm.hpp):
+// the input's windows gathered into rows (im2col: one row per output pixel, K = kh kw C
+// values), times the weights packed at compile time into 16-column panels, with the bias
+// and post-ops applied in the epilogue and the result stored straight into oneDNN's
+// channel-blocked layout (the one the neighbouring convolutions use).
+//
+// Why: there the product has few rows and 2.4-9.4 MB of weights; oneDNN 2.6's direct AVX2
+// kernels take ~2.4 ms for ResNet-50's 512-channel 3x3 at 7x7 where ONNX Runtime takes
+// ~1.8 ms, and Winograd does not pay with 4 tiles. The packed panels stream the weights
+// once, each thread its own, at near the FMA peak.
+//
+// Inputs: (x, packed weights, [bias], post-op inputs..., im2col buffer, output buffer).
+// Used on CPUs with AVX2 and FMA (baseline kernels when a saved program loads elsewhere).
+// KILN_CPU_CONV_GEMM=0 keeps these convolutions on oneDNN.
+#pragma once
+#include "targets/cpu/dnnl_util.hpp"
+#include "targets/cpu/lowering_util.hpp"
+#include "targets/cpu/op_conv.hpp"
+#include "targets/cpu/post_ops.hpp"
+
+#include <kiln/operation.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::cpu {
+
+struct conv_gemm {
+    std::vector<std::int64_t> kernel;     // kh, kw
+    std::vector<std::int64_t> stride;     // sh, sw
+    std::vector<std::int64_t> dilation;   // dh, dw
+    std::vector<std::int64_t> pad_begin;  // top, left
+    std::int64_t in_channels = 0, out_channels = 0;
+    bool has_bias = false;
+    std::vector<post_op> post_ops;   // binary inputs: in the result's layout, or one value per channel
+    std::vector<md_record> layouts;  // per input: its oneDNN layout (x's is blocked)
+    md_record dst_layout;            // the result's (x's blocking)
+
+    template <class Self, class F>
+    static void reflect(Self& self, F f) {
+        f(self.kernel, "kernel");
+        f(self.stride, "stride");
+        f(self.dilation, "dilation");
+        f(self.pad_begin, "pad_begin");
+        f(self.in_channels, "in_channels");
+        f(self.out_channels, "out_channels");
+        f(self.has_bias, "has_bias");
+        f(self.post_ops, "post_ops");
+        f(self.layouts, "layouts");
+        f(self.dst_layout, "dst_layout");
+    }
+    std::string name() const { return "cpu::conv_gemm"; }
+    shape compute_shape(const std::vector<shape>& inputs) const;
+    void finalize(context& ctx, const shape& out, const std::vector<shape>& inputs);
+    argument compute(context& ctx, const shape& out, const std::vector<argument>& args) const;
+    std::ptrdiff_t output_alias(const std::vector<shape>& inputs) const {
+        return static_cast<std::ptrdiff_t>(inputs.size()) - 1;
+    }
+
+    struct plan;
+    std::shared_ptr<const plan> ready;  // built by finalize, not an attribute
+};
+
+// Replaces `pos` by a conv_gemm computing convolution `c` (planned by the lowering: bias,
+// post-ops, layouts) over `operands` (x, the IR weights literal, [bias], post-op inputs),
+// when the geometry, layouts and post-ops suit it; false, changing nothing, otherwise.
+bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<instruction_ref>& operands,
+                     instruction_ref pos);
+
+}  // namespace kiln::cpu

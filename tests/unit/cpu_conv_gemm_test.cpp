@@ -1,0 +1,105 @@
+// Convolutions with few output pixels as im2col + packed GEMM (cpu::conv_gemm), results
+// stored in oneDNN's blocked layout: 3x3 at 7x7 with bias and relu, stride 2 with a
+// residual add, an uneven kernel with asymmetric padding and dilation, two images, the
+// baseline kernels; match the ref target. KILN_CPU_CONV_GEMM=0 keeps oneDNN, many output
+// pixels stay on oneDNN, and a saved program loads and runs.
+#include "cpu_test_util.hpp"
+
+#include <kiln/serialize.hpp>
+
+using namespace kiln;
+using namespace kiln::cpu_test;
+
+namespace {
+
+value arr(const std::vector<std::int64_t>& v) { return value(value::array(v.begin(), v.end())); }
+
+struct conv_case {
+    std::vector<std::size_t> x;  // N, C, H, W
+    std::size_t out_channels = 64;
+    std::vector<std::size_t> kernel{3, 3};
+    std::vector<std::int64_t> stride{1, 1}, pads{1, 1, 1, 1}, dilation{1, 1};
+    bool residual = false;
+};
+
+// A 1x1 convolution (its result in oneDNN's blocked layout) -> the convolution under test
+// (+ bias, relu; or + a blocked residual, relu).
+builder build(const conv_case& c) {
+    builder b;
+    auto x = b.param("x", c.x);
+    auto w1 = b.constant({c.x[1], c.x[1], 1, 1}, 0.3f);
+    auto a = b.op("convolution", value::object{}, {x, w1});
+    auto w = b.constant({c.out_channels, c.x[1], c.kernel[0], c.kernel[1]}, 0.1f);
+    auto y = b.op("convolution",
+                  value::object{{"padding", arr(c.pads)}, {"stride", arr(c.stride)}, {"dilation", arr(c.dilation)}},
+                  {a, w, b.constant({c.out_channels})});
+    if (c.residual) {
+        // Another blocked tensor of y's shape: a strided 1x1 convolution of x.
+        auto wr = b.constant({c.out_channels, c.x[1], 1, 1}, 0.3f);
+        auto r = b.op("convolution", value::object{{"stride", arr(c.stride)}}, {x, wr});
+        y = b.op("add", {y, r});
+    }
+    b.ret({b.op("relu", {y})});
+    return b;
+}
+
+void check(const conv_case& c, std::size_t want = 1) {
+    auto r = run_both(build(c), 2e-4, 2e-4);
+    EXPECT_EQ(count_ops(r.cpu, "cpu::conv_gemm"), want) << text(r.cpu);
+    EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
+    // The residual add and the relu are the product's epilogue.
+    if (want == 1) {
+        EXPECT_EQ(count_ops(r.cpu, "cpu::binary"), 0u) << text(r.cpu);
+        EXPECT_EQ(count_ops(r.cpu, "cpu::eltwise"), 0u) << text(r.cpu);
+    }
+}
+
+}  // namespace
+
+TEST(cpu_conv_gemm, three_by_three_at_seven_by_seven) { check({{1, 64, 7, 7}, 64}); }
+
+TEST(cpu_conv_gemm, stride_two_with_residual) {
+    conv_case c{{1, 32, 14, 14}, 128};
+    c.stride = {2, 2};
+    c.residual = true;
+    check(c);
+}
+
+TEST(cpu_conv_gemm, uneven_kernel_padding_dilation_and_batches) {
+    conv_case c{{2, 16, 9, 8}, 64};
+    c.kernel = {3, 2};
+    c.pads = {2, 0, 1, 1};
+    c.dilation = {2, 1};
+    check(c);
+}
+
+TEST(cpu_conv_gemm, baseline_kernels) {
+    test::env_override generic("KILN_CPU_PACKED_GEMM_ISA", "generic");
+    conv_case c{{1, 32, 14, 14}, 64};
+    c.stride = {2, 2};
+    c.residual = true;
+    check(c);
+}
+
+TEST(cpu_conv_gemm, switch_and_large_images_stay_on_onednn) {
+    check({{1, 64, 28, 28}, 64, {3, 3}, {2, 2}, {0, 0, 0, 0}}, 1);  // 13 x 13 = 169 rows
+    check({{1, 64, 30, 30}, 64, {3, 3}, {1, 1}, {0, 0, 0, 0}}, 0);  // 28 x 28 rows
+    test::env_override off("KILN_CPU_CONV_GEMM", "0");
+    check({{1, 64, 7, 7}, 64}, 0);
+}
+
+TEST(cpu_conv_gemm, saved_program_loads_and_runs) {
+    auto b = build({{1, 64, 7, 7}, 64});
+    program ref = b.p;
+    ref.compile(*get_target("ref"));
+    program cpu = b.p;
+    cpu.compile(*get_target("cpu"));
+    ASSERT_EQ(count_ops(cpu, "cpu::conv_gemm"), 1u);
+    const auto bytes = save_buffer(cpu);
+    auto loaded = load_buffer(bytes.data(), bytes.size());
+    EXPECT_EQ(count_ops(loaded, "cpu::conv_gemm"), 1u);
+    auto got = loaded.eval(b.inputs);
+    auto want = ref.eval(b.inputs);
+    ASSERT_EQ(got.size(), 1u);
+    expect_close(got[0], want[0], 2e-4, 2e-4);
+}
