@@ -38,11 +38,10 @@ struct lowering {
 // Whether a cpu fused kernel can hold this instruction (op, element types, static shapes).
 bool kernel_can_run(instruction_ref ins);
 
-// The elementwise instructions cpu::lowering fuses into the convolution or matrix product
-// before them as oneDNN post-ops: from each such anchor, the chain of single users it
-// absorbs (activations, SiLU spelled x * sigmoid(x), the erf GELU, binary ops with
-// another tensor or a constant). Mirrors cpu::find_post_ops (src/targets/cpu/fusion.cpp);
-// what it keeps out of fusion and oneDNN then declines still runs, as single kernels.
+// The elementwise instructions cpu::lowering takes after the convolution or matrix
+// product before them (as post-ops, or SiLU as cpu::silu): from each such anchor, the
+// chain cpu::find_post_ops (src/targets/cpu/fusion.cpp) finds; what it keeps out of
+// fusion and the lowering then declines still runs, as single kernels.
 std::unordered_set<const instruction*> post_op_chains(module& m);
 
 }  // namespace kiln::cpu::codegen
