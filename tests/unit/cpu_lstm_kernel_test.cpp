@@ -1,7 +1,7 @@
 // The cpu target's own LSTM kernel (cpu::lstm_packed) against the ref target, on random
 // non-zero data: batch 1 and 3, hidden sizes that are and are not multiples of the
 // 8-unit block, forward, reverse and bidirectional, with and without initial states,
-// bias and peepholes, on 1 to 3 threads, vector and portable kernels.
+// bias and peepholes, on 1 to 3 threads, vector and portable kernels; Y, Y_h and Y_c.
 #include "cpu_test_util.hpp"
 
 #include "targets/cpu/lstm_kernel.hpp"
@@ -106,9 +106,20 @@ TEST(cpu_lstm_kernel, dnnl_switch_keeps_the_onednn_kernel) {
     EXPECT_EQ(count_ops(r.cpu, "cpu::lstm_packed"), 0u) << text(r.cpu);
 }
 
-TEST(cpu_lstm_kernel, final_states_used_stay_on_the_reference_kernel) {
-    auto r = run_case({5, 2, 4, 6, 0, true, true, true, false, 1.0f, {0, 1, 2}});
-    EXPECT_EQ(count_ops(r.cpu, "cpu::lstm_packed"), 0u) << text(r.cpu);
+TEST(cpu_lstm_kernel, final_states_come_from_the_kernel) {
+    // Y_h and Y_c (rows T and T + 1 of the kernel's result), with and without Y, every
+    // direction, partial blocks, several threads.
+    for (const auto& outputs : std::vector<std::vector<std::size_t>>{{0, 1, 2}, {1}, {2, 1}, {1, 0}}) {
+        for (auto c : cases()) {
+            c.outputs = outputs;
+            SCOPED_TRACE("outputs " + std::to_string(outputs.size()) + " H " + std::to_string(c.H) + " direction " +
+                         std::to_string(c.direction));
+            check_packed(c);
+        }
+    }
+    for (std::size_t threads : {1u, 3u}) check_packed({10, 3, 6, 20, 2, true, true, true, true, 1.0f, {0, 1, 2}}, threads);
+    test::env_override portable("KILN_CPU_LSTM", "portable");
+    check_packed({6, 3, 7, 13, 2, true, true, true, true, 1.0f, {1, 2}});
 }
 
 TEST(cpu_lstm_kernel, packing_places_gates_by_block) {

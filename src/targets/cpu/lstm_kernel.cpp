@@ -331,7 +331,7 @@ lstm_packed_weights lstm_pack(const lstm_dims& d, const float* w, const float* r
 
 void lstm_run(const lstm_dims& d, const float* x, const float* w, const float* r, const float* bias,
               const float* peep, const float* h0, const float* c0, float* workspace, float* y,
-              std::size_t threads, lstm_isa isa) {
+              std::size_t threads, lstm_isa isa, float* final_states) {
     const std::size_t T = d.T, N = d.N, H = d.H, nb = d.blocks(), C = d.columns(), DC = d.D * C;
     if (T == 0 || N == 0) return;
     float* gates = workspace;
@@ -374,6 +374,17 @@ void lstm_run(const lstm_dims& d, const float* x, const float* w, const float* r
                 step(a, b0, b1);
                 // Everyone's h_t is the next step's input.
                 barrier.wait();
+            }
+            if (final_states) {
+                // This thread's units: h from the last step's row of Y, c from the cell state.
+                const std::size_t last = rev ? 0 : T - 1;
+                float* yh = final_states + dir * N * H;
+                float* yc = final_states + (d.D + dir) * N * H;
+                for (std::size_t n = 0; n < N; ++n)
+                    for (std::size_t u = b0 * B; u < std::min(b1 * B, H); ++u) {
+                        yh[n * H + u] = y[((last * d.D + dir) * N + n) * H + u];
+                        yc[n * H + u] = cell[n * nb * B + u];
+                    }
             }
         }
         sleeps += barrier.sleeps.load();

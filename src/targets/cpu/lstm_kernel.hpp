@@ -47,10 +47,12 @@ lstm_packed_weights lstm_pack(const lstm_dims& d, const float* w, const float* r
 enum class lstm_isa { best, portable };
 
 // Y [T, D, N, H] from x [T, N, I]; h0, c0 [D, N, H] or null (zeros); peep null when
-// absent; workspace holds d.workspace() floats. Runs on up to `threads` OpenMP threads.
+// absent; workspace holds d.workspace() floats. `final_states`, when not null, receives
+// ONNX's Y_h then Y_c ([2, D, N, H]: each direction's last hidden and cell state).
+// Runs on up to `threads` OpenMP threads.
 void lstm_run(const lstm_dims& d, const float* x, const float* w, const float* r, const float* bias,
               const float* peep, const float* h0, const float* c0, float* workspace, float* y,
-              std::size_t threads, lstm_isa isa = lstm_isa::best);
+              std::size_t threads, lstm_isa isa = lstm_isa::best, float* final_states = nullptr);
 
 // The kernel lstm_run would use: "avx2" or "portable".
 const char* lstm_kernel_name(lstm_isa isa = lstm_isa::best);

@@ -84,15 +84,17 @@ const char* lstm_mode() {
 }
 
 // The Y output of an LSTM whose other outputs are unused (null otherwise).
-std::optional<instruction_ref> only_y(instruction_ref ins) {
-    std::optional<instruction_ref> y;
+// The users of an IR lstm's outputs Y, Y_h, Y_c (get_tuple_elem 0, 1, 2) that are used,
+// or nothing when something else reads the tuple.
+std::optional<std::vector<std::vector<instruction_ref>>> lstm_users(instruction_ref ins) {
+    std::vector<std::vector<instruction_ref>> users(3);
     for (auto u : ins->outputs()) {
         if (u->name() != "get_tuple_elem") return std::nullopt;
         const auto index = u->get_operator().to_value().at("index").get_int64();
-        if (index == 0) y = u;
-        else if (!u->outputs().empty()) return std::nullopt;
+        if (index < 0 || index > 2) return std::nullopt;
+        if (index == 0 || !u->outputs().empty()) users[static_cast<std::size_t>(index)].push_back(u);
     }
-    return y;
+    return users;
 }
 
 bool default_activations(const op::lstm& a) {
@@ -117,8 +119,14 @@ bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruct
     if (!f32_static(x) || x->get_shape().ndim() != 3 || !literal_f32(w) || !literal_f32(r) || !literal_f32(b) ||
         !literal_f32(p) || (h0 && !f32_static(*h0)) || (c0 && !f32_static(*c0)))
         return false;
-    auto y = only_y(ins);
-    if (!y) return false;
+    auto users = lstm_users(ins);
+    if (!users) return false;
+    const bool states = !(*users)[1].empty() || !(*users)[2].empty();
+    if ((*users)[0].empty() && !states) return false;
+    // Where the kernel goes: Y's place when one Y alone is read, else right after the IR lstm.
+    const bool one_y = !states && (*users)[0].size() == 1;
+    const std::optional<instruction_ref> y = one_y ? std::optional{(*users)[0].front()} : std::nullopt;
+    const instruction_ref at = y ? *y : std::next(ins);
     const auto& xl = x->get_shape().lens();
     lstm_dims d;
     d.T = xl[0];
@@ -130,9 +138,12 @@ bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruct
     const std::size_t H = d.H, D = d.D;
     auto lens_are = [](instruction_ref i, std::vector<std::size_t> want) { return i->get_shape().lens() == want; };
     if (H == 0 || !lens_are(w, {D, 4 * H, d.I}) || !lens_are(r, {D, 4 * H, H}) || (b && !lens_are(*b, {D, 8 * H})) ||
-        (p && !lens_are(*p, {D, 3 * H})) || (h0 && !lens_are(*h0, {D, d.N, H})) || (c0 && !lens_are(*c0, {D, d.N, H})) ||
-        (*y)->get_shape().lens() != std::vector<std::size_t>{d.T, D, d.N, H})
+        (p && !lens_are(*p, {D, 3 * H})) || (h0 && !lens_are(*h0, {D, d.N, H})) || (c0 && !lens_are(*c0, {D, d.N, H})))
         return false;
+    for (std::size_t i = 0; i < 3; ++i)
+        for (auto u : (*users)[i])
+            if (u->get_shape().lens() != (i == 0 ? std::vector<std::size_t>{d.T, D, d.N, H} : std::vector<std::size_t>{D, d.N, H}))
+                return false;
     auto wv = w->get_literal().to_vector<float>();
     auto rv = r->get_literal().to_vector<float>();
     std::vector<float> bv, pv;
@@ -142,17 +153,18 @@ bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruct
     auto& m = env.m;
     auto lit = [&](std::vector<float> v) {
         const std::size_t n = v.size();
-        return m.insert_literal(*y, literal(shape(type::float32, {n}), std::move(v)));
+        return m.insert_literal(at, literal(shape(type::float32, {n}), std::move(v)));
     };
     // The kernel reads row-major activations.
-    auto row_major = [&](instruction_ref i) { return ensure_layout(env, *y, i, i->get_shape().as_standard()); };
+    auto row_major = [&](instruction_ref i) { return ensure_layout(env, at, i, i->get_shape().as_standard()); };
     std::vector<instruction_ref> args{row_major(x), lit(std::move(packed.w)), lit(std::move(packed.r)),
                                       lit(std::move(packed.bias))};
     if (p) args.push_back(lit(std::move(packed.peep)));
     if (h0) args.push_back(row_major(*h0));
     if (c0) args.push_back(row_major(*c0));
-    args.push_back(m.insert_instruction(*y, builtin::allocate{shape(type::float32, {d.workspace()})}, {}));
-    args.push_back(m.insert_instruction(*y, builtin::allocate{(*y)->get_shape().as_standard()}, {}));
+    args.push_back(m.insert_instruction(at, builtin::allocate{shape(type::float32, {d.workspace()})}, {}));
+    const std::size_t rows = d.T + (states ? 2 : 0);
+    args.push_back(m.insert_instruction(at, builtin::allocate{shape(type::float32, {rows, D, d.N, H})}, {}));
     lstm_packed op;
     op.hidden_size = H;
     op.directions = D;
@@ -160,9 +172,27 @@ bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruct
     op.has_peephole = p.has_value();
     op.has_initial_h = h0.has_value();
     op.has_initial_c = c0.has_value();
-    m.replace_instruction(*y, op, args);
+    op.final_states = states;
+    if (y) {
+        m.replace_instruction(*y, op, args);
+    } else {
+        // Each output's users read their rows of the one result.
+        auto all = m.insert_instruction(at, op, args);
+        auto rows_of = [](std::size_t begin, std::size_t end) {
+            auto one = [](std::size_t v) { return value(value::array{value(static_cast<std::int64_t>(v))}); };
+            return make_op("slice", value::object{{"axes", one(0)}, {"starts", one(begin)}, {"ends", one(end)}});
+        };
+        for (auto u : (*users)[0]) m.replace_instruction(u, rows_of(0, d.T), {all});
+        for (std::size_t i = 1; i < 3; ++i)
+            for (auto u : (*users)[i]) {
+                auto s = m.insert_instruction(u, rows_of(d.T + i - 1, d.T + i), {all});
+                const std::vector<std::int64_t> dims{static_cast<std::int64_t>(D), static_cast<std::int64_t>(d.N),
+                                                     static_cast<std::int64_t>(H)};
+                m.replace_instruction(u, make_op("reshape", value::object{{"dims", value(value::array(dims.begin(), dims.end()))}}), {s});
+            }
+    }
     for (auto u : std::vector<instruction_ref>(ins->outputs()))
-        if (u != *y) dead.push_back(u);
+        if (u->name() == "get_tuple_elem") dead.push_back(u);
     dead.push_back(ins);
     return true;
 }
@@ -274,8 +304,10 @@ shape lstm_packed::compute_shape(const std::vector<shape>& inputs) const {
         throw_error(error_code::shape, name() + ": workspace " + inputs[inputs.size() - 2].to_string() +
                                            " smaller than " + std::to_string(d.workspace()) + " floats");
     const shape& out = inputs.back();
-    if (out.lens() != std::vector<std::size_t>{d.T, D, d.N, H})
-        throw_error(error_code::shape, name() + ": output buffer " + out.to_string() + " is not [T, D, N, H]");
+    const std::size_t rows = d.T + (final_states ? 2 : 0);
+    if (out.lens() != std::vector<std::size_t>{rows, D, d.N, H})
+        throw_error(error_code::shape, name() + ": output buffer " + out.to_string() + " is not [" +
+                                           (final_states ? "T + 2" : "T") + ", D, N, H]");
     return out;
 }
 
@@ -291,7 +323,8 @@ argument lstm_packed::compute(context& ctx, const shape&, const std::vector<argu
     auto* ws = reinterpret_cast<float*>(args[args.size() - 2].data());
     auto* y = reinterpret_cast<float*>(args.back().data());
     const auto isa = std::strcmp(lstm_mode(), "portable") == 0 ? lstm_isa::portable : lstm_isa::best;
-    lstm_run(d, f(0), f(1), f(2), f(3), peep, h0, c0, ws, y, c.threads(), isa);
+    lstm_run(d, f(0), f(1), f(2), f(3), peep, h0, c0, ws, y, c.threads(), isa,
+             final_states ? y + d.T * d.D * d.N * d.H : nullptr);
     return args.back();
 }
 

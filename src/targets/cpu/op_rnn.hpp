@@ -48,6 +48,9 @@ struct lstm_packed {
     bool has_peephole = false;
     bool has_initial_h = false;
     bool has_initial_c = false;
+    // The result is [T + 2, D, N, H]: Y, then Y_h and Y_c as rows T and T + 1 (the lowering
+    // gives each output's users a slice of it); without, just Y [T, D, N, H].
+    bool final_states = false;
 
     template <class Self, class F>
     static void reflect(Self& self, F f) {
@@ -57,6 +60,7 @@ struct lstm_packed {
         f(self.has_peephole, "has_peephole");
         f(self.has_initial_h, "has_initial_h");
         f(self.has_initial_c, "has_initial_c");
+        f(self.final_states, "final_states");
     }
     std::string name() const { return "cpu::lstm_packed"; }
     shape compute_shape(const std::vector<shape>& inputs) const;
