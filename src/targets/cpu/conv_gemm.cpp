@@ -145,16 +145,7 @@ void conv_gemm::finalize(context& ctx, const shape&, const std::vector<shape>&) 
     const char* isa = std::getenv("KILN_CPU_PACKED_GEMM_ISA");
     const bool avx2 = pgemm::has_avx2_fma() && !(isa && std::string(isa) == "generic");
     p->part = avx2 ? pgemm::avx2_part() : pgemm::generic_part();
-    for (const auto& po : post_ops) {
-        pgemm::post_step s;
-        const auto kind = fused_post_kind_of(po);
-        if (!kind) throw_error(error_code::parse, name() + ": post-op " + po.kind + " " + po.algorithm + " is not supported");
-        s.kind = *kind;
-        s.alpha = po.alpha;
-        s.beta = po.beta;
-        s.full = is_binary(s.kind) && full_operand(*this, static_cast<std::size_t>(po.input));
-        p->post.push_back(s);
-    }
+    p->post = packed_post_steps(post_ops, name(), [&](std::size_t in) { return full_operand(*this, in); });
     ready = std::move(p);
 }
 
@@ -184,12 +175,7 @@ argument conv_gemm::compute(context&, const shape&, const std::vector<argument>&
     p.c = reinterpret_cast<float*>(args.back().data());
     p.block = g.block;
     p.image_rows = g.ho * g.wo;
-    for (std::size_t i = 0; i < ready->post.size(); ++i) {
-        auto& s = p.post[p.n_post++];
-        s = ready->post[i];
-        if (is_binary(s.kind))
-            s.src = reinterpret_cast<const float*>(args[static_cast<std::size_t>(post_ops[i].input)].data());
-    }
+    bind_post_steps(p, ready->post, post_ops, args);
     pgemm::run_all(p, ready->part);
     return args.back();
 }
@@ -218,10 +204,7 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
     op.has_bias = c.has_bias;
     op.post_ops = c.post_ops;
     op.dst_layout = c.dst_layout;
-    for (auto in : operands) {
-        auto it = env.layout.find(&*in);
-        op.layouts.push_back(it == env.layout.end() ? md_record{} : it->second);
-    }
+    op.layouts = operand_layouts(env, operands);
     const std::int64_t b = channel_block(op.layouts[0]);
     if ((b != 8 && b != 16) || channel_block(op.dst_layout) != b) return false;
     if (geo.in_channels % b != 0 || geo.out_channels % b != 0) return false;

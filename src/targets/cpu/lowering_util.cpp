@@ -30,6 +30,15 @@ dnnl::memory::desc layout_md(const lower_env& env, instruction_ref x) {
     return it == env.layout.end() ? md_of(x->get_shape()) : it->second.to_md();
 }
 
+std::vector<md_record> operand_layouts(const lower_env& env, const std::vector<instruction_ref>& operands) {
+    std::vector<md_record> out;
+    for (auto in : operands) {
+        auto it = env.layout.find(&*in);
+        out.push_back(it == env.layout.end() ? md_record{} : it->second);
+    }
+    return out;
+}
+
 bool in_dnnl_layout(const lower_env& env, instruction_ref x) { return env.layout.count(&*x) != 0; }
 
 instruction_ref plain(lower_env& env, instruction_ref x) {

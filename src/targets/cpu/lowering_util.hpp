@@ -38,6 +38,8 @@ bool all_f32_static(instruction_ref ins);
 // x's data as oneDNN sees it: its recorded layout, or its IR shape's strides.
 dnnl::memory::desc layout_md(const lower_env& env, instruction_ref x);
 bool in_dnnl_layout(const lower_env& env, instruction_ref x);
+// Each operand's recorded oneDNN layout, or an empty record for the plain ones.
+std::vector<md_record> operand_layouts(const lower_env& env, const std::vector<instruction_ref>& operands);
 // x as an IR (row-major) tensor: x itself, or a reorder placed right after x (made once).
 instruction_ref plain(lower_env& env, instruction_ref x);
 // x in layout `want` (same dims), with a reorder before `pos` when it is not already.

@@ -62,6 +62,32 @@ cut plan_cut(std::size_t m, std::size_t n_panels, std::size_t threads) {
 
 }  // namespace
 
+std::vector<pgemm::post_step> packed_post_steps(const std::vector<post_op>& ops, const std::string& op_name,
+                                                const std::function<bool(std::size_t)>& full) {
+    std::vector<pgemm::post_step> out;
+    for (const auto& po : ops) {
+        pgemm::post_step s;
+        const auto kind = fused_post_kind_of(po);
+        if (!kind) throw_error(error_code::parse, op_name + ": post-op " + po.kind + " " + po.algorithm + " is not supported");
+        s.kind = *kind;
+        s.alpha = po.alpha;
+        s.beta = po.beta;
+        s.full = is_binary(s.kind) && full(static_cast<std::size_t>(po.input));
+        out.push_back(s);
+    }
+    return out;
+}
+
+void bind_post_steps(pgemm::args& g, const std::vector<pgemm::post_step>& steps, const std::vector<post_op>& ops,
+                     const std::vector<argument>& args) {
+    g.n_post = 0;
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+        auto& s = g.post[g.n_post++];
+        s = steps[i];
+        if (is_binary(s.kind)) s.src = reinterpret_cast<const float*>(args[static_cast<std::size_t>(ops[i].input)].data());
+    }
+}
+
 std::vector<float> pack_gemm_weights(const std::vector<float>& b, std::size_t k, std::size_t n, bool trans_b) {
     const std::size_t np = panels(n);
     std::vector<float> out(np * k * pgemm::panel, 0.0f);
@@ -180,18 +206,9 @@ void packed_gemm::finalize(context& ctx, const shape&, const std::vector<shape>&
     p->part = avx2 ? pgemm::avx2_part() : pgemm::generic_part();
     p->isa = avx2 ? "avx2" : "generic";
     std::vector<std::size_t> lens(out_lens.begin(), out_lens.end());
-    for (const auto& po : post_ops) {
-        pgemm::post_step s;
-        const auto kind = fused_post_kind_of(po);
-        if (!kind) throw_error(error_code::parse, name() + ": post-op " + po.kind + " " + po.algorithm + " is not supported");
-        s.kind = *kind;
-        s.alpha = po.alpha;
-        s.beta = po.beta;
-        if (is_binary(s.kind))
-            s.full = binary_operand(inputs.at(static_cast<std::size_t>(po.input)), lens, static_cast<std::size_t>(n)) ==
-                     operand_kind::full;
-        p->post.push_back(s);
-    }
+    p->post = packed_post_steps(post_ops, name(), [&](std::size_t in) {
+        return binary_operand(inputs.at(in), lens, static_cast<std::size_t>(n)) == operand_kind::full;
+    });
     ready = std::move(p);
 }
 
@@ -206,12 +223,7 @@ argument packed_gemm::compute(context&, const shape&, const std::vector<argument
     g.b = reinterpret_cast<const float*>(args[1].data());
     g.bias = has_bias ? reinterpret_cast<const float*>(args[2].data()) : nullptr;
     g.c = reinterpret_cast<float*>(args.back().data());
-    for (std::size_t i = 0; i < ready->post.size(); ++i) {
-        auto& s = g.post[g.n_post++];
-        s = ready->post[i];
-        if (is_binary(s.kind))
-            s.src = reinterpret_cast<const float*>(args[static_cast<std::size_t>(post_ops[i].input)].data());
-    }
+    bind_post_steps(g, ready->post, post_ops, args);
     pgemm::run_all(g, ready->part);
     return args.back();
 }

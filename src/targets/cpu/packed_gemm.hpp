@@ -26,6 +26,7 @@
 #include <kiln/operation.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,6 +62,20 @@ struct packed_gemm {
     struct plan;
     std::shared_ptr<const plan> ready;  // built by finalize, not an attribute
 };
+
+namespace pgemm {
+struct post_step;
+struct args;
+}  // namespace pgemm
+
+// The epilogue steps of `ops` (kinds Kiln's kernels implement, else a parse error naming
+// `op_name`), mapped once at finalize; `full(input)`: that binary operand is laid out as
+// the result (else one value per column).
+std::vector<pgemm::post_step> packed_post_steps(const std::vector<post_op>& ops, const std::string& op_name,
+                                                const std::function<bool(std::size_t)>& full);
+// Puts the steps into g, each binary one pointing at its operand among the run's args.
+void bind_post_steps(pgemm::args& g, const std::vector<pgemm::post_step>& steps, const std::vector<post_op>& ops,
+                     const std::vector<argument>& args);
 
 // B ([k][n] row-major, or [n][k] when trans_b) packed as [ceil(n/16)][k][16], zero-padded.
 std::vector<float> pack_gemm_weights(const std::vector<float>& b, std::size_t k, std::size_t n, bool trans_b);

@@ -298,10 +298,7 @@ bool lower_winograd(lower_env& env, const convolution& c, const std::vector<inst
     op.has_bias = c.has_bias;
     op.post_ops = c.post_ops;
     op.dst_layout = c.dst_layout;
-    for (auto in : operands) {
-        auto it = env.layout.find(&*in);
-        op.layouts.push_back(it == env.layout.end() ? md_record{} : it->second);
-    }
+    op.layouts = operand_layouts(env, operands);
     const std::int64_t b = channel_block(op.layouts[0]);
     if (b == 0 || channel_block(op.dst_layout) != b) return false;
     if (op.post_ops.size() > static_cast<std::size_t>(wino::max_post_steps)) return false;
