@@ -1,7 +1,8 @@
 // The cpu target's own LSTM kernel (cpu::lstm_packed) against the ref target, on random
 // non-zero data: batch 1 and 3, hidden sizes that are and are not multiples of the
 // 8-unit block, forward, reverse and bidirectional, with and without initial states,
-// bias and peepholes, on 1 to 3 threads, vector and portable kernels; Y, Y_h and Y_c.
+// bias and peepholes, on 1 to 3 threads, vector and portable kernels; Y, Y_h and Y_c;
+// time-major and batch-first layouts.
 #include "cpu_test_util.hpp"
 
 #include "targets/cpu/lstm_kernel.hpp"
@@ -21,23 +22,27 @@ struct lstm_case {
     float x_scale = 1.0f;
     // Which outputs the program returns (0: Y, 1: Y_h, 2: Y_c).
     std::vector<std::size_t> outputs = {0};
+    std::int64_t layout = 0;  // 1: batch first (X [N, T, I], states [N, D, H])
 };
 
 both run_case(const lstm_case& c, std::size_t threads = 0, param_map* inputs = nullptr) {
     const std::size_t D = c.direction == 2 ? 2 : 1;
     builder b;
-    auto x = b.param("x", {c.T, c.N, c.I}, c.x_scale);
+    const bool bf = c.layout == 1;
+    auto x = b.param("x", bf ? std::vector<std::size_t>{c.N, c.T, c.I} : std::vector<std::size_t>{c.T, c.N, c.I}, c.x_scale);
     std::vector<instruction_ref> args{x, b.constant({D, 4 * c.H, c.I}, 0.5f), b.constant({D, 4 * c.H, c.H}, 0.3f)};
+    const std::vector<std::size_t> state = bf ? std::vector<std::size_t>{c.N, D, c.H} : std::vector<std::size_t>{D, c.N, c.H};
     if (c.bias) args.push_back(b.constant({D, 8 * c.H}, 0.5f));
-    if (c.h0) args.push_back(b.param("h0", {D, c.N, c.H}));
-    if (c.c0) args.push_back(b.param("c0", {D, c.N, c.H}, 2.0f));
+    if (c.h0) args.push_back(b.param("h0", state));
+    if (c.c0) args.push_back(b.param("c0", state, 2.0f));
     if (c.peephole) args.push_back(b.constant({D, 3 * c.H}, 0.7f));
     value attrs = value::object{{"hidden_size", value(static_cast<std::int64_t>(c.H))},
                                 {"direction", value(c.direction)},
                                 {"has_bias", value(c.bias)},
                                 {"has_initial_h", value(c.h0)},
                                 {"has_initial_c", value(c.c0)},
-                                {"has_peephole", value(c.peephole)}};
+                                {"has_peephole", value(c.peephole)},
+                                {"layout", value(c.layout)}};
     auto l = b.op("lstm", attrs, args);
     std::vector<instruction_ref> outs;
     for (auto i : c.outputs) outs.push_back(b.m->add_instruction(builtin::get_tuple_elem{i}, {l}));
@@ -120,6 +125,19 @@ TEST(cpu_lstm_kernel, final_states_come_from_the_kernel) {
     for (std::size_t threads : {1u, 3u}) check_packed({10, 3, 6, 20, 2, true, true, true, true, 1.0f, {0, 1, 2}}, threads);
     test::env_override portable("KILN_CPU_LSTM", "portable");
     check_packed({6, 3, 7, 13, 2, true, true, true, true, 1.0f, {1, 2}});
+}
+
+TEST(cpu_lstm_kernel, batch_first_layout) {
+    // layout 1: transposed copies in, results transposed back; with final states too.
+    for (const auto& outputs : std::vector<std::vector<std::size_t>>{{0}, {0, 1, 2}, {2}}) {
+        for (auto c : cases()) {
+            c.outputs = outputs;
+            c.layout = 1;
+            SCOPED_TRACE("outputs " + std::to_string(outputs.size()) + " H " + std::to_string(c.H) + " direction " +
+                         std::to_string(c.direction));
+            check_packed(c);
+        }
+    }
 }
 
 TEST(cpu_lstm_kernel, packing_places_gates_by_block) {

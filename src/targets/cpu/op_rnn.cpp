@@ -105,8 +105,12 @@ bool default_activations(const op::lstm& a) {
 
 bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruction_ref>& dead) {
     const auto* a = ins->get_operator().any_cast<op::lstm>();
-    if (!a || a->layout != 0 || a->clip != 0 || a->input_forget || a->has_sequence_lens || !default_activations(*a))
+    if (!a || (a->layout != 0 && a->layout != 1) || a->clip != 0 || a->input_forget || a->has_sequence_lens ||
+        !default_activations(*a))
         return false;
+    // layout 1 (batch first): X [N, T, I], initial states and Y_h, Y_c [N, D, H], Y [N, T, D, H]; the
+    // kernel runs time-major on transposed copies, and its results are transposed back.
+    const bool batch_first = a->layout == 1;
     const auto& in = ins->inputs();
     auto x = in.at(0), w = in.at(1), r = in.at(2);
     std::size_t next = 3;
@@ -124,13 +128,13 @@ bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruct
     const bool states = !(*users)[1].empty() || !(*users)[2].empty();
     if ((*users)[0].empty() && !states) return false;
     // Where the kernel goes: Y's place when one Y alone is read, else right after the IR lstm.
-    const bool one_y = !states && (*users)[0].size() == 1;
+    const bool one_y = !states && !batch_first && (*users)[0].size() == 1;
     const std::optional<instruction_ref> y = one_y ? std::optional{(*users)[0].front()} : std::nullopt;
     const instruction_ref at = y ? *y : std::next(ins);
     const auto& xl = x->get_shape().lens();
     lstm_dims d;
-    d.T = xl[0];
-    d.N = xl[1];
+    d.T = xl[batch_first ? 1 : 0];
+    d.N = xl[batch_first ? 0 : 1];
     d.I = xl[2];
     d.H = a->hidden_size;
     d.D = a->num_directions();
@@ -138,12 +142,18 @@ bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruct
     const std::size_t H = d.H, D = d.D;
     auto lens_are = [](instruction_ref i, std::vector<std::size_t> want) { return i->get_shape().lens() == want; };
     if (H == 0 || !lens_are(w, {D, 4 * H, d.I}) || !lens_are(r, {D, 4 * H, H}) || (b && !lens_are(*b, {D, 8 * H})) ||
-        (p && !lens_are(*p, {D, 3 * H})) || (h0 && !lens_are(*h0, {D, d.N, H})) || (c0 && !lens_are(*c0, {D, d.N, H})))
+        (p && !lens_are(*p, {D, 3 * H})))
         return false;
+    const std::vector<std::size_t> state_lens = batch_first ? std::vector<std::size_t>{d.N, D, H}
+                                                            : std::vector<std::size_t>{D, d.N, H};
+    if ((h0 && !lens_are(*h0, state_lens)) || (c0 && !lens_are(*c0, state_lens))) return false;
     for (std::size_t i = 0; i < 3; ++i)
-        for (auto u : (*users)[i])
-            if (u->get_shape().lens() != (i == 0 ? std::vector<std::size_t>{d.T, D, d.N, H} : std::vector<std::size_t>{D, d.N, H}))
-                return false;
+        for (auto u : (*users)[i]) {
+            std::vector<std::size_t> want = i == 0 ? std::vector<std::size_t>{d.T, D, d.N, H}
+                                                   : std::vector<std::size_t>{D, d.N, H};
+            if (batch_first) want = i == 0 ? std::vector<std::size_t>{d.N, d.T, D, H} : std::vector<std::size_t>{d.N, D, H};
+            if (u->get_shape().lens() != want) return false;
+        }
     auto wv = w->get_literal().to_vector<float>();
     auto rv = r->get_literal().to_vector<float>();
     std::vector<float> bv, pv;
@@ -151,6 +161,16 @@ bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruct
     if (p) pv = (*p)->get_literal().to_vector<float>();
     auto packed = lstm_pack(d, wv.data(), rv.data(), b ? bv.data() : nullptr, p ? pv.data() : nullptr);
     auto& m = env.m;
+    if (batch_first) {
+        auto swap01 = [&](instruction_ref i) {
+            const std::vector<std::int64_t> order{1, 0, 2};
+            return m.insert_instruction(
+                at, make_op("transpose", value::object{{"perm", value(value::array(order.begin(), order.end()))}}), {i});
+        };
+        x = swap01(x);
+        if (h0) h0 = swap01(*h0);
+        if (c0) c0 = swap01(*c0);
+    }
     auto lit = [&](std::vector<float> v) {
         const std::size_t n = v.size();
         return m.insert_literal(at, literal(shape(type::float32, {n}), std::move(v)));
@@ -182,13 +202,26 @@ bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruct
             auto one = [](std::size_t v) { return value(value::array{value(static_cast<std::int64_t>(v))}); };
             return make_op("slice", value::object{{"axes", one(0)}, {"starts", one(begin)}, {"ends", one(end)}});
         };
-        for (auto u : (*users)[0]) m.replace_instruction(u, rows_of(0, d.T), {all});
+        auto perm = [](std::vector<std::int64_t> v) {
+            return make_op("transpose", value::object{{"perm", value(value::array(v.begin(), v.end()))}});
+        };
+        // Batch first: the rows transposed back, as a row-major copy.
+        auto back = [&](instruction_ref u, instruction_ref rows, std::vector<std::int64_t> order) {
+            auto t = m.insert_instruction(u, perm(std::move(order)), {rows});
+            m.replace_instruction(u, ensure_layout(env, u, t, t->get_shape().as_standard()));
+        };
+        for (auto u : (*users)[0]) {
+            if (!batch_first) m.replace_instruction(u, rows_of(0, d.T), {all});
+            else back(u, m.insert_instruction(u, rows_of(0, d.T), {all}), {2, 0, 1, 3});
+        }
+        const std::vector<std::int64_t> dims{static_cast<std::int64_t>(D), static_cast<std::int64_t>(d.N),
+                                             static_cast<std::int64_t>(H)};
+        const auto state_shape = make_op("reshape", value::object{{"dims", value(value::array(dims.begin(), dims.end()))}});
         for (std::size_t i = 1; i < 3; ++i)
             for (auto u : (*users)[i]) {
                 auto s = m.insert_instruction(u, rows_of(d.T + i - 1, d.T + i), {all});
-                const std::vector<std::int64_t> dims{static_cast<std::int64_t>(D), static_cast<std::int64_t>(d.N),
-                                                     static_cast<std::int64_t>(H)};
-                m.replace_instruction(u, make_op("reshape", value::object{{"dims", value(value::array(dims.begin(), dims.end()))}}), {s});
+                if (!batch_first) m.replace_instruction(u, state_shape, {s});
+                else back(u, m.insert_instruction(u, state_shape, {s}), {1, 0, 2});
             }
     }
     for (auto u : std::vector<instruction_ref>(ins->outputs()))
