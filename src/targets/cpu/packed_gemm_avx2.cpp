@@ -67,18 +67,20 @@ PG_TARGET inline __m256 apply(const post_step& s, __m256 v, const float* src, co
 
 // One R x 16 tile: rows [i, i + R) of C, columns [16 p, 16 p + width), k in [k0, k0 + kc).
 // Each row and each half of the tile (8 columns) has its own base: C may be channel-blocked.
-// `ahead`: where to prefetch from, one B row (one cache line) per k step: the next panel's
-// block for a panel's first tile (B streams from memory once; without this the first
-// tile of every panel waits for it), else the tile's own block (already in L1).
-template <int R>
+// With Ahead, the tile prefetches `ahead`, one B row (one cache line) per k step: a panel's
+// first tile fetches the next panel's block (B streams from memory once; without this the
+// first tile of every panel waits for it).
+template <int R, bool Ahead, bool Blocked>
 PG_TARGET void tile(const args& g, std::size_t i, std::size_t p, std::size_t k0, std::size_t kc, bool first,
                     bool last, const cols& c, const float* ahead) {
     const float* a = g.a + i * g.k + k0;
     const float* b = g.b + (p * g.k + k0) * panel;
     const std::size_t col = p * panel;
-    const std::size_t half_at[2] = {col_offset(g, col), col_offset(g, col + 8)};
+    // Row-major C (Blocked false) keeps the plain strides, which the compiler folds.
+    const std::size_t half_at[2] = {Blocked ? col_offset(g, col) : col, Blocked ? col_offset(g, col + 8) : col + 8};
     std::size_t row_at[R];
-    for (int r = 0; r < R; ++r) row_at[r] = row_offset(g, i + static_cast<std::size_t>(r));
+    for (int r = 0; r < R; ++r)
+        row_at[r] = Blocked ? row_offset(g, i + static_cast<std::size_t>(r)) : (i + static_cast<std::size_t>(r)) * g.n;
     const std::size_t lda = g.k;
     __m256 acc[R][2];
 #pragma GCC unroll 6
@@ -88,7 +90,7 @@ PG_TARGET void tile(const args& g, std::size_t i, std::size_t p, std::size_t k0,
     }
 #pragma GCC unroll 4
     for (std::size_t k = 0; k < kc; ++k) {
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + k * panel), _MM_HINT_T0);
+        if constexpr (Ahead) _mm_prefetch(reinterpret_cast<const char*>(ahead + k * panel), _MM_HINT_T1);
         const __m256 b0 = _mm256_loadu_ps(b + k * panel);
         const __m256 b1 = _mm256_loadu_ps(b + k * panel + 8);
 #pragma GCC unroll 6
@@ -132,28 +134,38 @@ PG_TARGET void tile(const args& g, std::size_t i, std::size_t p, std::size_t k0,
     }
 }
 
-PG_TARGET void part(const args& g, std::size_t m0, std::size_t m1, std::size_t p0, std::size_t p1) {
+template <bool Blocked>
+PG_TARGET void part_of(const args& g, std::size_t m0, std::size_t m1, std::size_t p0, std::size_t p1) {
     for (std::size_t k0 = 0; k0 < g.k; k0 += g.kc) {
         const std::size_t kc = std::min(g.kc, g.k - k0);
         const bool first = k0 == 0, last = k0 + kc == g.k;
         for (std::size_t p = p0; p < p1; ++p) {
             const std::size_t width = std::min(panel, g.n - p * panel);
             cols c{width == panel, lanes(std::min<std::size_t>(width, 8)), lanes(width > 8 ? width - 8 : 0)};
-            const float* own = g.b + (p * g.k + k0) * panel;
-            const float* next = p + 1 < p1 ? g.b + ((p + 1) * g.k + k0) * panel : own;
+            // The panel's first tile prefetches the next panel's block (when there is one).
+            const float* next = p + 1 < p1 ? g.b + ((p + 1) * g.k + k0) * panel : nullptr;  // (to L2)
             std::size_t i = m0;
-            for (; i + tile_rows <= m1; i += tile_rows) tile<6>(g, i, p, k0, kc, first, last, c, i == m0 ? next : own);
-            const float* ahead = i == m0 ? next : own;
+            if (next && i + tile_rows <= m1) {
+                tile<6, true, Blocked>(g, i, p, k0, kc, first, last, c, next);
+                i += tile_rows;
+                next = nullptr;
+            }
+            for (; i + tile_rows <= m1; i += tile_rows) tile<6, false, Blocked>(g, i, p, k0, kc, first, last, c, nullptr);
             switch (m1 - i) {
-            case 5: tile<5>(g, i, p, k0, kc, first, last, c, ahead); break;
-            case 4: tile<4>(g, i, p, k0, kc, first, last, c, ahead); break;
-            case 3: tile<3>(g, i, p, k0, kc, first, last, c, ahead); break;
-            case 2: tile<2>(g, i, p, k0, kc, first, last, c, ahead); break;
-            case 1: tile<1>(g, i, p, k0, kc, first, last, c, ahead); break;
+            case 5: tile<5, false, Blocked>(g, i, p, k0, kc, first, last, c, nullptr); break;
+            case 4: tile<4, false, Blocked>(g, i, p, k0, kc, first, last, c, nullptr); break;
+            case 3: tile<3, false, Blocked>(g, i, p, k0, kc, first, last, c, nullptr); break;
+            case 2: tile<2, false, Blocked>(g, i, p, k0, kc, first, last, c, nullptr); break;
+            case 1: tile<1, false, Blocked>(g, i, p, k0, kc, first, last, c, nullptr); break;
             default: break;
             }
         }
     }
+}
+
+PG_TARGET void part(const args& g, std::size_t m0, std::size_t m1, std::size_t p0, std::size_t p1) {
+    if (g.block != 0) part_of<true>(g, m0, m1, p0, p1);
+    else part_of<false>(g, m0, m1, p0, p1);
 }
 
 #undef PG_TARGET
