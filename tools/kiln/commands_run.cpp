@@ -228,9 +228,6 @@ int cmd_perf(const options& o) {
     }
     std::vector<std::pair<std::string, std::pair<double, std::size_t>>> kind_list(kinds.begin(), kinds.end());
     std::sort(kind_list.begin(), kind_list.end(), [](auto& a, auto& b) { return a.second.first > b.second.first; });
-    // Already per run (a median of runs): an instruction's own call count is larger inside a
-    // loop body, smaller in an untaken branch.
-    const double runs = 1.0;
 
     if (o.json) {
         json j = {{"model", o.model},        {"target", l.p.target_name()}, {"batch", batch},
@@ -242,11 +239,11 @@ int cmd_perf(const options& o) {
             j["per_instruction"] = json::array();
             for (auto& e : profile)
                 j["per_instruction"].push_back({{"module", e.module}, {"index", e.index}, {"op", e.op_name},
-                                                {"shape", e.shape}, {"ms", e.total_ms / runs},
+                                                {"shape", e.shape}, {"ms", e.total_ms},
                                                 {"percent", 100.0 * e.total_ms / profiled_total}});
             j["per_operation"] = json::array();
             for (auto& [k, v] : kind_list)
-                j["per_operation"].push_back({{"op", k}, {"count", v.second}, {"ms", v.first / runs},
+                j["per_operation"].push_back({{"op", k}, {"count", v.second}, {"ms", v.first},
                                               {"percent", 100.0 * v.first / profiled_total}});
         }
         std::cout << j.dump() << "\n";
@@ -267,12 +264,12 @@ int cmd_perf(const options& o) {
                   << " profiled runs):\n";
         std::cout << std::setprecision(3);
         for (auto& [k, v] : kind_list)
-            std::cout << "  " << std::setw(10) << v.first / runs << " ms  " << std::setw(6) << std::setprecision(1)
+            std::cout << "  " << std::setw(10) << v.first << " ms  " << std::setw(6) << std::setprecision(1)
                       << 100.0 * v.first / profiled_total << "%  " << std::setw(5) << v.second << "x  " << k << "\n"
                       << std::setprecision(3);
         std::cout << "\nper instruction (self time; loop and branch bodies are rows of their own):\n";
         for (auto& e : profile)
-            std::cout << "  " << std::setw(10) << e.total_ms / runs << " ms  " << std::setw(6) << std::setprecision(1)
+            std::cout << "  " << std::setw(10) << e.total_ms << " ms  " << std::setw(6) << std::setprecision(1)
                       << 100.0 * e.total_ms / profiled_total << "%  " << e.module << " @" << e.index << "  "
                       << e.op_name << " -> " << e.shape << "\n"
                       << std::setprecision(3);

@@ -1,5 +1,6 @@
 #include "targets/cpu/conv_gemm.hpp"
 
+#include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/packed_gemm.hpp"
 #include "targets/cpu/packed_gemm_args.hpp"
 
@@ -143,7 +144,7 @@ void conv_gemm::finalize(context& ctx, const shape&, const std::vector<shape>&) 
     auto p = std::make_shared<plan>();
     // cpuid at load time: a program saved on one machine runs on another.
     const char* isa = std::getenv("KILN_CPU_PACKED_GEMM_ISA");
-    const bool avx2 = pgemm::has_avx2_fma() && !(isa && std::string(isa) == "generic");
+    const bool avx2 = has_avx2_fma() && !(isa && std::string(isa) == "generic");
     p->part = avx2 ? pgemm::avx2_part() : pgemm::generic_part();
     p->post = packed_post_steps(post_ops, name(), [&](std::size_t in) { return full_operand(*this, in); });
     ready = std::move(p);
@@ -183,7 +184,7 @@ argument conv_gemm::compute(context&, const shape&, const std::vector<argument>&
 bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<instruction_ref>& operands,
                      instruction_ref pos) {
     if (const char* sw = std::getenv("KILN_CPU_CONV_GEMM"); sw && std::string(sw) == "0") return false;
-    if (!pgemm::has_avx2_fma()) return false;
+    if (!has_avx2_fma()) return false;
     const auto* conv = c.op.any_cast<op::convolution>();
     if (!conv || c.transposed() || c.dw.active() || operands.size() < 2 || !operands[1]->is_literal()) return false;
     const shape& x = operands[0]->get_shape();

@@ -1,5 +1,7 @@
 #include "targets/cpu/lstm_kernel.hpp"
 
+#include "targets/cpu/cpu_features.hpp"
+
 #include <kiln/errors.hpp>
 
 #include <dnnl.h>
@@ -273,14 +275,11 @@ KILN_AVX2 void step_avx2(const step_args& a, std::size_t b0, std::size_t b1) {
     }
 }
 
-bool has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
-#else
-bool has_avx2() { return false; }
 #endif
 
 step_fn pick(lstm_isa isa) {
 #ifdef KILN_LSTM_X86
-    if (isa == lstm_isa::best && has_avx2()) return step_avx2;
+    if (isa == lstm_isa::best && has_avx2_fma()) return step_avx2;
 #endif
     (void)isa;
     return step_portable;
@@ -304,7 +303,7 @@ bool project(const lstm_dims& d, const float* x, const float* w, std::size_t col
 }  // namespace
 
 const char* lstm_kernel_name(lstm_isa isa) {
-    return isa == lstm_isa::best && has_avx2() ? "avx2" : "portable";
+    return isa == lstm_isa::best && has_avx2_fma() ? "avx2" : "portable";
 }
 
 lstm_packed_weights lstm_pack(const lstm_dims& d, const float* w, const float* r, const float* b, const float* p) {

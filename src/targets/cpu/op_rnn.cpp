@@ -83,7 +83,6 @@ const char* lstm_mode() {
     return m ? m : "";
 }
 
-// The Y output of an LSTM whose other outputs are unused (null otherwise).
 // The users of an IR lstm's outputs Y, Y_h, Y_c (get_tuple_elem 0, 1, 2) that are used,
 // or nothing when something else reads the tuple.
 std::optional<std::vector<std::vector<instruction_ref>>> lstm_users(instruction_ref ins) {
@@ -127,10 +126,7 @@ bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruct
     if (!users) return false;
     const bool states = !(*users)[1].empty() || !(*users)[2].empty();
     if ((*users)[0].empty() && !states) return false;
-    // Where the kernel goes: Y's place when one Y alone is read, else right after the IR lstm.
-    const bool one_y = !states && !batch_first && (*users)[0].size() == 1;
-    const std::optional<instruction_ref> y = one_y ? std::optional{(*users)[0].front()} : std::nullopt;
-    const instruction_ref at = y ? *y : std::next(ins);
+    const instruction_ref at = std::next(ins);  // the kernel's place
     const auto& xl = x->get_shape().lens();
     lstm_dims d;
     d.T = xl[batch_first ? 1 : 0];
@@ -147,13 +143,11 @@ bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruct
     const std::vector<std::size_t> state_lens = batch_first ? std::vector<std::size_t>{d.N, D, H}
                                                             : std::vector<std::size_t>{D, d.N, H};
     if ((h0 && !lens_are(*h0, state_lens)) || (c0 && !lens_are(*c0, state_lens))) return false;
+    const std::vector<std::size_t> y_lens = batch_first ? std::vector<std::size_t>{d.N, d.T, D, H}
+                                                        : std::vector<std::size_t>{d.T, D, d.N, H};
     for (std::size_t i = 0; i < 3; ++i)
-        for (auto u : (*users)[i]) {
-            std::vector<std::size_t> want = i == 0 ? std::vector<std::size_t>{d.T, D, d.N, H}
-                                                   : std::vector<std::size_t>{D, d.N, H};
-            if (batch_first) want = i == 0 ? std::vector<std::size_t>{d.N, d.T, D, H} : std::vector<std::size_t>{d.N, D, H};
-            if (u->get_shape().lens() != want) return false;
-        }
+        for (auto u : (*users)[i])
+            if (!lens_are(u, i == 0 ? y_lens : state_lens)) return false;
     auto wv = w->get_literal().to_vector<float>();
     auto rv = r->get_literal().to_vector<float>();
     std::vector<float> bv, pv;
@@ -193,37 +187,34 @@ bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruct
     op.has_initial_h = h0.has_value();
     op.has_initial_c = c0.has_value();
     op.final_states = states;
-    if (y) {
-        m.replace_instruction(*y, op, args);
-    } else {
-        // Each output's users read their rows of the one result.
-        auto all = m.insert_instruction(at, op, args);
-        auto rows_of = [](std::size_t begin, std::size_t end) {
-            auto one = [](std::size_t v) { return value(value::array{value(static_cast<std::int64_t>(v))}); };
-            return make_op("slice", value::object{{"axes", one(0)}, {"starts", one(begin)}, {"ends", one(end)}});
-        };
-        auto perm = [](std::vector<std::int64_t> v) {
-            return make_op("transpose", value::object{{"perm", value(value::array(v.begin(), v.end()))}});
-        };
-        // Batch first: the rows transposed back, as a row-major copy.
-        auto back = [&](instruction_ref u, instruction_ref rows, std::vector<std::int64_t> order) {
-            auto t = m.insert_instruction(u, perm(std::move(order)), {rows});
-            m.replace_instruction(u, ensure_layout(env, u, t, t->get_shape().as_standard()));
-        };
-        for (auto u : (*users)[0]) {
-            if (!batch_first) m.replace_instruction(u, rows_of(0, d.T), {all});
-            else back(u, m.insert_instruction(u, rows_of(0, d.T), {all}), {2, 0, 1, 3});
-        }
-        const std::vector<std::int64_t> dims{static_cast<std::int64_t>(D), static_cast<std::int64_t>(d.N),
-                                             static_cast<std::int64_t>(H)};
-        const auto state_shape = make_op("reshape", value::object{{"dims", value(value::array(dims.begin(), dims.end()))}});
-        for (std::size_t i = 1; i < 3; ++i)
-            for (auto u : (*users)[i]) {
-                auto s = m.insert_instruction(u, rows_of(d.T + i - 1, d.T + i), {all});
-                if (!batch_first) m.replace_instruction(u, state_shape, {s});
-                else back(u, m.insert_instruction(u, state_shape, {s}), {1, 0, 2});
-            }
+    // Each output's users read their rows of the one result (all of it for Y without
+    // the states: a view).
+    auto all = m.insert_instruction(at, op, args);
+    auto rows_of = [](std::size_t begin, std::size_t end) {
+        auto one = [](std::size_t v) { return value(value::array{value(static_cast<std::int64_t>(v))}); };
+        return make_op("slice", value::object{{"axes", one(0)}, {"starts", one(begin)}, {"ends", one(end)}});
+    };
+    auto perm = [](std::vector<std::int64_t> v) {
+        return make_op("transpose", value::object{{"perm", value(value::array(v.begin(), v.end()))}});
+    };
+    // Batch first: the rows transposed back, as a row-major copy.
+    auto back = [&](instruction_ref u, instruction_ref rows, std::vector<std::int64_t> order) {
+        auto t = m.insert_instruction(u, perm(std::move(order)), {rows});
+        m.replace_instruction(u, ensure_layout(env, u, t, t->get_shape().as_standard()));
+    };
+    for (auto u : (*users)[0]) {
+        if (!batch_first) m.replace_instruction(u, rows_of(0, d.T), {all});
+        else back(u, m.insert_instruction(u, rows_of(0, d.T), {all}), {2, 0, 1, 3});
     }
+    const std::vector<std::int64_t> dims{static_cast<std::int64_t>(D), static_cast<std::int64_t>(d.N),
+                                         static_cast<std::int64_t>(H)};
+    const auto state_shape = make_op("reshape", value::object{{"dims", value(value::array(dims.begin(), dims.end()))}});
+    for (std::size_t i = 1; i < 3; ++i)
+        for (auto u : (*users)[i]) {
+            auto s = m.insert_instruction(u, rows_of(d.T + i - 1, d.T + i), {all});
+            if (!batch_first) m.replace_instruction(u, state_shape, {s});
+            else back(u, m.insert_instruction(u, state_shape, {s}), {1, 0, 2});
+        }
     for (auto u : std::vector<instruction_ref>(ins->outputs()))
         if (u->name() == "get_tuple_elem") dead.push_back(u);
     dead.push_back(ins);

@@ -1,6 +1,7 @@
 #include "targets/cpu/packed_gemm.hpp"
 
 #include "targets/cpu/context.hpp"
+#include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/packed_gemm_args.hpp"
 
 #include <kiln/builtin_ops.hpp>
@@ -102,14 +103,6 @@ std::vector<float> pack_gemm_weights(const std::vector<float>& b, std::size_t k,
 
 namespace pgemm {
 
-// The timings behind min_rows are the AVX2 kernels'; the baseline ones (about 30 GFLOPS on
-// one core here, against 95 for AVX2) are there for loading a saved program on an older CPU,
-// not to replace oneDNN's SSE4.1 kernels, so without AVX2 the products stay on oneDNN.
-bool has_avx2_fma() {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-
 std::size_t depth_block(std::size_t k) {
     if (k <= one_block_depth) return std::max<std::size_t>(k, 1);
     const std::size_t blocks = (k + block_depth - 1) / block_depth;
@@ -144,7 +137,6 @@ void run_all(const args& g, part_fn part) {
 }  // namespace pgemm
 
 using pgemm::depth_block;
-using pgemm::has_avx2_fma;
 
 struct packed_gemm::plan {
     pgemm::part_fn part = nullptr;
@@ -250,6 +242,9 @@ bool lower_packed_gemm(lower_env& env, const matmul& mm, const std::vector<instr
     const std::size_t m = a.elements() / k;
     if (m * n != dst.elements()) return false;  // A broadcast over batches
     if (m == 0) return false;
+    // The timings behind min_rows are the AVX2 kernels'; the baseline ones (about 30 GFLOPS
+    // on one core here, against 95 for AVX2) are there for loading a saved program on an
+    // older CPU, not to replace oneDNN's SSE4.1 kernels, so without AVX2 products stay there.
     if (mode != "all" && (m < min_rows || !has_avx2_fma())) return false;
     if (mm.post_ops.size() > static_cast<std::size_t>(pgemm::max_post_steps)) return false;
     if (mm.has_bias && (operands.size() < 3 || operands[2]->get_shape().elements() != n)) return false;

@@ -53,9 +53,8 @@ using part_fn = void (*)(const args&, std::size_t m0, std::size_t m1, std::size_
 part_fn generic_part();
 part_fn avx2_part();  // only for CPUs with AVX2 and FMA
 
-// Defined in packed_gemm.cpp, for every user of these kernels:
-// whether this CPU runs avx2_part;
-bool has_avx2_fma();
+// Defined in packed_gemm.cpp, for every user of these kernels (avx2_part needs
+// cpu::has_avx2_fma(), cpu_features.hpp):
 // the k block for depth k (g.kc);
 std::size_t depth_block(std::size_t k);
 // all of C, on the current OpenMP team: each thread its own B panels (at least two

@@ -1,5 +1,7 @@
 #include "targets/cpu/silu.hpp"
 
+#include "targets/cpu/cpu_features.hpp"
+
 #include <kiln/builtin_ops.hpp>
 #include <kiln/errors.hpp>
 #include <kiln/register_op.hpp>
@@ -7,6 +9,7 @@
 #include <immintrin.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -43,7 +46,7 @@ float bits_float(std::int32_t exponent) {
 float silu_scalar(float x) {
     if (x != x) return x;
     if (x < a_min) return -0.0f;
-    const float a = x > -a_min || x < a_min ? a_min : -__builtin_fabsf(x);
+    const float a = std::max(a_min, -__builtin_fabsf(x));
     const float k = __builtin_nearbyintf(a * log2e);
     float r = a - k * ln2_hi;
     r = r - k * ln2_lo;
@@ -55,9 +58,10 @@ float silu_scalar(float x) {
     p = p * r * r + r + 1.0f;
     const auto ki = static_cast<std::int32_t>(k);
     const float s1 = bits_float(ki >> 1), s2 = bits_float(ki - (ki >> 1));
-    const float e = p * s1 * s2;
-    const float num = x >= 0.0f ? x : x * p * s1 * s2;
-    return num / (1.0f + e);
+    const float ps = p * s1;
+    // x e as (x p s1) s2: no subnormal intermediate before the (maybe tiny) result.
+    const float num = x >= 0.0f ? x : x * ps * s2;
+    return num / (1.0f + ps * s2);
 }
 
 #define SILU_TARGET __attribute__((target("avx2,fma")))
@@ -102,14 +106,6 @@ SILU_TARGET void run_avx2(const float* x, float* y, std::size_t n) {
 
 void run_portable(const float* x, float* y, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) y[i] = silu_scalar(x[i]);
-}
-
-bool has_avx2_fma() {
-    static const bool yes = [] {
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    }();
-    return yes;
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "targets/cpu/winograd.hpp"
 
+#include "targets/cpu/cpu_features.hpp"
+
 #include "ops/nn_conv.hpp"
 #include "targets/cpu/context.hpp"
 #include "targets/cpu/primitive_kernel.hpp"
@@ -193,11 +195,9 @@ void winograd_conv::finalize(context& ctx, const shape&, const std::vector<shape
     auto p = std::make_shared<plan>();
     p->geo = geometry_of(*this, inputs.at(0));
     // cpuid at load time: a program saved on one machine runs on another.
-    __builtin_cpu_init();
     // KILN_CPU_WINOGRAD_ISA=generic: the baseline kernels on any CPU (for testing them).
     const char* isa = std::getenv("KILN_CPU_WINOGRAD_ISA");
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                      !(isa && std::string(isa) == "generic");
+    const bool avx2 = has_avx2_fma() && !(isa && std::string(isa) == "generic");
     p->ph = avx2 ? wino::avx2_phases() : wino::generic_phases();
     for (const auto& po : post_ops) {
         wino::post_step s;

@@ -1,0 +1,11 @@
+// What the CPU the program runs on can do, asked of cpuid at run time (never assumed at
+// build time: a saved program moves between machines). Kiln's own vector kernels (packed
+// GEMM, Winograd, LSTM, SiLU) choose between their AVX2+FMA and portable versions by it.
+#pragma once
+
+namespace kiln::cpu {
+
+// AVX2 and FMA, with the OS saving the AVX registers (false off x86-64).
+bool has_avx2_fma();
+
+}  // namespace kiln::cpu
