@@ -77,6 +77,29 @@ TEST(cpu_silu, kernel_matches_exact_function) {
     cpu::silu_kernels::run(s.data(), y.data(), 2);
     EXPECT_EQ(y[0], 0.0f);
     EXPECT_EQ(y[1], std::numeric_limits<float>::infinity());
+    // Far below the range where the result is a float: exactly -0, not a tiny product.
+    for (bool portable : {true, false}) {
+        std::vector<float> far(16, -1e30f), out(16, 1.0f);
+        far[3] = -131.0f;
+        far[15] = -3e38f;
+        cpu::silu_kernels::run(far.data(), out.data(), far.size(), portable);
+        for (float v : out) EXPECT_EQ(v, 0.0f) << "portable " << portable;
+    }
+}
+
+TEST(cpu_silu, kernel_is_within_1e6_above_minus_87) {
+    std::vector<float> x;
+    for (float v = -87.0f; v <= 40.0f; v += 0.00731f) x.push_back(v);
+    for (bool portable : {true, false}) {
+        std::vector<float> y(x.size());
+        cpu::silu_kernels::run(x.data(), y.data(), x.size(), portable);
+        double worst = 0;
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            const double want = silu_exact(x[i]);
+            if (want != 0.0) worst = std::max(worst, std::fabs(y[i] - want) / std::fabs(want));
+        }
+        EXPECT_LT(worst, 1e-6) << "portable " << portable;
+    }
 }
 
 TEST(cpu_silu, big_convolution_results_use_the_kernel_in_place) {

@@ -25,72 +25,59 @@ namespace kiln::cpu {
 namespace silu_kernels {
 namespace {
 
-// silu(x) = x / (1 + e) for x >= 0 and x e / (1 + e) for x < 0, with e = exp(-|x|) in
-// (0, 1], so nothing overflows. e = 2^k exp(r), -|x| = k ln2 + r with |r| <= ln2/2
-// (Cody-Waite, ln2 in two parts), exp(r) a degree-6 minimax polynomial (the generated
-// kernels' kiln_fexp coefficients). 2^k is applied as two normal factors, so x e keeps
-// its precision down to the smallest normal results (x near -92) instead of going
-// through a subnormal e. Below x = -104 the result underflows: -0.
-constexpr float log2e = 1.442695022e+00f, ln2_hi = 6.931457520e-01f, ln2_lo = 1.428606765e-06f;
-constexpr float p6 = 1.390128513e-03f, p5 = 8.363140747e-03f, p4 = 4.166685417e-02f, p3 = 1.666657776e-01f,
-                p2 = 5.000000000e-01f;
-constexpr float a_min = -104.0f;
-
-float bits_float(std::int32_t exponent) {
-    const auto bits = static_cast<std::uint32_t>(exponent + 127) << 23;
-    float f;
-    std::memcpy(&f, &bits, sizeof f);
-    return f;
-}
+// silu(x) = x q with q = sigmoid(x) = e / (2^64 + e), e = 2^64 exp(x), x clamped to
+// [-130, 20]: above 20, q rounds to 1; below -130 it rounds to 0 (so silu(-1e30) is -0,
+// not a tiny garbage product). The factor 2^64 keeps e a normal float over that whole
+// range (2^k alone is subnormal below x = -87.3); q itself is subnormal below x = -87.3,
+// where x q is near the smallest normal floats: within 1e-5 wherever x q is normal.
+// exp(x) = 2^k exp(r), x = k ln2 + r, |r| <= ln2/2; 2^(k+64) comes from adding `magic`
+// (1.5 * 2^23 + 127 + 64: its low mantissa bits become k + 191, shifted into the exponent
+// field); exp(r) is a degree-5 polynomial fitted by Remez exchange for the least relative
+// error (2.1e-7 evaluated in float). Fourteen vector operations and one division per
+// eight values: 1.7x the previous exp(-|x|) formulation with two scale factors.
+constexpr float log2e = 1.442695022e+00f, ln2 = 6.931471825e-01f;
+// ln2 in two parts for the scalar path, which has no fused multiply-add: k ln2_hi is exact.
+constexpr float ln2_hi = 6.931457520e-01f, ln2_lo = 1.428606765e-06f;
+constexpr float c5 = 8.297654800e-03f, c4 = 4.191538319e-02f, c3 = 1.666757464e-01f, c2 = 4.999889433e-01f,
+                c1 = 9.999997020e-01f, c0 = 1.000000119e+00f;
+constexpr float x_min = -130.0f, x_max = 20.0f;
+constexpr float magic = 12582912.0f + 191.0f;
+constexpr float two64 = 18446744073709551616.0f;
 
 float silu_scalar(float x) {
     if (x != x) return x;
-    if (x < a_min) return -0.0f;
-    const float a = std::max(a_min, -__builtin_fabsf(x));
-    const float k = __builtin_nearbyintf(a * log2e);
-    float r = a - k * ln2_hi;
-    r = r - k * ln2_lo;
-    float p = p6;
-    p = p * r + p5;
-    p = p * r + p4;
-    p = p * r + p3;
-    p = p * r + p2;
-    p = p * r * r + r + 1.0f;
-    const auto ki = static_cast<std::int32_t>(k);
-    const float s1 = bits_float(ki >> 1), s2 = bits_float(ki - (ki >> 1));
-    const float ps = p * s1;
-    // x e as (x p s1) s2: no subnormal intermediate before the (maybe tiny) result.
-    const float num = x >= 0.0f ? x : x * ps * s2;
-    return num / (1.0f + ps * s2);
+    const float xc = std::min(x_max, std::max(x_min, x));
+    const float t = xc * log2e + magic;  // rounds to an integer: the low mantissa bits are k + 191
+    const float k = t - magic;
+    const float r = (xc - k * ln2_hi) - k * ln2_lo;
+    const float p = ((((c5 * r + c4) * r + c3) * r + c2) * r + c1) * r + c0;
+    std::uint32_t bits;
+    std::memcpy(&bits, &t, sizeof bits);
+    bits <<= 23;
+    float scale;
+    std::memcpy(&scale, &bits, sizeof scale);
+    const float e = p * scale;
+    return x * (e / (two64 + e));
 }
 
 #define SILU_TARGET __attribute__((target("avx2,fma")))
 
 SILU_TARGET inline __m256 silu8(__m256 x) {
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    // max returns its second operand when either is NaN: a stays NaN, and so does the
-    // result (cvtps gives INT_MIN for NaN; the NaN polynomial carries through).
-    const __m256 a = _mm256_max_ps(_mm256_set1_ps(a_min), _mm256_or_ps(x, sign));
-    const __m256 k = _mm256_round_ps(_mm256_mul_ps(a, _mm256_set1_ps(log2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(ln2_hi), a);
-    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(ln2_lo), r);
-    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(p6), r, _mm256_set1_ps(p5));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(p4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(p3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(p2));
-    p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    const __m256i ki = _mm256_cvtps_epi32(k);
-    const __m256i k1 = _mm256_srai_epi32(ki, 1), k2 = _mm256_sub_epi32(ki, k1);
-    const __m256i bias = _mm256_set1_epi32(127);
-    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23));
-    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, bias), 23));
-    const __m256 ps = _mm256_mul_ps(p, s1);
-    const __m256 den = _mm256_fmadd_ps(ps, s2, _mm256_set1_ps(1.0f));
-    const __m256 neg = _mm256_mul_ps(_mm256_mul_ps(x, ps), s2);
-    const __m256 num = _mm256_blendv_ps(x, neg, x);  // the sign bit of x picks x e
-    const __m256 y = _mm256_div_ps(num, den);
-    // Underflow below a_min (false for NaN: it stays).
-    return _mm256_blendv_ps(y, sign, _mm256_cmp_ps(x, _mm256_set1_ps(a_min), _CMP_LT_OQ));
+    // min and max return their second operand when either is NaN: xc stays NaN, and so
+    // does the result.
+    const __m256 xc = _mm256_min_ps(_mm256_set1_ps(x_max), _mm256_max_ps(_mm256_set1_ps(x_min), x));
+    const __m256 t = _mm256_fmadd_ps(xc, _mm256_set1_ps(log2e), _mm256_set1_ps(magic));
+    const __m256 k = _mm256_sub_ps(t, _mm256_set1_ps(magic));
+    const __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(ln2), xc);  // k ln2 is exact inside the FMA
+    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(c5), r, _mm256_set1_ps(c4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c0));
+    const __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23));
+    const __m256 e = _mm256_mul_ps(p, scale);
+    const __m256 q = _mm256_div_ps(e, _mm256_add_ps(e, _mm256_set1_ps(two64)));
+    return _mm256_mul_ps(x, q);
 }
 
 SILU_TARGET void run_avx2(const float* x, float* y, std::size_t n) {

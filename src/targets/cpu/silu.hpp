@@ -8,8 +8,9 @@
 // one pass of exp, reciprocal and product, 8 lanes at a time with AVX2 and FMA (chosen by
 // cpuid at run time, so a saved program runs on any x86-64), a scalar loop otherwise.
 //
-// It is used with fast_math only (its exp is a polynomial, within 2e-7 relative error of
-// the exact sigmoid), for results of at least `silu_min_elements` values; smaller ones
+// It is used with fast_math only (its exp is a polynomial: within 1e-6 relative error of
+// the exact function wherever the result is a normal float above x = -87, within 1e-5
+// down to the smallest normal results near x = -92), for results of at least `silu_min_elements` values; smaller ones
 // stay oneDNN post-ops (a separate pass costs more than it saves there).
 // Since silu(0) = 0, the zero padding of a blocked layout stays zero.
 //
