@@ -1,6 +1,7 @@
 #include "targets/cpu/lowering.hpp"
 
 #include "targets/cpu/anchor_plan.hpp"
+#include "targets/cpu/attention.hpp"
 #include "targets/cpu/conv_gemm.hpp"
 #include "targets/cpu/dw_fusion.hpp"
 #include "targets/cpu/fusion.hpp"
@@ -157,25 +158,12 @@ std::optional<anchor_plan> plan_conv(lower_env& env, instruction_ref ins,
 // view and the copy disappears. oneDNN's matmul writes through any strides.
 void write_through_transpose(lower_env& env, anchor_plan& p) {
     auto out = p.chain.members.empty() ? p.anchor : p.chain.members.back();
-    if (out->outputs().size() != 1 || !p.chain.extra.empty()) return;
-    auto t = out->outputs().front();
-    const auto* tr = t->get_operator().any_cast<op::transpose>();
-    if (tr == nullptr || t->get_shape().standard() || t->outputs().empty()) return;
-    for (auto u : t->outputs())
-        if (u->name() != "reshape" && u->name() != "flatten") return;
-    const auto& lens = p.dst.lens();
-    const std::size_t r = lens.size();
-    std::vector<std::size_t> perm(r);
-    for (std::size_t i = 0; i < r; ++i) perm[i] = tr->perm.empty() ? r - 1 - i : static_cast<std::size_t>(tr->perm[i]);
-    std::vector<std::size_t> tl(r);
-    for (std::size_t i = 0; i < r; ++i) tl[i] = lens[perm[i]];
-    const auto ts = shape::standard_strides(tl);
-    std::vector<std::size_t> strides(r);
-    for (std::size_t i = 0; i < r; ++i) strides[perm[i]] = ts[i];
-    shape dst(type::float32, lens, strides);
+    if (!p.chain.extra.empty()) return;
+    auto dst = transposed_write_shape(out, p.dst.lens());
+    if (!dst) return;
     const auto* mm = p.op.any_cast<matmul>();
-    if (mm == nullptr || !try_impl(env, *mm, p.shapes, dst, p.constant_weights)) return;
-    p.dst = dst;
+    if (mm == nullptr || !try_impl(env, *mm, p.shapes, *dst, p.constant_weights)) return;
+    p.dst = *dst;
 }
 
 std::optional<anchor_plan> plan_matmul(lower_env& env, instruction_ref ins,
@@ -347,6 +335,7 @@ void lowering::apply(module& m) const {
     omp_threads_scope threads(ctx->threads());
     lower_env env{m, *ctx, {}, {}};
     fold_layer_norm_patterns(m);
+    fuse_attention(env);  // before the matmuls are planned: they are attention's parts
     // Plan the anchors first, in program order, so each elementwise op is fused at most once.
     std::unordered_set<const instruction*> claimed;
     std::unordered_map<const instruction*, anchor_plan> at_last;

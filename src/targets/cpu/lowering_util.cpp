@@ -2,6 +2,8 @@
 
 #include "targets/cpu/op_misc.hpp"
 
+#include "ops/tensor_views.hpp"
+
 #include <algorithm>
 #include <numeric>
 
@@ -87,6 +89,24 @@ bool all_f32_static(instruction_ref ins) {
     for (auto in : ins->inputs())
         if (!f32_static(in)) return false;
     return true;
+}
+
+std::optional<shape> transposed_write_shape(instruction_ref out, const std::vector<std::size_t>& lens) {
+    if (out->outputs().size() != 1) return std::nullopt;
+    auto t = out->outputs().front();
+    const auto* tr = t->get_operator().any_cast<op::transpose>();
+    if (tr == nullptr || t->get_shape().standard() || t->outputs().empty()) return std::nullopt;
+    for (auto u : t->outputs())
+        if (u->name() != "reshape" && u->name() != "flatten") return std::nullopt;
+    const std::size_t r = lens.size();
+    std::vector<std::size_t> perm(r);
+    for (std::size_t i = 0; i < r; ++i) perm[i] = tr->perm.empty() ? r - 1 - i : static_cast<std::size_t>(tr->perm[i]);
+    std::vector<std::size_t> tl(r);
+    for (std::size_t i = 0; i < r; ++i) tl[i] = lens[perm[i]];
+    const auto ts = shape::standard_strides(tl);
+    std::vector<std::size_t> strides(r);
+    for (std::size_t i = 0; i < r; ++i) strides[perm[i]] = ts[i];
+    return shape(type::float32, lens, strides);
 }
 
 }  // namespace kiln::cpu

@@ -47,6 +47,13 @@ instruction_ref to_layout(lower_env& env, instruction_ref pos, instruction_ref x
 // x with the IR layout `layout` (strides; same lens and type): x, or a reorder before `pos`.
 instruction_ref ensure_layout(lower_env& env, instruction_ref pos, instruction_ref x, const shape& layout);
 
+// When `out`'s only reader is a transpose read only by reshapes (or flattens) that would
+// copy it into row-major order (attention's context: [b, heads, seq, d] -> [b, seq,
+// heads * d]): a float32 shape of `lens` whose strides are that transposed order. Written
+// that way, the transpose reads row-major memory, the reshape is a view and the copy
+// disappears.
+std::optional<shape> transposed_write_shape(instruction_ref out, const std::vector<std::size_t>& lens);
+
 // Replaces `ins` by `op` over `operands`, with a planned scratchpad (when the primitive
 // needs one) and output buffer. `dst` is the result's IR shape (its strides are the
 // output layout unless op.dst_layout is set, or op.any_dst lets oneDNN choose). The

@@ -33,13 +33,18 @@ struct args {
     // block): [images][n / block][image_rows][block]. Full-tensor binary post-op operands
     // are laid out as C.
     std::size_t block = 0, image_rows = 0;
+    // Row strides of A and of a row-major C, in floats (0: k and n, the packed ones);
+    // attention's products read and write strided views of bigger tensors.
+    std::size_t lda = 0, ldc = 0;
     post_step post[max_post_steps];
     int n_post = 0;
 };
 
+// A's row stride.
+inline std::size_t a_stride(const args& g) { return g.lda ? g.lda : g.k; }
 // Where C's row i starts, and where its column j (a multiple of 8) is from there.
 inline std::size_t row_offset(const args& g, std::size_t i) {
-    if (g.block == 0) return i * g.n;
+    if (g.block == 0) return i * (g.ldc ? g.ldc : g.n);
     return (i / g.image_rows) * g.image_rows * g.n + (i % g.image_rows) * g.block;
 }
 inline std::size_t col_offset(const args& g, std::size_t j) {

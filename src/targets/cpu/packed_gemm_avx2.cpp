@@ -73,15 +73,15 @@ PG_TARGET inline __m256 apply(const post_step& s, __m256 v, const float* src, co
 template <int R, bool Ahead, bool Blocked>
 PG_TARGET void tile(const args& g, std::size_t i, std::size_t p, std::size_t k0, std::size_t kc, bool first,
                     bool last, const cols& c, const float* ahead) {
-    const float* a = g.a + i * g.k + k0;
+    const std::size_t lda = a_stride(g), ldc = g.ldc ? g.ldc : g.n;
+    const float* a = g.a + i * lda + k0;
     const float* b = g.b + (p * g.k + k0) * panel;
     const std::size_t col = p * panel;
     // Row-major C (Blocked false) keeps the plain strides, which the compiler folds.
     const std::size_t half_at[2] = {Blocked ? col_offset(g, col) : col, Blocked ? col_offset(g, col + 8) : col + 8};
     std::size_t row_at[R];
     for (int r = 0; r < R; ++r)
-        row_at[r] = Blocked ? row_offset(g, i + static_cast<std::size_t>(r)) : (i + static_cast<std::size_t>(r)) * g.n;
-    const std::size_t lda = g.k;
+        row_at[r] = Blocked ? row_offset(g, i + static_cast<std::size_t>(r)) : (i + static_cast<std::size_t>(r)) * ldc;
     __m256 acc[R][2];
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {

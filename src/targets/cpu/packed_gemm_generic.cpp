@@ -36,7 +36,8 @@ inline v4 load4(const float* p) {
 template <int R>
 void tile(const args& g, std::size_t i, std::size_t p, std::size_t k0, std::size_t kc, bool first, bool last,
           std::size_t width) {
-    const float* a = g.a + i * g.k + k0;
+    const std::size_t lda = a_stride(g);
+    const float* a = g.a + i * lda + k0;
     const float* b = g.b + (p * g.k + k0) * panel;
     // Column j of row r: the row's and the half's base (C may be channel-blocked), then j % 8.
     auto at = [&](int r, std::size_t j) {
@@ -47,7 +48,7 @@ void tile(const args& g, std::size_t i, std::size_t p, std::size_t k0, std::size
         const v4 b0 = load4(b + k * panel), b1 = load4(b + k * panel + 4), b2 = load4(b + k * panel + 8),
                  b3 = load4(b + k * panel + 12);
         for (int r = 0; r < R; ++r) {
-            const float x = a[r * g.k + k];
+            const float x = a[r * lda + k];
             const v4 av = {x, x, x, x};
             vacc[r][0] += av * b0;
             vacc[r][1] += av * b1;

@@ -1,0 +1,421 @@
+#include "targets/cpu/attention.hpp"
+
+#include "targets/cpu/cpu_features.hpp"
+#include "targets/cpu/packed_gemm_args.hpp"
+#include "targets/cpu/vec_exp.hpp"
+
+#include <kiln/builtin_ops.hpp>
+#include <kiln/errors.hpp>
+#include <kiln/register_op.hpp>
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <string>
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+namespace kiln::cpu {
+
+namespace {
+
+constexpr std::size_t rows_per_task = 24;  // 4 register tiles: enough work per task, 2 KB of scores per row block
+constexpr float exp_floor = -87.3f;        // exp(x - max) below this is under every normal float
+
+std::size_t panels(std::size_t n) { return (n + pgemm::panel - 1) / pgemm::panel; }
+std::size_t round8(std::size_t n) { return (n + 7) / 8 * 8; }
+
+struct geometry {
+    std::size_t rank = 0, batches = 1, sq = 0, sk = 0, d = 0, dv = 0;
+    std::vector<std::size_t> batch_lens;
+    std::size_t packed_k() const { return panels(sk) * pgemm::panel * d; }
+    std::size_t packed_v() const { return panels(dv) * pgemm::panel * sk; }
+    std::size_t score_stride() const { return round8(sk); }
+    std::size_t per_batch() const { return packed_k() + packed_v() + sq * score_stride(); }
+    std::size_t scratch_bytes() const { return batches * per_batch() * sizeof(float); }
+};
+
+geometry geometry_of(const shape& q, const shape& kt, const shape& v) {
+    geometry g;
+    g.rank = q.ndim();
+    const std::size_t r = g.rank;
+    g.batch_lens.assign(q.lens().begin(), q.lens().end() - 2);
+    for (auto l : g.batch_lens) g.batches *= l;
+    g.sq = q.lens()[r - 2];
+    g.d = q.lens()[r - 1];
+    g.sk = kt.lens()[r - 1];
+    g.dv = v.lens()[r - 1];
+    return g;
+}
+
+// Strides of `s` seen as a tensor of `lens` (right-aligned numpy broadcast: 0 along
+// broadcast dims).
+std::vector<std::size_t> broadcast_strides(const shape& s, const std::vector<std::size_t>& lens) {
+    std::vector<std::size_t> out(lens.size(), 0);
+    const std::size_t lead = lens.size() - s.ndim();
+    for (std::size_t i = 0; i < s.ndim(); ++i)
+        out[lead + i] = s.lens()[i] == 1 ? 0 : s.strides()[i];
+    return out;
+}
+
+// Offset of batch index b (row-major over g.batch_lens) in a tensor of these strides.
+std::size_t batch_offset(const geometry& g, const std::vector<std::size_t>& strides, std::size_t b) {
+    std::size_t off = 0;
+    for (std::size_t i = g.batch_lens.size(); i-- > 0;) {
+        off += (b % g.batch_lens[i]) * strides[i];
+        b /= g.batch_lens[i];
+    }
+    return off;
+}
+
+// Whether `mask` broadcasts to [batch..., Sq, Sk] with unit stride along Sk.
+bool mask_fits(const geometry& g, const shape& mask) {
+    if (mask.ndim() > g.rank || mask.ndim() == 0) return false;
+    std::vector<std::size_t> full = g.batch_lens;
+    full.push_back(g.sq);
+    full.push_back(g.sk);
+    const std::size_t lead = g.rank - mask.ndim();
+    for (std::size_t i = 0; i < mask.ndim(); ++i)
+        if (mask.lens()[i] != 1 && mask.lens()[i] != full[lead + i]) return false;
+    return mask.lens().back() == g.sk && (g.sk == 1 || mask.strides().back() == 1);
+}
+
+// Kp[p][d][c] = K[16 p + c][d] (kt[d][j] in the IR), zero beyond Sk.
+void pack_k(const geometry& g, const float* kt, std::size_t key_stride, float* kp) {
+    const std::size_t np = panels(g.sk);
+    std::fill(kp + (np - 1) * pgemm::panel * g.d, kp + np * pgemm::panel * g.d, 0.0f);
+    for (std::size_t j = 0; j < g.sk; ++j) {
+        const float* src = kt + j * key_stride;
+        float* dst = kp + (j / pgemm::panel) * pgemm::panel * g.d + j % pgemm::panel;
+        for (std::size_t k = 0; k < g.d; ++k) dst[k * pgemm::panel] = src[k];
+    }
+}
+
+// Vp[p][j][c] = V[j][16 p + c], zero beyond Dv.
+void pack_v(const geometry& g, const float* v, std::size_t row_stride, float* vp) {
+    const std::size_t np = panels(g.dv);
+    for (std::size_t p = 0; p < np; ++p) {
+        const std::size_t c0 = p * pgemm::panel, width = std::min(pgemm::panel, g.dv - c0);
+        for (std::size_t j = 0; j < g.sk; ++j) {
+            float* dst = vp + (p * g.sk + j) * pgemm::panel;
+            std::memcpy(dst, v + j * row_stride + c0, width * sizeof(float));
+            std::fill(dst + width, dst + pgemm::panel, 0.0f);
+        }
+    }
+}
+
+#define ATT_TARGET __attribute__((target("avx2,fma")))
+
+ATT_TARGET float hmax(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+ATT_TARGET float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+// The softmax of a score row without its normalization: x[j] = exp(y[j] - max y) with
+// y[j] = scale x[j] + mask[j] (the scale and the mask already applied when `fused`: the
+// scores' epilogue did that), returning the sum, by which the row's context is divided
+// afterwards (Dv values instead of Sk).
+ATT_TARGET float exp_row_avx2(float* x, const float* mask, std::size_t n, float scale, bool fused) {
+    __m256 vmax = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+    std::size_t j = 0;
+    if (fused) {
+        for (; j + 8 <= n; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + j));
+    } else {
+        const __m256 vs = _mm256_set1_ps(scale);
+        for (; j + 8 <= n; j += 8) {
+            __m256 t = _mm256_mul_ps(_mm256_loadu_ps(x + j), vs);
+            if (mask) t = _mm256_add_ps(t, _mm256_loadu_ps(mask + j));
+            _mm256_storeu_ps(x + j, t);
+            vmax = _mm256_max_ps(vmax, t);
+        }
+    }
+    float mx = hmax(vmax);
+    for (; j < n; ++j) {
+        if (!fused) x[j] = x[j] * scale + (mask ? mask[j] : 0.0f);
+        mx = std::max(mx, x[j]);
+    }
+    const __m256 vm = _mm256_set1_ps(mx), floor = _mm256_set1_ps(exp_floor);
+    __m256 vsum = _mm256_setzero_ps();
+    for (j = 0; j + 8 <= n; j += 8) {
+        // max returns its second operand when either is NaN: a NaN score stays NaN.
+        const __m256 e = vexp::exp_scaled8<0>(_mm256_max_ps(floor, _mm256_sub_ps(_mm256_loadu_ps(x + j), vm)));
+        _mm256_storeu_ps(x + j, e);
+        vsum = _mm256_add_ps(vsum, e);
+    }
+    float sum = hsum(vsum);
+    for (; j < n; ++j) {
+        const float d = x[j] - mx;
+        x[j] = d != d ? d : vexp::exp_scaled<0>(std::max(exp_floor, d));
+        sum += x[j];
+    }
+    return sum;
+}
+
+#undef ATT_TARGET
+
+// The same without AVX2 (a saved program on another CPU), or with std::exp.
+float exp_row_scalar(float* x, const float* mask, std::size_t n, float scale, bool fused, bool exact) {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (std::size_t j = 0; j < n; ++j) {
+        if (!fused) x[j] = x[j] * scale + (mask ? mask[j] : 0.0f);
+        mx = std::max(mx, x[j]);
+    }
+    float sum = 0.0f;
+    for (std::size_t j = 0; j < n; ++j) {
+        const float d = x[j] - mx;
+        x[j] = exact || d != d ? std::exp(d) : vexp::exp_scaled<0>(std::max(exp_floor, d));
+        sum += x[j];
+    }
+    return sum;
+}
+
+}  // namespace
+
+shape attention::compute_shape(const std::vector<shape>& inputs) const {
+    auto bad = [&](const std::string& why) { throw_error(error_code::shape, name() + ": " + why); };
+    const std::size_t want = has_mask ? 6 : 5;
+    if (inputs.size() != want)
+        bad("expected q, kt, v, " + std::string(has_mask ? "mask, " : "") + "scratch and an output buffer, got " +
+            std::to_string(inputs.size()) + " inputs");
+    for (const auto& s : inputs)
+        if (!s.is_tensor() || s.dynamic()) bad("inputs must be static tensors, got " + s.to_string());
+    const shape &q = inputs[0], &kt = inputs[1], &v = inputs[2], &out = inputs.back();
+    const std::size_t r = q.ndim();
+    for (const auto* s : {&q, &kt, &v, &out})
+        if (s->get_type() != type::float32 || s->ndim() != r)
+            bad("q, kt, v and the output must be float32 tensors of one rank, got " + s->to_string());
+    if (r < 3) bad("q must have batch dims, got " + q.to_string());
+    const auto g = geometry_of(q, kt, v);
+    auto batch_of = [&](const shape& s) { return std::vector<std::size_t>(s.lens().begin(), s.lens().end() - 2); };
+    if (batch_of(kt) != g.batch_lens || batch_of(v) != g.batch_lens)
+        bad("q " + q.to_string() + ", kt " + kt.to_string() + " and v " + v.to_string() + " must share batch dims");
+    if (kt.lens()[r - 2] != g.d || v.lens()[r - 2] != g.sk)
+        bad("kt " + kt.to_string() + " must be [.., D, Sk] and v " + v.to_string() + " [.., Sk, Dv] for q " +
+            q.to_string());
+    if ((g.d > 1 && (q.strides()[r - 1] != 1 || kt.strides()[r - 2] != 1)) || (g.dv > 1 && v.strides()[r - 1] != 1))
+        bad("q and kt need unit stride along D, v along Dv");
+    auto want_lens = g.batch_lens;
+    want_lens.push_back(g.sq);
+    want_lens.push_back(g.dv);
+    if (out.lens() != want_lens || (g.dv > 1 && out.strides()[r - 1] != 1))
+        bad("the output buffer " + out.to_string() + " must have the result's dims and unit stride along Dv");
+    if (has_mask && !mask_fits(g, inputs[3]))
+        bad("the mask " + inputs[3].to_string() + " must broadcast to the scores with unit stride along Sk");
+    if (inputs[inputs.size() - 2].bytes() < g.scratch_bytes()) bad("the scratch buffer is too small");
+    return out;
+}
+
+argument attention::compute(context&, const shape&, const std::vector<argument>& args) const {
+    const shape &qs = args[0].get_shape(), &ks = args[1].get_shape(), &vs = args[2].get_shape();
+    const shape& os = args.back().get_shape();
+    const auto g = geometry_of(qs, ks, vs);
+    const std::size_t r = g.rank;
+    const auto* q = reinterpret_cast<const float*>(args[0].data());
+    const auto* kt = reinterpret_cast<const float*>(args[1].data());
+    const auto* v = reinterpret_cast<const float*>(args[2].data());
+    const float* mask = has_mask ? reinterpret_cast<const float*>(args[3].data()) : nullptr;
+    auto* scratch = reinterpret_cast<float*>(args[args.size() - 2].data());
+    auto* out = reinterpret_cast<float*>(args.back().data());
+    auto full_lens = g.batch_lens;
+    full_lens.push_back(g.sq);
+    full_lens.push_back(g.sk);
+    const auto mask_strides = has_mask ? broadcast_strides(args[3].get_shape(), full_lens) : std::vector<std::size_t>();
+    // KILN_CPU_PACKED_GEMM_ISA=generic: the baseline kernels on any CPU (for testing them).
+    const char* isa = std::getenv("KILN_CPU_PACKED_GEMM_ISA");
+    const bool vec = has_avx2_fma() && !(isa && std::string(isa) == "generic");
+    const pgemm::part_fn part = vec ? pgemm::avx2_part() : pgemm::generic_part();
+    const std::size_t blocks = (g.sq + rows_per_task - 1) / rows_per_task;
+    const auto tasks = static_cast<std::int64_t>(g.batches * blocks);
+    const auto packs = static_cast<std::int64_t>(2 * g.batches);
+    const std::size_t ld_s = g.score_stride();
+    auto kp_of = [&](std::size_t b) { return scratch + b * g.per_batch(); };
+    auto vp_of = [&](std::size_t b) { return kp_of(b) + g.packed_k(); };
+    auto s_of = [&](std::size_t b) { return vp_of(b) + g.packed_v(); };
+#pragma omp parallel if (tasks > 1)
+    {
+#pragma omp for schedule(static)
+        for (std::int64_t job = 0; job < packs; ++job) {
+            const auto b = static_cast<std::size_t>(job) % g.batches;
+            if (job < static_cast<std::int64_t>(g.batches))
+                pack_k(g, kt + batch_offset(g, ks.strides(), b), ks.strides()[r - 1], kp_of(b));
+            else
+                pack_v(g, v + batch_offset(g, vs.strides(), b), vs.strides()[r - 2], vp_of(b));
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (std::int64_t t = 0; t < tasks; ++t) {
+            const std::size_t b = static_cast<std::size_t>(t) / blocks;
+            const std::size_t r0 = static_cast<std::size_t>(t) % blocks * rows_per_task;
+            const std::size_t r1 = std::min(r0 + rows_per_task, g.sq);
+            float* s = s_of(b);
+            pgemm::args sc;  // scores: Q K^T
+            sc.m = g.sq;
+            sc.n = g.sk;
+            sc.k = g.d;
+            sc.kc = pgemm::depth_block(g.d);
+            sc.a = q + batch_offset(g, qs.strides(), b);
+            sc.lda = qs.strides()[r - 2];
+            sc.b = kp_of(b);
+            sc.c = s;
+            sc.ldc = ld_s;
+            const float* mrow = mask ? mask + batch_offset(g, mask_strides, b) : nullptr;
+            // The scale, and a mask shared by all query rows, in the scores' epilogue.
+            const bool fused = !mask || mask_strides[r - 2] == 0;
+            if (fused) {
+                sc.post[sc.n_post++] = pgemm::post_step{pgemm::post_kind::linear, scale, 0.0f, nullptr, false};
+                if (mask) sc.post[sc.n_post++] = pgemm::post_step{pgemm::post_kind::add, 0.0f, 0.0f, mrow, false};
+            }
+            part(sc, r0, r1, 0, panels(g.sk));
+            float inv[rows_per_task];
+            for (std::size_t i = r0; i < r1; ++i) {
+                const float* m = mrow ? mrow + i * mask_strides[r - 2] : nullptr;
+                const float sum = vec && !exact_exp ? exp_row_avx2(s + i * ld_s, m, g.sk, scale, fused)
+                                                    : exp_row_scalar(s + i * ld_s, m, g.sk, scale, fused, exact_exp);
+                inv[i - r0] = 1.0f / sum;
+            }
+            pgemm::args ctx;  // context: exp(scores) V, then each row divided by its sum
+            ctx.m = g.sq;
+            ctx.n = g.dv;
+            ctx.k = g.sk;
+            ctx.kc = pgemm::depth_block(g.sk);
+            ctx.a = s;
+            ctx.lda = ld_s;
+            ctx.b = vp_of(b);
+            ctx.c = out + batch_offset(g, os.strides(), b);
+            ctx.ldc = os.strides()[r - 2];
+            part(ctx, r0, r1, 0, panels(g.dv));
+            for (std::size_t i = r0; i < r1; ++i) {
+                float* row = ctx.c + i * ctx.ldc;
+                for (std::size_t j = 0; j < g.dv; ++j) row[j] *= inv[i - r0];
+            }
+        }
+    }
+    return args.back();
+}
+
+KILN_REGISTER_OP(attention)
+
+namespace {
+
+bool is_scalar_literal(instruction_ref x) { return x->is_literal() && x->get_shape().elements() == 1; }
+
+float scalar_value(instruction_ref x) { return x->get_literal().to_vector<float>().at(0); }
+
+// The one reader of x, when it has exactly one.
+std::optional<instruction_ref> only_user(instruction_ref x) {
+    if (x->outputs().size() != 1) return std::nullopt;
+    return x->outputs().front();
+}
+
+struct match {
+    instruction_ref qk, pv;
+    std::vector<instruction_ref> between;  // scale, mask add, softmax: removed after
+    std::optional<instruction_ref> mask;
+    float scale = 1.0f;
+};
+
+std::optional<match> match_at(instruction_ref sm) {
+    const auto axis = sm->get_operator().to_value().at("axis").get_int64();
+    const auto rank = static_cast<std::int64_t>(sm->get_shape().ndim());
+    if (rank < 3 || (axis != -1 && axis != rank - 1)) return std::nullopt;
+    match mt;
+    auto pv = only_user(sm);
+    if (!pv || (*pv)->name() != "matmul" || (*pv)->inputs().size() != 2 || (*pv)->inputs()[0] != sm)
+        return std::nullopt;
+    mt.pv = *pv;
+    mt.between.push_back(sm);
+    auto x = sm->inputs().at(0);
+    if (x->name() == "add" && x->outputs().size() == 1) {
+        const auto& in = x->inputs();
+        const std::size_t scores = in[0]->get_shape().lens() == x->get_shape().lens() &&
+                                           (in[0]->name() == "mul" || in[0]->name() == "div" || in[0]->name() == "matmul")
+                                       ? 0
+                                       : 1;
+        mt.mask = in[1 - scores];
+        mt.between.push_back(x);
+        x = in[scores];
+    }
+    if ((x->name() == "mul" || x->name() == "div") && x->outputs().size() == 1) {
+        const auto& in = x->inputs();
+        const bool div = x->name() == "div";
+        std::optional<std::size_t> c;
+        if (is_scalar_literal(in[1])) c = 1;
+        else if (!div && is_scalar_literal(in[0])) c = 0;
+        if (!c) return std::nullopt;
+        const float value = scalar_value(in[*c]);
+        mt.scale = div ? 1.0f / value : value;
+        mt.between.push_back(x);
+        x = in[1 - *c];
+    }
+    if (x->name() != "matmul" || x->outputs().size() != 1 || x->inputs().size() != 2) return std::nullopt;
+    mt.qk = x;
+    return mt;
+}
+
+bool fits(const match& mt, shape& dst) {
+    auto q = mt.qk->inputs()[0], kt = mt.qk->inputs()[1], v = mt.pv->inputs()[1];
+    for (auto x : {q, kt, v, mt.qk, mt.pv})
+        if (!f32_static(x)) return false;
+    const shape &qs = q->get_shape(), &ks = kt->get_shape(), &vs = v->get_shape();
+    const std::size_t r = qs.ndim();
+    if (r < 3 || ks.ndim() != r || vs.ndim() != r) return false;
+    const auto g = geometry_of(qs, ks, vs);
+    auto batch_of = [&](const shape& s) { return std::vector<std::size_t>(s.lens().begin(), s.lens().end() - 2); };
+    if (batch_of(ks) != g.batch_lens || batch_of(vs) != g.batch_lens) return false;
+    if (ks.lens()[r - 2] != g.d || vs.lens()[r - 2] != g.sk || g.sk == 0 || g.d == 0 || g.dv == 0) return false;
+    if ((g.d > 1 && (qs.strides()[r - 1] != 1 || ks.strides()[r - 2] != 1)) || (g.dv > 1 && vs.strides()[r - 1] != 1))
+        return false;
+    if (mt.mask && (!f32_static(*mt.mask) || !mask_fits(g, (*mt.mask)->get_shape()))) return false;
+    dst = transposed_write_shape(mt.pv, mt.pv->get_shape().lens()).value_or(mt.pv->get_shape().as_standard());
+    return true;
+}
+
+bool attention_enabled() {
+    const char* sw = std::getenv("KILN_CPU_ATTENTION");
+    return !(sw && std::string(sw) == "0") && has_avx2_fma();
+}
+
+}  // namespace
+
+void fuse_attention(lower_env& env) {
+    if (!attention_enabled()) return;
+    std::vector<match> found;
+    for (auto ins = env.m.begin(); ins != env.m.end(); ++ins)
+        if (ins->name() == "softmax")
+            if (auto mt = match_at(ins)) found.push_back(*mt);
+    for (auto& mt : found) {
+        shape dst;
+        if (!fits(mt, dst)) continue;
+        attention op;
+        op.scale = mt.scale;
+        op.has_mask = mt.mask.has_value();
+        op.exact_exp = !env.ctx.fast_math();
+        const auto g = geometry_of(mt.qk->inputs()[0]->get_shape(), mt.qk->inputs()[1]->get_shape(),
+                                   mt.pv->inputs()[1]->get_shape());
+        std::vector<instruction_ref> args{mt.qk->inputs()[0], mt.qk->inputs()[1], mt.pv->inputs()[1]};
+        if (mt.mask) args.push_back(*mt.mask);
+        args.push_back(env.m.insert_instruction(mt.pv, builtin::allocate{shape(type::uint8, {g.scratch_bytes()})}, {}));
+        args.push_back(env.m.insert_instruction(mt.pv, builtin::allocate{dst}, {}));
+        env.m.replace_instruction(mt.pv, op, args);
+        for (auto x : mt.between) env.m.remove_instruction(x);  // softmax, then the add, the scale
+        env.m.remove_instruction(mt.qk);
+    }
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,173 @@
+// softmax(scale * Q K^T + mask) V on Kiln's fused kernel (cpu::attention) against the ref
+// target: ViT's shape (heads from one QKV tensor through strided views, the context
+// written in the transposed order), BERT's (a mask broadcast over the query rows, the
+// scale as a division), a full per-row mask, cross attention with sizes that fill no
+// panel, rank 3, fast_math off, the baseline kernels, a saved program; and where it must
+// not apply.
+#include "cpu_test_util.hpp"
+
+#include <kiln/serialize.hpp>
+
+using namespace kiln;
+using namespace kiln::cpu_test;
+
+namespace {
+
+value arr(const std::vector<std::int64_t>& v) { return value(value::array(v.begin(), v.end())); }
+
+struct sizes {
+    std::size_t batch = 1, heads = 3, sq = 197, sk = 197, d = 64, dv = 64;
+};
+
+// Q, K, V as independent [b, h, s, d] inputs; K transposed by a view; the context
+// transposed and reshaped to [b, sq, h * dv] (the write-through order).
+struct parts {
+    builder b;
+    instruction_ref q, kt, v;
+};
+
+parts inputs(const sizes& z) {
+    parts p;
+    p.q = p.b.param("q", {z.batch, z.heads, z.sq, z.d});
+    auto k = p.b.param("k", {z.batch, z.heads, z.sk, z.d});
+    p.kt = p.b.op("transpose", {{"perm", arr({0, 1, 3, 2})}}, {k});
+    p.v = p.b.param("v", {z.batch, z.heads, z.sk, z.dv});
+    return p;
+}
+
+void finish(parts& p, const sizes& z, instruction_ref probs) {
+    auto ctx = p.b.op("matmul", {probs, p.v});
+    auto t = p.b.op("transpose", {{"perm", arr({0, 2, 1, 3})}}, {ctx});
+    auto r = p.b.op("reshape", {{"dims", arr({static_cast<std::int64_t>(z.batch), static_cast<std::int64_t>(z.sq),
+                                              static_cast<std::int64_t>(z.heads * z.dv)})}},
+                    {t});
+    p.b.ret({r});
+}
+
+builder plain_attention(const sizes& z, float scale) {
+    auto p = inputs(z);
+    auto s = p.b.op("mul", {p.b.op("matmul", {p.q, p.kt}), p.b.scalar(scale)});
+    finish(p, z, p.b.op("softmax", {{"axis", value(std::int64_t{3})}}, {s}));
+    return p.b;
+}
+
+builder masked_attention(const sizes& z, const std::vector<std::size_t>& mask_lens, float divisor) {
+    auto p = inputs(z);
+    auto s = p.b.op("div", {p.b.op("matmul", {p.q, p.kt}), p.b.scalar(divisor)});
+    auto m = p.b.param("mask", mask_lens, 4.0f);
+    auto sm = p.b.op("add", {m, s});  // the mask first: either operand order
+    finish(p, z, p.b.op("softmax", {{"axis", value(std::int64_t{-1})}}, {sm}));
+    return p.b;
+}
+
+void expect_fused(const program& p) {
+    EXPECT_EQ(count_ops(p, "cpu::attention"), 1u) << text(p);
+    EXPECT_EQ(count_ops(p, "cpu::softmax"), 0u) << text(p);
+    EXPECT_EQ(count_ops(p, "cpu::matmul"), 0u) << text(p);
+    EXPECT_TRUE(ref_kernels(p).empty()) << text(p);
+}
+
+}  // namespace
+
+TEST(cpu_attention, vit_shape_with_write_through_context) {
+    sizes z;
+    auto r = run_both(plain_attention(z, 0.125f), 1e-4, 1e-5);
+    expect_fused(r.cpu);
+    // The transpose after it reads row-major memory: no copy is left for the reshape.
+    EXPECT_EQ(count_ops(r.cpu, "cpu::reorder"), 0u) << text(r.cpu);
+}
+
+TEST(cpu_attention, bert_mask_over_keys_and_divided_scale) {
+    sizes z{2, 4, 128, 128, 64, 64};
+    auto r = run_both(masked_attention(z, {2, 1, 1, 128}, 8.0f), 1e-4, 1e-5);
+    expect_fused(r.cpu);
+}
+
+TEST(cpu_attention, full_mask_per_query_row) {
+    sizes z{1, 2, 40, 40, 32, 32};
+    auto r = run_both(masked_attention(z, {1, 1, 40, 40}, 4.0f), 1e-4, 1e-5);
+    expect_fused(r.cpu);
+    auto r2 = run_both(masked_attention(z, {40, 40}, 4.0f), 1e-4, 1e-5);  // rank 2, broadcast over both batch dims
+    expect_fused(r2.cpu);
+}
+
+TEST(cpu_attention, cross_attention_sizes_that_fill_no_panel) {
+    // Sq 50 (three tasks, the last partial), Sk 37 (a partial panel and row tail), D 20, Dv 24.
+    sizes z{1, 3, 50, 37, 20, 24};
+    auto r = run_both(plain_attention(z, 0.3f), 1e-4, 1e-5);
+    expect_fused(r.cpu);
+    sizes one{1, 2, 1, 1, 8, 8};  // a single token (BERT at sequence length 1)
+    auto r1 = run_both(plain_attention(one, 0.5f), 1e-4, 1e-5);
+    expect_fused(r1.cpu);
+}
+
+TEST(cpu_attention, rank_3_heads_folded_into_the_batch) {
+    builder b;
+    auto q = b.param("q", {6, 30, 16});
+    auto k = b.param("k", {6, 45, 16});
+    auto v = b.param("v", {6, 45, 16});
+    auto s = b.op("mul", {b.op("matmul", {q, b.op("transpose", {{"perm", arr({0, 2, 1})}}, {k})}), b.scalar(0.25f)});
+    b.ret({b.op("matmul", {b.op("softmax", {{"axis", value(std::int64_t{2})}}, {s}), v})});
+    auto r = run_both(b, 1e-4, 1e-5);
+    expect_fused(r.cpu);
+}
+
+TEST(cpu_attention, exact_exp_and_baseline_kernels) {
+    sizes z{1, 2, 30, 45, 16, 16};
+    compile_options exact;
+    exact.fast_math = false;
+    auto r = run_both(masked_attention(z, {1, 1, 1, 45}, 4.0f), 1e-5, 1e-6, exact);
+    expect_fused(r.cpu);
+    EXPECT_NE(text(r.cpu).find("exact_exp=true"), std::string::npos) << text(r.cpu);
+    test::env_override generic("KILN_CPU_PACKED_GEMM_ISA", "generic");
+    auto g = run_both(masked_attention(z, {1, 1, 30, 45}, 4.0f), 1e-4, 1e-5);
+    expect_fused(g.cpu);
+}
+
+TEST(cpu_attention, not_fused_where_it_does_not_apply) {
+    sizes z{1, 2, 20, 20, 16, 16};
+    {
+        // The probabilities are a second output too.
+        auto p = inputs(z);
+        auto sm = p.b.op("softmax", {{"axis", value(std::int64_t{3})}}, {p.b.op("matmul", {p.q, p.kt})});
+        auto ctx = p.b.op("matmul", {sm, p.v});
+        p.b.ret({ctx, sm});
+        auto r = run_both(p.b, 1e-4, 1e-5);
+        EXPECT_EQ(count_ops(r.cpu, "cpu::attention"), 0u) << text(r.cpu);
+    }
+    {
+        // Softmax over the query axis.
+        auto p = inputs(z);
+        auto sm = p.b.op("softmax", {{"axis", value(std::int64_t{2})}}, {p.b.op("matmul", {p.q, p.kt})});
+        p.b.ret({p.b.op("matmul", {sm, p.v})});
+        auto r = run_both(p.b, 1e-4, 1e-5);
+        EXPECT_EQ(count_ops(r.cpu, "cpu::attention"), 0u) << text(r.cpu);
+    }
+    {
+        // A scale that is not a constant.
+        auto p = inputs(z);
+        auto s = p.b.op("mul", {p.b.op("matmul", {p.q, p.kt}), p.b.param("scale", {1})});
+        p.b.ret({p.b.op("matmul", {p.b.op("softmax", {{"axis", value(std::int64_t{3})}}, {s}), p.v})});
+        auto r = run_both(p.b, 1e-4, 1e-5);
+        EXPECT_EQ(count_ops(r.cpu, "cpu::attention"), 0u) << text(r.cpu);
+    }
+    test::env_override off("KILN_CPU_ATTENTION", "0");
+    auto r = run_both(plain_attention(z, 0.25f), 1e-4, 1e-5);
+    EXPECT_EQ(count_ops(r.cpu, "cpu::attention"), 0u) << text(r.cpu);
+}
+
+TEST(cpu_attention, saved_program_loads_and_runs) {
+    auto b = masked_attention({1, 2, 30, 30, 16, 16}, {1, 1, 1, 30}, 4.0f);
+    program ref = b.p;
+    ref.compile(*get_target("ref"));
+    program cpu = b.p;
+    cpu.compile(*get_target("cpu"));
+    ASSERT_EQ(count_ops(cpu, "cpu::attention"), 1u);
+    const auto bytes = save_buffer(cpu);
+    auto loaded = load_buffer(bytes.data(), bytes.size());
+    EXPECT_EQ(count_ops(loaded, "cpu::attention"), 1u);
+    auto got = loaded.eval(b.inputs);
+    auto want = ref.eval(b.inputs);
+    ASSERT_EQ(got.size(), 1u);
+    expect_close(got[0], want[0], 1e-4, 1e-5);
+}
