@@ -2,23 +2,18 @@
 
 #include "targets/cpu/attention_geometry.hpp"
 
-#include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/packed_gemm_args.hpp"
 #include "targets/cpu/vec_exp.hpp"
 
-#include <kiln/builtin_ops.hpp>
 #include <kiln/errors.hpp>
 #include <kiln/register_op.hpp>
 
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <optional>
 #include <string>
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -166,16 +161,8 @@ shape attention::compute_shape(const std::vector<shape>& inputs) const {
     for (const auto* s : {&q, &kt, &v, &out})
         if (s->get_type() != type::float32 || s->ndim() != r)
             bad("q, kt, v and the output must be float32 tensors of one rank, got " + s->to_string());
-    if (r < 3) bad("q must have batch dims, got " + q.to_string());
+    if (auto why = operand_problem(q, kt, v); !why.empty()) bad(why);
     const auto g = geometry_of(q, kt, v);
-    auto batch_of = [&](const shape& s) { return std::vector<std::size_t>(s.lens().begin(), s.lens().end() - 2); };
-    if (batch_of(kt) != g.batch_lens || batch_of(v) != g.batch_lens)
-        bad("q " + q.to_string() + ", kt " + kt.to_string() + " and v " + v.to_string() + " must share batch dims");
-    if (kt.lens()[r - 2] != g.d || v.lens()[r - 2] != g.sk)
-        bad("kt " + kt.to_string() + " must be [.., D, Sk] and v " + v.to_string() + " [.., Sk, Dv] for q " +
-            q.to_string());
-    if ((g.d > 1 && (q.strides()[r - 1] != 1 || kt.strides()[r - 2] != 1)) || (g.dv > 1 && v.strides()[r - 1] != 1))
-        bad("q and kt need unit stride along D, v along Dv");
     auto want_lens = g.batch_lens;
     want_lens.push_back(g.sq);
     want_lens.push_back(g.dv);
@@ -187,7 +174,10 @@ shape attention::compute_shape(const std::vector<shape>& inputs) const {
     return out;
 }
 
+void attention::finalize(context&, const shape&, const std::vector<shape>&) { part = pgemm::chosen_part(); }
+
 argument attention::compute(context&, const shape&, const std::vector<argument>& args) const {
+    if (part == nullptr) throw_error(error_code::runtime, name() + ": run before it was finalized");
     const shape &qs = args[0].get_shape(), &ks = args[1].get_shape(), &vs = args[2].get_shape();
     const shape& os = args.back().get_shape();
     const auto g = geometry_of(qs, ks, vs);
@@ -202,10 +192,7 @@ argument attention::compute(context&, const shape&, const std::vector<argument>&
     full_lens.push_back(g.sq);
     full_lens.push_back(g.sk);
     const auto mask_strides = has_mask ? broadcast_strides(args[3].get_shape(), full_lens) : std::vector<std::size_t>();
-    // KILN_CPU_PACKED_GEMM_ISA=generic: the baseline kernels on any CPU (for testing them).
-    const char* isa = std::getenv("KILN_CPU_PACKED_GEMM_ISA");
-    const bool vec = has_avx2_fma() && !(isa && std::string(isa) == "generic");
-    const pgemm::part_fn part = vec ? pgemm::avx2_part() : pgemm::generic_part();
+    const bool vec = part == pgemm::avx2_part();  // the softmax rows follow the products' choice
     const std::size_t blocks = (g.sq + rows_per_task - 1) / rows_per_task;
     const auto tasks = static_cast<std::int64_t>(g.batches * blocks);
     const auto packs = static_cast<std::int64_t>(2 * g.batches);

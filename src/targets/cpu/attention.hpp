@@ -19,6 +19,7 @@
 // KILN_CPU_ATTENTION=0 keeps attention on oneDNN.
 #pragma once
 #include "targets/cpu/lowering_util.hpp"
+#include "targets/cpu/packed_gemm_args.hpp"
 
 #include <kiln/operation.hpp>
 
@@ -41,10 +42,13 @@ struct attention {
     }
     std::string name() const { return "cpu::attention"; }
     shape compute_shape(const std::vector<shape>& inputs) const;
+    void finalize(context& ctx, const shape& out, const std::vector<shape>& inputs);
     argument compute(context& ctx, const shape& out, const std::vector<argument>& args) const;
     std::ptrdiff_t output_alias(const std::vector<shape>& inputs) const {
         return static_cast<std::ptrdiff_t>(inputs.size()) - 1;
     }
+
+    pgemm::part_fn part = nullptr;  // the products' kernels, chosen by finalize (not an attribute)
 };
 
 // Replaces each softmax(scale * matmul(q, kt) [+ mask]) whose only reader is a matmul

@@ -6,13 +6,14 @@
 #include <kiln/shape.hpp>
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 namespace kiln::cpu::attention_detail {
 
 constexpr std::size_t rows_per_task = 24;  // 4 register tiles: enough work per task, its scores in L1/L2
 
-inline std::size_t panels(std::size_t n) { return (n + pgemm::panel - 1) / pgemm::panel; }
+using pgemm::panels;
 inline std::size_t round8(std::size_t n) { return (n + 7) / 8 * 8; }
 
 struct geometry {
@@ -36,6 +37,25 @@ inline geometry geometry_of(const shape& q, const shape& kt, const shape& v) {
     g.sk = kt.lens()[r - 1];
     g.dv = v.lens()[r - 1];
     return g;
+}
+
+// Why q, kt and v (float32, one rank) cannot be attention's operands, or "" when they
+// can: the same batch dims, [.., Sq, D], [.., D, Sk], [.., Sk, Dv], none of them empty,
+// unit stride along D (q and kt) and Dv (v).
+inline std::string operand_problem(const shape& q, const shape& kt, const shape& v) {
+    const std::size_t r = q.ndim();
+    if (r < 3 || kt.ndim() != r || v.ndim() != r)
+        return "q, kt and v must share one rank with batch dims, got q " + q.to_string();
+    const auto g = geometry_of(q, kt, v);
+    auto batch_of = [&](const shape& s) { return std::vector<std::size_t>(s.lens().begin(), s.lens().end() - 2); };
+    if (batch_of(kt) != g.batch_lens || batch_of(v) != g.batch_lens)
+        return "q " + q.to_string() + ", kt " + kt.to_string() + " and v " + v.to_string() + " must share batch dims";
+    if (kt.lens()[r - 2] != g.d || v.lens()[r - 2] != g.sk || g.sk == 0 || g.d == 0 || g.dv == 0)
+        return "kt " + kt.to_string() + " must be [.., D, Sk] and v " + v.to_string() + " [.., Sk, Dv] for q " +
+               q.to_string() + ", none empty";
+    if ((g.d > 1 && (q.strides()[r - 1] != 1 || kt.strides()[r - 2] != 1)) || (g.dv > 1 && v.strides()[r - 1] != 1))
+        return "q and kt need unit stride along D, v along Dv";
+    return "";
 }
 
 // Whether `mask` broadcasts to [batch..., Sq, Sk] with unit stride along Sk.

@@ -77,14 +77,8 @@ bool fits(const match& mt, shape& dst) {
     for (auto x : {q, kt, v, mt.qk, mt.pv})
         if (!f32_static(x)) return false;
     const shape &qs = q->get_shape(), &ks = kt->get_shape(), &vs = v->get_shape();
-    const std::size_t r = qs.ndim();
-    if (r < 3 || ks.ndim() != r || vs.ndim() != r) return false;
+    if (!operand_problem(qs, ks, vs).empty()) return false;
     const auto g = geometry_of(qs, ks, vs);
-    auto batch_of = [&](const shape& s) { return std::vector<std::size_t>(s.lens().begin(), s.lens().end() - 2); };
-    if (batch_of(ks) != g.batch_lens || batch_of(vs) != g.batch_lens) return false;
-    if (ks.lens()[r - 2] != g.d || vs.lens()[r - 2] != g.sk || g.sk == 0 || g.d == 0 || g.dv == 0) return false;
-    if ((g.d > 1 && (qs.strides()[r - 1] != 1 || ks.strides()[r - 2] != 1)) || (g.dv > 1 && vs.strides()[r - 1] != 1))
-        return false;
     if (mt.mask && (!f32_static(*mt.mask) || !mask_fits(g, (*mt.mask)->get_shape()))) return false;
     dst = transposed_write_shape(mt.pv, mt.pv->get_shape().lens()).value_or(mt.pv->get_shape().as_standard());
     return true;

@@ -142,10 +142,7 @@ shape conv_gemm::compute_shape(const std::vector<shape>& inputs) const {
 void conv_gemm::finalize(context& ctx, const shape&, const std::vector<shape>&) {
     as_cpu_context(ctx, name());
     auto p = std::make_shared<plan>();
-    // cpuid at load time: a program saved on one machine runs on another.
-    const char* isa = std::getenv("KILN_CPU_PACKED_GEMM_ISA");
-    const bool avx2 = has_avx2_fma() && !(isa && std::string(isa) == "generic");
-    p->part = avx2 ? pgemm::avx2_part() : pgemm::generic_part();
+    p->part = pgemm::chosen_part();  // at load time: a program saved on one machine runs on another
     p->post = packed_post_steps(post_ops, name(), [&](std::size_t in) { return full_operand(*this, in); });
     ready = std::move(p);
 }

@@ -31,7 +31,7 @@ constexpr std::size_t min_rows = 2;
 constexpr std::size_t one_block_depth = 384;
 constexpr std::size_t block_depth = 256;
 
-std::size_t panels(std::size_t n) { return (n + pgemm::panel - 1) / pgemm::panel; }
+using pgemm::panels;
 
 
 // A binary post-op operand the kernels read: one value per column (broadcast over the
@@ -102,6 +102,11 @@ std::vector<float> pack_gemm_weights(const std::vector<float>& b, std::size_t k,
 }
 
 namespace pgemm {
+
+part_fn chosen_part() {
+    const char* isa = std::getenv("KILN_CPU_PACKED_GEMM_ISA");
+    return has_avx2_fma() && !(isa && std::string(isa) == "generic") ? avx2_part() : generic_part();
+}
 
 std::size_t depth_block(std::size_t k) {
     if (k <= one_block_depth) return std::max<std::size_t>(k, 1);
@@ -191,12 +196,8 @@ shape packed_gemm::compute_shape(const std::vector<shape>& inputs) const {
 void packed_gemm::finalize(context& ctx, const shape&, const std::vector<shape>& inputs) {
     as_cpu_context(ctx, name());
     auto p = std::make_shared<plan>();
-    // cpuid at load time: a program saved on one machine runs on another.
-    // KILN_CPU_PACKED_GEMM_ISA=generic: the baseline kernels on any CPU (for testing them).
-    const char* isa = std::getenv("KILN_CPU_PACKED_GEMM_ISA");
-    const bool avx2 = has_avx2_fma() && !(isa && std::string(isa) == "generic");
-    p->part = avx2 ? pgemm::avx2_part() : pgemm::generic_part();
-    p->isa = avx2 ? "avx2" : "generic";
+    p->part = pgemm::chosen_part();  // at load time: a program saved on one machine runs on another
+    p->isa = p->part == pgemm::avx2_part() ? "avx2" : "generic";
     std::vector<std::size_t> lens(out_lens.begin(), out_lens.end());
     p->post = packed_post_steps(post_ops, name(), [&](std::size_t in) {
         return binary_operand(inputs.at(in), lens, static_cast<std::size_t>(n)) == operand_kind::full;
