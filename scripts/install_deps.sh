@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(
   build-essential cmake g++ make
   libprotobuf-dev protobuf-compiler libonnx-dev
-  libdnnl-dev
+  libdnnl-dev ocl-icd-opencl-dev  # dnnl-config.cmake looks for OpenCL (a Recommends, not a Depends)
   libmsgpack-cxx-dev nlohmann-json3-dev
   libgtest-dev
   libjpeg-dev libpng-dev libwebp-dev libopenjp2-7-dev pkg-config

@@ -144,6 +144,18 @@ void expect_result(const program& p, const built& r, const std::string& what) {
                                                          << r.want[e];
 }
 
+// The kernels packed_gemm should choose on this CPU with KILN_CPU_PACKED_GEMM_ISA = isa
+// (a cap: "avx2" on a CPU without AVX2 is the baseline).
+std::string expected_isa(const char* isa) {
+    const std::string cap = isa ? isa : "";
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+    if (cap == "generic" || !avx2) return "generic";
+    if (cap == "avx2" || !avx512) return "avx2";
+    return "avx512";
+}
+
 // Compiles with every fitting product packed, checks the op was used with the expected
 // kernels and the result.
 void check(const gemm_case& c, const char* isa = nullptr) {
@@ -154,9 +166,9 @@ void check(const gemm_case& c, const char* isa = nullptr) {
     const auto* op = find_op(p);
     ASSERT_NE(op, nullptr) << describe(c) << "\n" << text(p);
     EXPECT_EQ(count_ops(p, "cpu::packed_gemm"), 1u);
-    EXPECT_EQ(op->isa(), isa ? std::string(isa) : __builtin_cpu_supports("avx2") ? "avx2" : "generic");
+    EXPECT_EQ(op->isa(), expected_isa(isa));
     EXPECT_TRUE(ref_kernels(p).empty()) << text(p);
-    expect_result(p, r, describe(c) + (isa ? " generic" : ""));
+    expect_result(p, r, describe(c) + " " + expected_isa(isa));
 }
 
 const std::vector<std::vector<step>> post_op_chains = {
@@ -175,9 +187,15 @@ const std::vector<std::vector<step>> post_op_chains = {
 }  // namespace
 
 TEST(cpu_packed_gemm, shapes_with_bias) {
-    for (std::size_t m : {1, 5, 6, 7, 128, 197})
-        for (std::size_t n : {1, 15, 16, 17, 1000})
+    for (std::size_t m : {1, 5, 6, 7, 12, 13, 25, 128, 197})
+        for (std::size_t n : {1, 15, 16, 17, 33, 48, 1000})
             for (std::size_t k : {1, 3, 64, 1024}) check({{}, m, k, n, {step::bias}});
+}
+
+TEST(cpu_packed_gemm, shapes_on_the_avx2_kernels) {
+    for (std::size_t m : {1, 7, 197})
+        for (std::size_t n : {1, 17, 1000})
+            for (std::size_t k : {3, 1024}) check({{}, m, k, n, {step::bias, step::relu}}, "avx2");
 }
 
 TEST(cpu_packed_gemm, shapes_on_the_baseline_kernels) {
@@ -187,7 +205,7 @@ TEST(cpu_packed_gemm, shapes_on_the_baseline_kernels) {
 }
 
 TEST(cpu_packed_gemm, each_post_op_both_kernels) {
-    for (const char* isa : {static_cast<const char*>(nullptr), "generic"})
+    for (const char* isa : {static_cast<const char*>(nullptr), "avx2", "generic"})
         for (const auto& chain : post_op_chains)
             for (std::size_t m : {7, 128}) {
                 check({{}, m, 64, 17, chain}, isa);
@@ -299,15 +317,13 @@ TEST(cpu_packed_gemm, saved_program_loads_and_runs_with_either_kernels) {
     auto p = compile_cpu(r.b);
     ASSERT_EQ(count_ops(p, "cpu::packed_gemm"), 1u);
     const auto bytes = save_buffer(p);
-    for (const char* isa : {static_cast<const char*>(nullptr), "generic"}) {
+    for (const char* isa : {static_cast<const char*>(nullptr), "avx2", "generic"}) {
         test::env_override env("KILN_CPU_PACKED_GEMM_ISA", isa);
         auto loaded = load_buffer(bytes.data(), bytes.size());
         ASSERT_EQ(count_ops(loaded, "cpu::packed_gemm"), 1u);
         const auto* op = find_op(loaded);
         ASSERT_NE(op, nullptr);
-        if (isa) {
-            EXPECT_EQ(op->isa(), "generic");
-        }
-        expect_result(loaded, r, isa ? "loaded, generic" : "loaded");
+        EXPECT_EQ(op->isa(), expected_isa(isa));
+        expect_result(loaded, r, "loaded, " + expected_isa(isa));
     }
 }

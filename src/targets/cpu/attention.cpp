@@ -192,7 +192,7 @@ argument attention::compute(context&, const shape&, const std::vector<argument>&
     full_lens.push_back(g.sq);
     full_lens.push_back(g.sk);
     const auto mask_strides = has_mask ? broadcast_strides(args[3].get_shape(), full_lens) : std::vector<std::size_t>();
-    const bool vec = part == pgemm::avx2_part();  // the softmax rows follow the products' choice
+    const bool vec = part != pgemm::generic_part();  // the softmax rows follow the products' choice
     const std::size_t blocks = (g.sq + rows_per_task - 1) / rows_per_task;
     const auto tasks = static_cast<std::int64_t>(g.batches * blocks);
     const auto packs = static_cast<std::int64_t>(2 * g.batches);

@@ -29,7 +29,9 @@ constexpr std::int64_t max_rows = 512;
 constexpr std::int64_t min_out_channels = 64;
 
 struct geometry {
-    std::size_t n, c, h, w, oc, ho, wo, kh, kw, block;
+    // block, out_block: pixel_channels of x's and of the result's layouts (8 or 16 for
+    // oneDNN's blocked layouts, all channels for channels-last).
+    std::size_t n, c, h, w, oc, ho, wo, kh, kw, block, out_block;
     std::size_t rows() const { return n * ho * wo; }
     std::size_t depth() const { return kh * kw * c; }
 };
@@ -47,8 +49,18 @@ geometry geometry_of(const conv_gemm& op) {
     g.wo = static_cast<std::size_t>(out.at(3));
     g.kh = static_cast<std::size_t>(op.kernel.at(0));
     g.kw = static_cast<std::size_t>(op.kernel.at(1));
-    g.block = static_cast<std::size_t>(channel_block(op.layouts.at(0)));
+    g.block = static_cast<std::size_t>(pixel_channels(op.layouts.at(0)));
+    g.out_block = static_cast<std::size_t>(pixel_channels(op.dst_layout));
     return g;
+}
+
+// x and the result each store their channels per pixel in groups of a multiple of 8:
+// oneDNN's nChw8c / nChw16c (AVX2 machines), or nhwc (AVX-512 machines, where oneDNN's
+// brgemm convolutions choose it). The packed GEMM writes either (a row-major C is
+// channels-last).
+bool channel_groups_fit(const md_record& x, const md_record& y) {
+    const std::int64_t bx = pixel_channels(x), by = pixel_channels(y);
+    return bx > 0 && by > 0 && bx % 8 == 0 && by % 8 == 0;
 }
 
 std::size_t packed_floats(const geometry& g) { return (g.oc + pgemm::panel - 1) / pgemm::panel * g.depth() * pgemm::panel; }
@@ -60,9 +72,11 @@ bool full_operand(const conv_gemm& op, std::size_t in) {
 
 // Rows [r0, r1) of A: for output pixel (image, oh, ow) the window's values, tap by tap
 // (kh, kw), each tap the C channels in order; taps outside the image are zeros. B (the
-// channel block) is a constant, so each block's copy is one or two vector moves.
-template <std::size_t B>
+// channel block) is a constant where it is 8 or 16, so each block's copy is one or two
+// vector moves; 0: g.block (channels-last, one block of all channels).
+template <std::size_t Bc>
 void gather_rows(const conv_gemm& op, const geometry& g, const float* x, float* a, std::size_t r0, std::size_t r1) {
+    const std::size_t B = Bc ? Bc : g.block;
     const std::size_t pixels = g.ho * g.wo, plane = g.h * g.w * B, image = g.c * g.h * g.w;
     const std::size_t k = g.depth(), blocks = g.c / B;
     for (std::size_t r = r0; r < r1; ++r) {
@@ -88,7 +102,8 @@ void gather_rows(const conv_gemm& op, const geometry& g, const float* x, float* 
 
 void gather(const conv_gemm& op, const geometry& g, const float* x, float* a, std::size_t r0, std::size_t r1) {
     if (g.block == 16) gather_rows<16>(op, g, x, a, r0, r1);
-    else gather_rows<8>(op, g, x, a, r0, r1);
+    else if (g.block == 8) gather_rows<8>(op, g, x, a, r0, r1);
+    else gather_rows<0>(op, g, x, a, r0, r1);
 }
 
 }  // namespace
@@ -111,14 +126,14 @@ shape conv_gemm::compute_shape(const std::vector<shape>& inputs) const {
             bad("invalid window (kernel, stride and dilation must be >= 1, pads >= 0)");
     if (layouts.empty() || layouts[0].dims.size() != 4 || dst_layout.dims.size() != 4)
         bad("x and the result must have 4-D layouts");
-    const std::int64_t b = channel_block(layouts[0]);
-    if ((b != 8 && b != 16) || channel_block(dst_layout) != b) bad("x and the result must be in the same blocked layout");
+    if (!channel_groups_fit(layouts[0], dst_layout))
+        bad("x and the result must be in channel-blocked or channels-last layouts, channels in multiples of 8");
     const shape& x = inputs[0];
     if (x.get_type() != type::float32 || to_dims(x.lens()) != layouts[0].to_md().dims())
         bad("x " + x.to_string() + " does not match its layout");
     const auto g = geometry_of(*this);
     if (static_cast<std::int64_t>(g.c) != in_channels || static_cast<std::int64_t>(g.oc) != out_channels ||
-        dst_layout.dims[0] != layouts[0].dims[0] || g.c % g.block != 0 || g.oc % g.block != 0)
+        dst_layout.dims[0] != layouts[0].dims[0] || g.c % g.block != 0 || g.oc % g.out_block != 0)
         bad("channels must match the layouts and be multiples of the block");
     if (inputs[1].get_type() != type::float32 || inputs[1].elements() < packed_floats(g))
         bad("the packed weights " + inputs[1].to_string() + " are too small");
@@ -171,7 +186,7 @@ argument conv_gemm::compute(context&, const shape&, const std::vector<argument>&
     p.b = reinterpret_cast<const float*>(args[1].data());
     p.bias = has_bias ? reinterpret_cast<const float*>(args[2].data()) : nullptr;
     p.c = reinterpret_cast<float*>(args.back().data());
-    p.block = g.block;
+    p.block = g.out_block;
     p.image_rows = g.ho * g.wo;
     bind_post_steps(p, ready->post, post_ops, args);
     pgemm::run_all(p, ready->part);
@@ -203,9 +218,9 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
     op.post_ops = c.post_ops;
     op.dst_layout = c.dst_layout;
     op.layouts = operand_layouts(env, operands);
-    const std::int64_t b = channel_block(op.layouts[0]);
-    if ((b != 8 && b != 16) || channel_block(op.dst_layout) != b) return false;
-    if (geo.in_channels % b != 0 || geo.out_channels % b != 0) return false;
+    if (!channel_groups_fit(op.layouts[0], op.dst_layout)) return false;
+    if (geo.in_channels % pixel_channels(op.layouts[0]) != 0 || geo.out_channels % pixel_channels(op.dst_layout) != 0)
+        return false;
     const auto oc = static_cast<std::size_t>(geo.out_channels);
     if (c.has_bias && (operands.size() < 3 || operands[2]->get_shape().elements() != oc)) return false;
     if (op.post_ops.size() > static_cast<std::size_t>(pgemm::max_post_steps)) return false;

@@ -1,11 +1,15 @@
 // What the CPU the program runs on can do, asked of cpuid at run time (never assumed at
 // build time: a saved program moves between machines). Kiln's own vector kernels (packed
-// GEMM, Winograd, LSTM, SiLU) choose between their AVX2+FMA and portable versions by it.
+// GEMM, Winograd, LSTM, SiLU) choose between their AVX-512, AVX2+FMA and portable versions
+// by it.
 #pragma once
 
 namespace kiln::cpu {
 
 // AVX2 and FMA, with the OS saving the AVX registers (false off x86-64).
 bool has_avx2_fma();
+// AVX-512 F, DQ, VL and BW (with AVX2 and FMA), the OS saving the zmm and mask registers
+// (false off x86-64). Every AVX-512 CPU since Skylake-SP has these four; Zen 4 and later too.
+bool has_avx512();
 
 }  // namespace kiln::cpu

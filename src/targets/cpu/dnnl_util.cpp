@@ -163,4 +163,15 @@ std::int64_t channel_block(const md_record& r) {
     return b;
 }
 
+std::int64_t pixel_channels(const md_record& r) {
+    if (const std::int64_t b = channel_block(r)) return b;
+    if (r.dims.size() != 4 || !r.inner_blks.empty() || r.offset0 != 0 || r.padded_dims != r.dims ||
+        r.strides.size() != 4)
+        return 0;
+    const auto& d = r.dims;
+    if (r.strides[1] != 1 || r.strides[3] != d[1] || r.strides[2] != d[3] * d[1] || r.strides[0] != d[2] * d[3] * d[1])
+        return 0;
+    return d[1];
+}
+
 }  // namespace kiln::cpu

@@ -68,6 +68,11 @@ struct md_record {
 // The block size of a blocked 4-D activation layout aBcd<b>b (b = 8 or 16) with dims
 // (n, c, h, w), dense and unpadded except for channels, or 0 for any other layout.
 std::int64_t channel_block(const md_record& layout);
+// The channels stored together at each pixel of a 4-D activation layout that is
+// [n][c / g][h][w][g]: g = the block of a blocked layout (channel_block), or c for the
+// dense channels-last layout (nhwc: one block of all channels; oneDNN's choice for
+// convolutions on AVX-512 machines, where its brgemm kernels prefer it); 0 for any other.
+std::int64_t pixel_channels(const md_record& layout);
 // Both recorded (not plain) and the same oneDNN layout.
 bool same_layout(const md_record& a, const md_record& b);
 

@@ -24,7 +24,7 @@ struct pool_geometry {
 
 pool_geometry geometry_of(const max_pool_blocked& op) {
     pool_geometry g;
-    g.block = channel_block(op.layout);
+    g.block = pixel_channels(op.layout);
     g.n = op.layout.dims.at(0);
     g.cb = op.layout.padded_dims.at(1) / g.block;
     g.h = op.layout.dims.at(2);
@@ -46,12 +46,13 @@ pool_geometry geometry_of(const max_pool_blocked& op) {
 // clone, two xmm in the baseline one).
 typedef float lanes8 __attribute__((vector_size(32)));
 
-// One output row of one channel block: for each output pixel, the max over the window
-// taps inside the image, B lanes (the channel block) at a time.
+// One output row of one channel block of B lanes (0: g.block lanes, channels-last's one
+// block of all channels): for each output pixel, the max over the window taps inside the
+// image, up to 64 lanes at a time.
 template <int B>
 __attribute__((target_clones("avx2", "default"))) void pool_row(const float* x, float* y, std::int64_t oh,
                                                                 const pool_geometry& g) {
-    constexpr int V = B / 8;
+    const std::int64_t blk = B ? B : g.block;
     const std::int64_t ih0 = oh * g.sh - g.pt;
     const std::int64_t i_lo = std::max<std::int64_t>(0, (-ih0 + g.dh - 1) / g.dh);
     const std::int64_t i_hi = std::min<std::int64_t>(g.kh, (g.h - ih0 + g.dh - 1) / g.dh);
@@ -59,32 +60,46 @@ __attribute__((target_clones("avx2", "default"))) void pool_row(const float* x, 
         const std::int64_t iw0 = ow * g.sw - g.pl;
         const std::int64_t j_lo = std::max<std::int64_t>(0, (-iw0 + g.dw - 1) / g.dw);
         const std::int64_t j_hi = std::min<std::int64_t>(g.kw, (g.w - iw0 + g.dw - 1) / g.dw);
-        lanes8 acc[V];
-        const float* first = x + ((ih0 + i_lo * g.dh) * g.w + iw0 + j_lo * g.dw) * B;
-        for (int v = 0; v < V; ++v) std::memcpy(&acc[v], first + 8 * v, sizeof(lanes8));
-        for (std::int64_t i = i_lo; i < i_hi; ++i) {
-            const float* row = x + (ih0 + i * g.dh) * g.w * B;
-            for (std::int64_t j = j_lo; j < j_hi; ++j) {
-                const float* p = row + (iw0 + j * g.dw) * B;
-                for (int v = 0; v < V; ++v) {
-                    lanes8 t;
-                    std::memcpy(&t, p + 8 * v, sizeof t);
-                    acc[v] = t > acc[v] ? t : acc[v];
+        for (std::int64_t c0 = 0; c0 < blk; c0 += 64) {
+            const int V = static_cast<int>(std::min<std::int64_t>(64, blk - c0) / 8);
+            lanes8 acc[8];
+            const float* first = x + ((ih0 + i_lo * g.dh) * g.w + iw0 + j_lo * g.dw) * blk + c0;
+            for (int v = 0; v < V; ++v) std::memcpy(&acc[v], first + 8 * v, sizeof(lanes8));
+            for (std::int64_t i = i_lo; i < i_hi; ++i) {
+                const float* row = x + (ih0 + i * g.dh) * g.w * blk + c0;
+                for (std::int64_t j = j_lo; j < j_hi; ++j) {
+                    const float* p = row + (iw0 + j * g.dw) * blk;
+                    for (int v = 0; v < V; ++v) {
+                        lanes8 t;
+                        std::memcpy(&t, p + 8 * v, sizeof t);
+                        acc[v] = t > acc[v] ? t : acc[v];
+                    }
                 }
             }
+            for (int v = 0; v < V; ++v) std::memcpy(y + ow * blk + c0 + 8 * v, &acc[v], sizeof(lanes8));
         }
-        for (int v = 0; v < V; ++v) std::memcpy(y + ow * B + 8 * v, &acc[v], sizeof(lanes8));
+        // Channels-last with channels not a multiple of 8: the last few lanes one by one.
+        for (std::int64_t c = blk / 8 * 8; c < blk; ++c) {
+            float m = x[((ih0 + i_lo * g.dh) * g.w + iw0 + j_lo * g.dw) * blk + c];
+            for (std::int64_t i = i_lo; i < i_hi; ++i)
+                for (std::int64_t j = j_lo; j < j_hi; ++j) {
+                    const float t = x[((ih0 + i * g.dh) * g.w + iw0 + j * g.dw) * blk + c];
+                    m = t > m ? t : m;
+                }
+            y[ow * blk + c] = m;
+        }
     }
 }
 
 template <int B>
 void pool(const float* x, float* y, const pool_geometry& g) {
+    const std::int64_t blk = B ? B : g.block;
     const std::int64_t rows = g.n * g.cb * g.ho;
-    const std::int64_t in_plane = g.h * g.w * B, out_plane = g.ho * g.wo * B;
+    const std::int64_t in_plane = g.h * g.w * blk, out_plane = g.ho * g.wo * blk;
 #pragma omp parallel for schedule(static)
     for (std::int64_t r = 0; r < rows; ++r) {
         const std::int64_t plane = r / g.ho, oh = r % g.ho;
-        pool_row<B>(x + plane * in_plane, y + plane * out_plane + oh * g.wo * B, oh, g);
+        pool_row<B>(x + plane * in_plane, y + plane * out_plane + oh * g.wo * blk, oh, g);
     }
 }
 
@@ -101,8 +116,9 @@ shape max_pool_blocked::compute_shape(const std::vector<shape>& inputs) const {
         if (kernel[i] < 1 || stride[i] < 1 || dilation[i] < 1 || pad_begin[i] < 0 || pad_begin[i] >= kernel[i])
             bad("invalid window (kernel, stride and dilation must be >= 1, 0 <= pad < kernel)");
     const shape& x = inputs[0];
-    const std::int64_t b = channel_block(layout);
-    if (b == 0 || channel_block(dst_layout) != b) bad("x and the result must be in the same blocked layout");
+    const std::int64_t b = pixel_channels(layout);
+    if (b == 0 || pixel_channels(dst_layout) != b || channel_block(dst_layout) != channel_block(layout))
+        bad("x and the result must be in the same channel-blocked or channels-last layout");
     if (x.ndim() != 4 || x.get_type() != type::float32 || to_dims(x.lens()) != layout.to_md().dims())
         bad("x " + x.to_string() + " does not match its layout");
     const auto dmd = dst_layout.to_md();
@@ -119,7 +135,8 @@ argument max_pool_blocked::compute(context&, const shape& out, const std::vector
     const auto* x = reinterpret_cast<const float*>(args[0].data());
     auto* y = reinterpret_cast<float*>(args[1].data());
     if (g.block == 16) pool<16>(x, y, g);
-    else pool<8>(x, y, g);
+    else if (g.block == 8) pool<8>(x, y, g);
+    else pool<0>(x, y, g);
     return args[1].reshape(out);
 }
 
@@ -129,7 +146,7 @@ bool lower_max_pool_blocked(lower_env& env, instruction_ref ins) {
     if (!p || p->mode != op::pooling_mode::max || p->global || ins->inputs().size() != 1) return false;
     auto x = ins->inputs()[0];
     auto it = env.layout.find(&*x);
-    if (it == env.layout.end() || channel_block(it->second) == 0) return false;
+    if (it == env.layout.end() || pixel_channels(it->second) == 0) return false;
     if (!f32_static(x) || !f32_static(ins) || x->get_shape().ndim() != 4) return false;
     const auto g = p->geom(x->get_shape());
     if (g.kernel.size() != 2) return false;
@@ -141,10 +158,12 @@ bool lower_max_pool_blocked(lower_env& env, instruction_ref ins) {
     for (std::size_t i = 0; i < 2; ++i)
         if (op.pad_begin[i] < 0 || op.pad_begin[i] >= op.kernel[i]) return false;
     op.layout = it->second;
-    // The result: x's blocking with the output's spatial size.
+    // The result: x's blocking (or channels-last) with the output's spatial size.
     const auto& out = ins->get_shape().lens();
-    const auto tag = channel_block(op.layout) == 16 ? dnnl::memory::format_tag::aBcd16b
-                                                      : dnnl::memory::format_tag::aBcd8b;
+    const std::int64_t b = channel_block(op.layout);
+    const auto tag = b == 16  ? dnnl::memory::format_tag::aBcd16b
+                     : b == 8 ? dnnl::memory::format_tag::aBcd8b
+                              : dnnl::memory::format_tag::acdb;
     const dnnl::memory::desc dmd(to_dims(out), dnnl::memory::data_type::f32, tag);
     op.dst_layout = md_record::from(dmd);
     // Every output row must see at least one tap inside the image (else -inf is written,

@@ -104,8 +104,17 @@ std::vector<float> pack_gemm_weights(const std::vector<float>& b, std::size_t k,
 namespace pgemm {
 
 part_fn chosen_part() {
-    const char* isa = std::getenv("KILN_CPU_PACKED_GEMM_ISA");
-    return has_avx2_fma() && !(isa && std::string(isa) == "generic") ? avx2_part() : generic_part();
+    const char* env = std::getenv("KILN_CPU_PACKED_GEMM_ISA");
+    const std::string isa = env ? env : "";
+    if (isa == "generic" || !has_avx2_fma()) return generic_part();
+    if (isa == "avx2" || !has_avx512()) return avx2_part();
+    return avx512_part();
+}
+
+const char* part_name(part_fn part) {
+    if (part == avx512_part()) return "avx512";
+    if (part == avx2_part()) return "avx2";
+    return "generic";
 }
 
 std::size_t depth_block(std::size_t k) {
@@ -197,7 +206,7 @@ void packed_gemm::finalize(context& ctx, const shape&, const std::vector<shape>&
     as_cpu_context(ctx, name());
     auto p = std::make_shared<plan>();
     p->part = pgemm::chosen_part();  // at load time: a program saved on one machine runs on another
-    p->isa = p->part == pgemm::avx2_part() ? "avx2" : "generic";
+    p->isa = pgemm::part_name(p->part);
     std::vector<std::size_t> lens(out_lens.begin(), out_lens.end());
     p->post = packed_post_steps(post_ops, name(), [&](std::size_t in) {
         return binary_operand(inputs.at(in), lens, static_cast<std::size_t>(n)) == operand_kind::full;

@@ -56,7 +56,8 @@ inline std::size_t col_offset(const args& g, std::size_t j) {
 using part_fn = void (*)(const args&, std::size_t m0, std::size_t m1, std::size_t p0, std::size_t p1);
 
 part_fn generic_part();
-part_fn avx2_part();  // only for CPUs with AVX2 and FMA
+part_fn avx2_part();    // only for CPUs with AVX2 and FMA
+part_fn avx512_part();  // only for CPUs with AVX-512 F, DQ, VL and BW (cpu::has_avx512())
 
 // Packed panels of B for n columns.
 inline std::size_t panels(std::size_t n) { return (n + panel - 1) / panel; }
@@ -64,9 +65,12 @@ inline std::size_t panels(std::size_t n) { return (n + panel - 1) / panel; }
 // Defined in packed_gemm.cpp, for every user of these kernels (avx2_part needs
 // cpu::has_avx2_fma(), cpu_features.hpp):
 // the kernels for this CPU, asked of cpuid (a saved program runs on another machine):
-// avx2_part where it has AVX2 and FMA, unless KILN_CPU_PACKED_GEMM_ISA=generic (for
-// testing the baseline kernels), else generic_part;
+// avx512_part where it has AVX-512, else avx2_part where it has AVX2 and FMA, else
+// generic_part; KILN_CPU_PACKED_GEMM_ISA=avx2 or generic caps the choice (for testing the
+// other kernels and for measurements);
 part_fn chosen_part();
+// "avx512", "avx2" or "generic";
+const char* part_name(part_fn part);
 // the k block for depth k (g.kc);
 std::size_t depth_block(std::size_t k);
 // all of C, on the current OpenMP team: each thread its own B panels (at least two

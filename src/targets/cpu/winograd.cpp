@@ -33,14 +33,25 @@ constexpr std::size_t group_bytes = std::size_t{1} << 20;
 constexpr std::int64_t min_channels = 16;
 // Fewest tiles (all images) worth it: the transformed weights are 4x the direct ones and
 // are read once per run, so with fewer tiles (7x7 images at batch 1: 4) the memory
-// traffic eats the saved multiplications.
-constexpr std::size_t min_tiles = 16;
+// traffic eats the saved multiplications. With AVX-512 (oneDNN's direct convolutions twice
+// as fast) the line is higher: resnet50 at batch 1 on a Zen 5 EPYC, 2 threads, per layer,
+// F(4x4) against oneDNN's brgemm: 64 channels at 56x56 (196 tiles) 0.33 vs 0.50 ms, 128 at
+// 28x28 (49) 0.30 vs 0.47, but 256 at 14x14 (16) 0.61-0.66 vs 0.47.
+std::size_t min_tiles() { return has_avx512() ? 49 : 16; }
 
 std::size_t round_up(std::size_t v, std::size_t to) { return (v + to - 1) / to * to; }
 
+// x and the result each store their channels per pixel in groups of a multiple of 8 (the
+// transforms' vectors): oneDNN's nChw8c / nChw16c (AVX2 machines), or nhwc (AVX-512
+// machines, where oneDNN's brgemm convolutions choose it) with channels a multiple of 8.
+bool channel_groups_fit(const md_record& x, const md_record& y) {
+    const std::int64_t bx = pixel_channels(x), by = pixel_channels(y);
+    return bx > 0 && by > 0 && bx % 8 == 0 && by % 8 == 0;
+}
+
 struct geometry {
     std::size_t n, h, w, ho, wo, cin_p, cout_p, cout16, tiles_h, tiles_w, alpha2;
-    std::int64_t block;
+    std::int64_t in_block, out_block;  // pixel_channels of x's and of the result's layouts
 };
 
 geometry geometry_of(const winograd_conv& op, const shape& x) {
@@ -51,7 +62,8 @@ geometry geometry_of(const winograd_conv& op, const shape& x) {
     g.w = l[3];
     g.ho = static_cast<std::size_t>(static_cast<std::int64_t>(g.h) + op.pads[0] + op.pads[2] - 2);
     g.wo = static_cast<std::size_t>(static_cast<std::int64_t>(g.w) + op.pads[1] + op.pads[3] - 2);
-    g.block = channel_block(op.layouts.at(0));
+    g.in_block = pixel_channels(op.layouts.at(0));
+    g.out_block = pixel_channels(op.dst_layout);
     g.cin_p = static_cast<std::size_t>(op.layouts[0].padded_dims[1]);
     g.cout_p = static_cast<std::size_t>(op.dst_layout.padded_dims[1]);
     g.cout16 = round_up(g.cout_p, 16);
@@ -159,8 +171,8 @@ shape winograd_conv::compute_shape(const std::vector<shape>& inputs) const {
     const shape& x = inputs[0];
     if (x.ndim() != 4 || x.get_type() != type::float32 || x.lens()[1] != static_cast<std::size_t>(in_channels))
         bad("x " + x.to_string() + " is not a float32 NCHW tensor with " + std::to_string(in_channels) + " channels");
-    const std::int64_t b = layouts.empty() ? 0 : channel_block(layouts[0]);
-    if (b == 0 || channel_block(dst_layout) != b) bad("x and the result must be in the same blocked layout");
+    if (layouts.empty() || !channel_groups_fit(layouts[0], dst_layout))
+        bad("x and the result must be in channel-blocked or channels-last layouts, channels in multiples of 8");
     for (auto p : pads)
         if (p < 0 || p > 2) bad("pads must be in [0, 2]");
     const auto g = geometry_of(*this, x);
@@ -195,10 +207,12 @@ void winograd_conv::finalize(context& ctx, const shape&, const std::vector<shape
     auto p = std::make_shared<plan>();
     p->geo = geometry_of(*this, inputs.at(0));
     // cpuid at load time: a program saved on one machine runs on another.
-    // KILN_CPU_WINOGRAD_ISA=generic: the baseline kernels on any CPU (for testing them).
-    const char* isa = std::getenv("KILN_CPU_WINOGRAD_ISA");
-    const bool avx2 = has_avx2_fma() && !(isa && std::string(isa) == "generic");
-    p->ph = avx2 ? wino::avx2_phases() : wino::generic_phases();
+    // KILN_CPU_WINOGRAD_ISA=avx2 or generic caps the choice (for testing those kernels).
+    const char* env = std::getenv("KILN_CPU_WINOGRAD_ISA");
+    const std::string isa = env ? env : "";
+    if (isa == "generic" || !has_avx2_fma()) p->ph = wino::generic_phases();
+    else if (isa == "avx2" || !has_avx512()) p->ph = wino::avx2_phases();
+    else p->ph = wino::avx512_phases();
     for (const auto& po : post_ops) {
         wino::post_step s;
         const auto kind = fused_post_kind_of(po);
@@ -216,7 +230,8 @@ argument winograd_conv::compute(context&, const shape&, const std::vector<argume
     const auto& g = ready->geo;
     wino::args a;
     a.m = static_cast<int>(m);
-    a.block = static_cast<int>(g.block);
+    a.in_block = static_cast<std::size_t>(g.in_block);
+    a.out_block = static_cast<std::size_t>(g.out_block);
     a.n = g.n;
     a.h = g.h;
     a.w = g.w;
@@ -299,8 +314,7 @@ bool lower_winograd(lower_env& env, const convolution& c, const std::vector<inst
     op.post_ops = c.post_ops;
     op.dst_layout = c.dst_layout;
     op.layouts = operand_layouts(env, operands);
-    const std::int64_t b = channel_block(op.layouts[0]);
-    if (b == 0 || channel_block(op.dst_layout) != b) return false;
+    if (!channel_groups_fit(op.layouts[0], op.dst_layout)) return false;
     if (op.post_ops.size() > static_cast<std::size_t>(wino::max_post_steps)) return false;
     for (const auto& p : op.post_ops) {
         if (!fused_post_kind_of(p)) return false;
@@ -311,7 +325,7 @@ bool lower_winograd(lower_env& env, const convolution& c, const std::vector<inst
     }
     const auto g = geometry_of(op, x);
     const std::size_t tiles = g.n * g.tiles_h * g.tiles_w;
-    if (tiles < min_tiles) return false;
+    if (tiles < (mode == "all" ? 1 : min_tiles())) return false;
     const cut cw = plan_cut(g, tiles, env.ctx.threads());
     op.tile_parts = static_cast<std::int64_t>(cw.tile_parts);
     op.col_parts = static_cast<std::int64_t>(cw.col_parts);

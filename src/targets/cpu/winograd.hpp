@@ -12,8 +12,9 @@
 // cpuid (AVX2+FMA, or the baseline), so a saved program runs on any x86-64.
 //
 // Inputs: (x, U, [bias], post-op inputs..., scratchpad, output buffer).
-// KILN_CPU_WINOGRAD=0 keeps these convolutions on oneDNN; =2 uses F(2x2, 3x3).
-// KILN_CPU_WINOGRAD_ISA=generic runs the baseline kernels even where AVX2 is available.
+// KILN_CPU_WINOGRAD=0 keeps these convolutions on oneDNN; =2 uses F(2x2, 3x3); =all takes
+// every one that fits, however few its tiles (for tests and measurements).
+// KILN_CPU_WINOGRAD_ISA=avx2 or generic caps the kernels cpuid would choose.
 #pragma once
 #include "targets/cpu/dnnl_util.hpp"
 #include "targets/cpu/lowering_util.hpp"

@@ -20,7 +20,9 @@ constexpr int max_post_steps = 8;
 
 struct args {
     int m = 4;           // output tile size: F(m x m, 3 x 3), m = 4 or 2
-    int block = 8;       // channel block of the activations' layout (8 or 16)
+    // Channels stored together per pixel (pixel_channels) of x and of y: 8 or 16 for
+    // oneDNN's blocked layouts, all channels for channels-last; multiples of 8.
+    std::size_t in_block = 8, out_block = 8;
     std::size_t n = 1, h = 0, w = 0, ho = 0, wo = 0;
     std::int64_t pad_t = 0, pad_l = 0;
     std::size_t cin = 0, cin_p = 0;     // input channels, padded to the block
@@ -28,10 +30,10 @@ struct args {
     std::size_t cout16 = 0;             // output channels padded to 16 (the GEMM's column blocks)
     std::size_t tiles_h = 0, tiles_w = 0, tiles = 0;  // tiles per image row/column, all images
     std::size_t group = 0;              // tiles transformed and multiplied together (rows of V and M)
-    const float* x = nullptr;           // [n][cin_p/block][h][w][block]
+    const float* x = nullptr;           // [n][cin_p/in_block][h][w][in_block]
     const float* u = nullptr;           // [alpha^2][cout16/16][cin_p][16]
     const float* bias = nullptr;        // [cout] or null
-    float* y = nullptr;                 // [n][cout_p/block][ho][wo][block]
+    float* y = nullptr;                 // [n][cout_p/out_block][ho][wo][out_block]
     post_step post[max_post_steps];
     int n_post = 0;
 };
@@ -46,6 +48,7 @@ struct phases {
 };
 
 phases generic_phases();
-phases avx2_phases();  // only for CPUs with AVX2 and FMA
+phases avx2_phases();    // only for CPUs with AVX2 and FMA
+phases avx512_phases();  // only for CPUs with AVX-512 F, DQ, VL and BW (cpu::has_avx512())
 
 }  // namespace kiln::cpu::wino

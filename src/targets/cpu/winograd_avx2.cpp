@@ -9,9 +9,11 @@ namespace kiln::cpu::wino {
 namespace {
 #define WG_TARGET __attribute__((target("avx2,fma")))
 #define WG_AVX2 1
+#define WG_AVX512 0
 #include "targets/cpu/winograd_kernels.inl"
 #undef WG_TARGET
 #undef WG_AVX2
+#undef WG_AVX512
 }  // namespace
 
 phases avx2_phases() { return {input_phase, gemm_phase, output_phase}; }

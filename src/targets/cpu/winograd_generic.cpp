@@ -12,9 +12,11 @@ namespace kiln::cpu::wino {
 namespace {
 #define WG_TARGET
 #define WG_AVX2 0
+#define WG_AVX512 0
 #include "targets/cpu/winograd_kernels.inl"
 #undef WG_TARGET
 #undef WG_AVX2
+#undef WG_AVX512
 }  // namespace
 
 phases generic_phases() { return {input_phase, gemm_phase, output_phase}; }

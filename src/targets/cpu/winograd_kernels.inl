@@ -1,6 +1,7 @@
 // The Winograd phases, included by one source file per ISA variant inside an anonymous
 // namespace, with WG_TARGET set to that variant's function attribute (empty for the
-// baseline) and WG_AVX2 telling whether intrinsics may be used. Everything here has
+// baseline), WG_AVX2 telling whether AVX2 intrinsics may be used and WG_AVX512 whether
+// the products may use AVX-512 (the transforms stay on 8-lane vectors). Everything here has
 // internal linkage and calls no inline library function: code compiled for AVX2 must
 // never be picked by the linker for a caller on a CPU without it.
 //
@@ -95,8 +96,9 @@ WG_INLINE void next_item(const args& a, std::size_t t0, std::size_t count, std::
 template <int M>
 WG_TARGET void input_phase_m(const args& a, std::size_t t0, std::size_t count, float* v) {
     constexpr int A = M + 2;
-    const std::size_t ncb = a.cin_p / static_cast<std::size_t>(a.block);
-    const std::size_t halves = static_cast<std::size_t>(a.block) / 8;
+    const std::size_t blk = a.in_block;
+    const std::size_t ncb = a.cin_p / blk;
+    const std::size_t halves = blk / 8;
     // Channel block outermost: consecutive items are neighbouring tiles of one plane
     // (overlapping reads, writes to neighbouring rows of V).
     tile_pos p = locate(a, t0);
@@ -104,19 +106,19 @@ WG_TARGET void input_phase_m(const args& a, std::size_t t0, std::size_t count, f
     for (std::size_t item = 0; item < count * ncb; ++item, next_item(a, t0, count, cb, tl, p)) {
         const std::int64_t y0 = static_cast<std::int64_t>(p.ty) * M - a.pad_t;
         const std::int64_t x0 = static_cast<std::int64_t>(p.tx) * M - a.pad_l;
-        const float* plane = a.x + (p.img * ncb + cb) * a.h * a.w * static_cast<std::size_t>(a.block);
+        const float* plane = a.x + (p.img * ncb + cb) * a.h * a.w * blk;
         const bool inside = y0 >= 0 && x0 >= 0 && y0 + A <= static_cast<std::int64_t>(a.h) &&
                             x0 + A <= static_cast<std::int64_t>(a.w);
         for (std::size_t hb = 0; hb < halves; ++hb) {
             vec d[A][A], t[A][A], r[A][A];
             if (inside) {
                 const float* base = plane + (static_cast<std::size_t>(y0) * a.w + static_cast<std::size_t>(x0)) *
-                                                static_cast<std::size_t>(a.block) +
+                                                blk +
                                     hb * 8;
                 for (int i = 0; i < A; ++i)
                     for (int j = 0; j < A; ++j)
                         d[i][j] = load8(base + (static_cast<std::size_t>(i) * a.w + static_cast<std::size_t>(j)) *
-                                                   static_cast<std::size_t>(a.block));
+                                                   blk);
             } else {
                 for (int i = 0; i < A; ++i) {
                     const std::int64_t y = y0 + i;
@@ -126,7 +128,7 @@ WG_TARGET void input_phase_m(const args& a, std::size_t t0, std::size_t count, f
                         if (row_in && xx >= 0 && xx < static_cast<std::int64_t>(a.w))
                             d[i][j] = load8(plane +
                                             (static_cast<std::size_t>(y) * a.w + static_cast<std::size_t>(xx)) *
-                                                static_cast<std::size_t>(a.block) +
+                                                blk +
                                             hb * 8);
                         else
                             d[i][j] = splat(0.0f);
@@ -135,7 +137,7 @@ WG_TARGET void input_phase_m(const args& a, std::size_t t0, std::size_t count, f
             }
             for (int j = 0; j < A; ++j) bt<M>(&d[0][j], A, &t[0][j], A);
             for (int i = 0; i < A; ++i) bt<M>(&t[i][0], 1, &r[i][0], 1);
-            float* dst = v + tl * a.cin_p + cb * static_cast<std::size_t>(a.block) + hb * 8;
+            float* dst = v + tl * a.cin_p + cb * blk + hb * 8;
             const std::size_t k_stride = a.group * a.cin_p;
             for (int i = 0; i < A; ++i)
                 for (int j = 0; j < A; ++j) store8(dst + static_cast<std::size_t>(i * A + j) * k_stride, r[i][j]);
@@ -190,6 +192,60 @@ WG_INLINE void micro(const float* v, std::size_t ldv, const float* u, std::size_
 #endif
 }
 
+#if WG_AVX512
+// out[R][16 P] (=, or += with `acc`) V[R][k] * U[k][16 P]: P column blocks of U, `u_step`
+// floats apart, one zmm each per k step.
+template <int R, int P>
+WG_INLINE void micro512(const float* v, std::size_t ldv, const float* u, std::size_t u_step, std::size_t k, float* out,
+                        std::size_t ldo, bool acc) {
+    __m512 sum[R][P];
+    for (int r = 0; r < R; ++r)
+        for (int q = 0; q < P; ++q) sum[r][q] = _mm512_setzero_ps();
+    for (std::size_t c = 0; c < k; ++c) {
+        __m512 uq[P];
+        for (int q = 0; q < P; ++q) uq[q] = _mm512_loadu_ps(u + static_cast<std::size_t>(q) * u_step + c * 16);
+        for (int r = 0; r < R; ++r) {
+            const __m512 s = _mm512_set1_ps(v[static_cast<std::size_t>(r) * ldv + c]);
+            for (int q = 0; q < P; ++q) sum[r][q] = _mm512_fmadd_ps(s, uq[q], sum[r][q]);
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int q = 0; q < P; ++q) {
+            float* o = out + static_cast<std::size_t>(r) * ldo + static_cast<std::size_t>(q) * 16;
+            _mm512_storeu_ps(o, acc ? _mm512_add_ps(sum[r][q], _mm512_loadu_ps(o)) : sum[r][q]);
+        }
+}
+
+// Rows 12 at a time (24 zmm accumulators with P = 2), then the rest in one tile.
+constexpr int gemm_rows512 = 12;
+template <int P>
+WG_INLINE void rows512(const float* v, std::size_t ldv, const float* u, std::size_t u_step, std::size_t k,
+                       std::size_t count, float* out, std::size_t ldo, bool acc) {
+    std::size_t t = 0;
+    for (; t + gemm_rows512 <= count; t += gemm_rows512)
+        micro512<gemm_rows512, P>(v + t * ldv, ldv, u, u_step, k, out + t * ldo, ldo, acc);
+    const float* vt = v + t * ldv;
+    float* ot = out + t * ldo;
+    switch (count - t) {
+#define WG_REST(R) \
+    case R: micro512<R, P>(vt, ldv, u, u_step, k, ot, ldo, acc); break;
+        WG_REST(1)
+        WG_REST(2)
+        WG_REST(3)
+        WG_REST(4)
+        WG_REST(5)
+        WG_REST(6)
+        WG_REST(7)
+        WG_REST(8)
+        WG_REST(9)
+        WG_REST(10)
+        WG_REST(11)
+#undef WG_REST
+    default: break;
+    }
+}
+#endif
+
 #if WG_AVX2
 constexpr int gemm_rows = 6;  // 12 accumulators + 2 weights + 1 broadcast of 16 ymm registers
 #else
@@ -204,6 +260,22 @@ constexpr std::size_t gemm_kc = 256;
 WG_TARGET void gemm_phase(const args& a, std::size_t count, const float* v, float* m, std::size_t c0, std::size_t c1) {
     const std::size_t alpha2 = static_cast<std::size_t>((a.m + 2) * (a.m + 2));
     const std::size_t ncol = a.cout16 / 16, ldm = (c1 - c0) * 16;
+#if WG_AVX512
+    // Column blocks in pairs: each k step of a tile loads two U rows for 12 broadcasts.
+    for (std::size_t k = 0; k < alpha2; ++k)
+        for (std::size_t cb = c0; cb < c1; cb += 2) {
+            const float* vk = v + k * a.group * a.cin_p;
+            const float* uk = a.u + (k * ncol + cb) * a.cin_p * 16;
+            float* mk = m + k * a.group * ldm + (cb - c0) * 16;
+            const std::size_t u_step = a.cin_p * 16;
+            for (std::size_t i0 = 0; i0 < a.cin_p; i0 += gemm_kc) {
+                const std::size_t kc = a.cin_p - i0 < gemm_kc ? a.cin_p - i0 : gemm_kc;
+                if (cb + 1 < c1) rows512<2>(vk + i0, a.cin_p, uk + i0 * 16, u_step, kc, count, mk, ldm, i0 > 0);
+                else rows512<1>(vk + i0, a.cin_p, uk + i0 * 16, u_step, kc, count, mk, ldm, i0 > 0);
+            }
+        }
+    return;
+#endif
     for (std::size_t k = 0; k < alpha2; ++k)
         for (std::size_t cb = c0; cb < c1; ++cb) {
             const float* vk = v + k * a.group * a.cin_p;
@@ -264,20 +336,23 @@ template <int M>
 WG_TARGET void output_phase_m(const args& a, std::size_t t0, std::size_t count, const float* m, std::size_t c0,
                               std::size_t c1) {
     constexpr int A = M + 2;
-    const std::size_t blk = static_cast<std::size_t>(a.block);
+    const std::size_t blk = a.out_block;
     const std::size_t ncb = a.cout_p / blk;
-    const std::size_t halves = blk / 8;
     const std::size_t ldm = (c1 - c0) * 16, k_stride = a.group * ldm;
-    // The channel blocks within columns [16 c0, 16 c1) (blocks of 8 or 16 never straddle them).
-    const std::size_t cb0 = c0 * 16 / blk;
-    const std::size_t cb1 = c1 * 16 / blk < ncb ? c1 * 16 / blk : ncb;
-    const std::size_t nblocks = cb1 > cb0 ? cb1 - cb0 : 0;
+    // The channels [16 c0, 16 c1) in chunks that never straddle a channel block: 8 lanes
+    // for blocks of 8; else 16 (blocks of 16, or channels-last's one block, whose last
+    // chunk may hold only 8).
+    const std::size_t chunk = blk == 8 ? 8 : 16;
+    const std::size_t ch_end = c1 * 16 < a.cout_p ? c1 * 16 : a.cout_p;
+    const std::size_t nchunks = ch_end > c0 * 16 ? (ch_end - c0 * 16 + chunk - 1) / chunk : 0;
     tile_pos p = locate(a, t0);
-    std::size_t cb = cb0, tl = 0;
-    for (std::size_t item = 0; item < count * nblocks; ++item, next_item(a, t0, count, cb, tl, p)) {
-        const std::size_t plane = (p.img * ncb + cb) * a.ho * a.wo * blk;
+    std::size_t ci = 0, tl = 0;
+    for (std::size_t item = 0; item < count * nchunks; ++item, next_item(a, t0, count, ci, tl, p)) {
+        const std::size_t ch0 = c0 * 16 + ci * chunk;
+        const std::size_t plane = (p.img * ncb + ch0 / blk) * a.ho * a.wo * blk + ch0 % blk;
+        const std::size_t halves = (ch_end - ch0 < chunk ? ch_end - ch0 : chunk) / 8;
         for (std::size_t hb = 0; hb < halves; ++hb) {
-            const std::size_t ch = cb * blk + hb * 8;  // first channel of these 8 lanes
+            const std::size_t ch = ch0 + hb * 8;  // first channel of these 8 lanes
             vec mv[A][A], t[M][A], o[M][M];
             const float* src = m + tl * ldm + (ch - c0 * 16);
             for (int i = 0; i < A; ++i)

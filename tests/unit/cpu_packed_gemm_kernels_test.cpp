@@ -1,0 +1,121 @@
+// The packed GEMM's micro-kernels called directly (pgemm::*_part), each against a
+// double-precision product: every variant this CPU can run, on row-major C with row
+// strides, and on channel-blocked C with blocks of 8 and of 16 (the layouts oneDNN picks
+// on AVX2 and on AVX-512 machines; a whole-program test only meets the one its machine
+// picks), with partial panels, every row remainder of the tiles, several k blocks, bias
+// and a full-tensor residual.
+#include "targets/cpu/cpu_features.hpp"
+#include "targets/cpu/packed_gemm.hpp"
+#include "targets/cpu/packed_gemm_args.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace kiln::cpu;
+
+namespace {
+
+struct variant {
+    const char* name;
+    pgemm::part_fn part;
+};
+
+std::vector<variant> variants() {
+    std::vector<variant> v{{"generic", pgemm::generic_part()}};
+    if (has_avx2_fma()) v.push_back({"avx2", pgemm::avx2_part()});
+    if (has_avx512()) v.push_back({"avx512", pgemm::avx512_part()});
+    return v;
+}
+
+std::vector<float> random_values(std::size_t n, unsigned seed) {
+    std::mt19937 gen(seed);
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(gen);
+    return v;
+}
+
+struct product {
+    std::size_t m, k, n;
+    std::size_t block = 0, image_rows = 0;  // C channel-blocked when block > 0
+    std::size_t lda = 0, ldc = 0;
+};
+
+// Where element (i, j) of C is in its buffer.
+std::size_t c_index(const product& p, std::size_t i, std::size_t j) {
+    if (p.block == 0) return i * (p.ldc ? p.ldc : p.n) + j;
+    return (i / p.image_rows) * p.image_rows * p.n + (j / p.block) * p.image_rows * p.block +
+           (i % p.image_rows) * p.block + j % p.block;
+}
+
+void check(const product& p, const variant& v, bool threaded) {
+    const std::size_t lda = p.lda ? p.lda : p.k;
+    const auto a = random_values(p.m * lda, 1);
+    const auto b = random_values(p.k * p.n, 2);
+    const auto bias = random_values(p.n, 3);
+    const std::size_t c_size = p.block ? p.m * p.n : p.m * (p.ldc ? p.ldc : p.n);
+    const auto residual = random_values(c_size, 4);
+    const auto packed = pack_gemm_weights(b, p.k, p.n, false);
+    std::vector<float> c(c_size, 7.0f);  // outside the product's columns must stay 7
+
+    pgemm::args g;
+    g.m = p.m, g.n = p.n, g.k = p.k, g.kc = pgemm::depth_block(p.k);
+    g.a = a.data(), g.b = packed.data(), g.bias = bias.data(), g.c = c.data();
+    g.block = p.block, g.image_rows = p.image_rows, g.lda = p.lda, g.ldc = p.ldc;
+    g.post[0].kind = pgemm::post_kind::add;
+    g.post[0].src = residual.data();
+    g.post[0].full = true;
+    g.post[1].kind = pgemm::post_kind::relu;
+    g.post[1].alpha = 0.125f;  // leaky: both sides of zero count
+    g.n_post = 2;
+    if (threaded) pgemm::run_all(g, v.part);
+    else v.part(g, 0, p.m, 0, pgemm::panels(p.n));
+
+    const std::string what = std::string(v.name) + " m " + std::to_string(p.m) + " k " + std::to_string(p.k) + " n " +
+                             std::to_string(p.n) + " block " + std::to_string(p.block);
+    for (std::size_t i = 0; i < p.m; ++i)
+        for (std::size_t j = 0; j < p.n; ++j) {
+            double want = bias[j];
+            double mag = std::fabs(want);
+            for (std::size_t kk = 0; kk < p.k; ++kk) {
+                want += static_cast<double>(a[i * lda + kk]) * b[kk * p.n + j];
+                mag += std::fabs(static_cast<double>(a[i * lda + kk]) * b[kk * p.n + j]);
+            }
+            const std::size_t at = c_index(p, i, j);
+            want += residual[at];
+            if (want < 0) want *= 0.125;
+            ASSERT_NEAR(c[at], want, 1e-5 * (mag + 1.0)) << what << " at " << i << "," << j;
+        }
+    if (p.ldc) {
+        for (std::size_t i = 0; i < p.m; ++i)
+            for (std::size_t j = p.n; j < p.ldc; ++j) ASSERT_EQ(c[i * p.ldc + j], 7.0f) << what << " ldc gap";
+    }
+}
+
+}  // namespace
+
+TEST(cpu_packed_gemm_kernels, row_major_every_tile_remainder) {
+    for (const auto& v : variants())
+        for (std::size_t m = 1; m <= 26; ++m)
+            for (std::size_t n : {7, 16, 40, 64})
+                for (std::size_t k : {5, 700}) check({m, k, n}, v, false);
+}
+
+TEST(cpu_packed_gemm_kernels, strided_a_and_c) {
+    for (const auto& v : variants())
+        for (std::size_t m : {3, 13, 30}) check({m, 33, 37, 0, 0, 50, 45}, v, false);
+}
+
+TEST(cpu_packed_gemm_kernels, channel_blocked_c_by_8_and_16) {
+    for (const auto& v : variants())
+        for (std::size_t block : {8, 16})
+            for (std::size_t rows : {7, 49})
+                for (std::size_t n : {16, 48, 64}) {
+                    check({2 * rows, 300, n, block, rows}, v, false);
+                    check({2 * rows, 300, n, block, rows}, v, true);
+                }
+}
