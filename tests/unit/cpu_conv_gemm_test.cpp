@@ -5,7 +5,12 @@
 // pixels stay on oneDNN, and a saved program loads and runs.
 #include "cpu_test_util.hpp"
 
+#include "targets/cpu/cpu_features.hpp"
+
 #include <kiln/serialize.hpp>
+
+#include <cstdlib>
+#include <string>
 
 using namespace kiln;
 using namespace kiln::cpu_test;
@@ -43,7 +48,12 @@ builder build(const conv_case& c) {
     return b;
 }
 
+// want 1: the convolution must be a conv_gemm where it fits (=all: on AVX-512 machines the
+// default leaves it to oneDNN); 0: the rule (default, or the switch set) leaves it.
 void check(const conv_case& c, std::size_t want = 1) {
+    const char* set = std::getenv("KILN_CPU_CONV_GEMM");
+    const std::string mode = set ? set : "all";
+    test::env_override all("KILN_CPU_CONV_GEMM", want == 1 ? mode.c_str() : set ? mode.c_str() : nullptr);
     auto r = run_both(build(c), 2e-4, 2e-4);
     EXPECT_EQ(count_ops(r.cpu, "cpu::conv_gemm"), want) << text(r.cpu);
     EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
@@ -88,7 +98,34 @@ TEST(cpu_conv_gemm, switch_and_large_images_stay_on_onednn) {
     check({{1, 64, 7, 7}, 64}, 0);
 }
 
+TEST(cpu_conv_gemm, one_by_one_read_in_place_or_gathered) {
+    // Every convolution of the case (the 1x1 before, the one under test, the residual's) is
+    // 1x1: all become conv_gemm, stride 1 reading x in place where x is channels-last.
+    test::env_override one("KILN_CPU_CONV_GEMM", "1x1");
+    conv_case c{{2, 64, 7, 7}, 96};
+    c.kernel = {1, 1};
+    c.pads = {0, 0, 0, 0};
+    for (bool strided : {false, true}) {
+        if (strided) {
+            c.stride = {2, 2};
+            c.residual = true;
+        }
+        auto r = run_both(build(c), 2e-4, 2e-4);
+        EXPECT_EQ(count_ops(r.cpu, "cpu::convolution"), 0u) << text(r.cpu);
+        EXPECT_EQ(count_ops(r.cpu, "cpu::conv_gemm"), strided ? 3u : 2u) << text(r.cpu);
+        EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
+    }
+}
+
+TEST(cpu_conv_gemm, default_rule_by_cpu) {
+    // oneDNN's brgemm convolutions win on AVX-512 machines; the packed products on AVX2 ones.
+    test::env_override unset("KILN_CPU_CONV_GEMM", nullptr);
+    auto r = run_both(build({{1, 64, 7, 7}, 64}), 2e-4, 2e-4);
+    EXPECT_EQ(count_ops(r.cpu, "cpu::conv_gemm"), kiln::cpu::has_avx512() ? 0u : 1u) << text(r.cpu);
+}
+
 TEST(cpu_conv_gemm, saved_program_loads_and_runs) {
+    test::env_override all("KILN_CPU_CONV_GEMM", "all");
     auto b = build({{1, 64, 7, 7}, 64});
     program ref = b.p;
     ref.compile(*get_target("ref"));

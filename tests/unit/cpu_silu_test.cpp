@@ -21,25 +21,27 @@ value arr(const std::vector<std::int64_t>& v) { return value(value::array(v.begi
 
 double silu_exact(double x) { return x / (1.0 + std::exp(-x)); }
 
-// Every kernel this machine can run: the portable one, and the AVX2 one where present
-// (run() falls back to the portable one without AVX2 and FMA, so both calls are valid).
+// Every kernel this machine can run: the portable one, the AVX2 one and the AVX-512 one where
+// present (run() falls back to the next one down, so every call is valid).
+constexpr cpu::silu_kernels::kernels all_kernels[] = {
+    cpu::silu_kernels::kernels::portable, cpu::silu_kernels::kernels::avx2, cpu::silu_kernels::kernels::best};
 void check_values(const std::vector<float>& x) {
-    for (bool portable : {true, false}) {
+    for (auto portable : all_kernels) {
         std::vector<float> y(x.size());
         cpu::silu_kernels::run(x.data(), y.data(), x.size(), portable);
         for (std::size_t i = 0; i < x.size(); ++i) {
             const double want = silu_exact(x[i]);
             if (std::isnan(x[i])) {
-                EXPECT_TRUE(std::isnan(y[i])) << "portable " << portable;
+                EXPECT_TRUE(std::isnan(y[i])) << "kernels " << static_cast<int>(portable);
                 continue;
             }
             if (std::isinf(want)) {
-                EXPECT_EQ(y[i], want) << "portable " << portable;
+                EXPECT_EQ(y[i], want) << "kernels " << static_cast<int>(portable);
                 continue;
             }
             // Where the exact result is a normal float (not where it underflows).
             if (std::fabs(want) < std::numeric_limits<float>::min()) continue;
-            EXPECT_NEAR(y[i], want, 1e-5 * std::fabs(want)) << "x = " << x[i] << ", portable " << portable;
+            EXPECT_NEAR(y[i], want, 1e-5 * std::fabs(want)) << "x = " << x[i] << ", kernels " << static_cast<int>(portable);
         }
     }
 }
@@ -78,19 +80,19 @@ TEST(cpu_silu, kernel_matches_exact_function) {
     EXPECT_EQ(y[0], 0.0f);
     EXPECT_EQ(y[1], std::numeric_limits<float>::infinity());
     // Far below the range where the result is a float: exactly -0, not a tiny product.
-    for (bool portable : {true, false}) {
+    for (auto portable : all_kernels) {
         std::vector<float> far(16, -1e30f), out(16, 1.0f);
         far[3] = -131.0f;
         far[15] = -3e38f;
         cpu::silu_kernels::run(far.data(), out.data(), far.size(), portable);
-        for (float v : out) EXPECT_EQ(v, 0.0f) << "portable " << portable;
+        for (float v : out) EXPECT_EQ(v, 0.0f) << "kernels " << static_cast<int>(portable);
     }
 }
 
 TEST(cpu_silu, kernel_is_within_1e6_above_minus_87) {
     std::vector<float> x;
     for (float v = -87.0f; v <= 40.0f; v += 0.00731f) x.push_back(v);
-    for (bool portable : {true, false}) {
+    for (auto portable : all_kernels) {
         std::vector<float> y(x.size());
         cpu::silu_kernels::run(x.data(), y.data(), x.size(), portable);
         double worst = 0;
@@ -98,7 +100,7 @@ TEST(cpu_silu, kernel_is_within_1e6_above_minus_87) {
             const double want = silu_exact(x[i]);
             if (want != 0.0) worst = std::max(worst, std::fabs(y[i] - want) / std::fabs(want));
         }
-        EXPECT_LT(worst, 1e-6) << "portable " << portable;
+        EXPECT_LT(worst, 1e-6) << "kernels " << static_cast<int>(portable);
     }
 }
 

@@ -63,6 +63,17 @@ bool channel_groups_fit(const md_record& x, const md_record& y) {
     return bx > 0 && by > 0 && bx % 8 == 0 && by % 8 == 0;
 }
 
+// A 1x1 stride-1 convolution of a channels-last x is already the product's A (rows =
+// pixels, K = channels): no im2col copy.
+bool reads_x_in_place(const conv_gemm& op, const geometry& g) {
+    return g.kh == 1 && g.kw == 1 && op.stride == std::vector<std::int64_t>{1, 1} &&
+           op.pad_begin == std::vector<std::int64_t>{0, 0} && g.block == g.c && g.ho == g.h && g.wo == g.w;
+}
+
+std::size_t im2col_bytes(const conv_gemm& op, const geometry& g) {
+    return reads_x_in_place(op, g) ? sizeof(float) : g.rows() * g.depth() * sizeof(float);
+}
+
 std::size_t packed_floats(const geometry& g) { return (g.oc + pgemm::panel - 1) / pgemm::panel * g.depth() * pgemm::panel; }
 
 // A binary post-op operand: laid out as the result, or one value per channel.
@@ -139,7 +150,7 @@ shape conv_gemm::compute_shape(const std::vector<shape>& inputs) const {
         bad("the packed weights " + inputs[1].to_string() + " are too small");
     if (has_bias && (inputs[2].get_type() != type::float32 || inputs[2].elements() != g.oc))
         bad("the bias must have one float32 value per output channel");
-    if (inputs[inputs.size() - 2].bytes() < g.rows() * g.depth() * sizeof(float)) bad("the im2col buffer is too small");
+    if (inputs[inputs.size() - 2].bytes() < im2col_bytes(*this, g)) bad("the im2col buffer is too small");
     if (inputs.back().bytes() < dst_layout.to_md().get_size()) bad("the output buffer is too small");
     if (post_ops.size() > static_cast<std::size_t>(pgemm::max_post_steps)) bad("too many post-ops");
     for (const auto& p : post_ops) {
@@ -170,7 +181,9 @@ argument conv_gemm::compute(context&, const shape&, const std::vector<argument>&
     const auto rows = static_cast<std::int64_t>(g.rows());
     // Rows of A in chunks: each a few KiB of copies.
     constexpr std::int64_t chunk = 8;
-    if (rows * static_cast<std::int64_t>(g.depth()) < 65536) {
+    if (reads_x_in_place(*this, g)) {
+        a = const_cast<float*>(x);  // read only: the product's A
+    } else if (rows * static_cast<std::int64_t>(g.depth()) < 65536) {
         gather(*this, g, x, a, 0, g.rows());
     } else {
 #pragma omp parallel for schedule(static)
@@ -195,15 +208,17 @@ argument conv_gemm::compute(context&, const shape&, const std::vector<argument>&
 
 bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<instruction_ref>& operands,
                      instruction_ref pos) {
-    if (const char* sw = std::getenv("KILN_CPU_CONV_GEMM"); sw && std::string(sw) == "0") return false;
-    if (!has_avx2_fma()) return false;
+    const std::string mode = std::getenv("KILN_CPU_CONV_GEMM") ? std::getenv("KILN_CPU_CONV_GEMM") : "";
+    if (mode == "0" || !has_avx2_fma()) return false;
+    // On AVX-512 machines oneDNN's brgemm convolutions win (module comment).
+    if (has_avx512() && mode != "all" && mode != "1x1") return false;
     const auto* conv = c.op.any_cast<op::convolution>();
     if (!conv || c.transposed() || c.dw.active() || operands.size() < 2 || !operands[1]->is_literal()) return false;
     const shape& x = operands[0]->get_shape();
     const shape& w = c.weights_shape;
     if (x.ndim() != 4 || w.ndim() != 4 || x.get_type() != type::float32 || w.get_type() != type::float32) return false;
     const auto geo = conv->conv_geom(conv->name(), x, w);
-    if (geo.group != 1 || geo.kernel[0] * geo.kernel[1] < 2) return false;
+    if (geo.group != 1 || (geo.kernel[0] * geo.kernel[1] < 2 && mode != "1x1")) return false;
     if (geo.batch * geo.out[0] * geo.out[1] > max_rows || geo.out_channels < min_out_channels) return false;
     conv_gemm op;
     op.kernel = geo.kernel;
@@ -246,8 +261,7 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
     auto args = operands;
     args[1] = env.m.insert_literal(pos, literal(shape(type::float32, {packed.size()}), packed));
     op.layouts[1] = md_record{};
-    args.push_back(env.m.insert_instruction(
-        pos, builtin::allocate{shape(type::uint8, {g.rows() * g.depth() * sizeof(float)})}, {}));
+    args.push_back(env.m.insert_instruction(pos, builtin::allocate{shape(type::uint8, {im2col_bytes(op, g)})}, {}));
     args.push_back(env.m.insert_instruction(pos, builtin::allocate{shape(type::uint8, {op.dst_layout.to_md().get_size()})}, {}));
     env.m.replace_instruction(pos, op, args);
     env.layout[&*pos] = op.dst_layout;

@@ -19,6 +19,9 @@
 // 32-byte vectors are passed between inlined helpers of this file only.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wpsabi"
+// GCC 12's AVX-512 min/max/div intrinsics pass _mm512_undefined_ps() as the unused merge
+// source, which its own flow analysis then reports as maybe-uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 namespace kiln::cpu {
@@ -64,14 +67,41 @@ SILU_TARGET void run_avx2(const float* x, float* y, std::size_t n) {
     for (; i < n; ++i) y[i] = silu_scalar(x[i]);
 }
 
+#define SILU_TARGET512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")))
+
+SILU_TARGET512 inline __m512 silu16(__m512 x) {
+    const __m512 xc = _mm512_min_ps(_mm512_set1_ps(x_max), _mm512_max_ps(_mm512_set1_ps(x_min), x));
+    const __m512 e = vexp::exp_scaled16<scale_bits>(xc);
+    const __m512 q = _mm512_div_ps(e, _mm512_add_ps(e, _mm512_set1_ps(two64)));
+    return _mm512_mul_ps(x, q);
+}
+
+SILU_TARGET512 void run_avx512(const float* x, float* y, std::size_t n) {
+    std::size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);
+        _mm512_storeu_ps(y + i, silu16(a));
+        _mm512_storeu_ps(y + i + 16, silu16(b));
+    }
+    if (i < n) {
+        // The last 1-31 values: masked (a lane outside n is neither read nor written).
+        for (; i < n; i += 16) {
+            const std::size_t left = n - i < 16 ? n - i : 16;
+            const __mmask16 m = static_cast<__mmask16>((1u << left) - 1u);
+            _mm512_mask_storeu_ps(y + i, m, silu16(_mm512_maskz_loadu_ps(m, x + i)));
+        }
+    }
+}
+
 void run_portable(const float* x, float* y, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) y[i] = silu_scalar(x[i]);
 }
 
 }  // namespace
 
-void run(const float* x, float* y, std::size_t n, bool portable) {
-    if (!portable && has_avx2_fma()) run_avx2(x, y, n);
+void run(const float* x, float* y, std::size_t n, kernels k) {
+    if (k == kernels::best && has_avx512()) run_avx512(x, y, n);
+    else if (k != kernels::portable && has_avx2_fma()) run_avx2(x, y, n);
     else run_portable(x, y, n);
 }
 

@@ -58,9 +58,11 @@ bool lower_silu(lower_env& env, instruction_ref mul, instruction_ref sig);
 std::optional<instruction_ref> silu_sigmoid(instruction_ref mul);
 
 namespace silu_kernels {
-// y[i] = x[i] * sigmoid(x[i]) for i < n, one thread (the vector kernel where the CPU has
-// AVX2 and FMA, unless `portable`).
-void run(const float* x, float* y, std::size_t n, bool portable = false);
+// Which kernels: the best this CPU has (AVX-512, else AVX2 and FMA, else portable), at
+// most AVX2, or the portable one (for tests).
+enum class kernels { best, avx2, portable };
+// y[i] = x[i] * sigmoid(x[i]) for i < n, one thread.
+void run(const float* x, float* y, std::size_t n, kernels k = kernels::best);
 }  // namespace silu_kernels
 
 }  // namespace kiln::cpu

@@ -1,6 +1,6 @@
 // exp for Kiln's own vector kernels (cpu::silu, cpu::attention's softmax): 2^B exp(x) for
-// x already clamped to where 2^(k+B) is a normal float (k = round(x log2 e)), eight lanes
-// with AVX2 and FMA, or one value without them.
+// x already clamped to where 2^(k+B) is a normal float (k = round(x log2 e)), sixteen lanes
+// with AVX-512, eight with AVX2 and FMA, or one value without them.
 //
 // exp(x) = 2^k exp(r) with x = k ln2 + r, |r| <= ln2/2. Adding `magic` = 1.5 * 2^23 + 127 + B
 // to x log2 e rounds it to an integer whose low mantissa bits are k + 127 + B: shifted
@@ -56,6 +56,20 @@ __attribute__((target("avx2,fma"))) inline __m256 exp_scaled8(__m256 x) {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c1));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c0));
     return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23)));
+}
+
+// The same, sixteen lanes (AVX-512 F).
+template <int B>
+__attribute__((target("avx512f,fma"))) inline __m512 exp_scaled16(__m512 x) {
+    const __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(log2e), _mm512_set1_ps(magic<B>));
+    const __m512 k = _mm512_sub_ps(t, _mm512_set1_ps(magic<B>));
+    const __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(ln2), x);
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(c5), r, _mm512_set1_ps(c4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c0));
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(t), 23)));
 }
 
 }  // namespace kiln::cpu::vexp
