@@ -9,6 +9,8 @@
 // runs on any x86-64.
 //
 // Inputs: (x, output buffer). Padding taps are skipped (max ignores them, as ONNX says).
+// Used for blocked layouts; channels-last ones only with KILN_CPU_MAX_POOL=all (oneDNN's
+// pooling is faster there); KILN_CPU_MAX_POOL=dnnl leaves every max pool to oneDNN.
 #pragma once
 #include "targets/cpu/dnnl_util.hpp"
 #include "targets/cpu/lowering_util.hpp"

@@ -12,8 +12,10 @@
 // cpuid (AVX2+FMA, or the baseline), so a saved program runs on any x86-64.
 //
 // Inputs: (x, U, [bias], post-op inputs..., scratchpad, output buffer).
-// KILN_CPU_WINOGRAD=0 keeps these convolutions on oneDNN; =2 uses F(2x2, 3x3); =all takes
-// every one that fits, however few its tiles (for tests and measurements).
+// KILN_CPU_WINOGRAD=0 keeps these convolutions on oneDNN; =2 uses F(2x2, 3x3); =4 only
+// F(4x4, 3x3) (on AVX-512 machines the default takes F(2x2) where 4x4 tiles are too few
+// but 2x2 ones are not); =all takes every one that fits, however few its tiles, in F(4x4)
+// (for tests and measurements).
 // KILN_CPU_WINOGRAD_ISA=avx2 or generic caps the kernels cpuid would choose.
 #pragma once
 #include "targets/cpu/dnnl_util.hpp"
