@@ -10,6 +10,7 @@
 #include "targets/cpu/op_matmul.hpp"
 #include "targets/cpu/packed_gemm.hpp"
 #include "targets/cpu/silu.hpp"
+#include "targets/cpu/sum_post_op.hpp"
 #include "targets/cpu/winograd.hpp"
 
 #include "ops/nn_matmul.hpp"
@@ -283,7 +284,13 @@ void materialize(lower_env& env, anchor_plan p, Op op, instruction_ref pos) {
         if (p.constant_weights) relayout_weights(env, p, op, pos);
         if constexpr (std::is_same_v<Op, convolution>)
             if (p.dw_weights_operand) relayout_dw_weights(env, p, op, pos);
-        if (!emit(env, pos, op, p.operands, p.dst)) return;  // left to the reference kernels, chain and all
+        std::optional<instruction_ref> out;
+        if constexpr (std::is_same_v<Op, convolution>) {
+            auto replaced = p.chain.members;
+            replaced.push_back(p.anchor);
+            out = sum_into_residual(env, op, p.operands, p.dst, pos, replaced);
+        }
+        if (!emit(env, pos, op, p.operands, p.dst, out)) return;  // left to the reference kernels, chain and all
     }
     for (auto it = p.chain.members.rbegin(); it != p.chain.members.rend(); ++it)
         if (*it != pos && (*it)->outputs().empty()) m.remove_instruction(*it);

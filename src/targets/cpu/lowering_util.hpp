@@ -59,8 +59,11 @@ std::optional<shape> transposed_write_shape(instruction_ref out, const std::vect
 // output layout unless op.dst_layout is set, or op.any_dst lets oneDNN choose). The
 // operands' oneDNN layouts are taken from the env. Returns false, changing nothing,
 // when oneDNN has no kernel for it (the op then stays for the reference kernels).
+// `out`: the output buffer when it is an existing value (a sum post-op's residual), else
+// one is allocated.
 template <class Op>
-bool emit(lower_env& env, instruction_ref ins, Op op, std::vector<instruction_ref> operands, const shape& dst) {
+bool emit(lower_env& env, instruction_ref ins, Op op, std::vector<instruction_ref> operands, const shape& dst,
+          std::optional<instruction_ref> out = std::nullopt) {
     op.layouts.clear();
     bool any_blocked = false;
     for (auto x : operands) {
@@ -94,7 +97,7 @@ bool emit(lower_env& env, instruction_ref ins, Op op, std::vector<instruction_re
     }
     shape buffer = dst;
     if (!op.dst_layout.empty()) buffer = shape(type::uint8, {op.dst_layout.to_md().get_size()});
-    args.push_back(env.m.insert_instruction(ins, builtin::allocate{buffer}, {}));
+    args.push_back(out ? *out : env.m.insert_instruction(ins, builtin::allocate{buffer}, {}));
     env.m.replace_instruction(ins, op, args);
     if (!op.dst_layout.empty()) env.layout[&*ins] = op.dst_layout;
     return true;

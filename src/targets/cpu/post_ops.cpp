@@ -76,6 +76,8 @@ dnnl::post_ops make_post_ops(const std::vector<post_op>& ops, const std::vector<
     for (const auto& p : ops) {
         if (p.kind == "eltwise") {
             po.append_eltwise(1.0f, eltwise_algorithm(p.algorithm), p.alpha, p.beta);
+        } else if (p.kind == "sum") {
+            po.append_sum(1.0f);  // the destination's own values (sum_post_op.hpp)
         } else if (p.kind == "binary") {
             if (p.input < 0 || static_cast<std::size_t>(p.input) >= inputs.size())
                 throw_error(error_code::parse, "cpu target: binary post-op reads input " + std::to_string(p.input) +

@@ -23,6 +23,7 @@ class primitive_kernel;
 struct post_op {
     // "eltwise": algorithm is a oneDNN eltwise name (relu, gelu_erf, clip_v2, linear...).
     // "binary": algorithm is add/sub/mul/div/max/min, with the op's input `input` as src1.
+    // "sum": adds the values already in the destination buffer (sum_post_op.hpp).
     std::string kind = "eltwise";
     std::string algorithm;
     float alpha = 0.0f;

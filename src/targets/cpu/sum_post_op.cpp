@@ -1,0 +1,94 @@
+#include "targets/cpu/sum_post_op.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <unordered_set>
+
+namespace kiln::cpu {
+
+namespace {
+
+bool switched_off() {
+    const char* v = std::getenv("KILN_CPU_SUM_POST_OP");
+    return v && std::string(v) == "0";
+}
+
+// Every reader of r other than `last` and `skip` comes before `last` in `order`, and none
+// is the return.
+bool read_only_before(instruction_ref r, instruction_ref last, const std::vector<instruction_ref>& skip,
+                      const std::unordered_set<const instruction*>& before_last) {
+    for (auto u : r->outputs()) {
+        if (u == last || std::find(skip.begin(), skip.end(), u) != skip.end()) continue;
+        if (u->is_return() || !before_last.count(&*u)) return false;
+    }
+    return true;
+}
+
+// The instructions before `pos`.
+std::unordered_set<const instruction*> before(const module& m, instruction_ref pos) {
+    std::unordered_set<const instruction*> s;
+    for (auto it = m.begin(); it != m.end() && it != pos; ++it) s.insert(&*it);
+    return s;
+}
+
+// r is a cpu op's result written into a planned buffer that nothing but r's chain names:
+// its last input (its output buffer) is an allocate only it reads, or a value with the
+// same property whose other readers all run before r (a block's residual written into
+// the residual before it, as ResNet's chain of blocks does).
+bool owns_planned_buffer(const module& m, instruction_ref r) {
+    if (r->is_param() || r->is_literal() || r->name().rfind("cpu::", 0) != 0 || r->inputs().empty()) return false;
+    if (r->get_operator().output_alias(to_shapes(r->inputs())) != static_cast<std::ptrdiff_t>(r->inputs().size()) - 1)
+        return false;
+    const auto buf = r->inputs().back();
+    if (buf->name() == "allocate") return buf->outputs().size() == 1;
+    return owns_planned_buffer(m, buf) && read_only_before(buf, r, {}, before(m, r));
+}
+
+}  // namespace
+
+std::optional<instruction_ref> sum_into_residual(lower_env& env, convolution& op, std::vector<instruction_ref>& operands,
+                                                 const shape& dst, instruction_ref pos,
+                                                 const std::vector<instruction_ref>& replaced) {
+    if (switched_off() || op.dst_layout.empty() || op.dw.active()) return std::nullopt;
+    const auto out_bytes = op.dst_layout.to_md().get_size();
+    for (std::size_t i = 0; i < op.post_ops.size(); ++i) {
+        const auto& po = op.post_ops[i];
+        if (po.kind != "binary" || po.algorithm != "add" || po.input < 0) continue;
+        const auto in = static_cast<std::size_t>(po.input);
+        if (in >= operands.size()) continue;
+        const auto r = operands[in];
+        if (std::count(operands.begin(), operands.end(), r) != 1 || !owns_planned_buffer(env.m, r)) continue;
+        const auto lay = env.layout.find(&*r);
+        if (lay == env.layout.end() || !same_layout(lay->second, op.dst_layout)) continue;
+        if (r->inputs().back()->get_shape().bytes() < out_bytes || r->get_shape().bytes() < out_bytes) continue;
+        if (!read_only_before(r, pos, replaced, before(env.m, pos))) continue;
+
+        convolution cand = op;
+        cand.post_ops[i] = post_op{"sum", "", 0.0f, 0.0f, -1};
+        for (auto& p : cand.post_ops)
+            if (p.kind == "binary" && p.input > po.input) --p.input;
+        auto ops = operands;
+        ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(in));
+        cand.layouts.clear();
+        for (auto x : ops) {
+            auto it = env.layout.find(&*x);
+            cand.layouts.push_back(it == env.layout.end() ? md_record{} : it->second);
+        }
+        try {
+            const auto impl = impl_name(cand.make_pd(env.ctx.engine(), to_shapes(ops), dst));
+            if (impl.find("ref") != std::string::npos) continue;
+        } catch (const dnnl::error&) {
+            continue;
+        } catch (const error& e) {
+            if (e.code() == error_code::unsupported) continue;
+            throw;
+        }
+        op = cand;
+        operands = ops;
+        return r;
+    }
+    return std::nullopt;
+}
+
+}  // namespace kiln::cpu
