@@ -56,7 +56,15 @@ instruction_ref plain(lower_env& env, instruction_ref x) {
 }
 
 instruction_ref to_layout(lower_env& env, instruction_ref pos, instruction_ref x, const dnnl::memory::desc& want) {
-    if (layout_md(env, x) == want) return x;
+    if (layout_md(env, x) == want) {
+        // oneDNN calls descriptors equal that differ only in the strides of dims of size 1,
+        // but its kernels choose by the exact strides (a 1-channel NCHW image is not `nhwc`
+        // to the brgemm convolutions, which then fall back to the reference kernel): a plain
+        // value whose strides differ is copied into the wanted description.
+        if (in_dnnl_layout(env, x)) return x;
+        const auto have = md_record::from(layout_md(env, x)), wanted = md_record::from(want);
+        if (have.strides == wanted.strides && have.inner_blks == wanted.inner_blks) return x;
+    }
     reorder op;
     if (in_dnnl_layout(env, x)) op.layouts = {env.layout.at(&*x)};
     op.dst_layout = md_record::from(want);
