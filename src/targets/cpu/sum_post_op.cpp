@@ -14,13 +14,18 @@ bool switched_off() {
     return v && std::string(v) == "0";
 }
 
-// Every reader of r other than `last` and `skip` comes before `last` in `order`, and none
-// is the return.
+// Every reader of r other than `last` and `skip` comes before `last` (`before_last`), none
+// is the return, and the same holds for the readers of any view of r among them (a view
+// read after `last` would see the overwritten buffer).
 bool read_only_before(instruction_ref r, instruction_ref last, const std::vector<instruction_ref>& skip,
                       const std::unordered_set<const instruction*>& before_last) {
     for (auto u : r->outputs()) {
         if (u == last || std::find(skip.begin(), skip.end(), u) != skip.end()) continue;
         if (u->is_return() || !before_last.count(&*u)) return false;
+        const auto alias = u->get_operator().output_alias(to_shapes(u->inputs()));
+        if (alias >= 0 && static_cast<std::size_t>(alias) < u->inputs().size() && u->inputs()[alias] == r &&
+            !read_only_before(u, last, skip, before_last))
+            return false;
     }
     return true;
 }
