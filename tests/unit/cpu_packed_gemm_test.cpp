@@ -6,6 +6,7 @@
 // (transposed A, a post-op it lacks, a transposed result) stays on oneDNN.
 #include "cpu_test_util.hpp"
 
+#include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/packed_gemm.hpp"
 
 #include <kiln/serialize.hpp>
@@ -148,9 +149,8 @@ void expect_result(const program& p, const built& r, const std::string& what) {
 // (a cap: "avx2" on a CPU without AVX2 is the baseline).
 std::string expected_isa(const char* isa) {
     const std::string cap = isa ? isa : "";
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+    const bool avx2 = cpu::has_avx2_fma();
+    const bool avx512 = cpu::has_avx512();
     if (cap == "generic" || !avx2) return "generic";
     if (cap == "avx2" || !avx512) return "avx2";
     return "avx512";
@@ -282,7 +282,7 @@ TEST(cpu_packed_gemm, switched_off_and_the_default_rule) {
         expect_result(p, r, "off");
     }
     test::env_override unset("KILN_CPU_PACKED_GEMM", nullptr);
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+    if (!cpu::has_avx2_fma())
         GTEST_SKIP() << "without AVX2 the products stay on oneDNN by default";
     auto r = build(big);
     auto p = compile_cpu(r.b);

@@ -1,13 +1,28 @@
 #include "targets/cpu/cpu_features.hpp"
 
+#include <cstdlib>
+#include <string>
+
 namespace kiln::cpu {
+
+namespace {
+
+// KILN_CPU_MAX_ISA=avx2 or generic: Kiln's own kernels behave as on a CPU without AVX-512
+// (or without AVX2 too), whatever cpuid says; with ONEDNN_MAX_CPU_ISA set alike, a machine
+// runs as an older one would (how the AVX2 behaviour is tested on an AVX-512 machine).
+const std::string& cap() {
+    static const std::string value = std::getenv("KILN_CPU_MAX_ISA") ? std::getenv("KILN_CPU_MAX_ISA") : "";
+    return value;
+}
+
+}  // namespace
 
 // __builtin_cpu_supports also checks that the OS enabled the registers (XCR0).
 bool has_avx2_fma() {
 #if defined(__x86_64__)
     static const bool yes = [] {
         __builtin_cpu_init();
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        return cap() != "generic" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     }();
     return yes;
 #else
@@ -19,8 +34,9 @@ bool has_avx512() {
 #if defined(__x86_64__)
     static const bool yes = [] {
         __builtin_cpu_init();
-        return has_avx2_fma() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+        return cap() != "avx2" && has_avx2_fma() && __builtin_cpu_supports("avx512f") &&
+               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512bw");
     }();
     return yes;
 #else

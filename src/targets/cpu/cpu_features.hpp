@@ -6,6 +6,8 @@
 
 namespace kiln::cpu {
 
+// KILN_CPU_MAX_ISA=avx2 (or generic) makes both answer as on an older CPU (cpu_features.cpp).
+
 // AVX2 and FMA, with the OS saving the AVX registers (false off x86-64).
 bool has_avx2_fma();
 // AVX-512 F, DQ, VL and BW (with AVX2 and FMA), the OS saving the zmm and mask registers
