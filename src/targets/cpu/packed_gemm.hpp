@@ -13,8 +13,8 @@
 // result's shape. Anything else stays on oneDNN (lower_packed_gemm returns false).
 //
 // Inputs: (a, packed b, [bias], post-op inputs..., output buffer).
-// Used for products of 2 rows or more on CPUs with AVX2 and FMA (packed_gemm.cpp has the
-// timings behind the rule).
+// Used for products of 2 rows or more on CPUs with AVX2 and FMA, and of any rows with
+// AVX-512 (packed_gemm.cpp has the timings behind the rule).
 // KILN_CPU_PACKED_GEMM=0 keeps these products on oneDNN; =all takes every product that
 // fits, whatever its size (for tests and measurements).
 // KILN_CPU_PACKED_GEMM_ISA=generic runs the baseline kernels even where AVX2 is available.
