@@ -1,4 +1,5 @@
 // Lowering of the ops that are not convolutions or matrix products (see lowering.hpp).
+#include "targets/cpu/channel_mul.hpp"
 #include "targets/cpu/lowering_util.hpp"
 #include "targets/cpu/max_pool_blocked.hpp"
 #include "targets/cpu/op_misc.hpp"
@@ -281,6 +282,7 @@ bool lower_simple(lower_env& env, instruction_ref ins) {
         if (n == "sigmoid" && ins->outputs().size() == 1 && silu_sigmoid(ins->outputs().front())) return false;
         if (auto s = silu_sigmoid(ins); s && lower_silu(env, ins, *s)) return true;
     }
+    if (n == "mul" && lower_channel_mul(env, ins)) return true;
     if (n == "add" || n == "sub" || n == "mul" || n == "div" || n == "max" || n == "min")
         return lower_binary(env, ins, n);
     return lower_eltwise(env, ins);
