@@ -103,18 +103,15 @@ bool lower_channel_mul(lower_env& env, instruction_ref ins) {
         // Padded channels only where the block fits the kernel's slice buffer.
         if (g <= 0 || (it->second.padded_dims.at(1) != static_cast<std::int64_t>(xl[1]) && g > 64)) continue;
         if (!per_channel(s->get_shape(), xl[0], xl[1])) continue;
-        if (!env.layout.count(&*s) && !s->get_shape().packed()) continue;
-        if (auto sl = env.layout.find(&*s); sl != env.layout.end()) {
-            // Held in a oneDNN layout: fine where that is the same memory as [N][C] (1x1
-            // spatial, no channel padding).
-            const auto& r = sl->second;
-            if (pixel_channels(r) <= 0) continue;
-        }
+        // s plain and dense, or in a oneDNN layout storing channels per pixel: with 1x1
+        // spatial that is [N][C padded], a row of s_stride values per image.
+        const auto sl = env.layout.find(&*s);
+        const bool s_plain = sl == env.layout.end();
+        if (s_plain ? !s->get_shape().packed() : pixel_channels(sl->second) <= 0) continue;
         channel_mul op;
         op.layout = it->second;
         op.s_per_image = s->get_shape().lens()[0] != 1;
-        auto sl = env.layout.find(&*s);
-        op.s_stride = sl == env.layout.end() ? static_cast<std::int64_t>(xl[1]) : sl->second.padded_dims.at(1);
+        op.s_stride = s_plain ? static_cast<std::int64_t>(xl[1]) : sl->second.padded_dims.at(1);
         auto buf = env.m.insert_instruction(ins, builtin::allocate{shape(type::uint8, {op.layout.to_md().get_size()})}, {});
         env.m.replace_instruction(ins, op, {x, s, buf});
         env.layout[&*ins] = op.layout;

@@ -54,15 +54,6 @@ geometry geometry_of(const conv_gemm& op) {
     return g;
 }
 
-// x and the result each store their channels per pixel in groups of a multiple of 8:
-// oneDNN's nChw8c / nChw16c (AVX2 machines), or nhwc (AVX-512 machines, where oneDNN's
-// brgemm convolutions choose it). The packed GEMM writes either (a row-major C is
-// channels-last).
-bool channel_groups_fit(const md_record& x, const md_record& y) {
-    const std::int64_t bx = pixel_channels(x), by = pixel_channels(y);
-    return bx > 0 && by > 0 && bx % 8 == 0 && by % 8 == 0;
-}
-
 // A 1x1 stride-1 convolution of a channels-last x is already the product's A (rows =
 // pixels, K = channels): no im2col copy.
 bool reads_x_in_place(const conv_gemm& op, const geometry& g) {

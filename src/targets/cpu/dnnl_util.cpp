@@ -174,4 +174,9 @@ std::int64_t pixel_channels(const md_record& r) {
     return d[1];
 }
 
+bool channel_groups_fit(const md_record& x, const md_record& y) {
+    const std::int64_t bx = pixel_channels(x), by = pixel_channels(y);
+    return bx > 0 && by > 0 && bx % 8 == 0 && by % 8 == 0;
+}
+
 }  // namespace kiln::cpu

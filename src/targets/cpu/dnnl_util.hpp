@@ -73,6 +73,9 @@ std::int64_t channel_block(const md_record& layout);
 // dense channels-last layout (nhwc: one block of all channels; oneDNN's choice for
 // convolutions on AVX-512 machines, where its brgemm kernels prefer it); 0 for any other.
 std::int64_t pixel_channels(const md_record& layout);
+// x and y each store their channels per pixel in groups of a multiple of 8 (8-lane vectors
+// over a group never straddle two): what Kiln's Winograd and conv_gemm kernels take.
+bool channel_groups_fit(const md_record& x, const md_record& y);
 // Both recorded (not plain) and the same oneDNN layout.
 bool same_layout(const md_record& a, const md_record& b);
 

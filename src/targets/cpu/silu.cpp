@@ -83,13 +83,11 @@ SILU_TARGET512 void run_avx512(const float* x, float* y, std::size_t n) {
         _mm512_storeu_ps(y + i, silu16(a));
         _mm512_storeu_ps(y + i + 16, silu16(b));
     }
-    if (i < n) {
-        // The last 1-31 values: masked (a lane outside n is neither read nor written).
-        for (; i < n; i += 16) {
-            const std::size_t left = n - i < 16 ? n - i : 16;
-            const __mmask16 m = static_cast<__mmask16>((1u << left) - 1u);
-            _mm512_mask_storeu_ps(y + i, m, silu16(_mm512_maskz_loadu_ps(m, x + i)));
-        }
+    // The last 1-31 values: masked (a lane outside n is neither read nor written).
+    for (; i < n; i += 16) {
+        const std::size_t left = n - i < 16 ? n - i : 16;
+        const __mmask16 m = static_cast<__mmask16>((1u << left) - 1u);
+        _mm512_mask_storeu_ps(y + i, m, silu16(_mm512_maskz_loadu_ps(m, x + i)));
     }
 }
 

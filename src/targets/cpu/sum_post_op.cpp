@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 
 namespace kiln::cpu {
 
@@ -14,40 +14,44 @@ bool switched_off() {
     return v && std::string(v) == "0";
 }
 
-// Every reader of r other than `last` and `skip` comes before `last` (`before_last`), none
-// is the return, and the same holds for the readers of any view of r among them (a view
-// read after `last` would see the overwritten buffer).
+// Each instruction's place in the module (program order).
+using positions = std::unordered_map<const instruction*, std::size_t>;
+
+positions positions_of(const module& m) {
+    positions at;
+    std::size_t i = 0;
+    for (const auto& ins : m) at.emplace(&ins, i++);
+    return at;
+}
+
+// Every reader of r other than `last` and `skip` comes before `last`, none is the return,
+// and the same holds for the readers of any view of r among them (a view read after
+// `last` would see the overwritten buffer).
 bool read_only_before(instruction_ref r, instruction_ref last, const std::vector<instruction_ref>& skip,
-                      const std::unordered_set<const instruction*>& before_last) {
+                      const positions& at) {
+    const std::size_t end = at.at(&*last);
     for (auto u : r->outputs()) {
         if (u == last || std::find(skip.begin(), skip.end(), u) != skip.end()) continue;
-        if (u->is_return() || !before_last.count(&*u)) return false;
+        if (u->is_return() || at.at(&*u) >= end) return false;
         const auto alias = u->get_operator().output_alias(to_shapes(u->inputs()));
         if (alias >= 0 && static_cast<std::size_t>(alias) < u->inputs().size() && u->inputs()[alias] == r &&
-            !read_only_before(u, last, skip, before_last))
+            !read_only_before(u, last, skip, at))
             return false;
     }
     return true;
-}
-
-// The instructions before `pos`.
-std::unordered_set<const instruction*> before(const module& m, instruction_ref pos) {
-    std::unordered_set<const instruction*> s;
-    for (auto it = m.begin(); it != m.end() && it != pos; ++it) s.insert(&*it);
-    return s;
 }
 
 // r is a cpu op's result written into a planned buffer that nothing but r's chain names:
 // its last input (its output buffer) is an allocate only it reads, or a value with the
 // same property whose other readers all run before r (a block's residual written into
 // the residual before it, as ResNet's chain of blocks does).
-bool owns_planned_buffer(const module& m, instruction_ref r) {
+bool owns_planned_buffer(instruction_ref r, const positions& at) {
     if (r->is_param() || r->is_literal() || r->name().rfind("cpu::", 0) != 0 || r->inputs().empty()) return false;
     if (r->get_operator().output_alias(to_shapes(r->inputs())) != static_cast<std::ptrdiff_t>(r->inputs().size()) - 1)
         return false;
     const auto buf = r->inputs().back();
     if (buf->name() == "allocate") return buf->outputs().size() == 1;
-    return owns_planned_buffer(m, buf) && read_only_before(buf, r, {}, before(m, r));
+    return owns_planned_buffer(buf, at) && read_only_before(buf, r, {}, at);
 }
 
 }  // namespace
@@ -57,17 +61,20 @@ std::optional<instruction_ref> sum_into_residual(lower_env& env, convolution& op
                                                  const std::vector<instruction_ref>& replaced) {
     if (switched_off() || op.dst_layout.empty() || op.dw.active()) return std::nullopt;
     const auto out_bytes = op.dst_layout.to_md().get_size();
+    std::optional<positions> at;  // built once, when a candidate gets that far
     for (std::size_t i = 0; i < op.post_ops.size(); ++i) {
         const auto& po = op.post_ops[i];
         if (po.kind != "binary" || po.algorithm != "add" || po.input < 0) continue;
         const auto in = static_cast<std::size_t>(po.input);
         if (in >= operands.size()) continue;
         const auto r = operands[in];
-        if (std::count(operands.begin(), operands.end(), r) != 1 || !owns_planned_buffer(env.m, r)) continue;
+        if (std::count(operands.begin(), operands.end(), r) != 1) continue;
+        if (!at) at = positions_of(env.m);
+        if (!owns_planned_buffer(r, *at)) continue;
         const auto lay = env.layout.find(&*r);
         if (lay == env.layout.end() || !same_layout(lay->second, op.dst_layout)) continue;
         if (r->inputs().back()->get_shape().bytes() < out_bytes || r->get_shape().bytes() < out_bytes) continue;
-        if (!read_only_before(r, pos, replaced, before(env.m, pos))) continue;
+        if (!read_only_before(r, pos, replaced, *at)) continue;
 
         convolution cand = op;
         cand.post_ops[i] = post_op{"sum", "", 0.0f, 0.0f, -1};

@@ -41,14 +41,6 @@ std::size_t min_tiles() { return has_avx512() ? 49 : 16; }
 
 std::size_t round_up(std::size_t v, std::size_t to) { return (v + to - 1) / to * to; }
 
-// x and the result each store their channels per pixel in groups of a multiple of 8 (the
-// transforms' vectors): oneDNN's nChw8c / nChw16c (AVX2 machines), or nhwc (AVX-512
-// machines, where oneDNN's brgemm convolutions choose it) with channels a multiple of 8.
-bool channel_groups_fit(const md_record& x, const md_record& y) {
-    const std::int64_t bx = pixel_channels(x), by = pixel_channels(y);
-    return bx > 0 && by > 0 && bx % 8 == 0 && by % 8 == 0;
-}
-
 struct geometry {
     std::size_t n, h, w, ho, wo, cin_p, cout_p, cout16, tiles_h, tiles_w, alpha2;
     std::int64_t in_block, out_block;  // pixel_channels of x's and of the result's layouts
