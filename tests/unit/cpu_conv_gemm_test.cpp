@@ -2,7 +2,9 @@
 // stored in oneDNN's blocked layout: 3x3 at 7x7 with bias and relu, stride 2 with a
 // residual add, an uneven kernel with asymmetric padding and dilation, two images, the
 // baseline kernels; match the ref target. KILN_CPU_CONV_GEMM=0 keeps oneDNN, many output
-// pixels stay on oneDNN, and a saved program loads and runs.
+// pixels stay on oneDNN, and a saved program loads and runs. A residual added first is
+// added in place (the product accumulates into the residual's buffer); with AVX-512, 1x1
+// layers over many pixels whose data streams through memory are taken by default.
 #include "cpu_test_util.hpp"
 
 #include "targets/cpu/cpu_features.hpp"
@@ -139,4 +141,65 @@ TEST(cpu_conv_gemm, saved_program_loads_and_runs) {
     auto want = ref.eval(b.inputs);
     ASSERT_EQ(got.size(), 1u);
     expect_close(got[0], want[0], 2e-4, 2e-4);
+}
+
+namespace {
+
+// The conv_gemm instructions whose post-ops start with the in-place sum.
+std::size_t accumulating(const program& p) {
+    std::size_t n = 0;
+    for (const auto& ins : *p.get_main_module()) {
+        if (ins.name() != "cpu::conv_gemm") continue;
+        const auto v = ins.get_operator().to_value();
+        const auto& ops = v.at("post_ops").get_array();
+        if (!ops.empty() && ops.front().at("kind").get_string() == "sum") ++n;
+    }
+    return n;
+}
+
+}  // namespace
+
+TEST(cpu_conv_gemm, residual_added_in_place) {
+    // The residual (a strided 1x1 of x, its own planned buffer, read by nothing else) is
+    // the result's buffer: the product starts from it; relu follows in the epilogue.
+    test::env_override all("KILN_CPU_CONV_GEMM", "all");
+    conv_case c{{1, 32, 14, 14}, 64};
+    c.stride = {2, 2};
+    c.residual = true;
+    auto r = run_both(build(c), 2e-4, 2e-4);
+    EXPECT_EQ(accumulating(r.cpu), 1u) << text(r.cpu);
+    EXPECT_EQ(count_ops(r.cpu, "cpu::binary"), 0u) << text(r.cpu);
+    {
+        test::env_override off("KILN_CPU_SUM_POST_OP", "0");
+        auto kept = run_both(build(c), 2e-4, 2e-4);
+        EXPECT_EQ(accumulating(kept.cpu), 0u) << text(kept.cpu);
+        EXPECT_GE(count_ops(kept.cpu, "cpu::conv_gemm"), 1u) << text(kept.cpu);
+    }
+}
+
+TEST(cpu_conv_gemm, tall_one_by_one_by_cpu) {
+    // 2 x 56 x 56 pixels, 64 -> 256 channels with a residual: 14 MB through memory. With
+    // AVX-512 the 1x1 under test is a conv_gemm adding the residual in place; the 1x1s
+    // before it (3.2 and 8.0 MB: under 8 MiB) stay on oneDNN, as does everything without
+    // AVX-512 (few output pixels only).
+    test::env_override unset("KILN_CPU_CONV_GEMM", nullptr);
+    conv_case c{{2, 64, 56, 56}, 256};
+    c.kernel = {1, 1};
+    c.pads = {0, 0, 0, 0};
+    c.residual = true;
+    auto r = run_both(build(c), 2e-4, 2e-4);
+    EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
+    if (kiln::cpu::has_avx512()) {
+        EXPECT_EQ(count_ops(r.cpu, "cpu::conv_gemm"), 1u) << text(r.cpu);
+        EXPECT_EQ(accumulating(r.cpu), 1u) << text(r.cpu);
+    } else {
+        EXPECT_EQ(count_ops(r.cpu, "cpu::conv_gemm"), 0u) << text(r.cpu);
+    }
+    // One image of 28 x 28: the data stays in the caches, oneDNN keeps it.
+    conv_case small{{1, 64, 28, 28}, 256};
+    small.kernel = {1, 1};
+    small.pads = {0, 0, 0, 0};
+    small.residual = true;
+    auto s = run_both(build(small), 2e-4, 2e-4);
+    EXPECT_EQ(count_ops(s.cpu, "cpu::conv_gemm"), 0u) << text(s.cpu);
 }

@@ -3,7 +3,8 @@
 // strides, and on channel-blocked C with blocks of 8 and of 16 (the layouts oneDNN picks
 // on AVX2 and on AVX-512 machines; a whole-program test only meets the one its machine
 // picks), with partial panels, every row remainder of the tiles, several k blocks, bias
-// and a full-tensor residual.
+// and a full-tensor residual; and C accumulated in place (args::accumulate: C holds the
+// residual) in both orders, the tall one (args::tall, run_all for many rows) included.
 #include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/packed_gemm.hpp"
 #include "targets/cpu/packed_gemm_args.hpp"
@@ -43,6 +44,7 @@ struct product {
     std::size_t m, k, n;
     std::size_t block = 0, image_rows = 0;  // C channel-blocked when block > 0
     std::size_t lda = 0, ldc = 0;
+    bool accumulate = false;  // the residual is C's own values instead of a binary post-op
 };
 
 // Where element (i, j) of C is in its buffer.
@@ -61,22 +63,28 @@ void check(const product& p, const variant& v, bool threaded) {
     const auto residual = random_values(c_size, 4);
     const auto packed = pack_gemm_weights(b, p.k, p.n, false);
     std::vector<float> c(c_size, 7.0f);  // outside the product's columns must stay 7
+    if (p.accumulate)
+        for (std::size_t i = 0; i < p.m; ++i)
+            for (std::size_t j = 0; j < p.n; ++j) c[c_index(p, i, j)] = residual[c_index(p, i, j)];
 
     pgemm::args g;
     g.m = p.m, g.n = p.n, g.k = p.k, g.kc = pgemm::depth_block(p.k);
     g.a = a.data(), g.b = packed.data(), g.bias = bias.data(), g.c = c.data();
     g.block = p.block, g.image_rows = p.image_rows, g.lda = p.lda, g.ldc = p.ldc;
+    g.accumulate = p.accumulate;
     g.post[0].kind = pgemm::post_kind::add;
     g.post[0].src = residual.data();
     g.post[0].full = true;
     g.post[1].kind = pgemm::post_kind::relu;
     g.post[1].alpha = 0.125f;  // leaky: both sides of zero count
     g.n_post = 2;
+    if (p.accumulate) g.post[0] = g.post[1], g.n_post = 1;
     if (threaded) pgemm::run_all(g, v.part);
     else v.part(g, 0, p.m, 0, pgemm::panels(p.n));
 
     const std::string what = std::string(v.name) + " m " + std::to_string(p.m) + " k " + std::to_string(p.k) + " n " +
-                             std::to_string(p.n) + " block " + std::to_string(p.block);
+                             std::to_string(p.n) + " block " + std::to_string(p.block) +
+                             (p.accumulate ? " accumulate" : "") + (threaded ? " run_all" : "");
     for (std::size_t i = 0; i < p.m; ++i)
         for (std::size_t j = 0; j < p.n; ++j) {
             double want = bias[j];
@@ -118,4 +126,39 @@ TEST(cpu_packed_gemm_kernels, channel_blocked_c_by_8_and_16) {
                     check({2 * rows, 300, n, block, rows}, v, false);
                     check({2 * rows, 300, n, block, rows}, v, true);
                 }
+}
+
+TEST(cpu_packed_gemm_kernels, accumulate_into_c) {
+    // Few rows (the panel order), rows and k blocks with remainders.
+    for (const auto& v : variants())
+        for (std::size_t m : {1, 13, 30})
+            for (std::size_t k : {9, 700}) {
+                product p{m, k, 40};
+                p.accumulate = true;
+                check(p, v, false);
+                p.block = 8, p.image_rows = m;
+                if (m % 8 == 0) check(p, v, false);
+            }
+}
+
+TEST(cpu_packed_gemm_kernels, tall_products_by_rows) {
+    // From pgemm::tall_rows rows run_all splits the rows and the AVX-512 kernels finish
+    // each row tile before the next (panels in L2-sized blocks: k 2100 makes blocks of 2
+    // panels); row counts that leave partial tiles, partial panels, several k blocks,
+    // channel-blocked C, with and without accumulating.
+    for (const auto& v : variants())
+        for (bool acc : {false, true}) {
+            for (std::size_t m : {pgemm::tall_rows, pgemm::tall_rows + 29})
+                for (std::size_t n : {40, 64}) {
+                    product p{m, 64, n};
+                    p.accumulate = acc;
+                    check(p, v, true);
+                }
+            product deep{300, 2100, 80};
+            deep.accumulate = acc;
+            check(deep, v, true);
+            product blocked{2 * 147, 96, 48, 16, 147};
+            blocked.accumulate = acc;
+            check(blocked, v, true);
+        }
 }

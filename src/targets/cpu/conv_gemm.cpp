@@ -3,6 +3,7 @@
 #include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/packed_gemm.hpp"
 #include "targets/cpu/packed_gemm_args.hpp"
+#include "targets/cpu/sum_post_op.hpp"
 
 #include "ops/nn_conv.hpp"
 
@@ -27,6 +28,12 @@ namespace {
 // fill the panels.
 constexpr std::int64_t max_rows = 512;
 constexpr std::int64_t min_out_channels = 64;
+// With AVX-512, 1x1 layers over many pixels (the tall order): deeper than this and without
+// a residual to add in place, oneDNN's brgemm kernels are as fast or faster (module comment).
+constexpr std::int64_t max_plain_depth = 256;
+// ... and smaller than this (x, the result and a residual, in bytes), the layer's data stays
+// in the caches, where oneDNN's kernels are faster (ResNet-50 and MobileNetV2 at batch 1).
+constexpr std::size_t min_streamed_bytes = 8u << 20;
 
 struct geometry {
     // block, out_block: pixel_channels of x's and of the result's layouts (8 or 16 for
@@ -66,6 +73,14 @@ std::size_t im2col_bytes(const conv_gemm& op, const geometry& g) {
 }
 
 std::size_t packed_floats(const geometry& g) { return (g.oc + pgemm::panel - 1) / pgemm::panel * g.depth() * pgemm::panel; }
+
+// A leading "sum" post-op: the output buffer holds a residual to add to (accumulate).
+bool accumulates(const conv_gemm& op) { return !op.post_ops.empty() && op.post_ops.front().kind == "sum"; }
+
+// The post-ops the kernels' epilogue applies (all but a leading sum).
+std::vector<post_op> epilogue_ops(const conv_gemm& op) {
+    return {op.post_ops.begin() + (accumulates(op) ? 1 : 0), op.post_ops.end()};
+}
 
 // A binary post-op operand: laid out as the result, or one value per channel.
 bool full_operand(const conv_gemm& op, std::size_t in) {
@@ -112,7 +127,9 @@ void gather(const conv_gemm& op, const geometry& g, const float* x, float* a, st
 
 struct conv_gemm::plan {
     pgemm::part_fn part = nullptr;
+    std::vector<post_op> epilogue;  // post_ops less a leading sum
     std::vector<pgemm::post_step> post;
+    bool accumulate = false;
 };
 
 shape conv_gemm::compute_shape(const std::vector<shape>& inputs) const {
@@ -144,7 +161,9 @@ shape conv_gemm::compute_shape(const std::vector<shape>& inputs) const {
     if (inputs[inputs.size() - 2].bytes() < im2col_bytes(*this, g)) bad("the im2col buffer is too small");
     if (inputs.back().bytes() < dst_layout.to_md().get_size()) bad("the output buffer is too small");
     if (post_ops.size() > static_cast<std::size_t>(pgemm::max_post_steps)) bad("too many post-ops");
-    for (const auto& p : post_ops) {
+    for (std::size_t i = 0; i < post_ops.size(); ++i) {
+        const auto& p = post_ops[i];
+        if (p.kind == "sum" && i == 0) continue;  // the output buffer's own values
         if (!fused_post_kind_of(p)) bad("post-op " + p.kind + " " + p.algorithm + " is not supported");
         if (p.kind != "binary") continue;
         const auto in = static_cast<std::size_t>(p.input);
@@ -160,7 +179,9 @@ void conv_gemm::finalize(context& ctx, const shape&, const std::vector<shape>&) 
     as_cpu_context(ctx, name());
     auto p = std::make_shared<plan>();
     p->part = pgemm::chosen_part();  // at load time: a program saved on one machine runs on another
-    p->post = packed_post_steps(post_ops, name(), [&](std::size_t in) { return full_operand(*this, in); });
+    p->accumulate = accumulates(*this);
+    p->epilogue = epilogue_ops(*this);
+    p->post = packed_post_steps(p->epilogue, name(), [&](std::size_t in) { return full_operand(*this, in); });
     ready = std::move(p);
 }
 
@@ -192,25 +213,33 @@ argument conv_gemm::compute(context&, const shape&, const std::vector<argument>&
     p.c = reinterpret_cast<float*>(args.back().data());
     p.block = g.out_block;
     p.image_rows = g.ho * g.wo;
-    bind_post_steps(p, ready->post, post_ops, args);
+    p.accumulate = ready->accumulate;
+    bind_post_steps(p, ready->post, ready->epilogue, args);
     pgemm::run_all(p, ready->part);
     return args.back();
 }
 
 bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<instruction_ref>& operands,
-                     instruction_ref pos) {
+                     instruction_ref pos, const std::vector<instruction_ref>& replaced) {
     const std::string mode = std::getenv("KILN_CPU_CONV_GEMM") ? std::getenv("KILN_CPU_CONV_GEMM") : "";
     if (mode == "0" || !has_avx2_fma()) return false;
-    // On AVX-512 machines oneDNN's brgemm convolutions win (module comment).
-    if (has_avx512() && mode != "all" && mode != "1x1") return false;
     const auto* conv = c.op.any_cast<op::convolution>();
     if (!conv || c.transposed() || c.dw.active() || operands.size() < 2 || !operands[1]->is_literal()) return false;
     const shape& x = operands[0]->get_shape();
     const shape& w = c.weights_shape;
     if (x.ndim() != 4 || w.ndim() != 4 || x.get_type() != type::float32 || w.get_type() != type::float32) return false;
     const auto geo = conv->conv_geom(conv->name(), x, w);
-    if (geo.group != 1 || (geo.kernel[0] * geo.kernel[1] < 2 && mode != "1x1")) return false;
-    if (geo.batch * geo.out[0] * geo.out[1] > max_rows || geo.out_channels < min_out_channels) return false;
+    if (geo.group != 1 || geo.out_channels < min_out_channels) return false;
+    const auto rows = geo.batch * geo.out[0] * geo.out[1];
+    const bool pointwise = geo.kernel == std::vector<std::int64_t>{1, 1} && geo.stride == std::vector<std::int64_t>{1, 1} &&
+                           geo.pad_begin == std::vector<std::int64_t>{0, 0};
+    // Which convolutions (the module comment has the measurements): with AVX-512, 1x1
+    // layers over many pixels (the kernels' tall order, x read in place); without, few
+    // output pixels and a window of 2 taps or more. =1x1 adds 1x1 layers with few pixels,
+    // =all everything that fits.
+    const bool tall_pointwise = has_avx512() && pointwise && rows >= static_cast<std::int64_t>(pgemm::tall_rows);
+    const bool few_rows = rows <= max_rows && (geo.kernel[0] * geo.kernel[1] >= 2 || mode == "1x1");
+    if (has_avx512() ? !(tall_pointwise || (few_rows && (mode == "all" || mode == "1x1"))) : !few_rows) return false;
     conv_gemm op;
     op.kernel = geo.kernel;
     op.stride = geo.stride;
@@ -227,6 +256,7 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
     if (!channel_groups_fit(op.layouts[0], op.dst_layout)) return false;
     if (geo.in_channels % pixel_channels(op.layouts[0]) != 0 || geo.out_channels % pixel_channels(op.dst_layout) != 0)
         return false;
+    if (tall_pointwise && !few_rows && !reads_x_in_place(op, geometry_of(op))) return false;
     const auto oc = static_cast<std::size_t>(geo.out_channels);
     if (c.has_bias && (operands.size() < 3 || operands[2]->get_shape().elements() != oc)) return false;
     if (op.post_ops.size() > static_cast<std::size_t>(pgemm::max_post_steps)) return false;
@@ -239,6 +269,18 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
                             operands[in]->get_shape().packed();
         if (!full_operand(op, in) && !vector) return false;
     }
+    auto args = operands;
+    // A residual added first is added in place: the product starts from it, in its buffer.
+    const auto residual =
+        residual_for_sum(env, op.post_ops, args, op.dst_layout, pos, replaced, [](std::size_t i) { return i == 0; });
+    if (residual) op.layouts = operand_layouts(env, args);
+    if (tall_pointwise && !few_rows) {
+        // Only where the layer streams through memory (the prefetching pays); and without a
+        // residual, oneDNN's kernels are as fast or faster on deep 1x1 layers (K > 256).
+        const auto bytes = static_cast<std::size_t>(rows) * sizeof(float) *
+                           static_cast<std::size_t>(geo.in_channels + geo.out_channels * (residual ? 2 : 1));
+        if (bytes < min_streamed_bytes || (!residual && geo.in_channels > max_plain_depth)) return false;
+    }
     // B[k][n]: k = (kh, kw, input channel) as A's columns, n = output channel.
     const auto g = geometry_of(op);
     const auto wv = operands[1]->get_literal().to_vector<float>();
@@ -249,11 +291,12 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
                 for (std::size_t j = 0; j < g.kw; ++j)
                     bmat[((i * g.kw + j) * g.c + ic) * g.oc + o] = wv[((o * g.c + ic) * g.kh + i) * g.kw + j];
     const auto packed = pack_gemm_weights(bmat, g.depth(), g.oc, false);
-    auto args = operands;
     args[1] = env.m.insert_literal(pos, literal(shape(type::float32, {packed.size()}), packed));
     op.layouts[1] = md_record{};
     args.push_back(env.m.insert_instruction(pos, builtin::allocate{shape(type::uint8, {im2col_bytes(op, g)})}, {}));
-    args.push_back(env.m.insert_instruction(pos, builtin::allocate{shape(type::uint8, {op.dst_layout.to_md().get_size()})}, {}));
+    args.push_back(residual ? *residual
+                            : env.m.insert_instruction(
+                                  pos, builtin::allocate{shape(type::uint8, {op.dst_layout.to_md().get_size()})}, {}));
     env.m.replace_instruction(pos, op, args);
     env.layout[&*pos] = op.dst_layout;
     return true;

@@ -10,16 +10,25 @@
 // ~1.8 ms, and Winograd does not pay with 4 tiles. The packed panels stream the weights
 // once, each thread its own, at near the FMA peak.
 //
-// Not on AVX-512 machines: there oneDNN 2.6 runs brgemm convolutions on channels-last
-// activations that beat these products (Zen 5 EPYC, resnet50 at batch 1, 2 threads: the
-// 256-channel 3x3 at 14x14 0.47 ms against 0.67 here; 512 at 7x7 0.65-0.70 against 0.77;
-// 1x1 layers, with A read in place, no better: 0.25-0.28 against 0.30-0.35).
+// On AVX-512 machines oneDNN 2.6 runs brgemm convolutions on channels-last activations that
+// beat these products where the data stays in the caches (Zen 5 EPYC, resnet50 at batch 1,
+// 2 threads: the 256-channel 3x3 at 14x14 0.47 ms against 0.67 here; 512 at 7x7 0.65-0.70
+// against 0.77; 1x1 layers 0.23-0.28 against 0.30-0.35). There conv_gemm takes only 1x1
+// stride-1 layers over many pixels (x read in place as A, the kernels' tall order: row
+// tiles finished one by one, the next tile's A and C prefetched) whose x, result and
+// residual come to 8 MiB or more, with K <= 256 or a residual: resnet50 at batch 8, per
+// layer against oneDNN (whose in-place sum reads the residual slowly), 64->256 at 56x56
+// with the residual 2.75 vs 3.1-3.6 ms, 128->512 at 28x28 2.2-2.3 vs 2.5-2.6, 256->1024 at
+// 14x14 2.0 vs 2.2; deeper layers without a residual lose (1024->256 1.9 vs 1.75).
+//
+// A residual added first is added in place (sum_post_op.hpp): the result's buffer is the
+// residual's, and the product starts from its values (pgemm::args::accumulate).
 //
 // Inputs: (x, packed weights, [bias], post-op inputs..., im2col buffer, output buffer).
-// Used on CPUs with AVX2 and FMA but not AVX-512 (baseline kernels when a saved program
-// loads elsewhere). KILN_CPU_CONV_GEMM=0 keeps these convolutions on oneDNN; =all takes them
-// on AVX-512 machines too; =1x1 also takes 1x1 convolutions (a channels-last x with stride 1
-// is read in place as A). Both are for tests and measurements.
+// Used on CPUs with AVX2 and FMA (baseline kernels when a saved program loads elsewhere).
+// KILN_CPU_CONV_GEMM=0 keeps these convolutions on oneDNN; =all also takes the few-pixel
+// ones on AVX-512 machines; =1x1 also takes 1x1 convolutions with few pixels (a
+// channels-last x with stride 1 is read in place as A). Both are for tests and measurements.
 #pragma once
 #include "targets/cpu/dnnl_util.hpp"
 #include "targets/cpu/lowering_util.hpp"
@@ -42,7 +51,9 @@ struct conv_gemm {
     std::vector<std::int64_t> pad_begin;  // top, left
     std::int64_t in_channels = 0, out_channels = 0;
     bool has_bias = false;
-    std::vector<post_op> post_ops;   // binary inputs: in the result's layout, or one value per channel
+    // Binary inputs: in the result's layout, or one value per channel. A leading "sum": the
+    // output buffer holds a residual the product adds to in place (sum_post_op.hpp).
+    std::vector<post_op> post_ops;
     std::vector<md_record> layouts;  // per input: its oneDNN layout (x's is blocked)
     md_record dst_layout;            // the result's (x's blocking)
 
@@ -74,7 +85,8 @@ struct conv_gemm {
 // Replaces `pos` by a conv_gemm computing convolution `c` (planned by the lowering: bias,
 // post-ops, layouts) over `operands` (x, the IR weights literal, [bias], post-op inputs),
 // when the geometry, layouts and post-ops suit it; false, changing nothing, otherwise.
+// `replaced`: the instructions the op replaces (sum_post_op.hpp: a residual it may write into).
 bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<instruction_ref>& operands,
-                     instruction_ref pos);
+                     instruction_ref pos, const std::vector<instruction_ref>& replaced);
 
 }  // namespace kiln::cpu

@@ -275,9 +275,11 @@ void materialize(lower_env& env, anchor_plan p, Op op, instruction_ref pos) {
     const bool drop_parsed_weights = p.constant_weights;
     const instruction_ref parsed_weights = p.operands.at(1);
     bool done = false;
+    auto replaced = p.chain.members;  // what the cpu op replaces (readers of a residual it may overwrite)
+    replaced.push_back(p.anchor);
     if constexpr (std::is_same_v<Op, convolution>)
         done = p.constant_weights && !op.dw.active() &&
-               (lower_winograd(env, op, p.operands, p.dst, pos) || lower_conv_gemm(env, op, p.operands, pos));
+               (lower_winograd(env, op, p.operands, p.dst, pos) || lower_conv_gemm(env, op, p.operands, pos, replaced));
     if constexpr (std::is_same_v<Op, matmul>)
         done = p.constant_weights && lower_packed_gemm(env, op, p.operands, p.dst, pos);
     if (!done) {
@@ -285,11 +287,7 @@ void materialize(lower_env& env, anchor_plan p, Op op, instruction_ref pos) {
         if constexpr (std::is_same_v<Op, convolution>)
             if (p.dw_weights_operand) relayout_dw_weights(env, p, op, pos);
         std::optional<instruction_ref> out;
-        if constexpr (std::is_same_v<Op, convolution>) {
-            auto replaced = p.chain.members;
-            replaced.push_back(p.anchor);
-            out = sum_into_residual(env, op, p.operands, p.dst, pos, replaced);
-        }
+        if constexpr (std::is_same_v<Op, convolution>) out = sum_into_residual(env, op, p.operands, p.dst, pos, replaced);
         if (!emit(env, pos, op, p.operands, p.dst, out)) return;  // left to the reference kernels, chain and all
     }
     for (auto it = p.chain.members.rbegin(); it != p.chain.members.rend(); ++it)

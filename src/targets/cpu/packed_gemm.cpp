@@ -126,12 +126,17 @@ std::size_t depth_block(std::size_t k) {
     return (k + blocks - 1) / blocks;
 }
 
-void run_all(const args& g, part_fn part) {
+void run_all(const args& given, part_fn part) {
+    args g = given;
+    g.tall = g.m >= tall_rows;
     const std::size_t np = panels(g.n);
-    const cut c = plan_cut(g.m, np, static_cast<std::size_t>(omp_get_max_threads()));
+    const auto threads = static_cast<std::size_t>(omp_get_max_threads());
+    const cut c = g.tall ? cut{threads, 1} : plan_cut(g.m, np, threads);
     const std::size_t parts = c.row_parts * c.col_parts;
-    const std::size_t tiles = (g.m + tile_rows - 1) / tile_rows;
-    const std::size_t rows_per = (tiles + c.row_parts - 1) / c.row_parts * tile_rows;
+    // Whole tiles per part (12 rows in the tall order: the AVX-512 tiles' height).
+    const std::size_t granule = g.tall ? 2 * tile_rows : tile_rows;
+    const std::size_t tiles = (g.m + granule - 1) / granule;
+    const std::size_t rows_per = (tiles + c.row_parts - 1) / c.row_parts * granule;
     const std::size_t cols_per = (np + c.col_parts - 1) / c.col_parts;
     auto run_part = [&](std::size_t id) {
         const std::size_t rp = id / c.col_parts, cp = id % c.col_parts;

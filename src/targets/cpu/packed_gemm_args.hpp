@@ -38,6 +38,14 @@ struct args {
     std::size_t lda = 0, ldc = 0;
     post_step post[max_post_steps];
     int n_post = 0;
+    // C already holds values the product adds to (a residual the result overwrites in
+    // place): the first k block starts from them instead of from zero. The bias and the
+    // post-ops follow the sum.
+    bool accumulate = false;
+    // Many rows (run_all decides): the kernels that can finish each row tile across all
+    // of K and a block of panels before the next tile, so that A and C stream through
+    // memory once (only the AVX-512 ones do; the others take it as a hint).
+    bool tall = false;
 };
 
 // A's row stride.
@@ -74,7 +82,9 @@ const char* part_name(part_fn part);
 // the k block for depth k (g.kc);
 std::size_t depth_block(std::size_t k);
 // all of C, on the current OpenMP team: each thread its own B panels (at least two
-// each), then rows in whole tiles.
+// each), then rows in whole tiles; tall products (tall_rows and more) by rows only, each
+// thread a contiguous range of whole tiles, in the kernels' tall order (args::tall).
+constexpr std::size_t tall_rows = 256;
 void run_all(const args& g, part_fn part);
 
 }  // namespace kiln::cpu::pgemm

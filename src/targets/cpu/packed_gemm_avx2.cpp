@@ -138,7 +138,7 @@ template <bool Blocked>
 PG_TARGET void part_of(const args& g, std::size_t m0, std::size_t m1, std::size_t p0, std::size_t p1) {
     for (std::size_t k0 = 0; k0 < g.k; k0 += g.kc) {
         const std::size_t kc = std::min(g.kc, g.k - k0);
-        const bool first = k0 == 0, last = k0 + kc == g.k;
+        const bool first = k0 == 0 && !g.accumulate, last = k0 + kc == g.k;
         for (std::size_t p = p0; p < p1; ++p) {
             const std::size_t width = std::min(panel, g.n - p * panel);
             cols c{width == panel, lanes(std::min<std::size_t>(width, 8)), lanes(width > 8 ? width - 8 : 0)};

@@ -24,7 +24,7 @@
 namespace kiln::cpu::pgemm {
 namespace {
 
-#define PG_TARGET __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")))
+#define PG_TARGET __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma,prfchw")))
 
 constexpr int max_rows = 12;
 
@@ -36,7 +36,7 @@ PG_TARGET inline __mmask16 lanes(std::size_t width) {
 // 16 values of one row of one panel: lanes 0-7 at p, lanes 8-15 at p + half1 (8 unless C
 // is blocked by 8 channels, where the panel's second half is in the next channel block).
 PG_TARGET inline __m512 load16(const float* p, std::size_t half1, __mmask16 m) {
-    if (half1 == 8) return _mm512_maskz_loadu_ps(m, p);
+    if (half1 == 8) return m == 0xFFFF ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p);
     const __m256 lo = _mm256_maskz_loadu_ps(static_cast<__mmask8>(m), p);
     const __m256 hi = _mm256_maskz_loadu_ps(static_cast<__mmask8>(m >> 8), p + half1);
     return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
@@ -44,36 +44,24 @@ PG_TARGET inline __m512 load16(const float* p, std::size_t half1, __mmask16 m) {
 
 PG_TARGET inline void store16(float* p, std::size_t half1, __mmask16 m, __m512 v) {
     if (half1 == 8) {
-        _mm512_mask_storeu_ps(p, m, v);
+        if (m == 0xFFFF) _mm512_storeu_ps(p, v);
+        else _mm512_mask_storeu_ps(p, m, v);
         return;
     }
     _mm256_mask_storeu_ps(p, static_cast<__mmask8>(m), _mm512_castps512_ps256(v));
     _mm256_mask_storeu_ps(p + half1, static_cast<__mmask8>(m >> 8), _mm512_extractf32x8_ps(v, 1));
 }
 
-PG_TARGET inline __m512 apply(const post_step& s, __m512 v, const float* src, std::size_t half1, __mmask16 m) {
-    switch (s.kind) {
-    case post_kind::linear: return _mm512_fmadd_ps(_mm512_set1_ps(s.alpha), v, _mm512_set1_ps(s.beta));
-    case post_kind::relu:
-        if (s.alpha == 0.0f) return _mm512_max_ps(v, _mm512_setzero_ps());
-        return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ),
-                                    _mm512_mul_ps(v, _mm512_set1_ps(s.alpha)), v);
-    case post_kind::clip:
-        return _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(s.alpha)), _mm512_set1_ps(s.beta));
-    case post_kind::add: return _mm512_add_ps(v, load16(src, half1, m));
-    case post_kind::sub: return _mm512_sub_ps(v, load16(src, half1, m));
-    case post_kind::mul: return _mm512_mul_ps(v, load16(src, half1, m));
-    case post_kind::max: return _mm512_max_ps(v, load16(src, half1, m));
-    case post_kind::min: return _mm512_min_ps(v, load16(src, half1, m));
-    }
-    return v;
-}
 
 // One R x (16 P) tile: rows [i, i + R) of C, panels [p, p + P), k in [k0, k0 + kc).
 // With Ahead, the tile prefetches one B row (a cache line) per panel per k step of the
 // next panels' block at `ahead` (the first tile of each panel pair: B streams from memory
 // once, and without this the first tile of every pair waits for it).
-template <int R, int P, bool Ahead, bool Blocked>
+// What a tile prefetches while it computes: nothing, the next panels' block of B (Ahead
+// below), or the next row tile's rows of A (the tall order: A streams from memory once).
+enum ahead_kind : int { none, next_b, next_a };
+
+template <int R, int P, int Ahead, bool Blocked>
 PG_TARGET void tile(const args& g, std::size_t i, std::size_t p, std::size_t k0, std::size_t kc, bool first,
                     bool last, const __mmask16* mask, const float* ahead, int ahead_panels) {
     const std::size_t lda = a_stride(g), ldc = g.ldc ? g.ldc : g.n;
@@ -96,7 +84,12 @@ PG_TARGET void tile(const args& g, std::size_t i, std::size_t p, std::size_t k0,
             acc[r][q] = first ? _mm512_setzero_ps() : load16(g.c + row_at[r] + at[q], half1[q], mask[q]);
 #pragma GCC unroll 2
     for (std::size_t k = 0; k < kc; ++k) {
-        if constexpr (Ahead) {
+        if constexpr (Ahead == next_a) {
+            if ((k & 15) == 0)
+                for (int r = 0; r < R; ++r)
+                    _mm_prefetch(reinterpret_cast<const char*>(ahead + static_cast<std::size_t>(r) * lda + k), _MM_HINT_T0);
+        }
+        if constexpr (Ahead == next_b) {
             _mm_prefetch(reinterpret_cast<const char*>(ahead + k * panel), _MM_HINT_T1);
             if (ahead_panels > 1) _mm_prefetch(reinterpret_cast<const char*>(ahead + (g.k + k) * panel), _MM_HINT_T1);
         }
@@ -115,16 +108,44 @@ PG_TARGET void tile(const args& g, std::size_t i, std::size_t p, std::size_t k0,
 #pragma GCC unroll 12
                 for (int r = 0; r < R; ++r) acc[r][q] = _mm512_add_ps(acc[r][q], bias);
             }
+        // Each step's kind chosen once for the whole tile, every loop inside unrolled, so
+        // that the accumulators stay in registers (a per-value switch spills them).
         for (int s = 0; s < g.n_post; ++s) {
             const post_step& st = g.post[s];
-#pragma GCC unroll 12
-            for (int r = 0; r < R; ++r)
-                for (int q = 0; q < P; ++q) {
-                    if (st.src && st.full)
-                        acc[r][q] = apply(st, acc[r][q], st.src + row_at[r] + at[q], half1[q], mask[q]);
-                    else
-                        acc[r][q] = apply(st, acc[r][q], st.src ? st.src + col[q] : nullptr, 8, mask[q]);
+#define PG_EACH(expr)                         \
+    _Pragma("GCC unroll 12") for (int r = 0; r < R; ++r) \
+        _Pragma("GCC unroll 2") for (int q = 0; q < P; ++q) { __m512& v = acc[r][q]; expr; }
+#define PG_OPERAND                                                                                     \
+    (st.full ? load16(st.src + row_at[r] + at[q], half1[q], mask[q]) \
+             : _mm512_maskz_loadu_ps(mask[q], st.src + col[q]))
+            switch (st.kind) {
+            case post_kind::linear: {
+                const __m512 al = _mm512_set1_ps(st.alpha), be = _mm512_set1_ps(st.beta);
+                PG_EACH(v = _mm512_fmadd_ps(al, v, be))
+                break;
+            }
+            case post_kind::relu:
+                if (st.alpha == 0.0f) {
+                    const __m512 zero = _mm512_setzero_ps();
+                    PG_EACH(v = _mm512_max_ps(v, zero))
+                } else {
+                    const __m512 al = _mm512_set1_ps(st.alpha), zero = _mm512_setzero_ps();
+                    PG_EACH(v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ), _mm512_mul_ps(v, al), v))
                 }
+                break;
+            case post_kind::clip: {
+                const __m512 lo = _mm512_set1_ps(st.alpha), hi = _mm512_set1_ps(st.beta);
+                PG_EACH(v = _mm512_min_ps(_mm512_max_ps(v, lo), hi))
+                break;
+            }
+            case post_kind::add: PG_EACH(v = _mm512_add_ps(v, PG_OPERAND)) break;
+            case post_kind::sub: PG_EACH(v = _mm512_sub_ps(v, PG_OPERAND)) break;
+            case post_kind::mul: PG_EACH(v = _mm512_mul_ps(v, PG_OPERAND)) break;
+            case post_kind::max: PG_EACH(v = _mm512_max_ps(v, PG_OPERAND)) break;
+            case post_kind::min: PG_EACH(v = _mm512_min_ps(v, PG_OPERAND)) break;
+            }
+#undef PG_OPERAND
+#undef PG_EACH
         }
     }
 #pragma GCC unroll 12
@@ -138,7 +159,7 @@ PG_TARGET void rest(const args& g, std::size_t i, std::size_t rows, std::size_t 
                     bool first, bool last, const __mmask16* mask) {
     switch (rows) {
 #define PG_REST(R) \
-    case R: tile<R, P, false, Blocked>(g, i, p, k0, kc, first, last, mask, nullptr, 0); break;
+    case R: tile<R, P, none, Blocked>(g, i, p, k0, kc, first, last, mask, nullptr, 0); break;
         PG_REST(1)
         PG_REST(2)
         PG_REST(3)
@@ -169,19 +190,75 @@ PG_TARGET void panels_of(const args& g, std::size_t m0, std::size_t m1, std::siz
     const int next_panels = np + 1 < p1 ? 2 : 1;
     std::size_t i = m0;
     if (next && i + max_rows <= m1) {
-        tile<max_rows, P, true, Blocked>(g, i, p, k0, kc, first, last, mask, next, next_panels);
+        tile<max_rows, P, next_b, Blocked>(g, i, p, k0, kc, first, last, mask, next, next_panels);
         i += max_rows;
     }
     for (; i + max_rows <= m1; i += max_rows)
-        tile<max_rows, P, false, Blocked>(g, i, p, k0, kc, first, last, mask, nullptr, 0);
+        tile<max_rows, P, none, Blocked>(g, i, p, k0, kc, first, last, mask, nullptr, 0);
     if (i < m1) rest<P, Blocked>(g, i, m1 - i, p, k0, kc, first, last, mask);
+}
+
+// Panels [p, p + P) of rows [i, i + rows), k in [k0, k0 + kc) (the tall order). The
+// first k block fetches the next tile's lines of C for these panels (for writing, and
+// reading when accumulating: without this each store waits for its line from memory);
+// with fetch_a, the next tile's rows of A for this k block.
+template <int P, bool Blocked>
+PG_TARGET void tall_tile(const args& g, std::size_t i, std::size_t rows, std::size_t p, std::size_t k0, std::size_t kc,
+                         std::size_t next_rows, bool fetch_a) {
+    if (k0 == 0)
+        for (std::size_t r = 0; r < next_rows; ++r)
+            for (int q = 0; q < P; ++q) {
+                const std::size_t col = (p + static_cast<std::size_t>(q)) * panel;
+                const std::size_t at = Blocked ? row_offset(g, i + max_rows + r) + col_offset(g, col)
+                                               : (i + max_rows + r) * (g.ldc ? g.ldc : g.n) + col;
+                __builtin_prefetch(g.c + at, 1, 3);
+            }
+    __mmask16 mask[P];
+    for (int q = 0; q < P; ++q) mask[q] = lanes(g.n - (p + static_cast<std::size_t>(q)) * panel);
+    const bool first = k0 == 0 && !g.accumulate, last = k0 + kc == g.k;
+    if (rows == max_rows && next_rows == max_rows && fetch_a)
+        tile<max_rows, P, next_a, Blocked>(g, i, p, k0, kc, first, last, mask, g.a + (i + max_rows) * a_stride(g) + k0, 0);
+    else if (rows == max_rows) tile<max_rows, P, none, Blocked>(g, i, p, k0, kc, first, last, mask, nullptr, 0);
+    else rest<P, Blocked>(g, i, rows, p, k0, kc, first, last, mask);
+}
+
+// Budget, in bytes, for the block of B (all of K, some panels) the tall order keeps in L2
+// while the row tiles sweep it: half of the smallest L2 among AVX-512 CPUs (1 MiB).
+constexpr std::size_t tall_b_bytes = 512 * 1024;
+
+// The tall order: panels in blocks whose B fits tall_b_bytes; within a block, row tile by
+// row tile, each tile finished (all k blocks of all the block's panels) before the next:
+// a tile's rows of A for one k block stay in L1 across the panels, its partial C in L1
+// across the k blocks, and A and C stream through memory once per block of panels, the
+// next tile's lines fetched while this one computes.
+template <bool Blocked>
+PG_TARGET void tall_part_of(const args& g, std::size_t m0, std::size_t m1, std::size_t p0, std::size_t p1) {
+    const std::size_t per_panel = g.k * panel * sizeof(float);
+    const std::size_t block = std::max<std::size_t>(2, tall_b_bytes / per_panel / 2 * 2);
+    for (std::size_t pb = p0; pb < p1; pb += block) {
+        const std::size_t pe = std::min(pb + block, p1);
+        for (std::size_t i = m0; i < m1; i += max_rows) {
+            const std::size_t rows = std::min<std::size_t>(max_rows, m1 - i);
+            const std::size_t next_rows = i + max_rows < m1 ? std::min<std::size_t>(max_rows, m1 - i - max_rows) : 0;
+            for (std::size_t k0 = 0; k0 < g.k; k0 += g.kc) {
+                const std::size_t kc = std::min(g.kc, g.k - k0);
+                std::size_t p = pb;
+                for (; p + 2 <= pe; p += 2) tall_tile<2, Blocked>(g, i, rows, p, k0, kc, next_rows, p == pb);
+                if (p < pe) tall_tile<1, Blocked>(g, i, rows, p, k0, kc, next_rows, p == pb);
+            }
+        }
+    }
 }
 
 template <bool Blocked>
 PG_TARGET void part_of(const args& g, std::size_t m0, std::size_t m1, std::size_t p0, std::size_t p1) {
+    if (g.tall) {
+        tall_part_of<Blocked>(g, m0, m1, p0, p1);
+        return;
+    }
     for (std::size_t k0 = 0; k0 < g.k; k0 += g.kc) {
         const std::size_t kc = std::min(g.kc, g.k - k0);
-        const bool first = k0 == 0, last = k0 + kc == g.k;
+        const bool first = k0 == 0 && !g.accumulate, last = k0 + kc == g.k;
         std::size_t p = p0;
         for (; p + 2 <= p1; p += 2) panels_of<2, Blocked>(g, m0, m1, p, p1, k0, kc, first, last);
         if (p < p1) panels_of<1, Blocked>(g, m0, m1, p, p1, k0, kc, first, last);

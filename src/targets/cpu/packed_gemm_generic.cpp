@@ -84,7 +84,7 @@ void tile(const args& g, std::size_t i, std::size_t p, std::size_t k0, std::size
 void part(const args& g, std::size_t m0, std::size_t m1, std::size_t p0, std::size_t p1) {
     for (std::size_t k0 = 0; k0 < g.k; k0 += g.kc) {
         const std::size_t kc = std::min(g.kc, g.k - k0);
-        const bool first = k0 == 0, last = k0 + kc == g.k;
+        const bool first = k0 == 0 && !g.accumulate, last = k0 + kc == g.k;
         for (std::size_t p = p0; p < p1; ++p) {
             const std::size_t width = std::min(panel, g.n - p * panel);
             std::size_t i = m0;

@@ -56,14 +56,15 @@ bool owns_planned_buffer(instruction_ref r, const positions& at) {
 
 }  // namespace
 
-std::optional<instruction_ref> sum_into_residual(lower_env& env, convolution& op, std::vector<instruction_ref>& operands,
-                                                 const shape& dst, instruction_ref pos,
-                                                 const std::vector<instruction_ref>& replaced) {
-    if (switched_off() || op.dst_layout.empty() || op.dw.active()) return std::nullopt;
-    const auto out_bytes = op.dst_layout.to_md().get_size();
+std::optional<instruction_ref> residual_for_sum(lower_env& env, std::vector<post_op>& post_ops,
+                                                std::vector<instruction_ref>& operands, const md_record& dst_layout,
+                                                instruction_ref pos, const std::vector<instruction_ref>& replaced,
+                                                const std::function<bool(std::size_t)>& accept) {
+    if (switched_off() || dst_layout.empty()) return std::nullopt;
+    const auto out_bytes = dst_layout.to_md().get_size();
     std::optional<positions> at;  // built once, when a candidate gets that far
-    for (std::size_t i = 0; i < op.post_ops.size(); ++i) {
-        const auto& po = op.post_ops[i];
+    for (std::size_t i = 0; i < post_ops.size(); ++i) {
+        const auto& po = post_ops[i];
         if (po.kind != "binary" || po.algorithm != "add" || po.input < 0) continue;
         const auto in = static_cast<std::size_t>(po.input);
         if (in >= operands.size()) continue;
@@ -72,15 +73,32 @@ std::optional<instruction_ref> sum_into_residual(lower_env& env, convolution& op
         if (!at) at = positions_of(env.m);
         if (!owns_planned_buffer(r, *at)) continue;
         const auto lay = env.layout.find(&*r);
-        if (lay == env.layout.end() || !same_layout(lay->second, op.dst_layout)) continue;
+        if (lay == env.layout.end() || !same_layout(lay->second, dst_layout)) continue;
         if (r->inputs().back()->get_shape().bytes() < out_bytes || r->get_shape().bytes() < out_bytes) continue;
         if (!read_only_before(r, pos, replaced, *at)) continue;
+        if (!accept(i)) continue;
 
+        post_ops[i] = post_op{"sum", "", 0.0f, 0.0f, -1};
+        for (auto& p : post_ops)
+            if (p.kind == "binary" && p.input > static_cast<std::int64_t>(in)) --p.input;
+        operands.erase(operands.begin() + static_cast<std::ptrdiff_t>(in));
+        return r;
+    }
+    return std::nullopt;
+}
+
+std::optional<instruction_ref> sum_into_residual(lower_env& env, convolution& op, std::vector<instruction_ref>& operands,
+                                                 const shape& dst, instruction_ref pos,
+                                                 const std::vector<instruction_ref>& replaced) {
+    if (op.dw.active()) return std::nullopt;
+    // oneDNN must build the fused kernel without falling back to its reference code.
+    auto accept = [&](std::size_t i) {
         convolution cand = op;
+        auto ops = operands;
+        const auto in = static_cast<std::size_t>(cand.post_ops[i].input);
         cand.post_ops[i] = post_op{"sum", "", 0.0f, 0.0f, -1};
         for (auto& p : cand.post_ops)
-            if (p.kind == "binary" && p.input > po.input) --p.input;
-        auto ops = operands;
+            if (p.kind == "binary" && p.input > static_cast<std::int64_t>(in)) --p.input;
         ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(in));
         cand.layouts.clear();
         for (auto x : ops) {
@@ -88,19 +106,22 @@ std::optional<instruction_ref> sum_into_residual(lower_env& env, convolution& op
             cand.layouts.push_back(it == env.layout.end() ? md_record{} : it->second);
         }
         try {
-            const auto impl = impl_name(cand.make_pd(env.ctx.engine(), to_shapes(ops), dst));
-            if (impl.find("ref") != std::string::npos) continue;
+            return impl_name(cand.make_pd(env.ctx.engine(), to_shapes(ops), dst)).find("ref") == std::string::npos;
         } catch (const dnnl::error&) {
-            continue;
+            return false;
         } catch (const error& e) {
-            if (e.code() == error_code::unsupported) continue;
+            if (e.code() == error_code::unsupported) return false;
             throw;
         }
-        op = cand;
-        operands = ops;
-        return r;
+    };
+    auto r = residual_for_sum(env, op.post_ops, operands, op.dst_layout, pos, replaced, accept);
+    if (!r) return std::nullopt;
+    op.layouts.clear();
+    for (auto x : operands) {
+        auto it = env.layout.find(&*x);
+        op.layouts.push_back(it == env.layout.end() ? md_record{} : it->second);
     }
-    return std::nullopt;
+    return r;
 }
 
 }  // namespace kiln::cpu

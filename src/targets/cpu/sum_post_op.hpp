@@ -1,6 +1,7 @@
 // A residual add fused into a oneDNN convolution as the in-place `sum` post-op instead of
 // a `binary add`: the convolution writes into the residual's own buffer, which already
-// holds the values to add, so the primitive reads no second tensor.
+// holds the values to add, so the primitive reads no second tensor. cpu::conv_gemm takes
+// the same rewrite (residual_for_sum) and accumulates into the buffer.
 //
 // Why: oneDNN 2.6's brgemm convolutions (its choice on AVX-512 machines, channels-last)
 // apply a full-tensor binary add slowly; ResNet-50 at batch 8 on a Zen 5 EPYC, 2 threads:
@@ -19,10 +20,20 @@
 
 #include <kiln/instruction.hpp>
 
+#include <functional>
 #include <optional>
 #include <vector>
 
 namespace kiln::cpu {
+
+// The general form, for any op with post-ops: the first binary add of `post_ops` whose
+// operand (among `operands`) can be the result's buffer (the conditions above, the result
+// laid out as `dst_layout`) and that `accept(index)` takes is rewritten into a "sum"; its
+// operand is dropped from `operands` (later binary inputs renumbered) and returned.
+std::optional<instruction_ref> residual_for_sum(lower_env& env, std::vector<post_op>& post_ops,
+                                                std::vector<instruction_ref>& operands, const md_record& dst_layout,
+                                                instruction_ref pos, const std::vector<instruction_ref>& replaced,
+                                                const std::function<bool(std::size_t)>& accept);
 
 // Rewrites the first fitting binary add of `op` (planned over `operands`, to replace
 // `pos`) into a sum: drops the residual from `operands` and returns it, to be the output
