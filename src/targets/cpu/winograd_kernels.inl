@@ -195,13 +195,23 @@ WG_INLINE void micro(const float* v, std::size_t ldv, const float* u, std::size_
 #if WG_AVX512
 // out[R][16 P] (=, or += with `acc`) V[R][k] * U[k][16 P]: P column blocks of U, `u_step`
 // floats apart, one zmm each per k step.
-template <int R, int P>
+// With Ahead, one line per k step of each of the next product's `ahead_panels` column
+// blocks of U at `ahead` (`u_step` apart too): U streams from memory once per run (at
+// batch 1 it outgrows the caches), and without this the first tile of each product waits.
+template <int R, int P, bool Ahead = false>
 WG_INLINE void micro512(const float* v, std::size_t ldv, const float* u, std::size_t u_step, std::size_t k, float* out,
-                        std::size_t ldo, bool acc) {
+                        std::size_t ldo, bool acc, const float* ahead = nullptr, int ahead_panels = 0,
+                        std::size_t ahead_k = 0) {
     __m512 sum[R][P];
     for (int r = 0; r < R; ++r)
         for (int q = 0; q < P; ++q) sum[r][q] = _mm512_setzero_ps();
     for (std::size_t c = 0; c < k; ++c) {
+        if constexpr (Ahead) {
+            if (c < ahead_k) {
+                _mm_prefetch(reinterpret_cast<const char*>(ahead + c * 16), _MM_HINT_T0);
+                if (ahead_panels > 1) _mm_prefetch(reinterpret_cast<const char*>(ahead + u_step + c * 16), _MM_HINT_T0);
+            }
+        }
         __m512 uq[P];
         for (int q = 0; q < P; ++q) uq[q] = _mm512_loadu_ps(u + static_cast<std::size_t>(q) * u_step + c * 16);
         for (int r = 0; r < R; ++r) {
@@ -218,10 +228,16 @@ WG_INLINE void micro512(const float* v, std::size_t ldv, const float* u, std::si
 
 // Rows 12 at a time (24 zmm accumulators with P = 2), then the rest in one tile.
 constexpr int gemm_rows512 = 12;
+// The first tile prefetches the next product's block of U (`ahead`, see micro512).
 template <int P>
 WG_INLINE void rows512(const float* v, std::size_t ldv, const float* u, std::size_t u_step, std::size_t k,
-                       std::size_t count, float* out, std::size_t ldo, bool acc) {
+                       std::size_t count, float* out, std::size_t ldo, bool acc, const float* ahead, int ahead_panels,
+                       std::size_t ahead_k) {
     std::size_t t = 0;
+    if (ahead && count >= gemm_rows512) {
+        micro512<gemm_rows512, P, true>(v, ldv, u, u_step, k, out, ldo, acc, ahead, ahead_panels, ahead_k);
+        t = gemm_rows512;
+    }
     for (; t + gemm_rows512 <= count; t += gemm_rows512)
         micro512<gemm_rows512, P>(v + t * ldv, ldv, u, u_step, k, out + t * ldo, ldo, acc);
     const float* vt = v + t * ldv;
@@ -262,16 +278,33 @@ WG_TARGET void gemm_phase(const args& a, std::size_t count, const float* v, floa
     const std::size_t ncol = a.cout16 / 16, ldm = (c1 - c0) * 16;
 #if WG_AVX512
     // Column blocks in pairs: each k step of a tile loads two U rows for 12 broadcasts.
+    // The products run in order (k, column pair, input-channel block); each fetches the
+    // next one's U while it computes.
+    const std::size_t u_step = a.cin_p * 16;
+    auto u_at = [&](std::size_t k, std::size_t cb, std::size_t i0) { return a.u + (k * ncol + cb) * u_step + i0 * 16; };
     for (std::size_t k = 0; k < alpha2; ++k)
         for (std::size_t cb = c0; cb < c1; cb += 2) {
             const float* vk = v + k * a.group * a.cin_p;
-            const float* uk = a.u + (k * ncol + cb) * a.cin_p * 16;
             float* mk = m + k * a.group * ldm + (cb - c0) * 16;
-            const std::size_t u_step = a.cin_p * 16;
             for (std::size_t i0 = 0; i0 < a.cin_p; i0 += gemm_kc) {
                 const std::size_t kc = a.cin_p - i0 < gemm_kc ? a.cin_p - i0 : gemm_kc;
-                if (cb + 1 < c1) rows512<2>(vk + i0, a.cin_p, uk + i0 * 16, u_step, kc, count, mk, ldm, i0 > 0);
-                else rows512<1>(vk + i0, a.cin_p, uk + i0 * 16, u_step, kc, count, mk, ldm, i0 > 0);
+                // The next product: the next input-channel block, else the next pair, else
+                // the next k's first pair.
+                std::size_t nk = k, ncb = cb, ni0 = i0 + gemm_kc;
+                if (ni0 >= a.cin_p) {
+                    ni0 = 0;
+                    ncb = cb + 2;
+                    if (ncb >= c1) ncb = c0, ++nk;
+                }
+                const float* ahead = nk < alpha2 ? u_at(nk, ncb, ni0) : nullptr;
+                const int ahead_panels = ncb + 1 < c1 ? 2 : 1;
+                const std::size_t ahead_k = a.cin_p - ni0 < gemm_kc ? a.cin_p - ni0 : gemm_kc;
+                if (cb + 1 < c1)
+                    rows512<2>(vk + i0, a.cin_p, u_at(k, cb, i0), u_step, kc, count, mk, ldm, i0 > 0, ahead, ahead_panels,
+                               ahead_k);
+                else
+                    rows512<1>(vk + i0, a.cin_p, u_at(k, cb, i0), u_step, kc, count, mk, ldm, i0 > 0, ahead, ahead_panels,
+                               ahead_k);
             }
         }
     return;
