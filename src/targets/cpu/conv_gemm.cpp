@@ -211,7 +211,8 @@ argument conv_gemm::compute(context&, const shape&, const std::vector<argument>&
     p.b = reinterpret_cast<const float*>(args[1].data());
     p.bias = has_bias ? reinterpret_cast<const float*>(args[2].data()) : nullptr;
     p.c = reinterpret_cast<float*>(args.back().data());
-    p.block = g.out_block;
+    // Channels-last (one block of all channels) is plain row-major C: the kernels' fast path.
+    p.block = g.out_block == g.oc ? 0 : g.out_block;
     p.image_rows = g.ho * g.wo;
     p.accumulate = ready->accumulate;
     bind_post_steps(p, ready->post, ready->epilogue, args);
@@ -279,7 +280,7 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
         // residual, oneDNN's kernels are as fast or faster on deep 1x1 layers (K > 256).
         const auto bytes = static_cast<std::size_t>(rows) * sizeof(float) *
                            static_cast<std::size_t>(geo.in_channels + geo.out_channels * (residual ? 2 : 1));
-        if (bytes < min_streamed_bytes || (!residual && geo.in_channels > max_plain_depth)) return false;
+        if (mode != "tall" && (bytes < min_streamed_bytes || (!residual && geo.in_channels > max_plain_depth))) return false;
     }
     // B[k][n]: k = (kh, kw, input channel) as A's columns, n = output channel.
     const auto g = geometry_of(op);

@@ -18,8 +18,10 @@
 // tiles finished one by one, the next tile's A and C prefetched) whose x, result and
 // residual come to 8 MiB or more, with K <= 256 or a residual: resnet50 at batch 8, per
 // layer against oneDNN (whose in-place sum reads the residual slowly), 64->256 at 56x56
-// with the residual 2.75 vs 3.1-3.6 ms, 128->512 at 28x28 2.2-2.3 vs 2.5-2.6, 256->1024 at
-// 14x14 2.0 vs 2.2; deeper layers without a residual lose (1024->256 1.9 vs 1.75).
+// with the residual 2.1 vs 3.1-3.6 ms, 128->512 at 28x28 1.9 vs 2.5-2.6, 256->1024 at
+// 14x14 2.0 vs 2.2, 256->64 at 56x56 1.4 vs 1.7; deeper layers without a residual lose
+// (1024->256 1.9 vs 1.8, 1024->512 3.8 vs 3.5); at batch 1 all lose (64->256 at 56x56
+// 0.34 vs 0.25).
 //
 // A residual added first is added in place (sum_post_op.hpp): the result's buffer is the
 // residual's, and the product starts from its values (pgemm::args::accumulate).
@@ -28,7 +30,8 @@
 // Used on CPUs with AVX2 and FMA (baseline kernels when a saved program loads elsewhere).
 // KILN_CPU_CONV_GEMM=0 keeps these convolutions on oneDNN; =all also takes the few-pixel
 // ones on AVX-512 machines; =1x1 also takes 1x1 convolutions with few pixels (a
-// channels-last x with stride 1 is read in place as A). Both are for tests and measurements.
+// channels-last x with stride 1 is read in place as A); =tall takes every 1x1 over many
+// pixels on AVX-512 machines, whatever its size and depth. All are for tests and measurements.
 #pragma once
 #include "targets/cpu/dnnl_util.hpp"
 #include "targets/cpu/lowering_util.hpp"
