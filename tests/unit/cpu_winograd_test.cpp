@@ -5,6 +5,7 @@
 // KILN_CPU_WINOGRAD=0 keeps oneDNN's direct kernels.
 #include "cpu_test_util.hpp"
 
+#include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/dnnl_util.hpp"
 #include "targets/cpu/op_conv.hpp"
 #include "targets/cpu/winograd.hpp"
@@ -127,7 +128,20 @@ TEST(cpu_winograd, switched_off_and_small_channel_counts) {
         check({{1, 32, 17, 15}, 40}, 0);
     }
     check({{1, 8, 17, 15}, 40}, 0);  // too few input channels: oneDNN's direct kernel
-    check({{1, 64, 7, 7}, 64}, 0);   // 4 tiles: too few for the transformed weights' traffic
+    check({{1, 64, 5, 5}, 64}, 0);   // 4 tiles (9 of 2x2): too few for the transformed weights' traffic
+}
+
+TEST(cpu_winograd, two_by_two_tiles_from_sixteen_with_avx512) {
+    // 7x7: 4 tiles of 4x4, 16 of 2x2. With AVX-512 F(2x2) takes it (its products prefetch
+    // the transformed weights); without, 4 tiles are too few for either.
+    test::env_override unset("KILN_CPU_WINOGRAD", nullptr);
+    auto r = run_both(build({{1, 64, 7, 7}, 64}), 2e-4, 2e-4);
+    EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
+    std::size_t two = 0;
+    for (const auto& ins : *r.cpu.get_main_module())
+        if (const auto* op = ins.get_operator().any_cast<cpu::winograd_conv>()) two += op->m == 2 ? 1 : 0;
+    EXPECT_EQ(count_ops(r.cpu, "cpu::winograd_conv"), cpu::has_avx512() ? 1u : 0u) << text(r.cpu);
+    EXPECT_EQ(two, cpu::has_avx512() ? 1u : 0u) << text(r.cpu);
 }
 
 TEST(cpu_winograd, saved_program_loads_and_runs) {

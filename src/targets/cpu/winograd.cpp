@@ -36,8 +36,11 @@ constexpr std::int64_t min_channels = 16;
 // traffic eats the saved multiplications. With AVX-512 (oneDNN's direct convolutions twice
 // as fast) the line is higher: resnet50 at batch 1 on a Zen 5 EPYC, 2 threads, per layer,
 // F(4x4) against oneDNN's brgemm: 64 channels at 56x56 (196 tiles) 0.33 vs 0.50 ms, 128 at
-// 28x28 (49) 0.30 vs 0.47, but 256 at 14x14 (16) 0.61-0.66 vs 0.47.
-std::size_t min_tiles() { return has_avx512() ? 49 : 16; }
+// 28x28 (49) 0.30 vs 0.47, but 256 at 14x14 (16) 0.61-0.66 vs 0.47. F(2x2) (U 1.8x the
+// direct weights) pays from 16 tiles there too, since its products prefetch U: 512 at
+// 7x7 (16 2x2 tiles): the model's three such layers with the rest at 7x7 2.40-2.42 vs
+// 2.59-2.65 ms, the model 17.0-17.2 vs 17.5-17.7 ms (3 alternating runs).
+std::size_t min_tiles(std::int64_t m) { return has_avx512() && m == 4 ? 49 : 16; }
 
 std::size_t round_up(std::size_t v, std::size_t to) { return (v + to - 1) / to * to; }
 
@@ -317,14 +320,14 @@ bool lower_winograd(lower_env& env, const convolution& c, const std::vector<inst
     }
     auto g = geometry_of(op, x);
     std::size_t tiles = g.n * g.tiles_h * g.tiles_w;
-    if (tiles < min_tiles() && mode != "all" && mode != "4" && op.m == 4 && has_avx512()) {
+    if (tiles < min_tiles(4) && mode != "all" && mode != "4" && op.m == 4 && has_avx512()) {
         // Too few 4x4 tiles for F(4x4)'s weights (4x the direct ones): F(2x2, 3x3) (1.8x)
         // where its 2x2 tiles are enough (resnet50's 256 channels at 14x14, batch 1: 49).
         op.m = 2;
         g = geometry_of(op, x);
         tiles = g.n * g.tiles_h * g.tiles_w;
     }
-    if (tiles < (mode == "all" ? 1 : min_tiles())) return false;
+    if (tiles < (mode == "all" ? 1 : min_tiles(op.m))) return false;
     const cut cw = plan_cut(g, tiles, env.ctx.threads());
     op.tile_parts = static_cast<std::int64_t>(cw.tile_parts);
     op.col_parts = static_cast<std::int64_t>(cw.col_parts);
