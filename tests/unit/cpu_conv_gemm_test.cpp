@@ -53,6 +53,8 @@ builder build(const conv_case& c) {
 // want 1: the convolution must be a conv_gemm where it fits (=all: on AVX-512 machines the
 // default leaves it to oneDNN); 0: the rule (default, or the switch set) leaves it.
 void check(const conv_case& c, std::size_t want = 1) {
+    // Winograd would take the 3x3 layers first (F(2x2) from 16 tiles on AVX-512 machines).
+    test::env_override no_winograd("KILN_CPU_WINOGRAD", "0");
     const char* set = std::getenv("KILN_CPU_CONV_GEMM");
     const std::string mode = set ? set : "all";
     test::env_override all("KILN_CPU_CONV_GEMM", want == 1 ? mode.c_str() : set ? mode.c_str() : nullptr);
@@ -122,12 +124,14 @@ TEST(cpu_conv_gemm, one_by_one_read_in_place_or_gathered) {
 TEST(cpu_conv_gemm, default_rule_by_cpu) {
     // oneDNN's brgemm convolutions win on AVX-512 machines; the packed products on AVX2 ones.
     test::env_override unset("KILN_CPU_CONV_GEMM", nullptr);
+    test::env_override no_winograd("KILN_CPU_WINOGRAD", "0");
     auto r = run_both(build({{1, 64, 7, 7}, 64}), 2e-4, 2e-4);
     EXPECT_EQ(count_ops(r.cpu, "cpu::conv_gemm"), kiln::cpu::has_avx512() ? 0u : 1u) << text(r.cpu);
 }
 
 TEST(cpu_conv_gemm, saved_program_loads_and_runs) {
     test::env_override all("KILN_CPU_CONV_GEMM", "all");
+    test::env_override no_winograd("KILN_CPU_WINOGRAD", "0");
     auto b = build({{1, 64, 7, 7}, 64});
     program ref = b.p;
     ref.compile(*get_target("ref"));
