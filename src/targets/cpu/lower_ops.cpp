@@ -1,5 +1,6 @@
 // Lowering of the ops that are not convolutions or matrix products (see lowering.hpp).
 #include "targets/cpu/channel_mul.hpp"
+#include "targets/cpu/global_avg_pool.hpp"
 #include "targets/cpu/lowering_util.hpp"
 #include "targets/cpu/max_pool_blocked.hpp"
 #include "targets/cpu/op_misc.hpp"
@@ -38,7 +39,7 @@ std::optional<shape> same_layout(lower_env& env, instruction_ref x, Op& op) {
 bool lower_pooling(lower_env& env, instruction_ref ins) {
     const auto* p = ins->get_operator().any_cast<op::pooling>();
     if (!p || p->mode == op::pooling_mode::lp || ins->inputs().size() != 1) return false;
-    if (lower_max_pool_blocked(env, ins)) return true;
+    if (lower_max_pool_blocked(env, ins) || lower_global_avg_pool(env, ins)) return true;
     auto x = ins->inputs()[0];
     if (x->get_shape().ndim() < 3) return false;
     const auto& out = ins->get_shape().lens();
