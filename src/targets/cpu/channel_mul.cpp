@@ -40,11 +40,7 @@ shape channel_mul::compute_shape(const std::vector<shape>& inputs) const {
     for (const auto& i : inputs)
         if (!i.is_tensor() || i.dynamic()) bad("inputs must be static tensors, got " + i.to_string());
     const shape& x = inputs[0];
-    if (x.ndim() != 4 || x.get_type() != type::float32 || layout.dims.empty() ||
-        to_dims(x.lens()) != layout.to_md().dims())
-        bad("x " + x.to_string() + " is not a float32 NCHW tensor in its recorded layout");
-    const std::int64_t g = pixel_channels(layout);
-    if (g <= 0 || layout.padded_dims.at(1) % g != 0) bad("x's layout does not store its channels per pixel");
+    expect_pixel_channels_input(name(), x, layout);
     // s's IR shape is its logical one (its buffer holds s_stride values per row).
     const shape& s = inputs[1];
     if (!per_channel(s, x.lens()[0], x.lens()[1]) || (s.lens()[0] != 1) != s_per_image ||

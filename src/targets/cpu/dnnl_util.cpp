@@ -174,6 +174,23 @@ std::int64_t pixel_channels(const md_record& r) {
     return d[1];
 }
 
+md_record pixel_channels_layout_like(const md_record& x, const std::vector<std::size_t>& dims) {
+    const std::int64_t b = channel_block(x);
+    const auto tag = b == 16  ? dnnl::memory::format_tag::aBcd16b
+                     : b == 8 ? dnnl::memory::format_tag::aBcd8b
+                              : dnnl::memory::format_tag::acdb;
+    return md_record::from(dnnl::memory::desc(to_dims(dims), dnnl::memory::data_type::f32, tag));
+}
+
+void expect_pixel_channels_input(const std::string& op, const shape& x, const md_record& layout) {
+    if (x.ndim() != 4 || x.get_type() != type::float32 || layout.dims.empty() ||
+        to_dims(x.lens()) != layout.to_md().dims())
+        throw_error(error_code::shape, op + ": x " + x.to_string() + " is not a float32 NCHW tensor in its recorded layout");
+    const std::int64_t g = pixel_channels(layout);
+    if (g <= 0 || layout.padded_dims.at(1) % g != 0)
+        throw_error(error_code::shape, op + ": x's layout does not store its channels per pixel");
+}
+
 bool channel_groups_fit(const md_record& x, const md_record& y) {
     const std::int64_t bx = pixel_channels(x), by = pixel_channels(y);
     return bx > 0 && by > 0 && bx % 8 == 0 && by % 8 == 0;

@@ -78,6 +78,12 @@ std::int64_t pixel_channels(const md_record& layout);
 bool channel_groups_fit(const md_record& x, const md_record& y);
 // Both recorded (not plain) and the same oneDNN layout.
 bool same_layout(const md_record& a, const md_record& b);
+// x's kind of pixel-channels layout (channel blocks of 8 or 16, or channels-last) for
+// float32 values of NCHW dims `dims` (a pooling's result).
+md_record pixel_channels_layout_like(const md_record& x, const std::vector<std::size_t>& dims);
+// Throws a shape error naming `op` unless x is a float32 4-D (NCHW) tensor whose dims are
+// those of `layout`, a recorded layout that stores its channels per pixel.
+void expect_pixel_channels_input(const std::string& op, const shape& x, const md_record& layout);
 
 // Sets the calling thread's OpenMP team size while oneDNN creates primitives (their
 // kernels are laid out for the thread count seen at creation), then restores it.

@@ -41,15 +41,6 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void mean_pixels(co
     for (std::size_t j = 0; j < width; ++j) y[j] = acc[j] * inv;
 }
 
-// The result's layout: x's kind (block of 8 or 16, or channels-last) with 1x1 pixels.
-md_record result_layout(const md_record& x) {
-    const std::int64_t b = channel_block(x);
-    const auto tag = b == 16  ? dnnl::memory::format_tag::aBcd16b
-                     : b == 8 ? dnnl::memory::format_tag::aBcd8b
-                              : dnnl::memory::format_tag::acdb;
-    return md_record::from(dnnl::memory::desc({x.dims.at(0), x.dims.at(1), 1, 1}, dnnl::memory::data_type::f32, tag));
-}
-
 }  // namespace
 
 shape global_avg_pool::compute_shape(const std::vector<shape>& inputs) const {
@@ -58,12 +49,8 @@ shape global_avg_pool::compute_shape(const std::vector<shape>& inputs) const {
     for (const auto& i : inputs)
         if (!i.is_tensor() || i.dynamic()) bad("inputs must be static tensors, got " + i.to_string());
     const shape& x = inputs[0];
-    if (x.ndim() != 4 || x.get_type() != type::float32 || layout.dims.empty() ||
-        to_dims(x.lens()) != layout.to_md().dims())
-        bad("x " + x.to_string() + " is not a float32 NCHW tensor in its recorded layout");
-    const std::int64_t g = pixel_channels(layout);
-    if (g <= 0 || layout.padded_dims.at(1) % g != 0 || x.lens()[2] * x.lens()[3] == 0)
-        bad("x's layout does not store its channels per pixel, or x has no pixels");
+    expect_pixel_channels_input(name(), x, layout);
+    if (x.lens()[2] * x.lens()[3] == 0) bad("x has no pixels");
     if (dst_layout.dims != std::vector<std::int64_t>{layout.dims[0], layout.dims[1], 1, 1} ||
         dst_layout.padded_dims.at(1) != layout.padded_dims.at(1) || pixel_channels(dst_layout) <= 0)
         bad("the result's layout does not match x's");
@@ -112,7 +99,7 @@ bool lower_global_avg_pool(lower_env& env, instruction_ref ins) {
     if (it->second.padded_dims.at(1) % pixel_channels(it->second) != 0) return false;
     global_avg_pool op;
     op.layout = it->second;
-    op.dst_layout = result_layout(op.layout);
+    op.dst_layout = pixel_channels_layout_like(op.layout, {xl[0], xl[1], 1, 1});
     auto buf = env.m.insert_instruction(ins, builtin::allocate{shape(type::uint8, {op.dst_layout.to_md().get_size()})}, {});
     env.m.replace_instruction(ins, op, {x, buf});
     env.layout[&*ins] = op.dst_layout;

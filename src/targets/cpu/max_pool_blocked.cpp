@@ -164,12 +164,8 @@ bool lower_max_pool_blocked(lower_env& env, instruction_ref ins) {
     op.layout = it->second;
     // The result: x's blocking (or channels-last) with the output's spatial size.
     const auto& out = ins->get_shape().lens();
-    const std::int64_t b = channel_block(op.layout);
-    const auto tag = b == 16  ? dnnl::memory::format_tag::aBcd16b
-                     : b == 8 ? dnnl::memory::format_tag::aBcd8b
-                              : dnnl::memory::format_tag::acdb;
-    const dnnl::memory::desc dmd(to_dims(out), dnnl::memory::data_type::f32, tag);
-    op.dst_layout = md_record::from(dmd);
+    op.dst_layout = pixel_channels_layout_like(op.layout, out);
+    const auto dmd = op.dst_layout.to_md();
     // Every output row must see at least one tap inside the image (else -inf is written,
     // where ONNX has no defined answer either; leave such odd geometry to oneDNN).
     for (std::size_t d = 0; d < 2; ++d) {
