@@ -238,9 +238,9 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
     // layers over many pixels (the kernels' tall order, x read in place); without, few
     // output pixels and a window of 2 taps or more. =1x1 adds 1x1 layers with few pixels,
     // =all everything that fits.
-    const bool tall_pointwise = has_avx512() && pointwise && rows >= static_cast<std::int64_t>(pgemm::tall_rows);
     const bool few_rows = rows <= max_rows && (geo.kernel[0] * geo.kernel[1] >= 2 || mode == "1x1");
-    if (has_avx512() ? !(tall_pointwise || (few_rows && (mode == "all" || mode == "1x1"))) : !few_rows) return false;
+    const bool tall = has_avx512() && pointwise && rows >= static_cast<std::int64_t>(pgemm::tall_rows) && !few_rows;
+    if (has_avx512() ? !(tall || (few_rows && (mode == "all" || mode == "1x1"))) : !few_rows) return false;
     conv_gemm op;
     op.kernel = geo.kernel;
     op.stride = geo.stride;
@@ -257,7 +257,7 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
     if (!channel_groups_fit(op.layouts[0], op.dst_layout)) return false;
     if (geo.in_channels % pixel_channels(op.layouts[0]) != 0 || geo.out_channels % pixel_channels(op.dst_layout) != 0)
         return false;
-    if (tall_pointwise && !few_rows && !reads_x_in_place(op, geometry_of(op))) return false;
+    if (tall && !reads_x_in_place(op, geometry_of(op))) return false;
     const auto oc = static_cast<std::size_t>(geo.out_channels);
     if (c.has_bias && (operands.size() < 3 || operands[2]->get_shape().elements() != oc)) return false;
     if (op.post_ops.size() > static_cast<std::size_t>(pgemm::max_post_steps)) return false;
@@ -275,7 +275,7 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
     const auto residual =
         residual_for_sum(env, op.post_ops, args, op.dst_layout, pos, replaced, [](std::size_t i) { return i == 0; });
     if (residual) op.layouts = operand_layouts(env, args);
-    if (tall_pointwise && !few_rows) {
+    if (tall) {
         // Only where the layer streams through memory (the prefetching pays); and without a
         // residual, oneDNN's kernels are as fast or faster on deep 1x1 layers (K > 256).
         const auto bytes = static_cast<std::size_t>(rows) * sizeof(float) *

@@ -53,15 +53,14 @@ PG_TARGET inline void store16(float* p, std::size_t half1, __mmask16 m, __m512 v
     _mm256_mask_storeu_ps(p + half1, static_cast<__mmask8>(m >> 8), _mm512_extractf32x8_ps(v, 1));
 }
 
-
-// One R x (16 P) tile: rows [i, i + R) of C, panels [p, p + P), k in [k0, k0 + kc).
-// With Ahead, the tile prefetches one B row (a cache line) per panel per k step of the
-// next panels' block at `ahead` (the first tile of each panel pair: B streams from memory
-// once, and without this the first tile of every pair waits for it).
-// What a tile prefetches while it computes: nothing, the next panels' block of B (Ahead
-// below), or the next row tile's rows of A (the tall order: A streams from memory once).
+// What a tile prefetches while it computes (at `ahead`): nothing; next_b, one B row (a
+// cache line) per panel per k step of the next panels' block (the first tile of each
+// panel pair: B streams from memory once, and without this the first tile of every pair
+// waits for it); next_a, the next row tile's rows of A, a line per row every 16 k steps
+// (the tall order: A streams from memory once).
 enum ahead_kind : int { none, next_b, next_a };
 
+// One R x (16 P) tile: rows [i, i + R) of C, panels [p, p + P), k in [k0, k0 + kc).
 template <int R, int P, int Ahead, bool Blocked>
 PG_TARGET void tile(const args& g, std::size_t i, std::size_t p, std::size_t k0, std::size_t kc, bool first,
                     bool last, const __mmask16* mask, const float* ahead, int ahead_panels) {

@@ -54,6 +54,16 @@ bool owns_planned_buffer(instruction_ref r, const positions& at) {
     return owns_planned_buffer(buf, at) && read_only_before(buf, r, {}, at);
 }
 
+// Post-op i (a binary add of operand `in`) becomes the in-place sum: its operand leaves
+// `operands`, and the later binary inputs are renumbered.
+void rewrite_as_sum(std::vector<post_op>& post_ops, std::vector<instruction_ref>& operands, std::size_t i) {
+    const auto in = post_ops[i].input;
+    post_ops[i] = post_op{"sum", "", 0.0f, 0.0f, -1};
+    for (auto& p : post_ops)
+        if (p.kind == "binary" && p.input > in) --p.input;
+    operands.erase(operands.begin() + static_cast<std::ptrdiff_t>(in));
+}
+
 }  // namespace
 
 std::optional<instruction_ref> residual_for_sum(lower_env& env, std::vector<post_op>& post_ops,
@@ -78,10 +88,7 @@ std::optional<instruction_ref> residual_for_sum(lower_env& env, std::vector<post
         if (!read_only_before(r, pos, replaced, *at)) continue;
         if (!accept(i)) continue;
 
-        post_ops[i] = post_op{"sum", "", 0.0f, 0.0f, -1};
-        for (auto& p : post_ops)
-            if (p.kind == "binary" && p.input > static_cast<std::int64_t>(in)) --p.input;
-        operands.erase(operands.begin() + static_cast<std::ptrdiff_t>(in));
+        rewrite_as_sum(post_ops, operands, i);
         return r;
     }
     return std::nullopt;
@@ -95,16 +102,8 @@ std::optional<instruction_ref> sum_into_residual(lower_env& env, convolution& op
     auto accept = [&](std::size_t i) {
         convolution cand = op;
         auto ops = operands;
-        const auto in = static_cast<std::size_t>(cand.post_ops[i].input);
-        cand.post_ops[i] = post_op{"sum", "", 0.0f, 0.0f, -1};
-        for (auto& p : cand.post_ops)
-            if (p.kind == "binary" && p.input > static_cast<std::int64_t>(in)) --p.input;
-        ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(in));
-        cand.layouts.clear();
-        for (auto x : ops) {
-            auto it = env.layout.find(&*x);
-            cand.layouts.push_back(it == env.layout.end() ? md_record{} : it->second);
-        }
+        rewrite_as_sum(cand.post_ops, ops, i);
+        cand.layouts = operand_layouts(env, ops);
         try {
             return impl_name(cand.make_pd(env.ctx.engine(), to_shapes(ops), dst)).find("ref") == std::string::npos;
         } catch (const dnnl::error&) {
@@ -115,12 +114,7 @@ std::optional<instruction_ref> sum_into_residual(lower_env& env, convolution& op
         }
     };
     auto r = residual_for_sum(env, op.post_ops, operands, op.dst_layout, pos, replaced, accept);
-    if (!r) return std::nullopt;
-    op.layouts.clear();
-    for (auto x : operands) {
-        auto it = env.layout.find(&*x);
-        op.layouts.push_back(it == env.layout.end() ? md_record{} : it->second);
-    }
+    if (r) op.layouts = operand_layouts(env, operands);
     return r;
 }
 
