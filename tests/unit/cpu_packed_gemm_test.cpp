@@ -330,3 +330,40 @@ TEST(cpu_packed_gemm, saved_program_loads_and_runs_with_either_kernels) {
         expect_result(loaded, r, "loaded, " + expected_isa(isa));
     }
 }
+
+// K a multiple of 1024 (A's rows 4 KiB apart, in one L1 set): A is copied with padded rows
+// into a planned buffer first (a_copy_stride); the result is the same, with each post-op
+// kind (a full residual among the inputs before the copy's buffer), on every kernel, and
+// after a save and load. Fewer rows, another K, or the switch: A is read in place.
+TEST(cpu_packed_gemm, rows_4k_apart_are_copied_with_padding) {
+    test::env_override all("KILN_CPU_PACKED_GEMM", "all");
+    for (const char* isa : {static_cast<const char*>(nullptr), "avx2", "generic"}) {
+        test::env_override kernels("KILN_CPU_PACKED_GEMM_ISA", isa);
+        for (const gemm_case& c : {gemm_case{{}, 37, 1024, 70, {step::bias, step::add_full, step::relu}},
+                                   gemm_case{{2}, 24, 2048, 33, {step::mul_col, step::sub_full}}}) {
+            auto r = build(c);
+            auto p = compile_cpu(r.b);
+            const auto* op = find_op(p);
+            ASSERT_NE(op, nullptr) << describe(c);
+            EXPECT_EQ(op->a_copy_stride, static_cast<std::int64_t>(c.k + 16)) << describe(c);
+            expect_result(p, r, describe(c) + " copied A");
+            auto loaded = load_buffer(save_buffer(p).data(), save_buffer(p).size());
+            ASSERT_NE(find_op(loaded), nullptr);
+            EXPECT_EQ(find_op(loaded)->a_copy_stride, op->a_copy_stride);
+            expect_result(loaded, r, describe(c) + " copied A, loaded");
+        }
+    }
+    for (const gemm_case& c : {gemm_case{{}, 23, 1024, 40, {}}, gemm_case{{}, 64, 1000, 40, {}}}) {
+        auto r = build(c);
+        auto p = compile_cpu(r.b);
+        ASSERT_NE(find_op(p), nullptr);
+        EXPECT_EQ(find_op(p)->a_copy_stride, 0) << describe(c);
+        expect_result(p, r, describe(c));
+    }
+    test::env_override off("KILN_CPU_PACKED_GEMM_COPY_A", "0");
+    auto r = build({{}, 48, 1024, 40, {step::bias}});
+    auto p = compile_cpu(r.b);
+    ASSERT_NE(find_op(p), nullptr);
+    EXPECT_EQ(find_op(p)->a_copy_stride, 0);
+    expect_result(p, r, "switched off");
+}

@@ -175,7 +175,10 @@ std::int64_t pixel_channels(const md_record& r) {
 }
 
 md_record pixel_channels_layout_like(const md_record& x, const std::vector<std::size_t>& dims) {
-    const std::int64_t b = channel_block(x);
+    return pixel_channels_layout(channel_block(x), dims);
+}
+
+md_record pixel_channels_layout(std::int64_t b, const std::vector<std::size_t>& dims) {
     const auto tag = b == 16  ? dnnl::memory::format_tag::aBcd16b
                      : b == 8 ? dnnl::memory::format_tag::aBcd8b
                               : dnnl::memory::format_tag::acdb;

@@ -81,6 +81,9 @@ bool same_layout(const md_record& a, const md_record& b);
 // x's kind of pixel-channels layout (channel blocks of 8 or 16, or channels-last) for
 // float32 values of NCHW dims `dims` (a pooling's result).
 md_record pixel_channels_layout_like(const md_record& x, const std::vector<std::size_t>& dims);
+// The float32 layout of NCHW dims `dims` in channel blocks of `block` (8 or 16), or
+// channels-last for any other block (0).
+md_record pixel_channels_layout(std::int64_t block, const std::vector<std::size_t>& dims);
 // Throws a shape error naming `op` unless x is a float32 4-D (NCHW) tensor whose dims are
 // those of `layout`, a recorded layout that stores its channels per pixel.
 void expect_pixel_channels_input(const std::string& op, const shape& x, const md_record& layout);

@@ -1,5 +1,6 @@
 #include "targets/cpu/lowering_util.hpp"
 
+#include "targets/cpu/nchw_to_pixel_channels.hpp"
 #include "targets/cpu/op_misc.hpp"
 
 #include "ops/tensor_views.hpp"
@@ -65,6 +66,7 @@ instruction_ref to_layout(lower_env& env, instruction_ref pos, instruction_ref x
         const auto have = md_record::from(layout_md(env, x)), wanted = md_record::from(want);
         if (have.strides == wanted.strides && have.inner_blks == wanted.inner_blks) return x;
     }
+    if (auto r = lower_nchw_to_pixel_channels(env, pos, x, want)) return *r;
     reorder op;
     if (in_dnnl_layout(env, x)) op.layouts = {env.layout.at(&*x)};
     op.dst_layout = md_record::from(want);

@@ -32,6 +32,12 @@ std::size_t fewest_rows() { return has_avx512() ? 1 : min_rows; }
 // K blocks: up to this depth in one block; deeper, in equal blocks of at most 256, so that a
 // B micro-panel (kc x 16 floats, 16 KiB) stays in L1 while the tiles of a part sweep it.
 constexpr std::size_t one_block_depth = 384;
+// A's rows this far apart (in bytes, or a multiple of it) share their L1 cache sets.
+constexpr std::size_t aliasing_bytes = 4096;
+// ... and copied with this many floats of padding per row (one cache line), from this
+// many rows up (two AVX-512 register tiles: fewer rows touch few lines of a set).
+constexpr std::size_t a_copy_padding = 16;
+constexpr std::size_t min_copied_rows = 24;
 constexpr std::size_t block_depth = 256;
 
 using pgemm::panels;
@@ -196,11 +202,17 @@ shape packed_gemm::compute_shape(const std::vector<shape>& inputs) const {
     if (has_bias && (inputs[2].get_type() != type::float32 || inputs[2].elements() != nu))
         bad("the bias must have one float32 value per column");
     if (post_ops.size() > static_cast<std::size_t>(pgemm::max_post_steps)) bad("too many post-ops");
+    const std::size_t copies = a_copy_stride > 0 ? 1 : 0;
+    if (a_copy_stride < 0 || (copies && static_cast<std::size_t>(a_copy_stride) < ku))
+        bad("a_copy_stride " + std::to_string(a_copy_stride) + " is shorter than a row of " + std::to_string(k));
+    if (inputs.size() < base + 1 + copies) bad("expected a buffer for the copy of a");
+    if (copies && inputs[inputs.size() - 2].bytes() < mu * static_cast<std::size_t>(a_copy_stride) * sizeof(float))
+        bad("the buffer for the copy of a is too small");
     for (const auto& p : post_ops) {
         if (!fused_post_kind_of(p)) bad("post-op " + p.kind + " " + p.algorithm + " is not supported");
         if (p.kind != "binary") continue;
         const auto in = static_cast<std::size_t>(p.input);
-        if (p.input < static_cast<std::int64_t>(base) || in >= inputs.size() - 1 ||
+        if (p.input < static_cast<std::int64_t>(base) || in >= inputs.size() - 1 - copies ||
             binary_operand(inputs[in], lens, nu) == operand_kind::none)
             bad("binary post-op input " + std::to_string(p.input) + " is neither a vector of " + std::to_string(n) +
                 " nor a row-major tensor of the result's shape");
@@ -234,6 +246,17 @@ argument packed_gemm::compute(context&, const shape&, const std::vector<argument
     g.bias = has_bias ? reinterpret_cast<const float*>(args[2].data()) : nullptr;
     g.c = reinterpret_cast<float*>(args.back().data());
     bind_post_steps(g, ready->post, post_ops, args);
+    if (a_copy_stride > 0) {
+        const auto lda = static_cast<std::size_t>(a_copy_stride);
+        auto* copy = reinterpret_cast<float*>(args[args.size() - 2].data());
+        const float* a = g.a;
+        const auto rows = static_cast<std::int64_t>(g.m);
+#pragma omp parallel for schedule(static)
+        for (std::int64_t i = 0; i < rows; ++i)
+            std::copy_n(a + static_cast<std::size_t>(i) * g.k, g.k, copy + static_cast<std::size_t>(i) * lda);
+        g.a = copy;
+        g.lda = lda;
+    }
     pgemm::run_all(g, ready->part);
     return args.back();
 }
@@ -284,6 +307,13 @@ bool lower_packed_gemm(lower_env& env, const matmul& mm, const std::vector<instr
     const auto packed = pack_gemm_weights(operands[1]->get_literal().to_vector<float>(), k, n, mm.trans_b);
     auto args = operands;
     args[1] = env.m.insert_literal(pos, literal(shape(type::float32, {packed.size()}), packed));
+    const char* copy_sw = std::getenv("KILN_CPU_PACKED_GEMM_COPY_A");
+    const bool may_copy = !(copy_sw && std::string(copy_sw) == "0");
+    if (may_copy && (k * sizeof(float)) % aliasing_bytes == 0 && m >= min_copied_rows) {
+        op.a_copy_stride = static_cast<std::int64_t>(k + a_copy_padding);
+        const std::size_t bytes = m * (k + a_copy_padding) * sizeof(float);
+        args.push_back(env.m.insert_instruction(pos, builtin::allocate{shape(type::uint8, {bytes})}, {}));
+    }
     args.push_back(env.m.insert_instruction(pos, builtin::allocate{dst}, {}));
     env.m.replace_instruction(pos, op, args);
     return true;

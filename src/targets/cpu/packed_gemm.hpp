@@ -12,7 +12,12 @@
 // is either one value per column (broadcast over the rows) or a full tensor of the
 // result's shape. Anything else stays on oneDNN (lower_packed_gemm returns false).
 //
-// Inputs: (a, packed b, [bias], post-op inputs..., output buffer).
+// Inputs: (a, packed b, [bias], post-op inputs..., [a's copy], output buffer). When K is
+// a multiple of 1024 (A's rows 4 KiB apart), the 12 rows of a register tile fall into the
+// same L1 cache set and evict each other and B (128x1024x256 at 318-320 GFLOP/s instead of
+// 414-432 with rows 1040 floats apart, Zen 5 EPYC, 2 threads): A is then copied into a
+// planned buffer with padded rows (a_copy_stride) before the product;
+// KILN_CPU_PACKED_GEMM_COPY_A=0 reads A in place regardless.
 // Used for products of 2 rows or more on CPUs with AVX2 and FMA, and of any rows with
 // AVX-512 (packed_gemm.cpp has the timings behind the rule).
 // KILN_CPU_PACKED_GEMM=0 keeps these products on oneDNN; =all takes every product that
@@ -38,6 +43,8 @@ struct packed_gemm {
     std::vector<std::int64_t> out_lens; // the result's dims (row-major)
     bool has_bias = false;
     std::vector<post_op> post_ops;      // binary inputs: [n]-vectors or full row-major tensors
+    std::int64_t a_copy_stride = 0;     // > 0: A is copied, rows this many floats apart, into
+                                        // the input before the output buffer
 
     template <class Self, class F>
     static void reflect(Self& self, F f) {
@@ -47,6 +54,7 @@ struct packed_gemm {
         f(self.out_lens, "out_lens");
         f(self.has_bias, "has_bias");
         f(self.post_ops, "post_ops");
+        f(self.a_copy_stride, "a_copy_stride");
     }
     std::string name() const { return "cpu::packed_gemm"; }
     shape compute_shape(const std::vector<shape>& inputs) const;
