@@ -2,8 +2,8 @@
 // target: ViT's shape (heads from one QKV tensor through strided views, the context
 // written in the transposed order), BERT's (a mask broadcast over the query rows, the
 // scale as a division), a full per-row mask, cross attention with sizes that fill no
-// panel, rank 3, fast_math off, the baseline kernels, a saved program; and where it must
-// not apply.
+// panel, rank 3, fast_math off, the AVX2 kernels on AVX-512 machines and the baseline
+// kernels, a saved program; and where it must not apply.
 #include "cpu_test_util.hpp"
 
 #include <kiln/serialize.hpp>
@@ -119,6 +119,18 @@ TEST(cpu_attention, exact_exp_and_baseline_kernels) {
     auto r = run_both(masked_attention(z, {1, 1, 1, 45}, 4.0f), 1e-5, 1e-6, exact);
     expect_fused(r.cpu);
     EXPECT_NE(text(r.cpu).find("exact_exp=true"), std::string::npos) << text(r.cpu);
+    {
+        // On AVX-512 machines the AVX2 softmax rows and key packing, else the same kernels.
+        test::env_override avx2("KILN_CPU_PACKED_GEMM_ISA", "avx2");
+        auto a = run_both(masked_attention(z, {1, 1, 30, 45}, 4.0f), 1e-4, 1e-5);
+        expect_fused(a.cpu);
+        sizes wide{1, 2, 33, 70, 40, 24};  // keys and D past one 16 x 16 block, with tails
+        auto w = run_both(plain_attention(wide, 0.2f), 1e-4, 1e-5);
+        expect_fused(w.cpu);
+    }
+    sizes wide{1, 2, 33, 70, 40, 24};
+    auto w = run_both(plain_attention(wide, 0.2f), 1e-4, 1e-5);
+    expect_fused(w.cpu);
     test::env_override generic("KILN_CPU_PACKED_GEMM_ISA", "generic");
     auto g = run_both(masked_attention(z, {1, 1, 30, 45}, 4.0f), 1e-4, 1e-5);
     expect_fused(g.cpu);

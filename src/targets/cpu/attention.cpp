@@ -13,11 +13,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
 #include <limits>
 #include <string>
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wpsabi"
+// GCC 12's AVX-512 max, shift and reduction intrinsics pass _mm512_undefined_*() as the
+// unused merge source, which its own flow analysis then reports as uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 namespace kiln::cpu {
@@ -58,6 +63,53 @@ void pack_k(const geometry& g, const float* kt, std::size_t key_stride, float* k
         for (std::size_t k = 0; k < g.d; ++k) dst[k * pgemm::panel] = src[k];
     }
 }
+
+#define ATT_TARGET __attribute__((target("avx512f")))
+
+// pack_k with AVX-512: 16 keys x 16 dims at a time, transposed in registers.
+ATT_TARGET void pack_k_avx512(const geometry& g, const float* kt, std::size_t key_stride, float* kp) {
+    const std::size_t np = panels(g.sk);
+    for (std::size_t p = 0; p < np; ++p) {
+        const std::size_t keys = std::min(pgemm::panel, g.sk - p * pgemm::panel);
+        float* panel_out = kp + p * pgemm::panel * g.d;
+        for (std::size_t k0 = 0; k0 < g.d; k0 += 16) {
+            const std::size_t dims = std::min<std::size_t>(16, g.d - k0);
+            const auto dm = static_cast<__mmask16>(dims == 16 ? 0xFFFFu : (1u << dims) - 1u);
+            __m512 r[16], a[16], b[16];
+            for (std::size_t j = 0; j < 16; ++j)
+                r[j] = j < keys ? _mm512_maskz_loadu_ps(dm, kt + (p * pgemm::panel + j) * key_stride + k0)
+                                : _mm512_setzero_ps();
+            // Rows are keys, columns dims: after the two unpacks, 128-bit lane L of b[4 i + m]
+            // holds column 4 L + m of keys 4 i .. 4 i + 3.
+            for (int i = 0; i < 16; i += 2) {
+                a[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+                a[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+            }
+            for (int i = 0; i < 16; i += 4) {
+                const __m512d a0 = _mm512_castps_pd(a[i]), a1 = _mm512_castps_pd(a[i + 1]);
+                const __m512d a2 = _mm512_castps_pd(a[i + 2]), a3 = _mm512_castps_pd(a[i + 3]);
+                b[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
+                b[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
+                b[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
+                b[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
+            }
+            // Column c = 4 L + m gathers lane L of b[m], b[4 + m], b[8 + m], b[12 + m].
+            for (int m = 0; m < 4; ++m) {
+                const __m512 x0 = _mm512_shuffle_f32x4(b[m], b[4 + m], 0x44), x1 = _mm512_shuffle_f32x4(b[m], b[4 + m], 0xEE);
+                const __m512 y0 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], 0x44);
+                const __m512 y1 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], 0xEE);
+                const __m512 cols[4] = {_mm512_shuffle_f32x4(x0, y0, 0x88), _mm512_shuffle_f32x4(x0, y0, 0xDD),
+                                        _mm512_shuffle_f32x4(x1, y1, 0x88), _mm512_shuffle_f32x4(x1, y1, 0xDD)};
+                for (std::size_t L = 0; L < 4; ++L) {
+                    const std::size_t c = 4 * L + static_cast<std::size_t>(m);
+                    if (c < dims) _mm512_storeu_ps(panel_out + (k0 + c) * pgemm::panel, cols[L]);
+                }
+            }
+        }
+    }
+}
+
+#undef ATT_TARGET
 
 // Vp[p][j][c] = V[j][16 p + c], zero beyond Dv.
 void pack_v(const geometry& g, const float* v, std::size_t row_stride, float* vp) {
@@ -130,6 +182,45 @@ ATT_TARGET float exp_row_avx2(float* x, const float* mask, std::size_t n, float 
 
 #undef ATT_TARGET
 
+#define ATT_TARGET __attribute__((target("avx512f,fma")))
+
+ATT_TARGET inline __mmask16 tail_mask(std::size_t left) {
+    return left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
+}
+
+// exp_row_avx2 with sixteen lanes, the row's last partial vector under a lane mask.
+ATT_TARGET float exp_row_avx512(float* x, const float* mask, std::size_t n, float scale, bool fused) {
+    const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    __m512 vmax = ninf;
+    if (fused) {
+        for (std::size_t j = 0; j < n; j += 16) {
+            const __mmask16 m = tail_mask(n - j);
+            vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(ninf, m, x + j));
+        }
+    } else {
+        const __m512 vs = _mm512_set1_ps(scale);
+        for (std::size_t j = 0; j < n; j += 16) {
+            const __mmask16 m = tail_mask(n - j);
+            __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), vs);
+            if (mask) t = _mm512_add_ps(t, _mm512_maskz_loadu_ps(m, mask + j));
+            _mm512_mask_storeu_ps(x + j, m, t);
+            vmax = _mm512_mask_max_ps(vmax, m, vmax, t);
+        }
+    }
+    const __m512 vm = _mm512_set1_ps(_mm512_reduce_max_ps(vmax)), floor = _mm512_set1_ps(exp_floor);
+    __m512 vsum = _mm512_setzero_ps();
+    for (std::size_t j = 0; j < n; j += 16) {
+        const __mmask16 m = tail_mask(n - j);
+        // max returns its second operand when either is NaN: a NaN score stays NaN.
+        const __m512 e = vexp::exp_scaled16<0>(_mm512_max_ps(floor, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + j), vm)));
+        _mm512_mask_storeu_ps(x + j, m, e);
+        vsum = _mm512_mask_add_ps(vsum, m, vsum, e);
+    }
+    return _mm512_reduce_add_ps(vsum);
+}
+
+#undef ATT_TARGET
+
 // The same without AVX2 (a saved program on another CPU), or with std::exp.
 float exp_row_scalar(float* x, const float* mask, std::size_t n, float scale, bool fused, bool exact) {
     float mx = -std::numeric_limits<float>::infinity();
@@ -192,7 +283,8 @@ argument attention::compute(context&, const shape&, const std::vector<argument>&
     full_lens.push_back(g.sq);
     full_lens.push_back(g.sk);
     const auto mask_strides = has_mask ? broadcast_strides(args[3].get_shape(), full_lens) : std::vector<std::size_t>();
-    const bool vec = part != pgemm::generic_part();  // the softmax rows follow the products' choice
+    // The softmax rows follow the products' choice of kernels.
+    const bool vec = part != pgemm::generic_part(), vec16 = part == pgemm::avx512_part();
     const std::size_t blocks = (g.sq + rows_per_task - 1) / rows_per_task;
     const auto tasks = static_cast<std::int64_t>(g.batches * blocks);
     const auto packs = static_cast<std::int64_t>(2 * g.batches);
@@ -206,7 +298,7 @@ argument attention::compute(context&, const shape&, const std::vector<argument>&
         for (std::int64_t job = 0; job < packs; ++job) {
             const auto b = static_cast<std::size_t>(job) % g.batches;
             if (job < static_cast<std::int64_t>(g.batches))
-                pack_k(g, kt + batch_offset(g, ks.strides(), b), ks.strides()[r - 1], kp_of(b));
+                (vec16 ? pack_k_avx512 : pack_k)(g, kt + batch_offset(g, ks.strides(), b), ks.strides()[r - 1], kp_of(b));
             else
                 pack_v(g, v + batch_offset(g, vs.strides(), b), vs.strides()[r - 2], vp_of(b));
         }
@@ -237,8 +329,10 @@ argument attention::compute(context&, const shape&, const std::vector<argument>&
             float inv[rows_per_task];
             for (std::size_t i = r0; i < r1; ++i) {
                 const float* m = mrow ? mrow + i * mask_strides[r - 2] : nullptr;
-                const float sum = vec && !exact_exp ? exp_row_avx2(s + i * ld_s, m, g.sk, scale, fused)
-                                                    : exp_row_scalar(s + i * ld_s, m, g.sk, scale, fused, exact_exp);
+                float* row = s + i * ld_s;
+                const float sum = exact_exp || !vec ? exp_row_scalar(row, m, g.sk, scale, fused, exact_exp)
+                                  : vec16           ? exp_row_avx512(row, m, g.sk, scale, fused)
+                                                    : exp_row_avx2(row, m, g.sk, scale, fused);
                 inv[i - r0] = 1.0f / sum;
             }
             pgemm::args ctx;  // context: exp(scores) V, then each row divided by its sum

@@ -15,7 +15,10 @@
 // D (q and kt) and Dv (v); the mask broadcasts to [..., Sq, Sk], with unit stride along
 // Sk. The output buffer's shape is the result's (any strides, unit stride along Dv).
 // The exp is vec_exp.hpp's polynomial with fast_math, std::exp without it. Lowered on
-// CPUs with AVX2 and FMA; a saved program runs the baseline kernels elsewhere.
+// CPUs with AVX2 and FMA; a saved program runs the baseline kernels elsewhere. With
+// AVX-512 the softmax rows run sixteen lanes (the tail under a mask) and K is packed by
+// 16 x 16 register transposes (vit_tiny's 6 attentions 0.736 vs 0.774 ms, bert_small's 4
+// 0.316 vs 0.338, Zen 5 EPYC, 2 threads, medians of 5 alternating runs).
 // KILN_CPU_ATTENTION=0 keeps attention on oneDNN.
 #pragma once
 #include "targets/cpu/lowering_util.hpp"
