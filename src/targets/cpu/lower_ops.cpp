@@ -1,5 +1,6 @@
 // Lowering of the ops that are not convolutions or matrix products (see lowering.hpp).
 #include "targets/cpu/channel_mul.hpp"
+#include "targets/cpu/gather_blocks.hpp"
 #include "targets/cpu/global_avg_pool.hpp"
 #include "targets/cpu/lowering_util.hpp"
 #include "targets/cpu/max_pool_blocked.hpp"
@@ -266,7 +267,7 @@ bool lower_simple(lower_env& env, instruction_ref ins) {
         // Bounds and exponents are separate (constant) inputs: only the eltwise form applies.
         return f32_static(ins) && f32_static(ins->inputs()[0]) && lower_eltwise(env, ins);
     }
-    if (n == "gather") return lower_gather(env, ins);  // its indices are integers
+    if (n == "gather") return lower_gather(env, ins) || lower_gather_blocks(env, ins);  // its indices are integers
     if (!all_f32_static(ins)) return false;
     if (n == "pooling") return lower_pooling(env, ins);
     if (n == "softmax" || n == "log_softmax") return lower_softmax(env, ins, n == "log_softmax");
