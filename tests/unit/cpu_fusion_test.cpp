@@ -103,9 +103,33 @@ TEST(cpu_fusion, matmul_bias_and_gelu) {
     auto g = b.op("mul", {b.op("mul", {y, b.op("add", {e, b.scalar(1.0f)})}), b.scalar(0.5f)});
     b.ret({g});
     auto r = run_both(b, 1e-4, 1e-5);
-    EXPECT_EQ(count_ops(r.cpu, "cpu::matmul"), 1u);
+    // One product with the GELU in its epilogue: Kiln's packed GEMM (fast_math), else oneDNN's.
+    EXPECT_EQ(count_ops(r.cpu, "cpu::matmul") + count_ops(r.cpu, "cpu::packed_gemm"), 1u) << text(r.cpu);
+    EXPECT_NE(text(r.cpu).find("gelu_erf"), std::string::npos) << text(r.cpu);
     EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
     EXPECT_EQ(count_ops(r.cpu, "cpu::binary") + count_ops(r.cpu, "cpu::eltwise"), 0u) << text(r.cpu);
+}
+
+TEST(cpu_fusion, matmul_gelu_without_its_half_then_matmul) {
+    KILN_CPU_NEEDS_OPS("add", "mul", "erf");
+    // BERT's and ViT's MLP after the simplifier: x * (1 + erf(x * 0.7071)) feeds the second
+    // matmul, whose result is then halved.
+    builder b;
+    auto x = b.param("x", {1, 13, 32});
+    auto y = b.op("add", {b.op("matmul", {x, b.constant({32, 48}, 0.3f)}), b.constant({48})});
+    auto e = b.op("erf", {b.op("mul", {y, b.scalar(0.70710678f)})});
+    auto g = b.op("mul", {y, b.op("add", {e, b.scalar(1.0f)})});
+    auto z = b.op("mul", {b.op("matmul", {g, b.constant({48, 32}, 0.3f)}), b.scalar(0.5f)});
+    b.ret({z});
+    for (bool fast : {true, false}) {
+        compile_options o;
+        o.fast_math = fast;
+        auto r = run_both(b, 1e-4, 1e-5, o);
+        EXPECT_EQ(count_ops(r.cpu, "cpu::matmul") + count_ops(r.cpu, "cpu::packed_gemm"), 2u) << text(r.cpu);
+        EXPECT_NE(text(r.cpu).find("gelu_erf"), std::string::npos) << text(r.cpu);
+        EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
+        EXPECT_EQ(count_ops(r.cpu, "cpu::fused_kernel"), 0u) << text(r.cpu);
+    }
 }
 
 TEST(cpu_fusion, attention_scores_scale_and_mask) {

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 using namespace kiln;
@@ -20,7 +21,9 @@ using namespace kiln::cpu_test;
 
 namespace {
 
-enum class step { bias, linear, relu, clip, add_col, sub_col, mul_col, max_col, add_full, sub_full, mul_full };
+// gelu: the exported erf form, x * (1 + erf(x / sqrt 2)) * 0.5; gelu2: without the 0.5
+// (BERT's and ViT's, the simplifier having moved it past the next matmul).
+enum class step { bias, linear, relu, clip, gelu, gelu2, add_col, sub_col, mul_col, max_col, add_full, sub_full, mul_full };
 
 struct gemm_case {
     std::vector<std::size_t> batch;  // dims of A before [m, k]
@@ -92,6 +95,13 @@ built build(const gemm_case& c) {
         case step::linear: y = b.op("add", {b.op("mul", {y, b.scalar(1.5f)}), b.scalar(-0.25f)}); break;
         case step::relu: y = b.op("relu", {y}); break;
         case step::clip: y = b.op("clip", {y, b.scalar(-0.3f), b.scalar(0.4f)}); break;
+        case step::gelu:
+        case step::gelu2: {
+            auto e = b.op("erf", {b.op("div", {y, b.scalar(1.4142135f)})});
+            y = b.op("mul", {y, b.op("add", {e, b.scalar(1.0f)})});
+            if (st == step::gelu) y = b.op("mul", {y, b.scalar(0.5f)});
+            break;
+        }
         }
         for (std::size_t e = 0; e < r.want.size(); ++e) {
             double& v = r.want[e];
@@ -108,6 +118,8 @@ built build(const gemm_case& c) {
             case step::linear: v = 1.5 * v - 0.25; r.tol[e] *= 1.5; break;
             case step::relu: v = std::max(v, 0.0); break;
             case step::clip: v = std::min(std::max(v, -0.3), 0.4); break;
+            case step::gelu: v = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); break;
+            case step::gelu2: v = v * (1.0 + std::erf(v / std::sqrt(2.0))); r.tol[e] *= 2.0; break;
             }
         }
     }
@@ -182,6 +194,8 @@ const std::vector<std::vector<step>> post_op_chains = {
     {step::sub_full},
     {step::mul_full},
     {step::bias, step::mul_col, step::add_full, step::relu},
+    {step::bias, step::gelu},
+    {step::gelu2, step::add_full},
 };
 
 }  // namespace
@@ -211,6 +225,58 @@ TEST(cpu_packed_gemm, each_post_op_both_kernels) {
                 check({{}, m, 64, 17, chain}, isa);
                 check({{}, m, 300, 256, chain}, isa);
             }
+}
+
+// GELU's erf in the epilogue is a polynomial: without fast_math the product with GELU is
+// not a packed one (oneDNN's matmul takes the chain), and the result is exact to rounding.
+TEST(cpu_packed_gemm, gelu_only_with_fast_math) {
+    test::env_override all("KILN_CPU_PACKED_GEMM", "all");
+    auto r = build({{}, 40, 64, 48, {step::bias, step::gelu}});
+    program p = r.b.p;
+    compile_options exact;
+    exact.fast_math = false;
+    {
+        test::env_override no_grouping("KILN_CPU_FUSION", "0");
+        p.compile(*get_target("cpu"), exact);
+    }
+    EXPECT_EQ(count_ops(p, "cpu::packed_gemm"), 0u) << text(p);
+    EXPECT_TRUE(ref_kernels(p).empty()) << text(p);
+    expect_result(p, r, "fast_math off");
+}
+
+// The epilogue's GELU over its whole range (both erf branches, the cap, large values of
+// either sign, NaN) on every kernel: C = A times a row of ones, A from -12 to 12.
+TEST(cpu_packed_gemm, gelu_over_its_whole_range_on_every_kernel) {
+    test::env_override all("KILN_CPU_PACKED_GEMM", "all");
+    const std::size_t m = 241, n = 19;
+    std::vector<float> av(m);
+    for (std::size_t i = 0; i < m; ++i) av[i] = -12.0f + 0.1f * static_cast<float>(i);
+    av[7] = std::numeric_limits<float>::quiet_NaN();
+    for (const char* isa : {static_cast<const char*>(nullptr), "avx2", "generic"}) {
+        test::env_override kernels("KILN_CPU_PACKED_GEMM_ISA", isa);
+        builder b;
+        const shape as(type::float32, {m, 1});
+        b.inputs["a"] = literal(as, av).get_argument();
+        auto a = b.m->add_parameter("a", as);
+        auto w = b.m->add_literal(literal(shape(type::float32, {1, n}), std::vector<float>(n, 1.0f)));
+        auto y = b.op("matmul", {a, w});
+        auto e = b.op("erf", {b.op("div", {y, b.scalar(1.4142135f)})});
+        b.ret({b.op("mul", {b.op("mul", {y, b.op("add", {e, b.scalar(1.0f)})}), b.scalar(0.5f)})});
+        auto p = compile_cpu(b);
+        ASSERT_EQ(count_ops(p, "cpu::packed_gemm"), 1u) << text(p);
+        ASSERT_NE(text(p).find("gelu_erf"), std::string::npos) << text(p);
+        const auto got = p.eval(b.inputs).at(0).to_vector<float>();
+        for (std::size_t i = 0; i < m; ++i)
+            for (std::size_t j = 0; j < n; ++j) {
+                const double x = av[i], want = 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+                const float g = got[i * n + j];
+                if (std::isnan(av[i])) {
+                    EXPECT_TRUE(std::isnan(g)) << expected_isa(isa);
+                    continue;
+                }
+                EXPECT_NEAR(g, want, 1e-5 * std::fabs(want) + 2e-6) << expected_isa(isa) << " x " << x;
+            }
+    }
 }
 
 TEST(cpu_packed_gemm, batch_dims_folded_into_rows) {

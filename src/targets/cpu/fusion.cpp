@@ -56,9 +56,16 @@ std::optional<instruction_ref> match_silu(instruction_ref x) {
 }
 
 // The erf GELU as exporters write it: x * (1 + erf(x / sqrt(2))) * 0.5, with the 0.5
-// applied to the product or to x first. Returns the last mul and the instructions in
-// between (in order).
-std::optional<std::vector<instruction_ref>> match_gelu(instruction_ref x) {
+// applied to the product or to x first, or not at all (the simplifier moves a 0.5 applied
+// last past the matmul that reads the product: BERT's and ViT's MLPs). Returns the last
+// mul and the instructions in between (in order), and whether the 0.5 is missing (the
+// result is twice the GELU).
+struct gelu_match {
+    std::vector<instruction_ref> members;
+    bool doubled = false;
+};
+
+std::optional<gelu_match> match_gelu(instruction_ref x) {
     if (x->outputs().size() != 2) return std::nullopt;
     for (auto d : x->outputs()) {
         auto c = other_input(d, x);
@@ -77,19 +84,19 @@ std::optional<std::vector<instruction_ref>> match_gelu(instruction_ref x) {
         auto xm = other_input(*m, *a);
         if (!xm) continue;
         if (*xm == x) {
-            // (x * (1 + erf)) * 0.5
+            // (x * (1 + erf)) * 0.5, or x * (1 + erf) alone
             auto h = single_user(*m);
-            if (!h || !is_binary(*h, "mul")) continue;
-            auto half = other_input(*h, *m);
-            if (!half || !near(scalar_constant(*half), 0.5)) continue;
-            return std::vector<instruction_ref>{d, *e, *a, *m, *h};
+            auto half = h && is_binary(*h, "mul") ? other_input(*h, *m) : std::nullopt;
+            if (half && near(scalar_constant(*half), 0.5))
+                return gelu_match{{d, *e, *a, *m, *h}, false};
+            return gelu_match{{d, *e, *a, *m}, true};
         }
         // (x * 0.5) * (1 + erf)
         auto h = *xm;
         if (!is_binary(h, "mul") || single_user(h) != m) continue;
         auto half = other_input(h, x);
         if (!half || !near(scalar_constant(*half), 0.5)) continue;
-        return std::vector<instruction_ref>{d, *e, *a, h, *m};
+        return gelu_match{{d, *e, *a, h, *m}, false};
     }
     return std::nullopt;
 }
@@ -150,11 +157,12 @@ fused_chain find_post_ops(instruction_ref anchor, std::size_t channel_axis, bool
             step({(*m)->inputs()[0] == cur ? (*m)->inputs()[1] : (*m)->inputs()[0], *m});
             continue;
         }
-        if (auto g = match_gelu(cur); g && free(*g)) {
+        if (auto g = match_gelu(cur); g && free(g->members)) {
             post_op p;
             p.algorithm = "gelu_erf";
             c.post_ops.push_back(p);
-            step(*g);
+            if (g->doubled) c.post_ops.push_back(linear(2.0f, 0.0f));
+            step(g->members);
             continue;
         }
         auto u = single_user(cur);

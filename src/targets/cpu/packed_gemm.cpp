@@ -77,7 +77,7 @@ std::vector<pgemm::post_step> packed_post_steps(const std::vector<post_op>& ops,
     std::vector<pgemm::post_step> out;
     for (const auto& po : ops) {
         pgemm::post_step s;
-        const auto kind = fused_post_kind_of(po);
+        const auto kind = fused_post_kind_of(po, true);
         if (!kind) throw_error(error_code::parse, op_name + ": post-op " + po.kind + " " + po.algorithm + " is not supported");
         s.kind = *kind;
         s.alpha = po.alpha;
@@ -209,7 +209,7 @@ shape packed_gemm::compute_shape(const std::vector<shape>& inputs) const {
     if (copies && inputs[inputs.size() - 2].bytes() < mu * static_cast<std::size_t>(a_copy_stride) * sizeof(float))
         bad("the buffer for the copy of a is too small");
     for (const auto& p : post_ops) {
-        if (!fused_post_kind_of(p)) bad("post-op " + p.kind + " " + p.algorithm + " is not supported");
+        if (!fused_post_kind_of(p, true)) bad("post-op " + p.kind + " " + p.algorithm + " is not supported");
         if (p.kind != "binary") continue;
         const auto in = static_cast<std::size_t>(p.input);
         if (p.input < static_cast<std::int64_t>(base) || in >= inputs.size() - 1 - copies ||
@@ -290,7 +290,8 @@ bool lower_packed_gemm(lower_env& env, const matmul& mm, const std::vector<instr
     if (mm.post_ops.size() > static_cast<std::size_t>(pgemm::max_post_steps)) return false;
     if (mm.has_bias && (operands.size() < 3 || operands[2]->get_shape().elements() != n)) return false;
     for (const auto& p : mm.post_ops) {
-        if (!fused_post_kind_of(p)) return false;
+        // GELU's erf is a polynomial (fused_post_kind.hpp): with fast_math only.
+        if (!fused_post_kind_of(p, env.ctx.fast_math())) return false;
         if (p.kind != "binary") continue;
         const auto in = static_cast<std::size_t>(p.input);
         if (p.input < 2 || in >= operands.size() || env.layout.count(&*operands[in]) ||

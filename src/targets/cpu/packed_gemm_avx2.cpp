@@ -47,6 +47,24 @@ PG_TARGET inline void store(float* p, __m256 v, const cols& c, int half) {
     else _mm256_maskstore_ps(p, half ? c.m1 : c.m0, v);
 }
 
+// gelu_erf_scalar (fused_post_kind.hpp), eight lanes.
+PG_TARGET inline __m256 gelu8(__m256 v) {
+    using namespace gelu_coef;
+    const __m256 x = _mm256_mul_ps(v, _mm256_set1_ps(inv_sqrt2));
+    const __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.0f));
+    const __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), x2 = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_set1_ps(gelu_coef::p[0]);
+    for (int i = 1; i < 7; ++i) p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(gelu_coef::p[i]));
+    // min returns its second operand when either is NaN: a NaN stays NaN.
+    const __m256 t = _mm256_sub_ps(_mm256_min_ps(_mm256_set1_ps(big_cap), a), _mm256_set1_ps(big_center));
+    __m256 q = _mm256_set1_ps(gelu_coef::q[0]);
+    for (int i = 1; i < 13; ++i) q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(gelu_coef::q[i]));
+    q = _mm256_min_ps(_mm256_set1_ps(1.0f), q);
+    const __m256 big = _mm256_or_ps(q, sign);
+    const __m256 erf = _mm256_blendv_ps(big, _mm256_mul_ps(x, p), _mm256_cmp_ps(a, _mm256_set1_ps(small_cut), _CMP_LT_OQ));
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v), _mm256_add_ps(_mm256_set1_ps(1.0f), erf));
+}
+
 PG_TARGET inline __m256 apply(const post_step& s, __m256 v, const float* src, const cols& c, int half) {
     switch (s.kind) {
     case post_kind::linear: return _mm256_fmadd_ps(_mm256_set1_ps(s.alpha), v, _mm256_set1_ps(s.beta));
@@ -56,6 +74,7 @@ PG_TARGET inline __m256 apply(const post_step& s, __m256 v, const float* src, co
                                 _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ));
     case post_kind::clip:
         return _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(s.alpha)), _mm256_set1_ps(s.beta));
+    case post_kind::gelu_erf: return gelu8(v);
     case post_kind::add: return _mm256_add_ps(v, load(src, c, half));
     case post_kind::sub: return _mm256_sub_ps(v, load(src, c, half));
     case post_kind::mul: return _mm256_mul_ps(v, load(src, c, half));

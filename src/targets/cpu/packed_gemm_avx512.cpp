@@ -53,6 +53,25 @@ PG_TARGET inline void store16(float* p, std::size_t half1, __mmask16 m, __m512 v
     _mm256_mask_storeu_ps(p + half1, static_cast<__mmask8>(m >> 8), _mm512_extractf32x8_ps(v, 1));
 }
 
+// gelu_erf_scalar (fused_post_kind.hpp), sixteen lanes.
+PG_TARGET inline __m512 gelu16(__m512 v) {
+    using namespace gelu_coef;
+    const __m512 x = _mm512_mul_ps(v, _mm512_set1_ps(inv_sqrt2));
+    const __m512 a = _mm512_abs_ps(x), x2 = _mm512_mul_ps(x, x);
+    __m512 p = _mm512_set1_ps(gelu_coef::p[0]);
+    for (int i = 1; i < 7; ++i) p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(gelu_coef::p[i]));
+    // min returns its second operand when either is NaN: a NaN stays NaN.
+    const __m512 t = _mm512_sub_ps(_mm512_min_ps(_mm512_set1_ps(big_cap), a), _mm512_set1_ps(big_center));
+    __m512 q = _mm512_set1_ps(gelu_coef::q[0]);
+    for (int i = 1; i < 13; ++i) q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(gelu_coef::q[i]));
+    q = _mm512_min_ps(_mm512_set1_ps(1.0f), q);
+    const __m512 big = _mm512_castsi512_ps(_mm512_or_si512(
+        _mm512_castps_si512(q), _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN))));
+    const __m512 erf = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(small_cut), _CMP_LT_OQ), big,
+                                            _mm512_mul_ps(x, p));
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), v), _mm512_add_ps(_mm512_set1_ps(1.0f), erf));
+}
+
 // What a tile prefetches while it computes (at `ahead`): nothing; next_b, one B row (a
 // cache line) per panel per k step of the next panels' block (the first tile of each
 // panel pair: B streams from memory once, and without this the first tile of every pair
@@ -138,6 +157,7 @@ PG_TARGET void tile(const args& g, std::size_t i, std::size_t p, std::size_t k0,
                 PG_EACH(v = _mm512_min_ps(_mm512_max_ps(v, lo), hi))
                 break;
             }
+            case post_kind::gelu_erf: PG_EACH(v = gelu16(v)) break;
             case post_kind::add: PG_EACH(v = _mm512_add_ps(v, PG_OPERAND)) break;
             case post_kind::sub: PG_EACH(v = _mm512_sub_ps(v, PG_OPERAND)) break;
             case post_kind::mul: PG_EACH(v = _mm512_mul_ps(v, PG_OPERAND)) break;

@@ -15,6 +15,7 @@ float apply(const post_step& s, float v, const float* src, std::size_t j) {
     case post_kind::linear: return s.alpha * v + s.beta;
     case post_kind::relu: return v > 0.0f ? v : s.alpha * v;
     case post_kind::clip: return std::min(std::max(v, s.alpha), s.beta);
+    case post_kind::gelu_erf: return gelu_erf_scalar(v);
     case post_kind::add: return v + src[j];
     case post_kind::sub: return v - src[j];
     case post_kind::mul: return v * src[j];
