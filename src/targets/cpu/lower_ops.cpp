@@ -1,5 +1,6 @@
 // Lowering of the ops that are not convolutions or matrix products (see lowering.hpp).
 #include "targets/cpu/channel_mul.hpp"
+#include "targets/cpu/concat_plain.hpp"
 #include "targets/cpu/gather_blocks.hpp"
 #include "targets/cpu/global_avg_pool.hpp"
 #include "targets/cpu/lowering_util.hpp"
@@ -275,7 +276,7 @@ bool lower_simple(lower_env& env, instruction_ref ins) {
     if (n == "batch_norm_inference") return lower_batch_norm(env, ins);
     if (n == "lrn") return lower_lrn(env, ins);
     if (n.rfind("reduce_", 0) == 0) return lower_reduce(env, ins, n);
-    if (n == "concat") return lower_concat(env, ins);
+    if (n == "concat") return lower_concat_plain(env, ins) || lower_concat(env, ins);
     if (n == "resize") return lower_resize(env, ins);
     if ((n == "reshape" || n == "flatten") && ins->inputs().size() == 1) return lower_reshape_copy(env, ins);
     // SiLU left over from a convolution's or matmul's post-ops (a big result, see silu.hpp):

@@ -9,6 +9,7 @@
 #include "targets/cpu/op_conv.hpp"
 #include "targets/cpu/op_matmul.hpp"
 #include "targets/cpu/packed_gemm.hpp"
+#include "targets/cpu/pixel_rows_view.hpp"
 #include "targets/cpu/silu.hpp"
 #include "targets/cpu/sum_post_op.hpp"
 #include "targets/cpu/winograd.hpp"
@@ -363,7 +364,7 @@ void lowering::apply(module& m) const {
         }
         if (claimed.count(&*ins)) continue;  // lowered with its chain's last member
         if (ins->name() == "lstm") lower_lstm(env, ins, dead);
-        else lower_simple(env, ins);
+        else if (!lower_pixel_rows_view(env, ins)) lower_simple(env, ins);
     }
     // Users before what they use (tuple elements, then the tuple).
     for (auto d : dead)
