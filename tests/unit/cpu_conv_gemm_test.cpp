@@ -7,6 +7,7 @@
 // layers over many pixels whose data streams through memory are taken by default.
 #include "cpu_test_util.hpp"
 
+#include "targets/cpu/conv_gemm.hpp"
 #include "targets/cpu/cpu_features.hpp"
 
 #include <kiln/serialize.hpp>
@@ -53,8 +54,10 @@ builder build(const conv_case& c) {
 // want 1: the convolution must be a conv_gemm where it fits (=all: on AVX-512 machines the
 // default leaves it to oneDNN); 0: the rule (default, or the switch set) leaves it.
 void check(const conv_case& c, std::size_t want = 1) {
-    // Winograd would take the 3x3 layers first (F(2x2) from 16 tiles on AVX-512 machines).
+    // Winograd would take the 3x3 layers first (F(2x2) from 16 tiles on AVX-512 machines),
+    // and the residual's strided 1x1 would be a conv_gemm of its own there.
     test::env_override no_winograd("KILN_CPU_WINOGRAD", "0");
+    test::env_override no_strided("KILN_CPU_CONV_GEMM_STRIDED", "0");
     const char* set = std::getenv("KILN_CPU_CONV_GEMM");
     const std::string mode = set ? set : "all";
     test::env_override all("KILN_CPU_CONV_GEMM", want == 1 ? mode.c_str() : set ? mode.c_str() : nullptr);
@@ -206,4 +209,46 @@ TEST(cpu_conv_gemm, tall_one_by_one_by_cpu) {
     small.residual = true;
     auto s = run_both(build(small), 2e-4, 2e-4);
     EXPECT_EQ(count_ops(s.cpu, "cpu::conv_gemm"), 0u) << text(s.cpu);
+}
+
+// ResNet's downsampling projection (1x1, stride 2) with few output pixels: on AVX-512
+// machines a conv_gemm by default (its rows gathered), oneDNN's with the switch off or
+// with many pixels; with 1024 input channels the gathered rows are padded (4 KiB apart
+// they would share one L1 set), and a saved program keeps the padding.
+TEST(cpu_conv_gemm, strided_one_by_one_by_cpu) {
+    test::env_override unset("KILN_CPU_CONV_GEMM", nullptr);
+    auto projection = [](std::size_t c, std::size_t hw, std::size_t oc) {
+        builder b;
+        auto x = b.param("x", {1, c, hw, hw});
+        auto y = b.op("convolution", value::object{}, {x, b.constant({c, c, 1, 1}, 0.05f)});  // a oneDNN layout
+        auto z = b.op("convolution", value::object{{"stride", arr({2, 2})}}, {y, b.constant({oc, c, 1, 1}, 0.05f), b.constant({oc})});
+        b.ret({b.op("relu", {z})});
+        return b;
+    };
+    const std::size_t want = kiln::cpu::has_avx512() ? 1u : 0u;
+    auto r = run_both(projection(64, 14, 128), 2e-4, 2e-4);  // 49 rows
+    EXPECT_EQ(count_ops(r.cpu, "cpu::conv_gemm"), want) << text(r.cpu);
+    EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
+    auto many = run_both(projection(32, 64, 64), 2e-4, 2e-4);  // 1024 rows
+    EXPECT_EQ(count_ops(many.cpu, "cpu::conv_gemm"), 0u) << text(many.cpu);
+    {
+        test::env_override off("KILN_CPU_CONV_GEMM_STRIDED", "0");
+        auto o = run_both(projection(64, 14, 128), 2e-4, 2e-4);
+        EXPECT_EQ(count_ops(o.cpu, "cpu::conv_gemm"), 0u) << text(o.cpu);
+    }
+    if (!want) return;
+    auto b = projection(1024, 10, 64);  // 25 rows of 1024 channels
+    program ref = b.p;
+    ref.compile(*get_target("ref"));
+    program cpu = b.p;
+    cpu.compile(*get_target("cpu"));
+    const kiln::cpu::conv_gemm* op = nullptr;
+    for (const auto& ins : *cpu.get_main_module())
+        if (auto* g = ins.get_operator().any_cast<kiln::cpu::conv_gemm>()) op = g;
+    ASSERT_NE(op, nullptr) << text(cpu);
+    EXPECT_EQ(op->a_stride, 1040);
+    expect_close(cpu.eval(b.inputs)[0], ref.eval(b.inputs)[0], 2e-4, 2e-4);
+    const auto bytes = save_buffer(cpu);
+    auto loaded = load_buffer(bytes.data(), bytes.size());
+    expect_close(loaded.eval(b.inputs)[0], ref.eval(b.inputs)[0], 2e-4, 2e-4);
 }

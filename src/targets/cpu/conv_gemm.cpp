@@ -34,6 +34,11 @@ constexpr std::int64_t max_plain_depth = 256;
 // ... and smaller than this (x, the result and a residual, in bytes), the layer's data stays
 // in the caches, where oneDNN's kernels are faster (ResNet-50 and MobileNetV2 at batch 1).
 constexpr std::size_t min_streamed_bytes = 8u << 20;
+// Gathered rows of A this far apart (bytes, or a multiple) share an L1 set: padded by one
+// cache line (packed_gemm.hpp has the measurement), from two register tiles of rows.
+constexpr std::size_t aliasing_bytes = 4096;
+constexpr std::int64_t a_padding = 16;
+constexpr std::int64_t min_padded_rows = 24;
 
 struct geometry {
     // block, out_block: pixel_channels of x's and of the result's layouts (8 or 16 for
@@ -64,12 +69,17 @@ geometry geometry_of(const conv_gemm& op) {
 // A 1x1 stride-1 convolution of a channels-last x is already the product's A (rows =
 // pixels, K = channels): no im2col copy.
 bool reads_x_in_place(const conv_gemm& op, const geometry& g) {
-    return g.kh == 1 && g.kw == 1 && op.stride == std::vector<std::int64_t>{1, 1} &&
+    return op.a_stride == 0 && g.kh == 1 && g.kw == 1 && op.stride == std::vector<std::int64_t>{1, 1} &&
            op.pad_begin == std::vector<std::int64_t>{0, 0} && g.block == g.c && g.ho == g.h && g.wo == g.w;
 }
 
+// A's row stride in the im2col buffer.
+std::size_t a_row_stride(const conv_gemm& op, const geometry& g) {
+    return op.a_stride > 0 ? static_cast<std::size_t>(op.a_stride) : g.depth();
+}
+
 std::size_t im2col_bytes(const conv_gemm& op, const geometry& g) {
-    return reads_x_in_place(op, g) ? sizeof(float) : g.rows() * g.depth() * sizeof(float);
+    return reads_x_in_place(op, g) ? sizeof(float) : g.rows() * a_row_stride(op, g) * sizeof(float);
 }
 
 std::size_t packed_floats(const geometry& g) { return (g.oc + pgemm::panel - 1) / pgemm::panel * g.depth() * pgemm::panel; }
@@ -95,10 +105,10 @@ template <std::size_t Bc>
 void gather_rows(const conv_gemm& op, const geometry& g, const float* x, float* a, std::size_t r0, std::size_t r1) {
     const std::size_t B = Bc ? Bc : g.block;
     const std::size_t pixels = g.ho * g.wo, plane = g.h * g.w * B, image = g.c * g.h * g.w;
-    const std::size_t k = g.depth(), blocks = g.c / B;
+    const std::size_t lda = a_row_stride(op, g), blocks = g.c / B;
     for (std::size_t r = r0; r < r1; ++r) {
         const std::size_t img = r / pixels, q = r % pixels, oh = q / g.wo, ow = q % g.wo;
-        float* row = a + r * k;
+        float* row = a + r * lda;
         for (std::size_t i = 0; i < g.kh; ++i) {
             const std::int64_t ih = static_cast<std::int64_t>(oh) * op.stride[0] - op.pad_begin[0] +
                                     static_cast<std::int64_t>(i) * op.dilation[0];
@@ -158,6 +168,8 @@ shape conv_gemm::compute_shape(const std::vector<shape>& inputs) const {
         bad("the packed weights " + inputs[1].to_string() + " are too small");
     if (has_bias && (inputs[2].get_type() != type::float32 || inputs[2].elements() != g.oc))
         bad("the bias must have one float32 value per output channel");
+    if (a_stride < 0 || (a_stride > 0 && static_cast<std::size_t>(a_stride) < g.depth()))
+        bad("a_stride " + std::to_string(a_stride) + " is shorter than a row of " + std::to_string(g.depth()));
     if (inputs[inputs.size() - 2].bytes() < im2col_bytes(*this, g)) bad("the im2col buffer is too small");
     if (inputs.back().bytes() < dst_layout.to_md().get_size()) bad("the output buffer is too small");
     if (post_ops.size() > static_cast<std::size_t>(pgemm::max_post_steps)) bad("too many post-ops");
@@ -208,6 +220,7 @@ argument conv_gemm::compute(context&, const shape&, const std::vector<argument>&
     p.k = g.depth();
     p.kc = pgemm::depth_block(p.k);
     p.a = a;
+    p.lda = reads_x_in_place(*this, g) ? 0 : a_row_stride(*this, g);
     p.b = reinterpret_cast<const float*>(args[1].data());
     p.bias = has_bias ? reinterpret_cast<const float*>(args[2].data()) : nullptr;
     p.c = reinterpret_cast<float*>(args.back().data());
@@ -238,9 +251,16 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
     // layers over many pixels (the kernels' tall order, x read in place); without, few
     // output pixels and a window of 2 taps or more. =1x1 adds 1x1 layers with few pixels,
     // =all everything that fits.
-    const bool few_rows = rows <= max_rows && (geo.kernel[0] * geo.kernel[1] >= 2 || mode == "1x1");
+    // With AVX-512, strided 1x1 layers with few pixels too (module comment).
+    const char* strided_sw = std::getenv("KILN_CPU_CONV_GEMM_STRIDED");
+    const bool strided_1x1 = has_avx512() && !(strided_sw && std::string(strided_sw) == "0") &&
+                             geo.kernel == std::vector<std::int64_t>{1, 1} &&
+                             geo.stride != std::vector<std::int64_t>{1, 1};
+    const bool few_rows =
+        rows <= max_rows && (geo.kernel[0] * geo.kernel[1] >= 2 || mode == "1x1" || strided_1x1);
     const bool tall = has_avx512() && pointwise && rows >= static_cast<std::int64_t>(pgemm::tall_rows) && !few_rows;
-    if (has_avx512() ? !(tall || (few_rows && (mode == "all" || mode == "1x1"))) : !few_rows) return false;
+    if (has_avx512() ? !(tall || (few_rows && (mode == "all" || mode == "1x1" || strided_1x1))) : !few_rows)
+        return false;
     conv_gemm op;
     op.kernel = geo.kernel;
     op.stride = geo.stride;
@@ -258,6 +278,9 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
     if (geo.in_channels % pixel_channels(op.layouts[0]) != 0 || geo.out_channels % pixel_channels(op.dst_layout) != 0)
         return false;
     if (tall && !reads_x_in_place(op, geometry_of(op))) return false;
+    if (const auto g0 = geometry_of(op); !reads_x_in_place(op, g0) &&
+                                         (g0.depth() * sizeof(float)) % aliasing_bytes == 0 && rows >= min_padded_rows)
+        op.a_stride = static_cast<std::int64_t>(g0.depth()) + a_padding;
     const auto oc = static_cast<std::size_t>(geo.out_channels);
     if (c.has_bias && (operands.size() < 3 || operands[2]->get_shape().elements() != oc)) return false;
     if (op.post_ops.size() > static_cast<std::size_t>(pgemm::max_post_steps)) return false;

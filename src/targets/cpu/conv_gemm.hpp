@@ -23,6 +23,12 @@
 // (1024->256 1.9 vs 1.8, 1024->512 3.8 vs 3.5); at batch 1 all lose (64->256 at 56x56
 // 0.34 vs 0.25).
 //
+// Strided 1x1 layers (ResNet's downsampling projections) with few output pixels (<= 512
+// rows) run here on AVX-512 too, their rows gathered: resnet50 at batch 1, per layer,
+// 512->1024 at 14x14 0.51 vs 0.60 ms on oneDNN, 1024->2048 at 7x7 0.58 vs 0.64 (5
+// alternating runs); with 784 rows (256->512 at 28x28) oneDNN is faster (0.55 vs 0.58).
+// KILN_CPU_CONV_GEMM_STRIDED=0 keeps them on oneDNN.
+//
 // A residual added first is added in place (sum_post_op.hpp): the result's buffer is the
 // residual's, and the product starts from its values (pgemm::args::accumulate).
 //
@@ -59,6 +65,9 @@ struct conv_gemm {
     std::vector<post_op> post_ops;
     std::vector<md_record> layouts;  // per input: its oneDNN layout (x's is blocked)
     md_record dst_layout;            // the result's (x's blocking)
+    // > 0: the gathered rows of A this many floats apart instead of K (K a multiple of 1024
+    // puts them 4 KiB apart, where a register tile's 12 rows share one L1 cache set).
+    std::int64_t a_stride = 0;
 
     template <class Self, class F>
     static void reflect(Self& self, F f) {
@@ -72,6 +81,7 @@ struct conv_gemm {
         f(self.post_ops, "post_ops");
         f(self.layouts, "layouts");
         f(self.dst_layout, "dst_layout");
+        f(self.a_stride, "a_stride");
     }
     std::string name() const { return "cpu::conv_gemm"; }
     shape compute_shape(const std::vector<shape>& inputs) const;
