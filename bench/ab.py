@@ -1,0 +1,86 @@
+#!/usr/bin/python3
+"""A/B of two Kiln settings on one model, per instruction kind and output shape.
+
+Run by hand, not by `make test`:
+
+    /usr/bin/python3 bench/ab.py mobilenet_v2 --a KILN_CPU_INPUT_REORDER=dnnl --b "" --rounds 6
+    /usr/bin/python3 bench/ab.py resnet50 --a KILN_CPU_CONV_GEMM_STRIDED=0 --input DIR
+
+Each round runs `kiln perf --per-instruction` once with A's environment and once with B's
+(space-separated NAME=VALUE settings, alternating, each a fresh process), and the table gives,
+per (output shape, instruction kind) summed over its instructions, the minimum and the median
+over the rounds, A beside B, and the same for the whole run's median. The machines these
+benchmarks run on are noisy (another tenant moves a whole run by up to 2x); alternating
+rounds and comparing per instruction separates a change's effect from that noise.
+"""
+import argparse
+import collections
+import json
+import os
+import statistics
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def settings(text):
+    env = {}
+    for item in text.split():
+        name, _, value = item.partition("=")
+        env[name] = value
+    return env
+
+
+def one_run(kiln, model, input_dir, threads, runs, extra_env):
+    cmd = [kiln, "perf", model, "--threads", str(threads), "-n", str(runs), "--per-instruction", "--json"]
+    if input_dir:
+        cmd += ["--input", input_dir]
+    env = dict(os.environ, GOMP_SPINCOUNT=os.environ.get("GOMP_SPINCOUNT", "10000"))
+    env.update(extra_env)
+    for name, value in extra_env.items():
+        if value == "":
+            env.pop(name, None)  # NAME= unsets it
+    data = json.loads(subprocess.run(cmd, check=True, stdout=subprocess.PIPE, env=env, text=True).stdout)
+    sums = collections.defaultdict(float)
+    for ins in data.get("per_instruction", []):
+        op = ins.get("op", "?")
+        if op in ("load", "allocate"):
+            continue
+        sums[(ins.get("shape", ""), op)] += float(ins.get("ms", 0.0))
+    sums[("", "TOTAL (run median)")] = float(data["median_ms"])
+    return sums
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model", help="a folder name under --models-dir, or a path to an .onnx file")
+    ap.add_argument("--models-dir", default=os.path.join(ROOT, "..", "shared", "models"))
+    ap.add_argument("--a", default="", help="A's settings, e.g. 'KILN_CPU_SILU=dnnl' (default: none)")
+    ap.add_argument("--b", default="", help="B's settings (default: none)")
+    ap.add_argument("--input", help="folder of input_K.pb files (default: the model's test_data_set_0 if any)")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=100, help="iterations per kiln perf")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--kiln", default=os.path.join(ROOT, "build", "bin", "kiln"))
+    args = ap.parse_args()
+    model = args.model if args.model.endswith(".onnx") else os.path.join(args.models_dir, args.model, "model.onnx")
+    input_dir = args.input
+    default_inputs = os.path.join(os.path.dirname(model), "test_data_set_0")
+    if input_dir is None and os.path.isdir(default_inputs):
+        input_dir = default_inputs
+    rows = collections.defaultdict(lambda: ([], []))
+    for _ in range(args.rounds):
+        for side, text in ((0, args.a), (1, args.b)):
+            for key, ms in one_run(args.kiln, model, input_dir, args.threads, args.runs, settings(text)).items():
+                rows[key][side].append(ms)
+    print("A: %s\nB: %s\n%d rounds; per output shape and kind, ms summed over its instructions: min / median"
+          % (args.a or "(defaults)", args.b or "(defaults)", args.rounds))
+    fmt = lambda v: "%.3f / %.3f" % (min(v), statistics.median(v)) if v else "-"
+    print("%-44s %-28s %18s %18s" % ("shape", "kind", "A", "B"))
+    for key in sorted(rows, key=lambda k: -max(rows[k][0] + rows[k][1])):
+        a, b = rows[key]
+        print("%-44s %-28s %18s %18s" % (key[0][:44], key[1][:28], fmt(a), fmt(b)))
+
+
+if __name__ == "__main__":
+    main()
