@@ -34,11 +34,6 @@ constexpr std::int64_t max_plain_depth = 256;
 // ... and smaller than this (x, the result and a residual, in bytes), the layer's data stays
 // in the caches, where oneDNN's kernels are faster (ResNet-50 and MobileNetV2 at batch 1).
 constexpr std::size_t min_streamed_bytes = 8u << 20;
-// Gathered rows of A this far apart (bytes, or a multiple) share an L1 set: padded by one
-// cache line (packed_gemm.hpp has the measurement), from two register tiles of rows.
-constexpr std::size_t aliasing_bytes = 4096;
-constexpr std::int64_t a_padding = 16;
-constexpr std::int64_t min_padded_rows = 24;
 
 struct geometry {
     // block, out_block: pixel_channels of x's and of the result's layouts (8 or 16 for
@@ -278,9 +273,10 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
     if (geo.in_channels % pixel_channels(op.layouts[0]) != 0 || geo.out_channels % pixel_channels(op.dst_layout) != 0)
         return false;
     if (tall && !reads_x_in_place(op, geometry_of(op))) return false;
-    if (const auto g0 = geometry_of(op); !reads_x_in_place(op, g0) &&
-                                         (g0.depth() * sizeof(float)) % aliasing_bytes == 0 && rows >= min_padded_rows)
-        op.a_stride = static_cast<std::int64_t>(g0.depth()) + a_padding;
+    // Gathered rows padded where they would share L1 cache sets.
+    if (const auto g0 = geometry_of(op); !reads_x_in_place(op, g0))
+        if (const auto lda = pgemm::padded_a_stride(g0.depth(), g0.rows()); lda != g0.depth())
+            op.a_stride = static_cast<std::int64_t>(lda);
     const auto oc = static_cast<std::size_t>(geo.out_channels);
     if (c.has_bias && (operands.size() < 3 || operands[2]->get_shape().elements() != oc)) return false;
     if (op.post_ops.size() > static_cast<std::size_t>(pgemm::max_post_steps)) return false;

@@ -13,15 +13,6 @@ namespace kiln::cpu {
 
 namespace {
 
-// The result's dims: data's, with the axis replaced by the indices' dims.
-std::vector<std::size_t> gathered_lens(const shape& data, const shape& indices, std::size_t axis) {
-    const auto& dl = data.lens();
-    std::vector<std::size_t> lens(dl.begin(), dl.begin() + static_cast<std::ptrdiff_t>(axis));
-    lens.insert(lens.end(), indices.lens().begin(), indices.lens().end());
-    lens.insert(lens.end(), dl.begin() + static_cast<std::ptrdiff_t>(axis) + 1, dl.end());
-    return lens;
-}
-
 template <class I>
 void copy_blocks(const char* src, const I* ind, char* dst, std::size_t outer, std::size_t n_ind, std::size_t axis_len,
                  std::size_t block_bytes, const std::string& op_name) {
@@ -58,7 +49,7 @@ shape gather_blocks::compute_shape(const std::vector<shape>& inputs) const {
         bad("axis " + std::to_string(axis) + " is outside data " + data.to_string());
     if ((indices.get_type() != type::int32 && indices.get_type() != type::int64) || !indices.standard())
         bad("indices must be row-major int32 or int64, got " + indices.to_string());
-    shape out(data.get_type(), gathered_lens(data, indices, static_cast<std::size_t>(axis)));
+    const shape out = op::gather{axis}.compute_shape({data, indices});
     if (inputs[2].bytes() < out.bytes()) bad("the output buffer is too small");
     return out;
 }
@@ -94,7 +85,7 @@ bool lower_gather_blocks(lower_env& env, instruction_ref ins) {
     if (axis < 0 || axis >= static_cast<std::int64_t>(ds.ndim())) return false;
     gather_blocks op;
     op.axis = axis;
-    const shape out(ds.get_type(), gathered_lens(ds, is, static_cast<std::size_t>(axis)));
+    const shape out = op::gather{axis}.compute_shape({ds, is});
     if (out.lens() != ins->get_shape().lens()) return false;
     auto buf = env.m.insert_instruction(ins, builtin::allocate{out}, {});
     env.m.replace_instruction(ins, op, {data, idx, buf});

@@ -32,12 +32,6 @@ std::size_t fewest_rows() { return has_avx512() ? 1 : min_rows; }
 // K blocks: up to this depth in one block; deeper, in equal blocks of at most 256, so that a
 // B micro-panel (kc x 16 floats, 16 KiB) stays in L1 while the tiles of a part sweep it.
 constexpr std::size_t one_block_depth = 384;
-// A's rows this far apart (in bytes, or a multiple of it) share their L1 cache sets.
-constexpr std::size_t aliasing_bytes = 4096;
-// ... and copied with this many floats of padding per row (one cache line), from this
-// many rows up (two AVX-512 register tiles: fewer rows touch few lines of a set).
-constexpr std::size_t a_copy_padding = 16;
-constexpr std::size_t min_copied_rows = 24;
 constexpr std::size_t block_depth = 256;
 
 using pgemm::panels;
@@ -310,9 +304,9 @@ bool lower_packed_gemm(lower_env& env, const matmul& mm, const std::vector<instr
     args[1] = env.m.insert_literal(pos, literal(shape(type::float32, {packed.size()}), packed));
     const char* copy_sw = std::getenv("KILN_CPU_PACKED_GEMM_COPY_A");
     const bool may_copy = !(copy_sw && std::string(copy_sw) == "0");
-    if (may_copy && (k * sizeof(float)) % aliasing_bytes == 0 && m >= min_copied_rows) {
-        op.a_copy_stride = static_cast<std::int64_t>(k + a_copy_padding);
-        const std::size_t bytes = m * (k + a_copy_padding) * sizeof(float);
+    if (const std::size_t lda = pgemm::padded_a_stride(k, m); may_copy && lda != k) {
+        op.a_copy_stride = static_cast<std::int64_t>(lda);
+        const std::size_t bytes = m * lda * sizeof(float);
         args.push_back(env.m.insert_instruction(pos, builtin::allocate{shape(type::uint8, {bytes})}, {}));
     }
     args.push_back(env.m.insert_instruction(pos, builtin::allocate{dst}, {}));

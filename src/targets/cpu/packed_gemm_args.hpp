@@ -50,6 +50,15 @@ struct args {
 
 // A's row stride.
 inline std::size_t a_stride(const args& g) { return g.lda ? g.lda : g.k; }
+
+// The row stride to give a copy of A (rows of k floats, `rows` of them): rows 4 KiB apart
+// (or a multiple) share one L1 cache set, so an AVX-512 register tile's 12 rows evict each
+// other and B (packed_gemm.hpp has the measurement); from two tiles of rows up they are
+// padded by a cache line. k itself where nothing aliases.
+inline std::size_t padded_a_stride(std::size_t k, std::size_t rows) {
+    constexpr std::size_t aliasing_bytes = 4096, padding = 16, min_rows = 24;
+    return (k * sizeof(float)) % aliasing_bytes == 0 && rows >= min_rows ? k + padding : k;
+}
 // Where C's row i starts, and where its column j (a multiple of 8) is from there.
 inline std::size_t row_offset(const args& g, std::size_t i) {
     if (g.block == 0) return i * (g.ldc ? g.ldc : g.n);
