@@ -253,7 +253,10 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
                              geo.stride != std::vector<std::int64_t>{1, 1};
     const bool few_rows =
         rows <= max_rows && (geo.kernel[0] * geo.kernel[1] >= 2 || mode == "1x1" || strided_1x1);
-    const bool tall = has_avx512() && pointwise && rows >= static_cast<std::int64_t>(pgemm::tall_rows) && !few_rows;
+    // ... and strided 1x1 layers with many pixels whose strided rows of x share L1 cache
+    // sets (4 KiB apart: oneDNN's kernels read them in place), gathered into padded rows.
+    const bool strided_tall = strided_1x1 && (geo.stride[1] * geo.in_channels * 4) % 4096 == 0;
+    const bool tall = has_avx512() && (pointwise || strided_tall) && rows >= static_cast<std::int64_t>(pgemm::tall_rows) && !few_rows;
     if (has_avx512() ? !(tall || (few_rows && (mode == "all" || mode == "1x1" || strided_1x1))) : !few_rows)
         return false;
     conv_gemm op;
@@ -272,7 +275,7 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
     if (!channel_groups_fit(op.layouts[0], op.dst_layout)) return false;
     if (geo.in_channels % pixel_channels(op.layouts[0]) != 0 || geo.out_channels % pixel_channels(op.dst_layout) != 0)
         return false;
-    if (tall && !reads_x_in_place(op, geometry_of(op))) return false;
+    if (tall && !strided_tall && !reads_x_in_place(op, geometry_of(op))) return false;
     // Gathered rows padded where they would share L1 cache sets.
     if (const auto g0 = geometry_of(op); !reads_x_in_place(op, g0))
         if (const auto lda = pgemm::padded_a_stride(g0.depth(), g0.rows()); lda != g0.depth())
@@ -299,7 +302,7 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
         // residual, oneDNN's kernels are as fast or faster on deep 1x1 layers (K > 256).
         const auto bytes = static_cast<std::size_t>(rows) * sizeof(float) *
                            static_cast<std::size_t>(geo.in_channels + geo.out_channels * (residual ? 2 : 1));
-        if (mode != "tall" && (bytes < min_streamed_bytes || (!residual && geo.in_channels > max_plain_depth))) return false;
+        if (mode != "tall" && !strided_tall && (bytes < min_streamed_bytes || (!residual && geo.in_channels > max_plain_depth))) return false;
     }
     // B[k][n]: k = (kh, kw, input channel) as A's columns, n = output channel.
     const auto g = geometry_of(op);
@@ -311,7 +314,7 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
                 for (std::size_t j = 0; j < g.kw; ++j)
                     bmat[((i * g.kw + j) * g.c + ic) * g.oc + o] = wv[((o * g.c + ic) * g.kh + i) * g.kw + j];
     const auto packed = pack_gemm_weights(bmat, g.depth(), g.oc, false);
-    args[1] = env.m.insert_literal(pos, literal(shape(type::float32, {packed.size()}), packed));
+    args[1] = env.constant(pos, literal(shape(type::float32, {packed.size()}), packed));
     op.layouts[1] = md_record{};
     args.push_back(env.m.insert_instruction(pos, builtin::allocate{shape(type::uint8, {im2col_bytes(op, g)})}, {}));
     args.push_back(residual ? *residual
