@@ -5,6 +5,7 @@ Run by hand, not by `make test`:
 
     /usr/bin/python3 bench/ab.py mobilenet_v2 --a KILN_CPU_INPUT_REORDER=dnnl --b "" --rounds 6
     /usr/bin/python3 bench/ab.py resnet50 --a KILN_CPU_CONV_GEMM_STRIDED=0 --input DIR
+    /usr/bin/python3 bench/ab.py resnet50 --a KILN_CPU_CONV_GEMM=1x1 --each   # per instruction
 
 Each round runs `kiln perf --per-instruction` once with A's environment and once with B's
 (space-separated NAME=VALUE settings, alternating, each a fresh process), and the table gives,
@@ -31,7 +32,7 @@ def settings(text):
     return env
 
 
-def one_run(kiln, model, input_dir, threads, runs, extra_env):
+def one_run(kiln, model, input_dir, threads, runs, extra_env, each=False):
     cmd = [kiln, "perf", model, "--threads", str(threads), "-n", str(runs), "--per-instruction", "--json"]
     if input_dir:
         cmd += ["--input", input_dir]
@@ -42,11 +43,19 @@ def one_run(kiln, model, input_dir, threads, runs, extra_env):
             env.pop(name, None)  # NAME= unsets it
     data = json.loads(subprocess.run(cmd, check=True, stdout=subprocess.PIPE, env=env, text=True).stdout)
     sums = collections.defaultdict(float)
+    seen = collections.Counter()
     for ins in data.get("per_instruction", []):
         op = ins.get("op", "?")
         if op in ("load", "allocate"):
             continue
-        sums[(ins.get("shape", ""), op)] += float(ins.get("ms", 0.0))
+        shape = ins.get("shape", "")
+        if each:
+            # The k-th instruction with this output shape, whatever its kind: A's and B's
+            # programs may lower one layer to different kinds.
+            seen[shape] += 1
+            sums[(shape, "#%d" % seen[shape])] += float(ins.get("ms", 0.0))
+        else:
+            sums[(shape, op)] += float(ins.get("ms", 0.0))
     sums[("", "TOTAL (run median)")] = float(data["median_ms"])
     return sums
 
@@ -61,6 +70,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--runs", type=int, default=100, help="iterations per kiln perf")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--each", action="store_true",
+                    help="one row per instruction (the k-th with its output shape) instead of per kind")
     ap.add_argument("--kiln", default=os.path.join(ROOT, "build", "bin", "kiln"))
     args = ap.parse_args()
     model = args.model if args.model.endswith(".onnx") else os.path.join(args.models_dir, args.model, "model.onnx")
@@ -71,7 +82,8 @@ def main():
     rows = collections.defaultdict(lambda: ([], []))
     for _ in range(args.rounds):
         for side, text in ((0, args.a), (1, args.b)):
-            for key, ms in one_run(args.kiln, model, input_dir, args.threads, args.runs, settings(text)).items():
+            for key, ms in one_run(args.kiln, model, input_dir, args.threads, args.runs, settings(text),
+                                      args.each).items():
                 rows[key][side].append(ms)
     print("A: %s\nB: %s\n%d rounds; per output shape and kind, ms summed over its instructions: min / median"
           % (args.a or "(defaults)", args.b or "(defaults)", args.rounds))

@@ -2,11 +2,13 @@
 #include "passes/common_subexpression_elimination.hpp"
 #include "passes/dead_code_elimination.hpp"
 #include "passes/memory_coloring.hpp"
+#include "passes/merge_literals.hpp"
 #include "passes/propagate_constants.hpp"
 #include "passes/schedule.hpp"
 #include "passes/simplify_algebra.hpp"
 #include "passes/simplify_dynamic_ops.hpp"
 #include "passes/simplify_reshapes.hpp"
+#include "passes/split_batch.hpp"
 
 #include <kiln/errors.hpp>
 #include <kiln/pipeline.hpp>
@@ -22,6 +24,7 @@ const std::map<std::string, std::function<pass()>>& pass_table() {
         {"dead_code_elimination", [] { return pass(dead_code_elimination{}); }},
         {"dce", [] { return pass(dead_code_elimination{}); }},
         {"memory_coloring", [] { return pass(memory_coloring{}); }},
+        {"merge_literals", [] { return pass(merge_literals{}); }},
         {"common_subexpression_elimination", [] { return pass(common_subexpression_elimination{}); }},
         {"cse", [] { return pass(common_subexpression_elimination{}); }},
         {"propagate_constants", [] { return pass(propagate_constants{}); }},
@@ -29,6 +32,7 @@ const std::map<std::string, std::function<pass()>>& pass_table() {
         {"simplify_algebra", [] { return pass(simplify_algebra{}); }},
         {"simplify_reshapes", [] { return pass(simplify_reshapes{}); }},
         {"schedule", [] { return pass(schedule{}); }},
+        {"split_batch", [] { return pass(split_batch{}); }},
     };
     return table;
 }

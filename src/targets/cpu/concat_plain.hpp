@@ -19,14 +19,19 @@ namespace kiln::cpu {
 
 struct concat_plain {
     std::int64_t axis = 0;  // normalized
+    // Each input's length along the axis (its buffer's shape may be a producer's raw
+    // bytes: a kernel that wrote in place); empty in programs saved before it was kept.
+    std::vector<std::int64_t> sizes;
 
     template <class Self, class F>
     static void reflect(Self& self, F f) {
         f(self.axis, "axis");
+        f(self.sizes, "sizes");
     }
     std::string name() const { return "cpu::concat_plain"; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     argument compute(context& ctx, const shape& out, const std::vector<argument>& args) const;
+    std::size_t along(const std::vector<argument>& args, std::size_t i) const;
     std::ptrdiff_t output_alias(const std::vector<shape>& inputs) const {
         return static_cast<std::ptrdiff_t>(inputs.size()) - 1;
     }

@@ -120,7 +120,7 @@ void relayout_dw_weights(lower_env& env, anchor_plan& p, convolution& op, instru
     const auto& w = p.operands[i]->get_literal().get_argument();
     auto mem = reorder_constant(env.ctx.engine(), op.dw.plain_md(), w.data(), wanted);
     const std::size_t n = wanted.get_size() / sizeof(float);
-    p.operands[i] = env.m.insert_literal(pos, literal(shape(type::float32, {n}), mem.get_data_handle()));
+    p.operands[i] = env.constant(pos, literal(shape(type::float32, {n}), mem.get_data_handle()));
     op.dw.weights = md_record::from(wanted);
 }
 

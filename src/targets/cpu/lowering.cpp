@@ -245,7 +245,7 @@ void relayout_weights(lower_env& env, anchor_plan& p, Op& op, instruction_ref po
     const auto& w = p.operands[1]->get_literal().get_argument();
     auto mem = reorder_constant(env.ctx.engine(), plain, w.data(), wanted);
     const std::size_t n = wanted.get_size() / sizeof(float);
-    p.operands[1] = env.m.insert_literal(pos, literal(shape(type::float32, {n}), mem.get_data_handle()));
+    p.operands[1] = env.constant(pos, literal(shape(type::float32, {n}), mem.get_data_handle()));
     op.weights = md_record::from(wanted);
 }
 
@@ -263,7 +263,7 @@ void materialize(lower_env& env, anchor_plan p, Op op, instruction_ref pos) {
             auto values = p.operands[i]->get_literal().to_vector<float>();
             if (scaled)
                 for (auto& v : values) v *= p.scaled_operand->second;
-            p.operands[i] = m.insert_literal(pos, literal(p.shapes[i], values));
+            p.operands[i] = env.constant(pos, literal(p.shapes[i], values));
         } else if (p.wanted[i]) {
             p.operands[i] = to_layout(env, pos, p.operands[i], p.wanted[i]->to_md());
         } else if (!(i == 1 && p.constant_weights)) {
@@ -339,7 +339,7 @@ void fuse_depthwise_pairs(lower_env& env, std::unordered_map<const instruction*,
 void lowering::apply(module& m) const {
     if (!ctx) throw_error(error_code::runtime, "cpu::lowering: no cpu context");
     omp_threads_scope threads(ctx->threads());
-    lower_env env{m, *ctx, {}, {}};
+    lower_env env{m, *ctx, {}, {}, {}};
     fold_layer_norm_patterns(m);
     fuse_attention(env);  // before the matmuls are planned: they are attention's parts
     // Plan the anchors first, in program order, so each elementwise op is fused at most once.

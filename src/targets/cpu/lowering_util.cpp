@@ -10,6 +10,14 @@
 
 namespace kiln::cpu {
 
+instruction_ref lower_env::constant(instruction_ref pos, literal l) {
+    if (auto same = constants.find(l)) return *same;
+    auto made = m.insert_literal(pos, std::move(l));
+    constants.add(made);
+    return made;
+}
+
+
 std::vector<std::size_t> strides_like(const shape& ref, const std::vector<std::size_t>& lens) {
     const std::size_t r = lens.size();
     if (ref.dynamic() || ref.ndim() != r || !ref.packed()) return shape::standard_strides(lens);

@@ -4,6 +4,8 @@
 #include "targets/cpu/context.hpp"
 #include "targets/cpu/dnnl_util.hpp"
 
+#include "passes/merge_literals.hpp"
+
 #include <kiln/builtin_ops.hpp>
 #include <kiln/errors.hpp>
 #include <kiln/module.hpp>
@@ -22,6 +24,12 @@ struct lower_env {
     // row-major one), and the row-major copies made of them.
     std::unordered_map<const instruction*, md_record> layout;
     std::unordered_map<const instruction*, instruction_ref> plain_copy;
+    // The constants the lowering made (reordered and packed weights), by content: a
+    // program with copies of one layer (split_batch) stores, and holds while compiling,
+    // each once.
+    literal_index constants;
+    // A literal with l's value before pos: an equal one made earlier, or a new one.
+    instruction_ref constant(instruction_ref pos, literal l);
 };
 
 // Packed strides for `lens`, nesting the dims in the order of `ref`'s strides

@@ -301,7 +301,7 @@ bool lower_packed_gemm(lower_env& env, const matmul& mm, const std::vector<instr
     op.post_ops = mm.post_ops;
     const auto packed = pack_gemm_weights(operands[1]->get_literal().to_vector<float>(), k, n, mm.trans_b);
     auto args = operands;
-    args[1] = env.m.insert_literal(pos, literal(shape(type::float32, {packed.size()}), packed));
+    args[1] = env.constant(pos, literal(shape(type::float32, {packed.size()}), packed));
     const char* copy_sw = std::getenv("KILN_CPU_PACKED_GEMM_COPY_A");
     const bool may_copy = !(copy_sw && std::string(copy_sw) == "0");
     if (const std::size_t lda = pgemm::padded_a_stride(k, m); may_copy && lda != k) {

@@ -24,6 +24,11 @@ public:
     }
     std::vector<pass> get_passes(context& ctx, const compile_options& opts) const override {
         std::vector<pass> passes;
+        // 0. A batched CNN's first layers image by image, where one image's activations
+        //    stay in the caches and the batch's do not (passes/split_batch.hpp);
+        //    KILN_CPU_SPLIT_BATCH=0 keeps the whole batch together.
+        const char* split_env = std::getenv("KILN_CPU_SPLIT_BATCH");
+        if (!split_env || std::string(split_env) != "0") passes.push_back(make_pass("split_batch"));
         // 1. Elementwise chains and reductions into fused groups; the ops oneDNN takes as
         //    post-ops of a convolution or matmul are left out of the groups (codegen/reserve).
         passes.push_back(codegen::make_fusion_pass(opts));
@@ -37,6 +42,9 @@ public:
         passes.push_back(codegen::lowering{opts.fast_math});
         // Whatever the cpu lowering did not claim runs on the reference kernels.
         passes.push_back(ref::lowering{});
+        // Identical constants stored once (split_batch's copies each stored their own
+        // reordered weights).
+        passes.push_back(make_pass("merge_literals"));
         // The lowerings leave the original weight literals behind when they store reordered
         // copies (oneDNN layouts, padded rows): drop whatever nothing reads any more.
         passes.push_back(make_pass("dead_code_elimination"));

@@ -338,7 +338,7 @@ bool lower_winograd(lower_env& env, const convolution& c, const std::vector<inst
                                     static_cast<std::size_t>(op.in_channels), static_cast<int>(op.m), g.cin_p,
                                     g.cout16);
     auto args = operands;
-    args[1] = env.m.insert_literal(pos, literal(shape(type::float32, {u.size()}), u));
+    args[1] = env.constant(pos, literal(shape(type::float32, {u.size()}), u));
     op.layouts[1] = md_record{};
     op.scratchpad = static_cast<std::int64_t>(args.size());
     const std::size_t scratch = scratch_bytes(g, cw);
