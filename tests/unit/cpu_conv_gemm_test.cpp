@@ -125,11 +125,30 @@ TEST(cpu_conv_gemm, one_by_one_read_in_place_or_gathered) {
 }
 
 TEST(cpu_conv_gemm, default_rule_by_cpu) {
-    // oneDNN's brgemm convolutions win on AVX-512 machines; the packed products on AVX2 ones.
+    // oneDNN's brgemm convolutions win on AVX-512 machines, except over very few pixels
+    // (at most 64) with a window or with 2048 input channels; the packed products win on
+    // AVX2 ones wherever there are few pixels and a window.
     test::env_override unset("KILN_CPU_CONV_GEMM", nullptr);
+    test::env_override unset_tiny("KILN_CPU_CONV_GEMM_TINY", nullptr);
     test::env_override no_winograd("KILN_CPU_WINOGRAD", "0");
+    const bool avx512 = kiln::cpu::has_avx512();
     auto r = run_both(build({{1, 64, 7, 7}, 64}), 2e-4, 2e-4);
-    EXPECT_EQ(count_ops(r.cpu, "cpu::conv_gemm"), kiln::cpu::has_avx512() ? 0u : 1u) << text(r.cpu);
+    EXPECT_EQ(count_ops(r.cpu, "cpu::conv_gemm"), 1u) << text(r.cpu);
+    auto wide = run_both(build({{1, 64, 9, 9}, 64}), 2e-4, 2e-4);  // 81 pixels
+    EXPECT_EQ(count_ops(wide.cpu, "cpu::conv_gemm"), avx512 ? 0u : 1u) << text(wide.cpu);
+    conv_case deep{{1, 2048, 7, 7}, 64};
+    deep.kernel = {1, 1};
+    deep.pads = {0, 0, 0, 0};
+    auto d = run_both(build(deep), 2e-4, 2e-4);  // the 2048 -> 2048 1x1 before it too
+    EXPECT_EQ(count_ops(d.cpu, "cpu::conv_gemm"), avx512 ? 2u : 0u) << text(d.cpu);
+    deep.x = {1, 1024, 7, 7};
+    auto shallow = run_both(build(deep), 2e-4, 2e-4);
+    EXPECT_EQ(count_ops(shallow.cpu, "cpu::conv_gemm"), 0u) << text(shallow.cpu);
+    if (avx512) {
+        test::env_override off("KILN_CPU_CONV_GEMM_TINY", "0");
+        auto o = run_both(build({{1, 64, 7, 7}, 64}), 2e-4, 2e-4);
+        EXPECT_EQ(count_ops(o.cpu, "cpu::conv_gemm"), 0u) << text(o.cpu);
+    }
 }
 
 TEST(cpu_conv_gemm, saved_program_loads_and_runs) {

@@ -27,6 +27,10 @@ namespace {
 // 18.8-20.0 vs 14.1-17.1 ms, but 1568 rows 14.7-17.3 vs 16.9-21.6), enough channels to
 // fill the panels.
 constexpr std::int64_t max_rows = 512;
+// With AVX-512, where the product is taken even without the switches (lower_conv_gemm):
+// any window over at most this many output pixels, and 1x1 layers at least this deep.
+constexpr std::int64_t max_rows_any_window = 64;
+constexpr std::int64_t min_deep_depth = 2048;
 constexpr std::int64_t min_out_channels = 64;
 // With AVX-512, 1x1 layers over many pixels (the tall order): deeper than this and without
 // a residual to add in place, oneDNN's brgemm kernels are as fast or faster (module comment).
@@ -251,13 +255,19 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
     const bool strided_1x1 = has_avx512() && !(strided_sw && std::string(strided_sw) == "0") &&
                              geo.kernel == std::vector<std::int64_t>{1, 1} &&
                              geo.stride != std::vector<std::int64_t>{1, 1};
-    const bool few_rows =
-        rows <= max_rows && (geo.kernel[0] * geo.kernel[1] >= 2 || mode == "1x1" || strided_1x1);
+    // ... and, with AVX-512, windows over very few pixels (a 7x7 layer at batch 1: oneDNN's
+    // direct kernels have too few rows for their register blocking) and very deep 1x1
+    // layers over few pixels (K = 2048: its brgemm kernels' rows share L1 sets).
+    const bool taps = geo.kernel[0] * geo.kernel[1] >= 2;
+    const char* tiny_sw = std::getenv("KILN_CPU_CONV_GEMM_TINY");
+    const bool tiny = has_avx512() && !(tiny_sw && std::string(tiny_sw) == "0") && rows <= max_rows_any_window &&
+                      (taps || (pointwise && geo.in_channels >= min_deep_depth));
+    const bool few_rows = rows <= max_rows && (taps || mode == "1x1" || strided_1x1 || tiny);
     // ... and strided 1x1 layers with many pixels whose strided rows of x share L1 cache
     // sets (4 KiB apart: oneDNN's kernels read them in place), gathered into padded rows.
     const bool strided_tall = strided_1x1 && (geo.stride[1] * geo.in_channels * 4) % 4096 == 0;
     const bool tall = has_avx512() && (pointwise || strided_tall) && rows >= static_cast<std::int64_t>(pgemm::tall_rows) && !few_rows;
-    if (has_avx512() ? !(tall || (few_rows && (mode == "all" || mode == "1x1" || strided_1x1))) : !few_rows)
+    if (has_avx512() ? !(tall || (few_rows && (mode == "all" || mode == "1x1" || strided_1x1 || tiny))) : !few_rows)
         return false;
     conv_gemm op;
     op.kernel = geo.kernel;
