@@ -316,15 +316,17 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
     }
     // B[k][n]: k = (kh, kw, input channel) as A's columns, n = output channel.
     const auto g = geometry_of(op);
-    const auto wv = operands[1]->get_literal().to_vector<float>();
-    std::vector<float> bmat(g.depth() * g.oc);
-    for (std::size_t o = 0; o < g.oc; ++o)
-        for (std::size_t ic = 0; ic < g.c; ++ic)
-            for (std::size_t i = 0; i < g.kh; ++i)
-                for (std::size_t j = 0; j < g.kw; ++j)
-                    bmat[((i * g.kw + j) * g.c + ic) * g.oc + o] = wv[((o * g.c + ic) * g.kh + i) * g.kw + j];
-    const auto packed = pack_gemm_weights(bmat, g.depth(), g.oc, false);
-    args[1] = env.constant(pos, literal(shape(type::float32, {packed.size()}), packed));
+    args[1] = env.derive(pos, operands[1], "conv_gemm", [&] {
+        const auto wv = operands[1]->get_literal().to_vector<float>();
+        std::vector<float> bmat(g.depth() * g.oc);
+        for (std::size_t o = 0; o < g.oc; ++o)
+            for (std::size_t ic = 0; ic < g.c; ++ic)
+                for (std::size_t i = 0; i < g.kh; ++i)
+                    for (std::size_t j = 0; j < g.kw; ++j)
+                        bmat[((i * g.kw + j) * g.c + ic) * g.oc + o] = wv[((o * g.c + ic) * g.kh + i) * g.kw + j];
+        const auto packed = pack_gemm_weights(bmat, g.depth(), g.oc, false);
+        return literal(shape(type::float32, {packed.size()}), packed);
+    });
     op.layouts[1] = md_record{};
     args.push_back(env.m.insert_instruction(pos, builtin::allocate{shape(type::uint8, {im2col_bytes(op, g)})}, {}));
     args.push_back(residual ? *residual

@@ -242,10 +242,11 @@ void relayout_weights(lower_env& env, anchor_plan& p, Op& op, instruction_ref po
     dnnl::memory::desc plain;
     if constexpr (std::is_same_v<Op, convolution>) plain = op.weights_md(false);
     else plain = op.weights_md(p.dst.ndim(), false);
-    const auto& w = p.operands[1]->get_literal().get_argument();
-    auto mem = reorder_constant(env.ctx.engine(), plain, w.data(), wanted);
-    const std::size_t n = wanted.get_size() / sizeof(float);
-    p.operands[1] = env.constant(pos, literal(shape(type::float32, {n}), mem.get_data_handle()));
+    p.operands[1] = env.derive(pos, p.operands[1], "dnnl " + to_value(md_record::from(wanted)).to_string(), [&] {
+        const auto& w = p.operands[1]->get_literal().get_argument();
+        auto mem = reorder_constant(env.ctx.engine(), plain, w.data(), wanted);
+        return literal(shape(type::float32, {wanted.get_size() / sizeof(float)}), mem.get_data_handle());
+    });
     op.weights = md_record::from(wanted);
 }
 
@@ -339,7 +340,7 @@ void fuse_depthwise_pairs(lower_env& env, std::unordered_map<const instruction*,
 void lowering::apply(module& m) const {
     if (!ctx) throw_error(error_code::runtime, "cpu::lowering: no cpu context");
     omp_threads_scope threads(ctx->threads());
-    lower_env env{m, *ctx, {}, {}, {}};
+    lower_env env{m, *ctx, {}, {}, {}, {}};
     fold_layer_norm_patterns(m);
     fuse_attention(env);  // before the matmuls are planned: they are attention's parts
     // Plan the anchors first, in program order, so each elementwise op is fused at most once.

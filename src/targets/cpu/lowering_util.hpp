@@ -10,6 +10,7 @@
 #include <kiln/errors.hpp>
 #include <kiln/module.hpp>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -30,6 +31,18 @@ struct lower_env {
     literal_index constants;
     // A literal with l's value before pos: an equal one made earlier, or a new one.
     instruction_ref constant(instruction_ref pos, literal l);
+    // The constant `make()` derives from literal `source` in the way `how` names (a
+    // weight layout, a packing), made once: copies of a layer (split_batch) reuse it
+    // instead of transforming the same weights again.
+    std::unordered_map<std::string, instruction_ref> derived;
+    template <class Make>
+    instruction_ref derive(instruction_ref pos, instruction_ref source, const std::string& how, Make make) {
+        const auto key = std::to_string(reinterpret_cast<std::uintptr_t>(&*source)) + "/" + how;
+        if (auto it = derived.find(key); it != derived.end()) return it->second;
+        auto made = constant(pos, make());
+        derived.emplace(key, made);
+        return made;
+    }
 };
 
 // Packed strides for `lens`, nesting the dims in the order of `ref`'s strides

@@ -333,12 +333,15 @@ bool lower_winograd(lower_env& env, const convolution& c, const std::vector<inst
     op.col_parts = static_cast<std::int64_t>(cw.col_parts);
     op.group_tiles = static_cast<std::int64_t>(cw.group);
 
-    const auto u = winograd_weights(operands[1]->get_literal().to_vector<float>(),
-                                    static_cast<std::size_t>(op.out_channels),
-                                    static_cast<std::size_t>(op.in_channels), static_cast<int>(op.m), g.cin_p,
-                                    g.cout16);
     auto args = operands;
-    args[1] = env.constant(pos, literal(shape(type::float32, {u.size()}), u));
+    const auto how = "winograd m" + std::to_string(op.m) + " " + std::to_string(g.cin_p) + "x" + std::to_string(g.cout16);
+    args[1] = env.derive(pos, operands[1], how, [&] {
+        const auto u = winograd_weights(operands[1]->get_literal().to_vector<float>(),
+                                        static_cast<std::size_t>(op.out_channels),
+                                        static_cast<std::size_t>(op.in_channels), static_cast<int>(op.m), g.cin_p,
+                                        g.cout16);
+        return literal(shape(type::float32, {u.size()}), u);
+    });
     op.layouts[1] = md_record{};
     op.scratchpad = static_cast<std::int64_t>(args.size());
     const std::size_t scratch = scratch_bytes(g, cw);
