@@ -54,6 +54,8 @@ bool separable(const instruction& ins, std::size_t batch, std::size_t min_pixels
                 return false;
             continue;
         }
+        // A convolution's weights and bias must be constants (shared by the copies).
+        if (name == "convolution" && i > 0) return false;
         if (!batched.count(&in) || in.get_shape().ndim() != out.size()) return false;
     }
     return true;

@@ -132,3 +132,16 @@ TEST(merge_literals, equal_constants_become_one) {
     for (const auto& ins : *after.get_main_module()) used += ins.is_literal() && !ins.outputs().empty() ? 1 : 0;
     EXPECT_EQ(used, 3u) << *after.get_main_module();
 }
+
+TEST(split_batch, leaves_convolutions_with_computed_weights_alone) {
+    // Weights that are an input (not constants the copies could share): nothing to split.
+    program p;
+    auto& m = *p.get_main_module();
+    auto x = m.add_parameter("x", shape(type::float32, {2, 3, 12, 12}));
+    auto w = m.add_parameter("w", shape(type::float32, {2, 3, 3, 3}));  // dim 0 = the batch
+    auto y = m.add_instruction(make_op("convolution", {{"padding", arr({1, 1, 1, 1})}}), {x, w});
+    m.add_return({m.add_instruction(make_op("relu"), {y})});
+    const auto before = m.to_string();
+    split_batch{20, 0}.apply(m);
+    EXPECT_EQ(m.to_string(), before);
+}
