@@ -5,6 +5,8 @@
 // build reports with the fusion switched off.
 #include "cpu_test_util.hpp"
 
+#include "targets/cpu/cpu_features.hpp"
+
 #include <kiln/serialize.hpp>
 
 using namespace kiln;
@@ -101,4 +103,29 @@ TEST(cpu_dw_fusion, saved_program_loads_and_runs) {
     auto out = loaded.eval(b.inputs);
     ASSERT_EQ(out.size(), 1u);
     expect_close(out[0], r.ref_out[0], 1e-4, 1e-4);
+}
+
+// MobileNetV2's first block (96 channels at 112x112: a 4.8 MB 1x1 result). On AVX-512
+// machines oneDNN picks channels-last brgemm kernels, which take no depthwise post-op; the
+// lowering plans such a pair (and the convolutions before it at its size) in 16-channel
+// blocks so that oneDNN's fused jit kernel runs it; KILN_CPU_DW_BLOCKED=0 leaves the
+// layouts to oneDNN (and the pair unfused there).
+TEST(cpu_dw_fusion, large_pairs_planned_blocked_on_avx512) {
+    KILN_CPU_NEEDS_OPS("clip");
+    builder b;
+    auto x = b.param("x", {1, 3, 224, 224});
+    auto stem = b.op("convolution", conv_attrs(1, 2, 1), {x, b.constant({32, 3, 3, 3}, 0.3f), b.constant({32}, 0.1f)});
+    auto proj = b.op("convolution", conv_attrs(0, 1, 1),
+                     {activation(b, stem, act::relu6), b.constant({16, 32, 1, 1}, 0.3f), b.constant({16}, 0.1f)});
+    auto e = b.op("convolution", conv_attrs(0, 1, 1), {proj, b.constant({96, 16, 1, 1}, 0.5f), b.constant({96}, 0.2f)});
+    auto d = b.op("convolution", conv_attrs(1, 2, 96),
+                  {activation(b, e, act::relu6), b.constant({96, 1, 3, 3}, 0.5f), b.constant({96}, 0.2f)});
+    b.ret({b.op("convolution", conv_attrs(0, 1, 1), {activation(b, d, act::relu6), b.constant({24, 96, 1, 1}, 0.3f)})});
+    auto on = run_both(b, 1e-4, 1e-4);
+    EXPECT_TRUE(ref_kernels(on.cpu).empty()) << text(on.cpu);
+    if (!kiln::cpu::has_avx512()) return;
+    EXPECT_EQ(fused_convs(on.cpu), 1u) << text(on.cpu);
+    test::env_override off("KILN_CPU_DW_BLOCKED", "0");
+    auto plain = run_both(b, 1e-4, 1e-4);
+    EXPECT_EQ(fused_convs(plain.cpu), 0u) << text(plain.cpu);
 }

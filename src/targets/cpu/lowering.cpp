@@ -3,6 +3,7 @@
 #include "targets/cpu/anchor_plan.hpp"
 #include "targets/cpu/attention.hpp"
 #include "targets/cpu/conv_gemm.hpp"
+#include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/dw_fusion.hpp"
 #include "targets/cpu/fusion.hpp"
 #include "targets/cpu/lowering_util.hpp"
@@ -18,6 +19,7 @@
 #include "ops/tensor_views.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 #include <type_traits>
 #include <unordered_map>
@@ -133,6 +135,20 @@ std::optional<anchor_plan> plan_conv(lower_env& env, instruction_ref ins,
     // oneDNN chooses the activations' layouts (blocked, nChw8c with AVX2, for most);
     // they are then fixed, so that the fused kernel sees what it was planned for.
     c.any_src = c.any_dst = true;
+    if (env.blocked.count(&*ins)) {
+        // Planned in 16-channel blocks (blocked_for_depthwise_fusion): src where its
+        // channels fill whole blocks, the result always.
+        const auto blocked = [](const shape& s) {
+            return dnnl::memory::desc(to_dims(s.lens()), dnnl::memory::data_type::f32,
+                                      dnnl::memory::format_tag::nChw16c);
+        };
+        if (in[0]->get_shape().lens()[1] % 16 == 0) {
+            c.any_src = false;
+            c.layouts = {md_record::from(blocked(in[0]->get_shape()))};
+        }
+        c.any_dst = false;
+        c.dst_layout = md_record::from(blocked(p.dst));
+    }
     dnnl::memory::desc src_md, dst_md;
     try {
         auto pd = c.make_pd(env.ctx.engine(), p.shapes, p.dst, p.constant_weights);
@@ -335,14 +351,55 @@ void fuse_depthwise_pairs(lower_env& env, std::unordered_map<const instruction*,
     }
 }
 
+// oneDNN fuses a depthwise 3x3 convolution into the 1x1 convolution before it only in its
+// jit 1x1 kernels, which take 16-channel blocked layouts, and on AVX-512 machines it picks
+// channels-last brgemm kernels for "any". Where the 1x1 result is large (at least
+// fuse_min_bytes: MobileNetV2's 96 channels at 112x112, 4.8 MB) the pair and the
+// convolutions before it at the same or a larger size are planned blocked, so the pair
+// can run as one kernel and the expanded tensor is never written whole.
+void blocked_for_depthwise_fusion(lower_env& env) {
+    constexpr std::size_t fuse_min_bytes = 4u << 20;
+    const char* sw = std::getenv("KILN_CPU_DW_BLOCKED");
+    if (!has_avx512() || (sw && std::string(sw) == "0") || !dw_fusion_enabled()) return;
+    auto is_conv = [](instruction_ref i) { return i->name() == "convolution" && i->get_shape().ndim() == 4; };
+    auto skip_activations = [](instruction_ref i) {
+        while (i->outputs().size() == 1 && (i->outputs().front()->name() == "relu" || i->outputs().front()->name() == "clip"))
+            i = i->outputs().front();
+        return i;
+    };
+    for (auto ins = env.m.begin(); ins != env.m.end(); ++ins) {
+        if (!is_conv(ins) || ins->inputs().size() < 2) continue;
+        const auto& w = ins->inputs()[1]->get_shape().lens();
+        const auto& out = ins->get_shape().lens();
+        if (w.size() != 4 || w[2] != 1 || w[3] != 1 || out[1] % 16 != 0 || ins->get_shape().bytes() < fuse_min_bytes)
+            continue;
+        const auto mid = skip_activations(ins);
+        if (mid->outputs().size() != 1 || !is_conv(mid->outputs().front())) continue;
+        const auto dw = mid->outputs().front();
+        const auto& dww = dw->inputs()[1]->get_shape().lens();
+        if (dww.size() != 4 || dww[0] != out[1] || dww[1] != 1 || dww[2] != 3 || dww[3] != 3) continue;
+        // The pair's 1x1, then back through convolutions (and their activations) of at least
+        // its spatial size.
+        const auto pixels = out[2] * out[3];
+        for (auto c = ins; is_conv(c) && c->get_shape().lens()[2] * c->get_shape().lens()[3] >= pixels;) {
+            env.blocked.insert(&*c);
+            auto x = c->inputs()[0];
+            while ((x->name() == "relu" || x->name() == "clip") && !x->inputs().empty()) x = x->inputs()[0];
+            if (x->get_shape().ndim() != 4 || x->get_shape().lens()[1] % 16 != 0) break;
+            c = x;
+        }
+    }
+}
+
 }  // namespace
 
 void lowering::apply(module& m) const {
     if (!ctx) throw_error(error_code::runtime, "cpu::lowering: no cpu context");
     omp_threads_scope threads(ctx->threads());
-    lower_env env{m, *ctx, {}, {}, {}, {}};
+    lower_env env{m, *ctx, {}, {}, {}, {}, {}};
     fold_layer_norm_patterns(m);
     fuse_attention(env);  // before the matmuls are planned: they are attention's parts
+    blocked_for_depthwise_fusion(env);
     // Plan the anchors first, in program order, so each elementwise op is fused at most once.
     std::unordered_set<const instruction*> claimed;
     std::unordered_map<const instruction*, anchor_plan> at_last;

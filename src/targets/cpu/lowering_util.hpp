@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace kiln::cpu {
@@ -25,6 +26,9 @@ struct lower_env {
     // row-major one), and the row-major copies made of them.
     std::unordered_map<const instruction*, md_record> layout;
     std::unordered_map<const instruction*, instruction_ref> plain_copy;
+    // Convolutions to plan in 16-channel blocks rather than oneDNN's choice (lowering.cpp:
+    // blocked_for_depthwise_fusion).
+    std::unordered_set<const instruction*> blocked;
     // The constants the lowering made (reordered and packed weights), by content: a
     // program with copies of one layer (split_batch) stores, and holds while compiling,
     // each once.
