@@ -35,11 +35,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def kiln(*args, expect=OK, timeout=120, cwd=REPO):
+def kiln(*args, expect=OK, timeout=120, cwd=REPO, extra_env=None):
     """Runs the tool; asserts the exit code (None: any code) and that no signal ended it."""
     cmd = [KILN] + [str(a) for a in args]
     env = dict(os.environ)
     env.setdefault("KILN_NUM_THREADS", "2")
+    env.update(extra_env or {})
     proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
                           timeout=timeout)
     assert proc.returncode >= 0, f"{' '.join(cmd)} was killed by signal {-proc.returncode}\n{proc.stderr}"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import onnx_pb
-from conftest import ADD_RELU, DTYPES, EXAMPLE, FASHION, MISMATCH, MLP, OK, USAGE, kiln, kiln_json
+from conftest import ADD_RELU, DTYPES, EXAMPLE, FASHION, MISMATCH, MLP, OK, SHARED, USAGE, kiln, kiln_json
 
 DATA = os.path.join(EXAMPLE, "test_data_set_0")
 
@@ -235,3 +235,23 @@ def test_perf_batch_is_the_first_inputs_first_dimension(tmp_path):
                                     [("zeta", f, [4, 3]), ("alpha", f, [1, 3])], [("out", f, [4, 3])]))
     j = kiln_json("perf", model, "-n", "2", "--warmup", "0")
     assert j["batch"] == 4 and j["throughput_ips"] == pytest.approx(4000.0 / j["median_ms"], rel=1e-9)
+
+
+# What the CPU caps make of this machine: an AVX2 one (oneDNN's and Kiln's kernels both).
+AS_AVX2 = {"ONEDNN_MAX_CPU_ISA": "AVX2", "KILN_CPU_MAX_ISA": "avx2"}
+
+
+@pytest.mark.parametrize("saved_as_avx2", [False, True])
+def test_saved_mobilenet_runs_on_the_other_kind_of_cpu(tmp_path, saved_as_avx2):
+    # Saved where the layouts and fused kernels are one CPU's choice (channels-last, or
+    # 16-channel blocks for the fused 1x1 + depthwise pair on AVX-512; 8-channel blocks on
+    # AVX2), loaded where that CPU's kernels differ: the same numbers.
+    model = os.path.join(SHARED, "models", "mobilenet_v2")
+    if not os.path.isdir(model):
+        pytest.skip("../shared/models is not here")
+    data = os.path.join(model, "test_data_set_0")
+    saved = tmp_path / "mobilenet_v2.kiln"
+    kiln("compile", os.path.join(model, "model.onnx"), "-o", saved, "--quiet",
+         extra_env=AS_AVX2 if saved_as_avx2 else None)
+    kiln("verify", saved, "--input", data, "--expected", data, "--quiet",
+         extra_env=None if saved_as_avx2 else AS_AVX2)

@@ -143,7 +143,12 @@ dnnl::primitive_desc_base convolution::make_pd(const dnnl::engine& eng, const st
         // The primitive is described by the 1x1 convolution (its own result dims); its
         // post-op chain is [1x1 post-ops, depthwise, depthwise post-ops].
         const shape mid = op.compute_shape(ir_operands(*this, operands));
-        out = any_md(mid);  // the depthwise kernel's input layout, chosen by oneDNN
+        // The depthwise kernel's input layout: oneDNN's choice while planning; once planned
+        // (and when a saved program loads on another CPU), the blocking of the planned
+        // result, so the fused primitive writes that layout whichever kernels this CPU has.
+        out = any_dst || dst_layout.empty() || pixel_channels(dst_layout) == 0
+                  ? any_md(mid)
+                  : pixel_channels_layout_like(dst_layout, mid.lens()).to_md();
         auto po = make_post_ops(post_ops, operands, dst.ndim(), layouts);
         const auto f32 = dnnl::memory::data_type::f32;
         po.append_dw(f32, dw.has_bias ? f32 : dnnl::memory::data_type::undef, f32, dw.kernel, dw.stride, dw.pad, 0,
