@@ -92,6 +92,7 @@ void split_batch::apply(module& m) const {
     // returned) are its results, one concatenation each. The fewest results, latest cut.
     std::unordered_map<const instruction*, std::size_t> position;
     for (std::size_t i = 0; i < prefix.size(); ++i) position[&*prefix[i]] = i;
+    const bool no_return = m.get_return() == m.end();  // the last value is then the result
     auto results_of = [&](std::size_t len) {
         std::vector<instruction_ref> results;
         for (std::size_t i = 0; i < len; ++i) {
@@ -99,7 +100,7 @@ void split_batch::apply(module& m) const {
                 auto p = position.find(&*u);
                 return p == position.end() || p->second >= len;
             });
-            const bool last_value = m.get_return() == m.end() && std::next(prefix[i]) == m.end();
+            const bool last_value = no_return && std::next(prefix[i]) == m.end();
             if (read_later || last_value) results.push_back(prefix[i]);
         }
         return results;

@@ -138,16 +138,12 @@ std::optional<anchor_plan> plan_conv(lower_env& env, instruction_ref ins,
     if (env.blocked.count(&*ins)) {
         // Planned in 16-channel blocks (blocked_for_depthwise_fusion): src where its
         // channels fill whole blocks, the result always.
-        const auto blocked = [](const shape& s) {
-            return dnnl::memory::desc(to_dims(s.lens()), dnnl::memory::data_type::f32,
-                                      dnnl::memory::format_tag::nChw16c);
-        };
         if (in[0]->get_shape().lens()[1] % 16 == 0) {
             c.any_src = false;
-            c.layouts = {md_record::from(blocked(in[0]->get_shape()))};
+            c.layouts = {pixel_channels_layout(16, in[0]->get_shape().lens())};
         }
         c.any_dst = false;
-        c.dst_layout = md_record::from(blocked(p.dst));
+        c.dst_layout = pixel_channels_layout(16, p.dst.lens());
     }
     dnnl::memory::desc src_md, dst_md;
     try {
@@ -311,8 +307,10 @@ void materialize(lower_env& env, anchor_plan p, Op op, instruction_ref pos) {
     for (auto it = p.chain.members.rbegin(); it != p.chain.members.rend(); ++it)
         if (*it != pos && (*it)->outputs().empty()) m.remove_instruction(*it);
     if (p.anchor != pos && p.anchor->outputs().empty()) m.remove_instruction(p.anchor);
-    if (drop_parsed_weights && parsed_weights->is_literal() && parsed_weights->outputs().empty())
+    if (drop_parsed_weights && parsed_weights->is_literal() && parsed_weights->outputs().empty()) {
+        env.forget_derived(parsed_weights);
         m.remove_instruction(parsed_weights);
+    }
 }
 
 void materialize(lower_env& env, anchor_plan p, instruction_ref pos) {

@@ -17,7 +17,6 @@ instruction_ref lower_env::constant(instruction_ref pos, literal l) {
     return made;
 }
 
-
 std::vector<std::size_t> strides_like(const shape& ref, const std::vector<std::size_t>& lens) {
     const std::size_t r = lens.size();
     if (ref.dynamic() || ref.ndim() != r || !ref.packed()) return shape::standard_strides(lens);

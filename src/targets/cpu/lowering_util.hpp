@@ -10,7 +10,6 @@
 #include <kiln/errors.hpp>
 #include <kiln/module.hpp>
 
-#include <cstdint>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -38,15 +37,17 @@ struct lower_env {
     // The constant `make()` derives from literal `source` in the way `how` names (a
     // weight layout, a packing), made once: copies of a layer (split_batch) reuse it
     // instead of transforming the same weights again.
-    std::unordered_map<std::string, instruction_ref> derived;
+    std::unordered_map<const instruction*, std::unordered_map<std::string, instruction_ref>> derived;
     template <class Make>
     instruction_ref derive(instruction_ref pos, instruction_ref source, const std::string& how, Make make) {
-        const auto key = std::to_string(reinterpret_cast<std::uintptr_t>(&*source)) + "/" + how;
-        if (auto it = derived.find(key); it != derived.end()) return it->second;
+        auto& made_from = derived[&*source];
+        if (auto it = made_from.find(how); it != made_from.end()) return it->second;
         auto made = constant(pos, make());
-        derived.emplace(key, made);
+        made_from.emplace(how, made);
         return made;
     }
+    // Before `source` is removed: its address may come back for another literal.
+    void forget_derived(instruction_ref source) { derived.erase(&*source); }
 };
 
 // Packed strides for `lens`, nesting the dims in the order of `ref`'s strides
