@@ -494,7 +494,7 @@ def main():
     p.add_argument("--prompt", default="", help="comma-separated token ids (default: the reference's)")
     p.add_argument("--steps", type=int, default=0, help="decode steps, prefill included (default: the reference's, else 64)")
     p.add_argument("--reference", default="", help="greedy_64.json-style file, or 'none' (default: next to the model)")
-    p.add_argument("--max-len", type=int, default=128, help="Kiln: the largest past + sequence the dynamic dims allow "
+    p.add_argument("--max-len", type=int, default=128, help="Kiln: the dynamic ranges, sequence 1..N and past 0..N-1 "
                    "(raised to prompt + steps when that is more)")
     p.add_argument("--past-axis", type=int, default=2)
     p.add_argument("--dim", action="append", default=[], help="NAME=SIZE for a symbolic cache dim other than batch/past")
