@@ -41,7 +41,8 @@ pass_options pass_options_from_env();
 // Runs each pass over every module of the program, sub-modules before the modules
 // that use them. With opts.validate, every module is validated before the first pass
 // and after each pass (errors name the pass); opts.trace prints the program after each
-// pass, opts.time each pass's time summed over the modules.
+// pass, opts.time each pass's time summed over the modules. A sub-module that a pass
+// leaves unreferenced (an If folded into its taken branch) is removed from the program.
 void run_passes(program& p, const std::vector<pass>& passes, const pass_options& opts = pass_options_from_env());
 // Runs the passes over one module (and nothing else).
 void run_passes(module& m, const std::vector<pass>& passes, const pass_options& opts = pass_options_from_env());

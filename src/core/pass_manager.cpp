@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <unordered_set>
 
 namespace kiln {
 
@@ -36,6 +37,31 @@ void run_one(module& m, const pass& p, const pass_options& opts) {
         throw error(e.code(), "pass " + p.name() + " on module " + m.name() + ": " + e.message());
     }
     if (opts.validate) validate_module(m, "after pass " + p.name());
+}
+
+std::unordered_set<const module*> referenced_modules(const program& prog) {
+    std::unordered_set<const module*> out;
+    for (auto m : prog.get_modules())
+        for (auto& ins : *m)
+            for (auto sub : ins.module_inputs()) out.insert(sub);
+    return out;
+}
+
+// A pass that replaced a control-flow instruction (an If folded into its taken branch)
+// leaves the bodies it referred to behind: they are removed, with what only they referred
+// to, so they are never lowered, planned or run. Modules nothing referred to before the
+// pass stay (a program may hold such modules on purpose).
+void drop_released_modules(program& prog, const std::unordered_set<const module*>& before) {
+    for (bool removed = true; removed;) {
+        removed = false;
+        auto now = referenced_modules(prog);
+        for (auto m : prog.get_modules()) {
+            if (m == prog.get_main_module() || !before.count(m) || now.count(m)) continue;
+            prog.remove_module(m->name());
+            removed = true;
+            break;
+        }
+    }
 }
 
 void report_time(const pass& p, double ms, std::size_t modules) {
@@ -78,7 +104,11 @@ void run_passes(program& prog, const std::vector<pass>& passes, const pass_optio
         // should already be in the form this pass produces.
         auto start = clock_type::now();
         auto modules = prog.get_modules_postorder();
+        const bool has_bodies = modules.size() > 1;
+        std::unordered_set<const module*> before;
+        if (has_bodies) before = referenced_modules(prog);
         for (auto m : modules) run_one(*m, p, opts);
+        if (has_bodies) drop_released_modules(prog, before);
         if (opts.time) report_time(p, ms_since(start), modules.size());
         if (opts.trace) std::cerr << "[kiln] after " << p.name() << ":\n" << prog << "\n";
     }

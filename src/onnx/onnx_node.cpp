@@ -7,6 +7,7 @@
 
 #include <map>
 #include <mutex>
+#include <unordered_set>
 
 namespace kiln::onnx_frontend {
 
@@ -220,6 +221,39 @@ std::vector<instruction_ref> onnx_node::inline_graph(const std::string& n) const
 }
 
 void onnx_node::discard_graph(const subgraph& g) const { parser_.discard_subgraph(g.mod); }
+
+std::optional<error> onnx_node::try_build(const std::function<void()>& build) const {
+    auto* saved = parser_.current_;
+    std::unordered_set<const module*> before;
+    for (auto m : parser_.prog().get_modules()) before.insert(m);
+    try {
+        build();
+        return std::nullopt;
+    } catch (const error& e) {
+        if (e.code() != error_code::shape && e.code() != error_code::type && e.code() != error_code::invalid_argument)
+            throw;
+        // parse_subgraph leaves its scope current and its module in the program when a
+        // node inside fails: undo both, removing the modules made since (nested bodies
+        // included) once nothing refers to them.
+        parser_.current_ = saved;
+        for (bool removed = true; removed;) {
+            removed = false;
+            auto mods = parser_.prog().get_modules();
+            for (auto m : mods) {
+                if (before.count(m)) continue;
+                bool used = false;
+                for (auto other : mods)
+                    for (auto& ins : *other)
+                        for (auto sub : ins.module_inputs()) used = used || sub == m;
+                if (used) continue;
+                parser_.discard_subgraph(m);
+                removed = true;
+                break;
+            }
+        }
+        return e;
+    }
+}
 
 module& onnx_node::mod() const { return *parser_.current_scope()->mod; }
 program& onnx_node::prog() const { return parser_.prog(); }

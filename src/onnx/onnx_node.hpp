@@ -7,6 +7,7 @@
 //         return {node.add(op::relu{}, {node.input(0)})};
 //     }
 #pragma once
+#include <kiln/errors.hpp>
 #include <kiln/literal.hpp>
 #include <kiln/module.hpp>
 #include <kiln/onnx.hpp>
@@ -91,6 +92,12 @@ public:
     std::vector<instruction_ref> inline_graph(const std::string& name) const;
     // Removes a sub-graph's module that will not be used (see graph_parser::discard_subgraph).
     void discard_graph(const subgraph& g) const;
+    // Runs `build` (which parses sub-graphs of this node). When it fails with an error that
+    // depends on the values it was given (shape, type or invalid_argument), returns that
+    // error instead of throwing, with the parser as before the call (the half-built modules
+    // removed): a control-flow body that may never run is checked when it runs, not here.
+    // Other errors (a corrupt graph, an unsupported operator) propagate.
+    std::optional<error> try_build(const std::function<void()>& build) const;
     std::vector<std::string> attr_names() const;
 
     // Building.

@@ -62,6 +62,22 @@ void check_count(const std::string& op, const std::vector<shape>& inputs, std::s
 
 }  // namespace
 
+// ---- deferred_error ----
+
+argument deferred_error::compute(const shape&, const std::vector<argument>&) const {
+    auto c = static_cast<error_code>(code);
+    if (code < 1 || code > static_cast<std::int64_t>(error_code::invalid_argument)) c = error_code::shape;
+    throw_error(c, message);
+}
+
+shape empty_scan_output(const shape& per_iteration) {
+    type t = per_iteration.is_tensor() ? per_iteration.get_type() : type::float32;
+    std::vector<std::size_t> lens{0};
+    if (per_iteration.is_tensor() && !is_unknown_element(per_iteration))
+        for (auto& d : per_iteration.to_dynamic_dims()) lens.push_back(d.is_fixed() ? d.min : 0);
+    return shape(t, lens);
+}
+
 // ---- If ----
 
 shape if_op::compute_shape(const std::vector<shape>& inputs, const std::vector<module_ref>& mods) const {
@@ -359,6 +375,7 @@ argument sequence_map::compute(const shape& out, const std::vector<argument>& ar
     return detach(argument::make_tuple(std::move(results)), args);
 }
 
+KILN_REGISTER_OP(deferred_error)
 KILN_REGISTER_OP(if_op)
 KILN_REGISTER_OP(loop)
 KILN_REGISTER_OP(scan)

@@ -15,6 +15,27 @@
 
 namespace kiln::op {
 
+// Stands in for a value of a control-flow body that could not be built for the shapes
+// the frontend gave it (an If branch that only fits other inputs, a Loop body that may
+// never run). Building it must not fail the model: the body is checked when it runs, so
+// running this raises the error that building it raised (`code`, `message`, which names
+// the node). Side effects keep the passes from folding or dropping it.
+struct deferred_error {
+    std::string message;
+    std::int64_t code = 3;  // error_code::shape
+    shape output;
+    template <class Self, class F>
+    static void reflect(Self& self, F f) {
+        f(self.message, "message");
+        f(self.code, "code");
+        f(self.output, "output");
+    }
+    std::string name() const { return "deferred_error"; }
+    op_traits traits() const { return {.side_effects = true, .handles_dynamic = true}; }
+    shape compute_shape(const std::vector<shape>&) const { return output; }
+    argument compute(const shape&, const std::vector<argument>&) const;
+};
+
 // Inputs: cond, then-captured..., else-captured...  Modules: then, else.
 struct if_op {
     std::vector<std::string> then_captured;
@@ -30,6 +51,10 @@ struct if_op {
     argument compute(const shape& out, const std::vector<argument>& args, const std::vector<module_ref>& mods,
                      const run_module_fn& run) const;
 };
+
+// A Loop scan output after zero iterations: `per_iteration` (one iteration's value) with
+// a first dimension of 0 added; dims not known from it are 0 too (there are no elements).
+shape empty_scan_output(const shape& per_iteration);
 
 // Inputs: [trip count] [cond] carried... captured...  Module: body with parameters
 // body_inputs = {iteration, cond, carried...} plus the captured names.
