@@ -62,6 +62,21 @@ program build_program(const onnx::ModelProto& model, const onnx_options& options
     meta["onnx_opset"] = static_cast<std::int64_t>(1);
     for (auto& o : model.opset_import())
         if (normalize_domain(o.domain()).empty()) meta["onnx_opset"] = static_cast<std::int64_t>(o.version());
+    // The dims each graph input declares, null where symbolic or unknown: the parsed shapes
+    // no longer tell a declared 1 from a default_dim_value of 1, and whoever sizes inputs
+    // from data (kiln run --input) must resize only the dims the model leaves open.
+    std::set<std::string> initializers;
+    for (auto& init : model.graph().initializer()) initializers.insert(init.name());
+    value declared = value::make_object();
+    for (auto& in : model.graph().input()) {
+        if (initializers.count(in.name()) || !in.type().has_tensor_type() || !in.type().tensor_type().has_shape())
+            continue;
+        value dims = value::make_array();
+        for (auto& d : in.type().tensor_type().shape().dim())
+            dims.push_back(d.has_dim_value() ? value(static_cast<std::int64_t>(d.dim_value())) : value());
+        declared[in.name()] = dims;
+    }
+    meta["declared_input_dims"] = declared;
     if (model.metadata_props_size() > 0) {
         value props = value::make_object();
         for (auto& kv : model.metadata_props()) props[kv.key()] = kv.value();

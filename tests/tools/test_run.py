@@ -240,7 +240,8 @@ def test_saved_program_with_a_dynamic_batch(tmp_path):
 def test_run_bad_input_file_shape_is_an_error_with_a_message(tmp_path):
     np.save(tmp_path / "x.npy", np.zeros((3, 3), np.float32))
     proc = kiln("run", ADD_RELU, "--input-file", "@x", tmp_path / "x.npy", expect=MODEL)
-    assert "x float32[3, 3] (model: float32[2, 3])" in proc.stderr and "node 'add'" in proc.stderr
+    # add_relu declares [2, 3]: the file is refused, not the model re-sized to it.
+    assert "input 'x': the model declares float32[2, 3]" in proc.stderr and "holds float32[3, 3]" in proc.stderr
     proc = kiln("run", ADD_RELU, "--input-file", "@nope", tmp_path / "x.npy", expect=USAGE)
     assert "no input 'nope'" in proc.stderr and "x, y" in proc.stderr
     proc = kiln("run", ADD_RELU, "--input", tmp_path, expect=USAGE)

@@ -49,11 +49,16 @@ program load_model(const options& o) {
     for (auto& [k, v] : o.input_dims)
         if (p.get_main_module()->get_parameter(k) == p.get_main_module()->end())
             throw_error(error_code::invalid_argument, "--input-dim @" + k + ": the model has no input named '" + k + "'");
-    // Inputs read from files decide the dims of inputs the user did not size: parse
-    // again when they differ from the defaults (e.g. a batch-8 test set).
+    // Inputs read from files decide the dims the model leaves open (symbolic or unknown)
+    // of inputs the user did not size: parse again when they differ from the defaults
+    // (e.g. a batch-8 test set). A dim the model declares is never resized: a file that
+    // disagrees is a shape error (exit 3). With --batch, the open dims are the user's
+    // choice too, and a file that disagrees is a usage error (exit 2): running either
+    // size silently would not be what one of the two asked for.
     if (o.input_dir.empty() && o.input_files.empty()) return p;
     auto names = p.get_parameter_names();
     auto shapes = p.get_parameter_shapes();
+    const auto* declared_inputs = p.get_metadata().is_object() ? p.get_metadata().find("declared_input_dims") : nullptr;
     std::string resized;
     for (std::size_t i = 0; i < names.size(); ++i) {
         const auto& n = names[i];
@@ -64,8 +69,35 @@ program load_model(const options& o) {
         else if (!o.input_dir.empty()) file = (fs::path(o.input_dir) / ("input_" + std::to_string(i) + ".pb")).string();
         if (file.empty() || !fs::exists(file)) continue;
         auto a = file.size() > 4 && file.substr(file.size() - 4) == ".npy" ? read_npy(file) : read_tensor_proto(file);
-        if (a.get_shape().lens() != shapes.at(n).lens()) {
-            opts.map_input_dims[n] = a.get_shape().lens();
+        const auto& lens = a.get_shape().lens();
+        const value* declared = declared_inputs && declared_inputs->is_object() ? declared_inputs->find(n) : nullptr;
+        if (declared && declared->is_array()) {
+            const auto& dims = declared->get_array();
+            std::string text = std::string(type_name(shapes.at(n).get_type())) + "[";
+            bool open = false;
+            for (std::size_t d = 0; d < dims.size(); ++d) {
+                open = open || !dims[d].is_integer();
+                text += (d ? ", " : "") + (dims[d].is_integer() ? std::to_string(dims[d].get_int64()) : std::string("?"));
+            }
+            text += "]";
+            bool fits = dims.size() == lens.size();
+            for (std::size_t d = 0; fits && d < dims.size(); ++d)
+                fits = !dims[d].is_integer() || static_cast<std::size_t>(dims[d].get_int64()) == lens[d];
+            if (!fits)
+                throw_error(error_code::shape, "input '" + n + "': the model declares " + text +
+                                                   (open ? " ('?': any size)" : "") + ", but '" +
+                                                   file + "' holds " + a.get_shape().to_string() +
+                                                   " (a declared dimension is never resized to fit an input)");
+            for (std::size_t d = 0; o.batch > 0 && d < dims.size(); ++d)
+                if (!dims[d].is_integer() && lens[d] != o.batch)
+                    throw_error(error_code::invalid_argument,
+                                "--batch " + std::to_string(o.batch) + " sizes dimension " + std::to_string(d) +
+                                    " of input '" + n + "' (" + text + ") to " + std::to_string(o.batch) + ", but '" +
+                                    file + "' holds " + a.get_shape().to_string() +
+                                    ": give inputs of that size, or leave --batch out to take the input's size");
+        }
+        if (lens != shapes.at(n).lens()) {
+            opts.map_input_dims[n] = lens;
             resized += (resized.empty() ? "" : ", ") + n + " " + a.get_shape().to_string() + " (model: " +
                        shapes.at(n).to_string() + ")";
         }
