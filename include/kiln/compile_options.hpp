@@ -17,6 +17,10 @@ struct compile_options {
     bool memory_planning = true;
     // Worker threads for the cpu target; 0 = KILN_NUM_THREADS or the machine's cores.
     std::size_t threads = 0;
+    // Programs with dynamic inputs: how many specializations (one compiled program per
+    // set of input shapes) stay cached; the least recently used one is dropped beyond
+    // that, and its memory is freed once no running eval holds it. 0 = unbounded.
+    std::size_t max_specializations = 8;
 };
 
 }  // namespace kiln

@@ -32,6 +32,18 @@ struct memory_usage {
     std::size_t output_bytes = 0;     // results handed back to the caller
 };
 
+// Counters of a dynamic program's specializations (all zero for a static program).
+// Shared by copies of the program, like the specializations themselves.
+struct specialization_stats {
+    std::size_t compiles = 0;         // specializations compiled successfully so far
+    std::size_t failed_compiles = 0;  // compiles that threw (never cached)
+    std::size_t cached = 0;           // specializations held now (compiled or compiling)
+    std::size_t evictions = 0;        // dropped to stay within max_specializations
+    std::size_t hits = 0;             // calls that found their shapes cached (or being compiled)
+    std::size_t max_specializations = 0;  // the bound in force (0 = unbounded)
+    double compile_ms = 0;            // wall time spent compiling specializations
+};
+
 class program {
 public:
     program();
@@ -53,7 +65,13 @@ public:
 
     // Runs the target-independent passes, then the target's pipeline. A program whose
     // inputs have dynamic dimensions is compiled again for each set of input shapes
-    // it runs with (kept in a cache), so kernels and memory plans are always static.
+    // it runs with, on the first eval with those shapes, so kernels and memory plans are
+    // always static. The compiled specializations are kept in an LRU cache of
+    // options.max_specializations entries. A compile holds no lock that other callers
+    // wait on: evals with already compiled shapes run meanwhile, and concurrent evals
+    // with the same new shapes share one compile. A compile that throws is not cached:
+    // every eval waiting on it gets the error, and the next eval with those shapes
+    // compiles again.
     void compile(const target& t, const compile_options& options = {});
     bool is_compiled() const;
     std::string target_name() const;  // "" before compile
@@ -73,7 +91,10 @@ public:
     // Output names (from the model); "output_N" where the model gave none.
     std::vector<std::string> get_output_names() const;
     void set_output_names(std::vector<std::string> names);
+    // A dynamic program: the most recently run specialization's usage (the parsed
+    // program's before the first eval); get_specialization_stats() counts them.
     memory_usage get_memory_usage() const;
+    specialization_stats get_specialization_stats() const;
 
     // A value used when the caller omits the parameter (ONNX initializers that are
     // also graph inputs). Such parameters are still listed by get_parameter_names().

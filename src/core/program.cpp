@@ -6,13 +6,19 @@
 #include <kiln/program.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
+#include <future>
 #include <list>
 #include <map>
 #include <mutex>
 #include <ostream>
 #include <sstream>
 #include <unordered_set>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 namespace kiln {
 
@@ -55,6 +61,35 @@ bool is_internal_parameter(const std::string& name) { return !name.empty() && na
 
 }  // namespace
 
+// One compiled static program of a dynamic one, for one set of input shapes.
+struct specialization {
+    program prog;
+    memory_usage usage;  // prog's, computed once rather than on every eval
+};
+
+// The compiled specializations of a dynamic program, shared by its copies. The mutex
+// guards only the map and the counters, never a compile: a new set of shapes gets an
+// entry holding a shared_future right away, its first caller compiles outside the lock
+// and the callers of the same shapes wait on that future, while callers of other shapes
+// go on. Entries are kept in least recently used order and dropped beyond `max`; a
+// dropped specialization lives on while a running eval holds its shared_ptr.
+struct specialization_cache {
+    using spec_ptr = std::shared_ptr<const specialization>;
+    struct entry {
+        std::shared_future<spec_ptr> ready;
+        std::list<std::string>::iterator lru;  // its key's place in `order`
+        std::uint64_t id = 0;                  // tells a retried compile's entry from a failed one
+    };
+    std::mutex mutex;
+    std::unordered_map<std::string, entry> entries;
+    std::list<std::string> order;  // most recently used first
+    std::uint64_t next_id = 0;
+    std::size_t max = 0;
+    specialization_stats stats;
+    memory_usage last_usage;
+    bool has_last = false;
+};
+
 struct program::impl {
     std::list<std::unique_ptr<module>> modules;
     std::vector<std::string> output_names;
@@ -72,10 +107,35 @@ struct program::impl {
 
     // Dynamic programs: the parsed program and its compiled specializations.
     std::shared_ptr<const program> source;
-    std::shared_ptr<std::map<std::string, std::shared_ptr<program>>> specializations;
-    std::shared_ptr<std::mutex> spec_mutex = std::make_shared<std::mutex>();
-    std::shared_ptr<program> last_specialization;
+    std::shared_ptr<specialization_cache> specializations;
 };
+
+namespace {
+
+// Gives the freed pages of an evicted specialization back to the system: glibc keeps
+// freed heap memory for reuse otherwise, and the point of evicting is a bounded RSS.
+void return_freed_memory() {
+#if defined(__GLIBC__)
+    ::malloc_trim(0);
+#endif
+}
+
+// Compiles `source` for the concrete shapes of `params`.
+std::shared_ptr<const specialization> compile_specialization(const program& source, const target& t,
+                                                             const compile_options& options, const param_map& params) {
+    std::shared_ptr<specialization> s(new specialization{source, {}}, [](specialization* q) {
+        delete q;
+        return_freed_memory();
+    });
+    auto* main = s->prog.get_main_module();
+    for (auto& [name, arg] : params)
+        if (main->get_parameter(name) != main->end()) main->set_parameter_shape(name, arg.get_shape().as_standard());
+    s->prog.compile(t, options);
+    s->usage = s->prog.get_memory_usage();
+    return s;
+}
+
+}  // namespace
 
 program::program() : impl_(std::make_unique<impl>()) { impl_->modules.push_back(std::make_unique<module>("main")); }
 
@@ -108,7 +168,6 @@ program& program::operator=(const program& other) {
     fresh->arenas = other.impl_->arenas;
     fresh->source = other.impl_->source;
     fresh->specializations = other.impl_->specializations;
-    fresh->spec_mutex = other.impl_->spec_mutex;
     impl_ = std::move(fresh);
     return *this;
 }
@@ -191,7 +250,9 @@ void program::compile(const target& t, const compile_options& options) {
     if (has_dynamic_parameters(*get_main_module())) {
         // Compile lazily, once per set of concrete input shapes.
         impl_->source = std::make_shared<program>(*this);
-        impl_->specializations = std::make_shared<std::map<std::string, std::shared_ptr<program>>>();
+        impl_->specializations = std::make_shared<specialization_cache>();
+        impl_->specializations->max = options.max_specializations;
+        impl_->specializations->stats.max_specializations = options.max_specializations;
         impl_->ctx = t.make_context(options);
         impl_->compiled = true;
         return;
@@ -273,12 +334,86 @@ void check_parameters(const module& m, const param_map& given, const std::map<st
     }
 }
 
+double ms_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 std::string signature(const param_map& params) {
     std::map<std::string, std::string> sorted;
     for (auto& [k, v] : params) sorted[k] = v.get_shape().to_string();
     std::string s;
     for (auto& [k, v] : sorted) s += k + ":" + v + ";";
     return s;
+}
+
+// The specialization for the shapes of `checked`: cached, being compiled by another
+// caller (waited for), or compiled here, outside the cache's lock.
+std::shared_ptr<const specialization> specialization_for(const program::impl& I, const param_map& checked) {
+    auto& cache = *I.specializations;
+    auto key = signature(checked);
+    std::shared_future<specialization_cache::spec_ptr> ready;
+    std::promise<specialization_cache::spec_ptr> promise;
+    std::uint64_t id = 0;
+    bool compile_here = false;
+    std::vector<std::shared_future<specialization_cache::spec_ptr>> evicted;
+    {
+        std::lock_guard<std::mutex> lock(cache.mutex);
+        if (auto it = cache.entries.find(key); it != cache.entries.end()) {
+            cache.order.splice(cache.order.begin(), cache.order, it->second.lru);
+            ready = it->second.ready;
+            ++cache.stats.hits;
+        } else {
+            compile_here = true;
+            ready = promise.get_future().share();
+            cache.order.push_front(key);
+            id = ++cache.next_id;
+            cache.entries.emplace(key, specialization_cache::entry{ready, cache.order.begin(), id});
+            while (cache.max != 0 && cache.entries.size() > cache.max) {
+                // The least recently used; an entry still compiling may go too: its
+                // callers hold the future and get their result, it is just not kept.
+                auto victim = cache.entries.find(cache.order.back());
+                evicted.push_back(std::move(victim->second.ready));
+                cache.entries.erase(victim);
+                cache.order.pop_back();
+                ++cache.stats.evictions;
+            }
+            cache.stats.cached = cache.entries.size();
+        }
+    }
+    // The evicted programs are destroyed here (when no eval holds them), not under the lock.
+    evicted.clear();
+    if (compile_here) {
+        auto t0 = std::chrono::steady_clock::now();
+        try {
+            auto spec = compile_specialization(*I.source, *I.tgt, I.options, checked);
+            {
+                std::lock_guard<std::mutex> lock(cache.mutex);
+                ++cache.stats.compiles;
+                cache.stats.compile_ms += ms_since(t0);
+            }
+            promise.set_value(std::move(spec));
+        } catch (...) {
+            // Not cached: the callers already waiting get this error, and a call that
+            // comes after compiles again (the failure may have been transient, e.g.
+            // memory). The entry goes first, so no later call picks up a stale error.
+            {
+                std::lock_guard<std::mutex> lock(cache.mutex);
+                ++cache.stats.failed_compiles;
+                cache.stats.compile_ms += ms_since(t0);
+                if (auto it = cache.entries.find(key); it != cache.entries.end() && it->second.id == id) {
+                    cache.order.erase(it->second.lru);
+                    cache.entries.erase(it);
+                    cache.stats.cached = cache.entries.size();
+                }
+            }
+            promise.set_exception(std::current_exception());
+        }
+    }
+    auto spec = ready.get();  // rethrows the compile's error
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    cache.last_usage = spec->usage;
+    cache.has_last = true;
+    return spec;
 }
 
 }  // namespace
@@ -295,23 +430,8 @@ std::vector<argument> program::eval_impl(const param_map& params, std::vector<in
     check_parameters(*get_main_module(), params, I.defaults, checked);
 
     if (I.source) {
-        std::shared_ptr<program> spec;
-        {
-            std::lock_guard<std::mutex> lock(*I.spec_mutex);
-            auto key = signature(checked);
-            auto& slot = (*I.specializations)[key];
-            if (!slot) {
-                auto p = std::make_shared<program>(*I.source);
-                for (auto& [name, arg] : checked)
-                    if (p->get_main_module()->get_parameter(name) != p->get_main_module()->end())
-                        p->get_main_module()->set_parameter_shape(name, arg.get_shape().as_standard());
-                p->compile(*I.tgt, I.options);
-                slot = p;
-            }
-            spec = slot;
-            impl_->last_specialization = spec;
-        }
-        return spec->eval_impl(checked, profile);
+        auto spec = specialization_for(I, checked);  // held until this eval ends, even if evicted meanwhile
+        return spec->prog.eval_impl(checked, profile);
     }
 
     context& ctx = get_context();
@@ -418,11 +538,20 @@ const literal* program::get_parameter_default(const std::string& name) const {
     return it == impl_->defaults.end() ? nullptr : &it->second;
 }
 
+specialization_stats program::get_specialization_stats() const {
+    if (!impl_->specializations) return {};
+    std::lock_guard<std::mutex> lock(impl_->specializations->mutex);
+    return impl_->specializations->stats;
+}
+
 const value& program::get_metadata() const { return impl_->metadata; }
 void program::set_metadata(const value& v) { impl_->metadata = v; }
 
 memory_usage program::get_memory_usage() const {
-    if (impl_->last_specialization) return impl_->last_specialization->get_memory_usage();
+    if (auto& cache = impl_->specializations) {
+        std::lock_guard<std::mutex> lock(cache->mutex);
+        if (cache->has_last) return cache->last_usage;
+    }
     memory_usage u;
     auto safe_bytes = [](const shape& s) -> std::size_t {
         return s.is_tensor() && !s.dynamic() ? s.bytes() : 0;

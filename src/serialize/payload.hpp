@@ -39,6 +39,8 @@ void for_each_option(Options& o, F f) {
     f(o.exhaustive_tune, "exhaustive_tune");
     f(o.memory_planning, "memory_planning");
     f(o.threads, "threads");
+    // Files from before this option load with its default.
+    f(o.max_specializations, "max_specializations");
 }
 
 // For tests and tools: the payload of a .kiln file as a value (after the header and
