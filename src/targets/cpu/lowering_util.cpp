@@ -6,13 +6,78 @@
 #include "ops/tensor_views.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <memory>
+#include <mutex>
 #include <numeric>
 
 namespace kiln::cpu {
 
+namespace {
+
+// The lowered constants (packed and reordered weights) of the programs alive in this
+// process, by content, held weakly. A program with dynamic inputs is compiled once per
+// set of input shapes, and every compile packs the same weights again (bert_small: 13
+// MB a specialization); a constant equal to one still alive takes that one's memory,
+// so the specializations hold one copy and the new one is freed when the lowering
+// ends. The table keeps nothing alive: a constant goes with the last program using it.
+class shared_constants {
+public:
+    literal share(literal l) {
+        const auto& s = l.get_shape();
+        if (!s.is_tensor() || s.dynamic() || s.get_type() == type::string || !s.standard() || l.data() == nullptr ||
+            l.get_argument().location() != memory_location::host || s.bytes() < min_bytes)
+            return l;
+        const std::size_t key = key_of(l);
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto [first, last] = entries_.equal_range(key);
+        for (auto it = first; it != last; ++it) {
+            if (it->second.s != s) continue;
+            auto buffer = it->second.data.lock();
+            if (buffer && std::memcmp(buffer.get(), l.data(), s.bytes()) == 0) return literal(argument(s, buffer));
+        }
+        entries_.emplace(key, entry{s, l.get_argument().buffer()});
+        if (entries_.size() >= 2 * live_ + 64) prune();
+        return l;
+    }
+
+private:
+    static constexpr std::size_t min_bytes = 4096;  // smaller ones are not worth an entry
+    struct entry {
+        shape s;
+        std::weak_ptr<char> data;
+    };
+    // The shape and 64 evenly spread 8-byte samples; equal keys are compared in full.
+    static std::size_t key_of(const literal& l) {
+        std::size_t h = l.get_shape().hash();
+        const std::size_t bytes = l.get_shape().bytes();
+        for (std::size_t i = 0; i < 64; ++i) {
+            std::uint64_t v = 0;
+            std::memcpy(&v, l.data() + (bytes - 8) * i / 63, 8);
+            h = h * 1000003u ^ std::hash<std::uint64_t>{}(v);
+        }
+        return h;
+    }
+    void prune() {
+        for (auto it = entries_.begin(); it != entries_.end();)
+            it = it->second.data.expired() ? entries_.erase(it) : std::next(it);
+        live_ = entries_.size();
+    }
+    std::mutex mutex_;
+    std::unordered_multimap<std::size_t, entry> entries_;
+    std::size_t live_ = 0;
+};
+
+shared_constants& constant_table() {
+    static auto* table = new shared_constants;  // never destroyed: programs may outlive static destruction
+    return *table;
+}
+
+}  // namespace
+
 instruction_ref lower_env::constant(instruction_ref pos, literal l) {
     if (auto same = constants.find(l)) return *same;
-    auto made = m.insert_literal(pos, std::move(l));
+    auto made = m.insert_literal(pos, constant_table().share(std::move(l)));
     constants.add(made);
     return made;
 }
