@@ -143,16 +143,19 @@ void bind_program(py::module_& m) {
         .def("get_output_shapes", &program::get_output_shapes)
         .def("get_output_names", &program::get_output_names)
         .def("compile", [](program& p, const std::shared_ptr<const target>& t, bool offload_copy, int device_id,
-                           bool fast_math, bool exhaustive_tune) {
+                           bool fast_math, bool exhaustive_tune, std::size_t max_specializations) {
             compile_options o;
             o.offload_copy = offload_copy;
             o.device_id = device_id;
             o.fast_math = fast_math;
             o.exhaustive_tune = exhaustive_tune;
+            o.max_specializations = max_specializations;
             py::gil_scoped_release release;
             p.compile(*t, o);
         }, py::arg("target"), py::arg("offload_copy") = true, py::arg("device_id") = 0, py::arg("fast_math") = true,
-           py::arg("exhaustive_tune") = false, "Compiles for a target (kiln.get_target('cpu')).")
+           py::arg("exhaustive_tune") = false, py::arg("max_specializations") = compile_options{}.max_specializations,
+           "Compiles for a target (kiln.get_target('cpu')). A program with dynamic inputs compiles once per set of "
+           "input shapes, on first use, keeping the max_specializations most recently used (0: all).")
         .def("is_compiled", &program::is_compiled)
         .def("target_name", &program::target_name)
         .def("run", &run, py::arg("inputs"), "Runs with {name: numpy array or kiln.argument}; returns a list of kiln.argument.")
@@ -170,7 +173,21 @@ void bind_program(py::module_& m) {
             d["literal_bytes"] = u.literal_bytes;
             d["output_bytes"] = u.output_bytes;
             return d;
-        }, "Bytes of the planned arena, the inputs, the weights and the outputs.")
+        }, "Bytes of the planned arena, the inputs, the weights and the outputs (a dynamic program: of the "
+           "specialization that ran last).")
+        .def("get_specialization_stats", [](const program& p) {
+            auto s = p.get_specialization_stats();
+            py::dict d;
+            d["compiles"] = s.compiles;
+            d["failed_compiles"] = s.failed_compiles;
+            d["cached"] = s.cached;
+            d["evictions"] = s.evictions;
+            d["hits"] = s.hits;
+            d["max_specializations"] = s.max_specializations;
+            d["compile_ms"] = s.compile_ms;
+            return d;
+        }, "A dynamic program's specializations: compiles so far, failed_compiles, cached now, evictions, hits, "
+           "max_specializations (0: unbounded) and compile_ms (all zero for a static program).")
         .def("sort", [](program&) {}, "Kept for MIGraphX compatibility: Kiln programs are always in topological order.")
         .def("print", [](const program& p) { py::print(p.to_string()); })
         .def("__str__", &program::to_string)
