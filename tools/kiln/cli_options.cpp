@@ -46,6 +46,12 @@ const std::vector<option_spec>& option_table() {
         {"--optimize", "", "off", "print the program after the target-independent passes (read)"},
         {"--passes", "a,b,...", "", "run these passes by name before printing (read)"},
         {"--per-instruction", "", "off", "time each instruction and each operation kind (perf)"},
+        {"--shapes", "\"name=1x7,1x33;...\"", "",
+         "run each set of input shapes in turn, with random inputs of those shapes (perf): ';' separates "
+         "groups, \"name=DxD\" names an input, a bare \"DxD\" is that input's next shape, so "
+         "\"input_ids=1x1,1x17,2x128\" is three sets and \"ids=1x7,mask=1x7;ids=1x33,mask=1x33\" two; "
+         "inputs not named keep their default (or --input) values. Reports per set the first call "
+         "(compile included), the compiles, latency and resident memory after it"},
     };
     return t;
 }
@@ -101,7 +107,7 @@ const std::vector<command_spec>& commands() {
         {"run", "compile (or load) and run once; print each output's summary", true,
          join({shape_opts, compile_opts, input_opts, {"--output", "--output-npy"}})},
         {"perf", "compile (or load), warm up, run N times; print latency, throughput and memory", true,
-         join({shape_opts, compile_opts, input_opts, {"-n", "--iterations", "--warmup", "--per-instruction"}})},
+         join({shape_opts, compile_opts, input_opts, {"-n", "--iterations", "--warmup", "--per-instruction", "--shapes"}})},
         {"verify", "run on --target and on ref (or --expected) and compare every output", true,
          join({shape_opts, compile_opts, input_opts, {"--atol", "--rtol", "--expected"}})},
         {"onnx-ops", "list the supported ONNX operators", false, join({})},
@@ -180,6 +186,65 @@ std::vector<dynamic_dimension> parse_dyn_dims(const std::string& text) {
     if (!eat(']')) fail("missing ']'");
     if (i != s.size()) fail("trailing characters");
     return dims;
+}
+
+std::vector<std::map<std::string, std::vector<std::size_t>>> parse_shape_sets(const std::string& text) {
+    auto fail = [&](const std::string& why) -> void {
+        throw usage_error("--shapes: " + why + " in '" + text +
+                          "' (expected e.g. \"input_ids=1x1,1x17\" or \"ids=1x7,mask=1x7;ids=1x33,mask=1x33\")");
+    };
+    auto split = [](const std::string& s, char sep) {
+        std::vector<std::string> parts;
+        std::string cur;
+        for (char c : s) {
+            if (c == sep) parts.push_back(cur), cur.clear();
+            else if (!std::isspace(static_cast<unsigned char>(c))) cur += c;
+        }
+        parts.push_back(cur);
+        return parts;
+    };
+    auto dims_of = [&](const std::string& d) {
+        std::vector<std::size_t> dims;
+        for (auto& n : split(d, 'x')) {
+            if (n.empty() || !std::all_of(n.begin(), n.end(), [](unsigned char c) { return std::isdigit(c); }))
+                fail("'" + d + "' is not a shape like 2x128");
+            dims.push_back(to_size("--shapes", n));
+        }
+        return dims;
+    };
+    std::vector<std::map<std::string, std::vector<std::size_t>>> sets;
+    for (auto& group : split(text, ';')) {
+        if (group.empty()) fail("an empty group");
+        std::vector<std::pair<std::string, std::vector<std::vector<std::size_t>>>> lists;  // in the order given
+        for (auto& item : split(group, ',')) {
+            if (item.empty()) fail("an empty item");
+            auto eq = item.find('=');
+            if (eq == std::string::npos) {
+                if (lists.empty()) fail("shape '" + item + "' before any input name");
+                lists.back().second.push_back(dims_of(item));
+                continue;
+            }
+            auto name = item.substr(0, eq);
+            if (name.empty()) fail("a shape without an input name");
+            for (auto& l : lists)
+                if (l.first == name) fail("input '" + name + "' named twice in one group");
+            lists.push_back({name, {dims_of(item.substr(eq + 1))}});
+        }
+        std::size_t count = 1;
+        for (auto& [name, shapes] : lists) {
+            if (shapes.size() == 1) continue;
+            if (count != 1 && shapes.size() != count)
+                fail("input '" + name + "' has " + std::to_string(shapes.size()) + " shapes, another input of its group " +
+                     std::to_string(count));
+            count = shapes.size();
+        }
+        for (std::size_t k = 0; k < count; ++k) {
+            std::map<std::string, std::vector<std::size_t>> set;
+            for (auto& [name, shapes] : lists) set[name] = shapes[shapes.size() == 1 ? 0 : k];
+            sets.push_back(std::move(set));
+        }
+    }
+    return sets;
 }
 
 options parse(const std::string& command, const std::vector<std::string>& args) {
@@ -262,10 +327,13 @@ options parse(const std::string& command, const std::vector<std::string>& args) 
         else if (a == "--optimize") o.optimize = true;
         else if (a == "--passes") o.passes = value();
         else if (a == "--per-instruction") o.per_instruction = true;
+        else if (a == "--shapes") o.shape_sets = parse_shape_sets(value());
         else throw usage_error("unknown option " + a);
     }
     if (spec->takes_model && o.model.empty()) throw usage_error(command + " needs a model (.onnx or .kiln)");
     if (command == "compile" && o.output_file.empty()) throw usage_error("compile needs -o FILE.kiln");
+    if (!o.shape_sets.empty() && o.per_instruction)
+        throw usage_error("--per-instruction and --shapes do not combine (profile one shape at a time)");
     return o;
 }
 

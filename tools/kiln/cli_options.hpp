@@ -43,6 +43,8 @@ struct options {
     std::string output_npy_dir;
     std::string expected_dir;
     std::string passes;  // read --passes=a,b
+    // perf --shapes: the sets of input shapes to run, in order; each maps input names to dims.
+    std::vector<std::map<std::string, std::vector<std::size_t>>> shape_sets;
 };
 
 struct option_spec {
@@ -74,5 +76,12 @@ struct usage_error : std::runtime_error {
 
 // "[{min:1,max:8,optimals:[1,4]},3,224,224]"
 std::vector<dynamic_dimension> parse_dyn_dims(const std::string& text);
+
+// perf --shapes: "input_ids=1x7,attention_mask=1x7;input_ids=1x33,attention_mask=1x33".
+// ';' separates groups; in a group, "name=DxD" starts an input's list and a bare "DxD"
+// adds another shape to the last named input. An input with k shapes gives k sets (the
+// inputs of one group that list several must list equally many; one shape is used in
+// every set of its group): "input_ids=1x1,1x17,2x128" is three sets.
+std::vector<std::map<std::string, std::vector<std::size_t>>> parse_shape_sets(const std::string& text);
 
 }  // namespace kiln::cli

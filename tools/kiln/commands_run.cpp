@@ -13,10 +13,13 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <limits>
 #include <map>
+
+#include <unistd.h>
 
 namespace kiln::cli {
 
@@ -156,6 +159,119 @@ std::vector<instruction_profile> median_profile(const program& p, const param_ma
     return out;
 }
 
+// Resident memory now (not the peak), in MiB: what a shape set left behind.
+double current_rss_mb() {
+    std::ifstream statm("/proc/self/statm");
+    double size = 0, resident = 0;
+    if (!(statm >> size >> resident)) return 0;
+    return resident * static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
+}
+
+json stats_json(const specialization_stats& s) {
+    return {{"compiles", s.compiles},       {"failed_compiles", s.failed_compiles},
+            {"cached", s.cached},           {"evictions", s.evictions},
+            {"hits", s.hits},               {"max_specializations", s.max_specializations},
+            {"compile_ms", s.compile_ms}};
+}
+
+// kiln perf --shapes: each set of input shapes in turn, on one program, so a dynamic
+// program compiles (and caches or evicts) its specializations as a server's would.
+int perf_shapes(const options& o, loaded& l) {
+    auto base = make_inputs(l.p, o);
+    auto names = l.p.get_parameter_names();
+    auto declared = l.p.get_parameter_shapes();
+    struct row {
+        std::string text;
+        std::map<std::string, std::vector<std::size_t>> dims;
+        double first_ms = 0, median = 0, p90 = 0, min = 0, rss_mb = 0;
+        std::size_t compiles = 0;
+        json memory;
+    };
+    std::vector<row> rows;
+    for (auto& set : o.shape_sets) {
+        row r;
+        r.dims = set;
+        param_map inputs = base;
+        for (auto& [name, dims] : set) {
+            auto it = std::find(names.begin(), names.end(), name);
+            if (it == names.end()) {
+                std::string known;
+                for (auto& n : names) known += (known.empty() ? "" : ", ") + n;
+                throw_error(error_code::invalid_argument, "--shapes: the model has no input '" + name +
+                                                              "' (the inputs are: " + known + ")");
+            }
+            const auto& d = declared.at(name);
+            if (!d.is_tensor())
+                throw_error(error_code::invalid_argument, "--shapes: input '" + name + "' is not a tensor");
+            // The seed make_inputs uses for this input, so a set equal to the defaults runs the same data.
+            auto index = static_cast<std::uint64_t>(it - names.begin());
+            inputs[name] = random_argument(shape(d.get_type(), dims), o.seed + index);
+        }
+        for (auto& n : names) {
+            auto it = set.find(n);
+            if (it == set.end()) continue;
+            std::string dims;
+            for (auto v : it->second) dims += (dims.empty() ? "" : "x") + std::to_string(v);
+            r.text += (r.text.empty() ? "" : ",") + n + "=" + dims;
+        }
+        auto before = l.p.get_specialization_stats().compiles;
+        auto t = clock_type::now();
+        l.p.eval(inputs);
+        r.first_ms = ms_since(t);
+        for (std::size_t i = 0; i < o.warmup; ++i) l.p.eval(inputs);
+        std::vector<double> times;
+        for (std::size_t i = 0; i < o.iterations; ++i) {
+            auto t1 = clock_type::now();
+            l.p.eval(inputs);
+            times.push_back(ms_since(t1));
+        }
+        r.median = percentile(times, 0.5);
+        r.p90 = percentile(times, 0.9);
+        r.min = *std::min_element(times.begin(), times.end());
+        r.compiles = l.p.get_specialization_stats().compiles - before;
+        r.rss_mb = current_rss_mb();
+        r.memory = memory_json(l.p);
+        rows.push_back(std::move(r));
+    }
+    auto stats = l.p.get_specialization_stats();
+    if (o.json) {
+        json j = {{"model", o.model},           {"target", l.p.target_name()}, {"threads", o.threads},
+                  {"iterations", o.iterations}, {"warmup", o.warmup},          {"compile_ms", l.compile_ms},
+                  {"load_ms", l.load_ms}};
+        j["shapes"] = json::array();
+        for (auto& r : rows) {
+            json inputs = json::object();
+            for (auto& [k, v] : r.dims) inputs[k] = v;
+            j["shapes"].push_back({{"inputs", inputs}, {"first_call_ms", r.first_ms}, {"compiles", r.compiles},
+                                   {"median_ms", r.median}, {"p90_ms", r.p90}, {"min_ms", r.min},
+                                   {"rss_mb", r.rss_mb}, {"memory", r.memory}});
+        }
+        j["specializations"] = stats_json(stats);
+        j["peak_rss_mb"] = peak_rss_mb();
+        std::cout << j.dump() << "\n";
+        return exit_ok;
+    }
+    std::cout << std::fixed << std::setprecision(3) << o.model << " on " << l.p.target_name() << ", " << rows.size()
+              << " shape sets, " << o.iterations << " runs each after the first call and " << o.warmup
+              << " warm-up\n";
+    std::size_t width = 0;
+    for (auto& r : rows) width = std::max(width, r.text.size());
+    for (auto& r : rows) {
+        std::cout << "  " << r.text << std::string(width - r.text.size(), ' ') << "  first " << std::setprecision(1)
+                  << r.first_ms << " ms (" << r.compiles << (r.compiles == 1 ? " compile" : " compiles") << "), median "
+                  << std::setprecision(3) << r.median << " ms, min " << r.min << " ms, RSS " << std::setprecision(1)
+                  << r.rss_mb << " MiB\n";
+    }
+    if (l.p.dynamic_source() != nullptr)
+        std::cout << "specializations: " << stats.compiles << " compiled (" << std::setprecision(1) << stats.compile_ms
+                  << " ms), " << stats.cached << " cached of at most "
+                  << (stats.max_specializations ? std::to_string(stats.max_specializations) : std::string("unbounded"))
+                  << ", " << stats.evictions << " evicted\n";
+    else std::cout << "static program: no specializations\n";
+    std::cout << "peak RSS " << std::setprecision(1) << peak_rss_mb() << " MiB\n";
+    return exit_ok;
+}
+
 }  // namespace
 
 int cmd_compile(const options& o) {
@@ -203,6 +319,7 @@ int cmd_run(const options& o) {
 
 int cmd_perf(const options& o) {
     auto l = load_and_compile(o);
+    if (!o.shape_sets.empty()) return perf_shapes(o, l);
     auto inputs = make_inputs(l.p, o);
     for (std::size_t i = 0; i < o.warmup; ++i) l.p.eval(inputs);
     std::vector<double> times;
