@@ -48,10 +48,10 @@ typedef float lanes8 __attribute__((vector_size(32)));
 
 // One output row of one channel block of B lanes (0: g.block lanes, channels-last's one
 // block of all channels): for each output pixel, the max over the window taps inside the
-// image, up to 64 lanes at a time.
+// image, up to 64 lanes at a time. Always inlined into the per-ISA clones below, which
+// compile it for their ISA.
 template <int B>
-__attribute__((target_clones("avx2", "default"))) void pool_row(const float* x, float* y, std::int64_t oh,
-                                                                const pool_geometry& g) {
+[[gnu::always_inline]] inline void pool_row_body(const float* x, float* y, std::int64_t oh, const pool_geometry& g) {
     const std::int64_t blk = B ? B : g.block;
     const std::int64_t ih0 = oh * g.sh - g.pt;
     const std::int64_t i_lo = std::max<std::int64_t>(0, (-ih0 + g.dh - 1) / g.dh);
@@ -89,6 +89,28 @@ __attribute__((target_clones("avx2", "default"))) void pool_row(const float* x, 
             y[ow * blk + c] = m;
         }
     }
+}
+
+// One non-template function per block size: clang (14) refuses target_clones on a
+// function template, GCC accepts both forms and makes the same clones.
+__attribute__((target_clones("avx2", "default"))) void pool_row16(const float* x, float* y, std::int64_t oh,
+                                                                  const pool_geometry& g) {
+    pool_row_body<16>(x, y, oh, g);
+}
+__attribute__((target_clones("avx2", "default"))) void pool_row8(const float* x, float* y, std::int64_t oh,
+                                                                 const pool_geometry& g) {
+    pool_row_body<8>(x, y, oh, g);
+}
+__attribute__((target_clones("avx2", "default"))) void pool_row_any(const float* x, float* y, std::int64_t oh,
+                                                                    const pool_geometry& g) {
+    pool_row_body<0>(x, y, oh, g);
+}
+
+template <int B>
+void pool_row(const float* x, float* y, std::int64_t oh, const pool_geometry& g) {
+    if constexpr (B == 16) pool_row16(x, y, oh, g);
+    else if constexpr (B == 8) pool_row8(x, y, oh, g);
+    else pool_row_any(x, y, oh, g);
 }
 
 template <int B>

@@ -20,12 +20,11 @@ constexpr std::size_t pixels_per_task = 4096;
 
 // y[p][c] = x[c][p] for pixels [p0, p1) of one image of `hw` pixels; y's pixels are g
 // floats apart, channels C..g-1 written as zeros. With g == C the compiler interleaves
-// the C streams with vector permutes (target_clones: AVX-512, AVX2, baseline).
+// the C streams with vector permutes. Always inlined into the per-ISA clones below
+// (target_clones: AVX-512, AVX2, baseline), which compile it for their ISA.
 template <int C>
-__attribute__((target_clones("avx512f", "avx2", "default"))) void interleave(const float* __restrict x,
-                                                                          float* __restrict y, std::size_t hw,
-                                                                          std::size_t g, std::size_t p0,
-                                                                          std::size_t p1) {
+[[gnu::always_inline]] inline void interleave_body(const float* __restrict x, float* __restrict y, std::size_t hw,
+                                                   std::size_t g, std::size_t p0, std::size_t p1) {
     if (g == C) {
         for (std::size_t p = p0; p < p1; ++p)
             for (int c = 0; c < C; ++c) y[p * C + c] = x[c * hw + p];
@@ -38,14 +37,28 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void interleave(con
     }
 }
 
+// One non-template function per channel count: clang (14) refuses target_clones on a
+// function template, GCC accepts both forms and makes the same clones.
+#define KILN_INTERLEAVE(C)                                                                                        \
+    __attribute__((target_clones("avx512f", "avx2", "default"))) void interleave##C(                             \
+        const float* __restrict x, float* __restrict y, std::size_t hw, std::size_t g, std::size_t p0,            \
+        std::size_t p1) {                                                                                         \
+        interleave_body<C>(x, y, hw, g, p0, p1);                                                                  \
+    }
+KILN_INTERLEAVE(1)
+KILN_INTERLEAVE(2)
+KILN_INTERLEAVE(3)
+KILN_INTERLEAVE(4)
+#undef KILN_INTERLEAVE
+
 using interleave_fn = void (*)(const float*, float*, std::size_t, std::size_t, std::size_t, std::size_t);
 
 interleave_fn interleave_for(std::int64_t c) {
     switch (c) {
-        case 1: return interleave<1>;
-        case 2: return interleave<2>;
-        case 3: return interleave<3>;
-        case 4: return interleave<4>;
+        case 1: return interleave1;
+        case 2: return interleave2;
+        case 3: return interleave3;
+        case 4: return interleave4;
         default: return nullptr;
     }
 }

@@ -2,6 +2,10 @@
 
 #include <cstdlib>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace kiln::cpu::codegen {
 
 namespace {
@@ -17,11 +21,28 @@ int level_of(const std::string& tag) {
 
 std::string detect() {
 #if defined(__x86_64__)
+    // The psABI's feature lists of each level, the ones GCC's __builtin_cpu_supports("x86-64-vN")
+    // checks. The level names themselves are GCC-only (clang 14 refuses them), so the features
+    // are tested one by one: with __builtin_cpu_supports where both compilers know the name
+    // (it also checks that the OS saves the AVX / AVX-512 registers), with cpuid for the few
+    // that only GCC names (cmpxchg16b, lahf, lzcnt, movbe, f16c, osxsave). Same levels as
+    // before on GCC: the generated code asks for -march=x86-64-vN of the level found here.
     __builtin_cpu_init();
-    // __builtin_cpu_supports checks that the OS saves the AVX / AVX-512 registers too.
-    if (__builtin_cpu_supports("x86-64-v4")) return "x86-64-v4";
-    if (__builtin_cpu_supports("x86-64-v3")) return "x86-64-v3";
-    if (__builtin_cpu_supports("x86-64-v2")) return "x86-64-v2";
+    unsigned a = 0, b = 0, c1 = 0, d = 0, c81 = 0;
+    if (!__get_cpuid(1, &a, &b, &c1, &d)) c1 = 0;
+    if (!__get_cpuid(0x80000001u, &a, &b, &c81, &d)) c81 = 0;
+    const bool v2 = (c1 & bit_CMPXCHG16B) && (c81 & bit_LAHF_LM) && __builtin_cpu_supports("popcnt") &&
+                    __builtin_cpu_supports("sse3") && __builtin_cpu_supports("ssse3") &&
+                    __builtin_cpu_supports("sse4.1") && __builtin_cpu_supports("sse4.2");
+    const bool v3 = v2 && __builtin_cpu_supports("avx") && __builtin_cpu_supports("avx2") &&
+                    __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("fma") &&
+                    (c1 & bit_F16C) && (c1 & bit_MOVBE) && (c1 & bit_OSXSAVE) && (c81 & bit_ABM);  // ABM: LZCNT
+    const bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                    __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+                    __builtin_cpu_supports("avx512vl");
+    if (v4) return "x86-64-v4";
+    if (v3) return "x86-64-v3";
+    if (v2) return "x86-64-v2";
     return "x86-64";
 #else
     return "generic";
