@@ -2,7 +2,8 @@
 """Runs every test suite of Kiln and prints one summary line: N passed, N failed[, N skipped].
 
 Suites: unit (GoogleTest), conformance (the ONNX backend tests on each target), python (pytest),
-tools (pytest over the kiln command-line tool). A suite whose program is not built yet is
+tools (pytest over the kiln command-line tool), clang (one step: the sources compile with clang 14,
+which the fuzz build needs; scripts/clang_check.py). A suite whose program is not built yet is
 reported as failed, never silently dropped.
 """
 import argparse
@@ -126,6 +127,19 @@ def pytest_suite(build, name, path):
     return total - failed - skipped, failed, skipped
 
 
+def clang_suite(build):
+    """One step: scripts/clang_check.py (the library and the fuzz driver compile with clang 14)."""
+    log = os.path.join(build, "test-results", "clang.log")
+    proc = run([PYTHON, os.path.join(ROOT, "scripts", "clang_check.py"), "--build", build], log=log)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0:
+        print("\n".join(lines[-60:]))
+        print(f"[clang] FAILED (all of clang's output: {log})")
+        return 0, 1, 0
+    print(f"[clang] {lines[-1] if lines else ''}")
+    return 1, 0, 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
@@ -143,6 +157,7 @@ def main():
         "models": lambda: gtest_suite(build, "models", "kiln_model_tests"),
         "python": lambda: pytest_suite(build, "python", "python/tests"),
         "tools": lambda: pytest_suite(build, "tools", "tests/tools"),
+        "clang": lambda: clang_suite(build),
     }
     only = [s for s in args.only.split(",") if s]
     total = [0, 0, 0]
