@@ -6,8 +6,9 @@
 //   argument compute(const shape&, const std::vector<argument>&) const;   reference semantics
 //
 // and optionally: a compute taking a `context&` first (target kernels), a compute and
-// compute_shape taking sub-modules (control flow), `output_alias` (views), `traits()`,
-// and `finalize` (build kernels once at compile time).
+// compute_shape taking sub-modules (control flow), a compute_shape taking the values of
+// inputs known at compile time (ops shaped by an input's values), `output_alias` (views),
+// `traits()`, and `finalize` (build kernels once at compile time).
 #pragma once
 #include <kiln/argument.hpp>
 #include <kiln/reflect.hpp>
@@ -18,6 +19,7 @@
 #include <functional>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <typeinfo>
@@ -81,6 +83,13 @@ template <class T> concept has_finalize_constants =
     requires(T& op, context& c, const shape& s, const std::vector<shape>& in, const std::vector<argument>& k) {
         op.finalize(c, s, in, k);
     };
+// compute_shape that also sees the values of inputs known at compile time (literals, or
+// shape arithmetic over named dims, nullopt for the others): an op whose result's shape
+// comes from an input's values (Reshape to a computed shape) gives that shape.
+template <class T> concept has_compute_shape_values =
+    requires(const T& op, const std::vector<shape>& s, const std::vector<std::optional<argument>>& v) {
+        { op.compute_shape(s, v) } -> std::convertible_to<shape>;
+    };
 }  // namespace detail
 
 class operation {
@@ -131,6 +140,9 @@ public:
         virtual std::string name() const = 0;
         virtual op_traits traits() const = 0;
         virtual shape compute_shape(const std::vector<shape>&, const std::vector<module_ref>&) const = 0;
+        virtual std::optional<shape> compute_shape_values(const std::vector<shape>&,
+                                                          const std::vector<std::optional<argument>>&) const = 0;
+        virtual bool has_compute_shape_values() const = 0;
         virtual bool has_compute() const = 0;
         virtual argument compute(context&, const shape&, const std::vector<argument>&,
                                  const std::vector<module_ref>&, const run_module_fn&) const = 0;
@@ -147,6 +159,8 @@ private:
     struct model;
     void ensure_unique();
     shape compute_shape_dynamic(const std::vector<shape>& inputs, const std::vector<module_ref>& mods) const;
+    shape with_computed_values(const shape& r, const std::vector<shape>& inputs,
+                               const std::vector<module_ref>& mods) const;
     std::shared_ptr<concept_t> self_;
 };
 
@@ -170,6 +184,12 @@ struct operation::model final : operation::concept_t {
         else if constexpr (detail::has_compute_shape<T>) return op.compute_shape(in);
         else throw_error(error_code::unsupported, op.name() + " has no compute_shape");
     }
+    std::optional<shape> compute_shape_values(const std::vector<shape>& in,
+                                              const std::vector<std::optional<argument>>& values) const override {
+        if constexpr (detail::has_compute_shape_values<T>) return op.compute_shape(in, values);
+        else return std::nullopt;
+    }
+    bool has_compute_shape_values() const override { return detail::has_compute_shape_values<T>; }
     bool has_compute() const override {
         return detail::has_compute<T> || detail::has_compute_ctx<T> || detail::has_compute_mods<T>;
     }

@@ -3,7 +3,8 @@
 //
 // Dimensions may be dynamic: {min, max, optimals}. A max of `dynamic_dimension::unbounded`
 // means "any size" (a value-dependent dimension, e.g. Reshape to a computed shape).
-// Dynamic shapes have no strides; they only describe what a run may see.
+// Dynamic shapes have no strides; they only describe what a run may see. A dynamic
+// dimension may carry a symbol (see dim_expr.hpp) that ties it to other dims.
 #pragma once
 #include <kiln/types.hpp>
 
@@ -23,6 +24,11 @@ struct dynamic_dimension {
     std::size_t min = 0;
     std::size_t max = unbounded;
     std::set<std::size_t> optimals{};
+    // The dimension's name as an affine expression over named sizes (dim_expr's text):
+    // "batch", "past + sequence". Dims with the same symbol are the same size in every
+    // run, which lets shape inference tell that Concat(past_key, key) fits a mask of
+    // "past + sequence". Empty: anonymous, it varies independently of every other dim.
+    std::string symbol{};
 
     bool is_fixed() const { return min == max; }
     bool has_optimal() const { return !optimals.empty(); }
@@ -75,6 +81,15 @@ public:
     bool transposed() const;   // packed but not row-major
     bool broadcasted() const;  // some dimension of len > 1 has stride 0
     bool dynamic() const;      // any dynamic dimension (or a dynamic element shape)
+
+    // Small integer tensors may carry their values, each a dim_expr's text ("" where not
+    // known): exporters compute shapes with Shape, Gather and Concat, and when those
+    // values follow from named input dims ("batch", "past + sequence") shape inference
+    // knows what a Reshape to them gives. An annotation: not part of equality or hash.
+    static constexpr std::size_t max_valued_elements = 16;
+    shape with_values(std::vector<std::string> values) const;  // static int32/int64 tensors only
+    const std::vector<std::string>& values() const;            // empty: none known
+    bool has_values() const { return !values().empty(); }
     const std::vector<dynamic_dimension>& dyn_dims() const;  // fixed dims too, for dynamic shapes
     // The dims as dynamic dimensions (fixed ones as {d, d}), for static and dynamic shapes.
     std::vector<dynamic_dimension> to_dynamic_dims() const;

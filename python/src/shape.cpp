@@ -1,5 +1,7 @@
 #include "bindings.hpp"
 
+#include <kiln/dim_expr.hpp>
+#include <kiln/errors.hpp>
 #include <kiln/shape.hpp>
 
 #include <pybind11/stl.h>
@@ -8,12 +10,23 @@ namespace kiln::python {
 
 void bind_shape(py::module_& m) {
     py::class_<dynamic_dimension>(m, "dynamic_dimension", "A dimension that may vary between runs.")
-        .def(py::init([](std::size_t min, std::size_t max, std::vector<std::size_t> optimals) {
-                 return dynamic_dimension{min, max, {optimals.begin(), optimals.end()}};
+        .def(py::init([](std::size_t min, std::size_t max, std::vector<std::size_t> optimals, std::string symbol) {
+                 dynamic_dimension d{min, max, {optimals.begin(), optimals.end()}};
+                 if (!symbol.empty()) {
+                     auto e = dim_expr::parse(symbol);
+                     if (!e) throw_error(error_code::invalid_argument, "dynamic_dimension: symbol '" + symbol +
+                                                                           "' is not a name or a sum of names");
+                     d.symbol = e->to_string();
+                 }
+                 return d;
              }),
-             py::arg("min"), py::arg("max"), py::arg("optimals") = std::vector<std::size_t>{})
+             py::arg("min"), py::arg("max"), py::arg("optimals") = std::vector<std::size_t>{},
+             py::arg("symbol") = std::string(),
+             "symbol: the dim's name ('batch') or an affine expression of names ('past + sequence'); "
+             "dims with the same symbol are the same size in every run.")
         .def_readwrite("min", &dynamic_dimension::min)
         .def_readwrite("max", &dynamic_dimension::max)
+        .def_readonly("symbol", &dynamic_dimension::symbol)
         .def_property_readonly("optimals",
                                [](const dynamic_dimension& d) { return std::vector<std::size_t>(d.optimals.begin(), d.optimals.end()); })
         .def("is_fixed", &dynamic_dimension::is_fixed)
@@ -32,7 +45,16 @@ void bind_shape(py::module_& m) {
              py::arg("type"), py::arg("lens"), py::arg("strides") = py::none(),
              "shape(type, lens, strides=None): type is an element type name such as 'float32'.")
         .def("type", [](const shape& s) { return std::string(type_name(s.get_type())); }, "Element type name, e.g. 'float32'.")
-        .def("lens", [](const shape& s) { return s.lens(); }, "The dimensions (static shapes).")
+        .def(
+            "lens",
+            [](const shape& s) {
+                if (!s.is_tensor() || !s.dynamic()) return s.lens();
+                // The shape code written for static models builds its input from.
+                std::vector<std::size_t> lens;
+                for (auto& d : s.dyn_dims()) lens.push_back(d.optimals.empty() ? d.min : *d.optimals.begin());
+                return lens;
+            },
+            "The dimensions; for a dynamic shape the default one: each dim's first optimal size, else its min.")
         .def("strides", [](const shape& s) { return s.strides(); }, "Strides in elements.")
         .def("elements", &shape::elements, "Number of elements.")
         .def("bytes", &shape::bytes, "Bytes the layout spans.")

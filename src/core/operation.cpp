@@ -1,8 +1,13 @@
+#include "core/dynamic_shape_inference.hpp"
+
+#include <kiln/context.hpp>
 #include <kiln/errors.hpp>
+#include <kiln/literal.hpp>
 #include <kiln/operation.hpp>
 #include <kiln/register_op.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <ostream>
@@ -47,92 +52,133 @@ operation operation::with_value(const value& v) const {
     return r;
 }
 
+namespace {
+// An op that passes an input's shape through (neg, identity, ...) would pass its values
+// too, which its own values need not be: values come only from the sampling below.
+shape without_values(shape s) { return s.has_values() ? s.with_values({}) : s; }
+}  // namespace
+
+namespace {
+// An input's value when its shape carries it whole and every element is a number.
+std::optional<argument> constant_value(const shape& s) {
+    if (!s.is_tensor() || !s.has_values()) return std::nullopt;
+    std::vector<std::int64_t> v;
+    for (auto& e : s.values()) {
+        if (e.empty() || !std::all_of(e.begin() + (e[0] == '-' ? 1 : 0), e.end(), [](char c) { return c >= '0' && c <= '9'; }))
+            return std::nullopt;
+        v.push_back(std::stoll(e));
+    }
+    return literal(shape(s.get_type(), s.lens()), v).get_argument();
+}
+}  // namespace
+
+// The values of a small integer result computed from its inputs' (constant) values;
+// `r` as it is when the op cannot or may not run at compile time.
+shape operation::with_computed_values(const shape& r, const std::vector<shape>& inputs,
+                                      const std::vector<module_ref>& mods) const {
+    auto t = traits();
+    auto small_int = [](const shape& s) {
+        return s.is_tensor() && !s.dynamic() && (s.get_type() == type::int64 || s.get_type() == type::int32) &&
+               s.elements() > 0 && s.elements() <= shape::max_valued_elements;
+    };
+    // A dynamic result (Range, ConstantOfShape of known sizes) is computed for its shape.
+    if (!(small_int(r) || (r.is_tensor() && r.dynamic())) || !mods.empty() || !self_->has_compute() ||
+        t.nondeterministic || t.side_effects || t.builtin)
+        return r;
+    try {
+        std::vector<argument> args;
+        double size = 1;
+        for (auto& s : inputs) {
+            std::vector<std::int64_t> v;
+            for (auto& e : s.values()) {
+                v.push_back(std::stoll(e));
+                size *= std::max<double>(1, std::fabs(static_cast<double>(v.back())));
+            }
+            args.push_back(literal(shape(s.get_type(), s.lens()), v).get_argument());
+        }
+        // Not worth materializing at compile time (nor safe: a size from a hostile model).
+        if (r.dynamic() && size > double(1 << 26)) return r;
+        host_context ctx;
+        auto a = self_->compute(ctx, r, args, {}, {});
+        // A static result keeps the op's own layout (a broadcast is a stride-0 view).
+        auto out = r.dynamic() ? a.get_shape().as_standard() : r;
+        if (!small_int(out)) return out;
+        std::vector<std::string> values;
+        for (std::size_t i = 0; i < out.elements(); ++i) values.push_back(std::to_string(a.get_int64(i)));
+        return out.with_values(std::move(values));
+    } catch (const std::exception&) {
+        return r;  // left for run time, which reports it in context
+    }
+}
+
 shape operation::compute_shape(const std::vector<shape>& inputs, const std::vector<module_ref>& mods) const {
     bool dyn = std::any_of(inputs.begin(), inputs.end(), [](const shape& s) { return s.is_tensor() && s.dynamic(); });
-    if (!dyn || traits().handles_dynamic) return self_->compute_shape(inputs, mods);
+    bool sym = detail::has_symbolic_values(inputs);
+    // Shape arithmetic over constants keeps its values, so that Concat(Unsqueeze(batch),
+    // Unsqueeze(4)) still knows its second value.
+    bool all_valued = !inputs.empty() && std::all_of(inputs.begin(), inputs.end(), [](const shape& s) {
+        return s.is_tensor() && s.has_values() && std::none_of(s.values().begin(), s.values().end(),
+                                                               [](const std::string& v) { return v.empty(); });
+    });
+    if (!dyn && !sym) {
+        // Static inputs: an op shaped by an input's values (Reshape to a computed shape, once
+        // the dims it was computed from are known) gets them, so that a specialized program's
+        // shapes are static before simplify_dynamic_ops rewrites the op.
+        shape r;
+        if (self_->has_compute_shape_values() && mods.empty()) {
+            std::vector<std::optional<argument>> known;
+            bool any_known = false;
+            for (auto& s : inputs) {
+                known.push_back(constant_value(s));
+                any_known = any_known || known.back().has_value();
+            }
+            std::optional<shape> h;
+            try {
+                h = self_->compute_shape_values(inputs, known);
+            } catch (const error&) {
+                // Known values the op refuses (Reshape of 6 elements to {4}) are left for run
+                // time, which reports them in context, as when they were not known.
+                h = self_->compute_shape(inputs, mods);
+            }
+            // Values the op gives itself (shape_of: its input's dims) are its own; with valued
+            // inputs they may be a passed-through input's, so they are computed below instead.
+            r = any_known ? without_values(*h) : *h;
+        } else {
+            r = without_values(self_->compute_shape(inputs, mods));
+        }
+        return all_valued ? with_computed_values(r, inputs, mods) : r;
+    }
+    auto t = traits();
+    bool hook = self_->has_compute_shape_values();
+    if (t.handles_dynamic && !hook && !sym) return without_values(self_->compute_shape(inputs, mods));
     return compute_shape_dynamic(inputs, mods);
 }
 
-// Shape inference over dynamic dimensions without every op having to implement it:
-// evaluate the op's static compute_shape at a few concrete sizes of the dynamic
-// dimensions. Output dims that agree at every point are static; the others are
-// dynamic, bounded by the results at the inputs' minimum and maximum sizes.
+// See dynamic_shape_inference.hpp: the op's static compute_shape at consistent sizes of
+// the inputs' named dims, and at concrete values of their shape arithmetic.
 shape operation::compute_shape_dynamic(const std::vector<shape>& inputs,
                                        const std::vector<module_ref>& mods) const {
-    auto instantiate = [&](auto pick) {
-        std::vector<shape> out;
-        for (auto& s : inputs) {
-            if (!s.is_tensor() || !s.dynamic()) {
-                out.push_back(s);
-                continue;
-            }
-            std::vector<std::size_t> lens;
-            for (auto& d : s.dyn_dims()) lens.push_back(d.is_fixed() ? d.min : pick(d));
-            out.emplace_back(s.get_type(), lens);
-        }
-        return out;
-    };
-    auto base = [](const dynamic_dimension& d) { return std::max<std::size_t>(d.min, 1); };
-    auto second = [&](const dynamic_dimension& d) {
-        auto b = base(d);
-        return b + 1 <= d.max ? b + 1 : b;
-    };
-    auto third = [&](const dynamic_dimension& d) {
-        auto b = base(d);
-        return b + 5 <= d.max ? b + 5 : b;
-    };
-    std::vector<shape> results;
-    std::string first_error;
-    for (int which = 0; which < 3; ++which) {
-        try {
-            auto in = which == 0 ? instantiate(base) : which == 1 ? instantiate(second) : instantiate(third);
-            results.push_back(self_->compute_shape(in, mods));
-        } catch (const error& e) {
-            if (first_error.empty()) first_error = e.what();
-        }
+    auto t = traits();
+    detail::shape_functions f;
+    f.static_shape = [&](const std::vector<shape>& in) { return self_->compute_shape(in, mods); };
+    if (self_->has_compute_shape_values())
+        f.shape_from_values = [&](const std::vector<shape>& in, const std::vector<std::optional<argument>>& v) {
+            return self_->compute_shape_values(in, v);
+        };
+    if (self_->has_compute() && !t.nondeterministic && !t.side_effects && !t.builtin && mods.empty())
+        f.compute = [&](const shape& out, const std::vector<argument>& args) {
+            host_context ctx;
+            return self_->compute(ctx, out, args, {}, {});
+        };
+    try {
+        if (auto r = detail::infer_dynamic_shape(name(), inputs, f)) return *r;
+    } catch (const error&) {
+        // Ops that understand dynamic shapes themselves say what they can.
+        if (!t.handles_dynamic) throw;
     }
-    if (results.empty())
-        throw_error(error_code::shape, name() + ": cannot infer a shape for dynamic inputs: " + first_error);
-    const shape& r0 = results.front();
-    if (!r0.is_tensor()) return r0;
-    for (auto& r : results)
-        if (!r.is_tensor() || r.ndim() != r0.ndim() || r.get_type() != r0.get_type())
-            throw_error(error_code::unsupported,
-                        name() + ": output rank or type depends on dynamic input dimensions");
-    std::vector<dynamic_dimension> dims;
-    bool any_dyn = false;
-    for (std::size_t i = 0; i < r0.ndim(); ++i) {
-        auto d0 = r0.lens()[i];
-        bool same = std::all_of(results.begin(), results.end(), [&](const shape& r) { return r.lens()[i] == d0; });
-        if (same) {
-            dims.push_back({d0, d0, {}});
-        } else {
-            any_dyn = true;
-            dims.push_back({0, dynamic_dimension::unbounded, {}});
-        }
-    }
-    if (!any_dyn) return r0;
-    // Tighten the bounds where the op accepts the extreme sizes.
-    auto try_at = [&](auto pick) -> std::optional<shape> {
-        try {
-            return self_->compute_shape(instantiate(pick), mods);
-        } catch (const error&) {
-            return std::nullopt;
-        }
-    };
-    bool bounded = std::all_of(inputs.begin(), inputs.end(), [](const shape& s) {
-        if (!s.is_tensor() || !s.dynamic()) return true;
-        return std::all_of(s.dyn_dims().begin(), s.dyn_dims().end(),
-                           [](auto& d) { return d.max != dynamic_dimension::unbounded && d.max < (1u << 24); });
-    });
-    auto lo = try_at([](const dynamic_dimension& d) { return d.min; });
-    auto hi = bounded ? try_at([](const dynamic_dimension& d) { return d.max; }) : std::nullopt;
-    for (std::size_t i = 0; i < dims.size(); ++i) {
-        if (dims[i].is_fixed()) continue;
-        if (lo && lo->ndim() == dims.size()) dims[i].min = lo->lens()[i];
-        if (hi && hi->ndim() == dims.size()) dims[i].max = std::max(hi->lens()[i], dims[i].min);
-    }
-    return shape::make_dynamic(r0.get_type(), dims);
+    // The result depends on values known only at run time (or sampling could not place
+    // it): what the op itself says of these inputs.
+    return without_values(self_->compute_shape(inputs, mods));
 }
 
 argument operation::compute(context& ctx, const shape& output, const std::vector<argument>& args,

@@ -2,6 +2,7 @@
 // (e.g. "float32[2, 3]{1, 2}"), which keeps op attributes readable in IR dumps and
 // .kiln files alike; the parser below reads it back and rejects anything malformed.
 #include <kiln/errors.hpp>
+#include <kiln/dim_expr.hpp>
 #include <kiln/reflect.hpp>
 
 #include <cctype>
@@ -83,6 +84,16 @@ private:
             do {
                 if (eat('{')) {
                     dynamic_dimension d;
+                    skip();
+                    if (pos_ < s_.size() && !std::isdigit(static_cast<unsigned char>(s_[pos_]))) {
+                        // "{past + sequence=0:?}": the symbol runs up to '='.
+                        auto end = s_.find('=', pos_);
+                        if (end == std::string_view::npos) fail("expected '=' after a dimension's symbol");
+                        auto e = dim_expr::parse(s_.substr(pos_, end - pos_));
+                        if (!e) fail("bad dimension symbol '" + std::string(s_.substr(pos_, end - pos_)) + "'");
+                        d.symbol = e->to_string();
+                        pos_ = end + 1;
+                    }
                     d.min = number();
                     expect(':');
                     if (eat('?')) d.max = dynamic_dimension::unbounded;
@@ -110,6 +121,39 @@ private:
         std::vector<std::size_t> lens;
         for (auto& d : dims) lens.push_back(d.min);
         skip();
+        // "<batch, 4, ?>": values of shape arithmetic (shape::with_values).
+        std::vector<std::string> values;
+        if (eat('<')) {
+            auto end = s_.find('>', pos_);
+            if (end == std::string_view::npos) fail("missing '>' after values");
+            auto text = s_.substr(pos_, end - pos_);
+            std::size_t b = 0;
+            while (b <= text.size()) {
+                auto c = text.find(',', b);
+                if (c == std::string_view::npos) c = text.size();
+                auto item = text.substr(b, c - b);
+                while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+                while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+                if (item == "?") {
+                    values.emplace_back();
+                } else {
+                    auto e = dim_expr::parse(item);
+                    if (!e) fail("bad value '" + std::string(item) + "'");
+                    values.push_back(e->to_string());
+                }
+                b = c + 1;
+            }
+            pos_ = end + 1;
+            skip();
+        }
+        auto with_values = [&](shape r) {
+            if (values.empty()) return r;
+            try {
+                return r.with_values(values);
+            } catch (const error& e) {
+                fail(e.message());
+            }
+        };
         if (eat('{')) {
             std::vector<std::size_t> strides;
             if (!eat('}')) {
@@ -117,9 +161,9 @@ private:
                 while (eat(','));
                 expect('}');
             }
-            return shape(t, lens, strides);
+            return with_values(shape(t, lens, strides));
         }
-        return shape(t, lens);
+        return with_values(shape(t, lens));
     }
 
     std::string_view s_;

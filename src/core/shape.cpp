@@ -16,6 +16,7 @@ struct shape::impl {
     std::vector<dynamic_dimension> dyn;  // non-empty only for dynamic tensors
     bool is_dynamic = false;
     std::vector<shape> subs;
+    std::vector<std::string> values;  // see shape::with_values
     std::size_t elements = 1;
     std::size_t space = 1;
     bool standard = true;
@@ -70,11 +71,19 @@ void finish_static(shape::impl& p) {
                  }();
 }
 
+bool is_number(const std::string& e) {
+    std::size_t i = e.size() > 1 && e[0] == '-' ? 1 : 0;
+    return i < e.size() && std::all_of(e.begin() + static_cast<std::ptrdiff_t>(i), e.end(),
+                                       [](char c) { return c >= '0' && c <= '9'; });
+}
+
 }  // namespace
 
 std::ostream& operator<<(std::ostream& os, const dynamic_dimension& d) {
     if (d.is_fixed()) return os << d.min;
-    os << "{" << d.min << ":";
+    os << "{";
+    if (!d.symbol.empty()) os << d.symbol << "=";
+    os << d.min << ":";
     if (d.max == dynamic_dimension::unbounded) os << "?";
     else os << d.max;
     if (!d.optimals.empty()) {
@@ -130,7 +139,10 @@ shape shape::make_dynamic(type t, std::vector<dynamic_dimension> dims) {
     // A fixed dimension has nothing to optimize for; dropping its optimals keeps equal
     // shapes equal and lets the text form (which prints fixed dims as a number) round-trip.
     for (auto& d : dims)
-        if (d.is_fixed()) d.optimals.clear();
+        if (d.is_fixed()) {
+            d.optimals.clear();
+            d.symbol.clear();
+        }
     for (auto& d : dims)
         if (d.min > d.max)
             throw_error(error_code::shape, "dynamic dimension with min " + std::to_string(d.min) +
@@ -297,6 +309,25 @@ shape shape::with_lens(std::vector<std::size_t> lens) const { return shape(get_t
 
 shape shape::as_standard() const { return shape(get_type(), lens()); }
 
+shape shape::with_values(std::vector<std::string> values) const {
+    if (values.empty()) {
+        if (!has_values()) return *this;
+        auto p = std::make_shared<impl>(*impl_);
+        p->values.clear();
+        return shape(std::shared_ptr<const impl>(std::move(p)));
+    }
+    if (!is_tensor() || dynamic() || (get_type() != type::int64 && get_type() != type::int32) ||
+        elements() != values.size() || values.size() > max_valued_elements)
+        throw_error(error_code::invalid_argument,
+                    "values are kept for static int32/int64 tensors of at most " + std::to_string(max_valued_elements) +
+                        " elements, not " + to_string() + " with " + std::to_string(values.size()));
+    auto p = std::make_shared<impl>(*impl_);
+    p->values = std::move(values);
+    return shape(std::shared_ptr<const impl>(std::move(p)));
+}
+
+const std::vector<std::string>& shape::values() const { return impl_->values; }
+
 std::string shape::to_string() const {
     std::ostringstream ss;
     ss << *this;
@@ -328,6 +359,7 @@ std::size_t shape::hash() const {
     for (auto& d : impl_->dyn) {
         mix(d.min);
         mix(d.max);
+        mix(std::hash<std::string>{}(d.symbol));
     }
     for (auto& s : impl_->subs) mix(s.hash());
     return h;
@@ -360,6 +392,13 @@ std::ostream& operator<<(std::ostream& os, const shape& s) {
     const auto& l = s.lens();
     for (std::size_t i = 0; i < l.size(); ++i) os << (i ? ", " : "") << l[i];
     os << "]";
+    // Values that are plain numbers are the literal's own text; print only symbolic ones.
+    const auto& v = s.values();
+    if (std::any_of(v.begin(), v.end(), [](const std::string& e) { return e.empty() || !is_number(e); })) {
+        os << "<";
+        for (std::size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << (v[i].empty() ? "?" : v[i]);
+        os << ">";
+    }
     if (!s.standard() && !l.empty()) {
         os << "{";
         const auto& st = s.strides();

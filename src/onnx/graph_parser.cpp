@@ -1,5 +1,6 @@
 #include "onnx/graph_parser.hpp"
 
+#include <kiln/dim_expr.hpp>
 #include <kiln/errors.hpp>
 
 #include <onnx/onnx_pb.h>
@@ -145,9 +146,22 @@ shape graph_parser::shape_from_type(const onnx::TypeProto& t, const std::string&
     }
     const auto& tt = t.tensor_type();
     type et = from_onnx_type(tt.elem_type(), "value '" + value_name + "'");
+    // The model's names for its dims ("batch", "past_sequence + sequence"), as symbols.
+    auto symbol_of = [&](int i) -> std::string {
+        if (!tt.has_shape() || i >= tt.shape().dim_size()) return {};
+        const auto& d = tt.shape().dim(i);
+        if (!d.has_dim_param() || d.dim_param().empty()) return {};
+        return dim_expr::from_dim_param(d.dim_param()).to_string();
+    };
     if (graph_input) {
-        if (auto it = options_.map_dyn_input_dims.find(value_name); it != options_.map_dyn_input_dims.end())
-            return shape::make_dynamic(et, it->second);
+        if (auto it = options_.map_dyn_input_dims.find(value_name); it != options_.map_dyn_input_dims.end()) {
+            // The caller's ranges keep the model's names, so that inputs sharing a name
+            // still share the dim.
+            auto dims = it->second;
+            for (std::size_t i = 0; i < dims.size(); ++i)
+                if (dims[i].symbol.empty() && !dims[i].is_fixed()) dims[i].symbol = symbol_of(static_cast<int>(i));
+            return shape::make_dynamic(et, dims);
+        }
         if (auto it = options_.map_input_dims.find(value_name); it != options_.map_input_dims.end())
             return shape(et, it->second);
     }
@@ -174,6 +188,7 @@ shape graph_parser::shape_from_type(const onnx::TypeProto& t, const std::string&
             dims.push_back(dynamic_dimension{0, dynamic_dimension::unbounded, {}});
         } else if (use_dyn) {
             dims.push_back(options_.default_dyn_dim_value);
+            dims.back().symbol = symbol_of(static_cast<int>(dims.size() - 1));
         } else {
             dims.push_back(dynamic_dimension{options_.default_dim_value, options_.default_dim_value, {}});
         }

@@ -86,6 +86,13 @@ dynamic_dimension broadcast_dim(const dynamic_dimension& a, const dynamic_dimens
     // A fixed size other than 1 is what the dynamic one must be (or broadcast to).
     if (a.is_fixed()) return a;
     if (b.is_fixed()) return b;
+    // The same symbol is the same size: nothing to broadcast.
+    if (!a.symbol.empty() && a.symbol == b.symbol) {
+        auto d = a;
+        d.min = std::max(a.min, b.min);
+        d.max = std::max(std::min(a.max, b.max), d.min);
+        return d;
+    }
     return {std::max(a.min, b.min), std::max(a.max, b.max), {}};
 }
 

@@ -81,4 +81,16 @@ struct static_form {
 // Values of an instruction's inputs that are literals (nullopt for the others).
 using known_inputs = std::vector<std::optional<argument>>;
 
+// A dynamic form's shape when some inputs' values are known at compile time (for shape
+// inference over named dims): its static form's shape, else what the shapes alone say.
+template <class Op>
+shape shape_from_known(const Op& op, const std::vector<shape>& in, const known_inputs& k) {
+    if (auto f = op.to_static(k)) {
+        std::vector<shape> args;
+        for (auto i : f->inputs) args.push_back(in.at(i));
+        return f->op.compute_shape(args);
+    }
+    return op.compute_shape(in);
+}
+
 }  // namespace kiln::op

@@ -63,6 +63,9 @@ struct one_hot_dynamic {
     shape compute_shape(const std::vector<shape>& in) const;
     argument compute(const shape& out, const std::vector<argument>& args) const;
     std::optional<static_form> to_static(const known_inputs& k) const;
+    shape compute_shape(const std::vector<shape>& in, const known_inputs& k) const {
+        return shape_from_known(*this, in, k);
+    }
 };
 
 // OneHot's depth input: a one-element tensor of any numeric type.

@@ -76,6 +76,9 @@ struct resize_dynamic {
     shape compute_shape(const std::vector<shape>& in) const;
     argument compute(const shape& out, const std::vector<argument>& args) const;
     std::optional<static_form> to_static(const known_inputs& k) const;
+    shape compute_shape(const std::vector<shape>& in, const known_inputs& k) const {
+        return shape_from_known(*this, in, k);
+    }
 };
 
 }  // namespace kiln::op

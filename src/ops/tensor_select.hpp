@@ -62,6 +62,9 @@ struct topk_dynamic {
     shape compute_shape(const std::vector<shape>& in) const;
     argument compute(const shape& out, const std::vector<argument>& args) const;
     std::optional<static_form> to_static(const known_inputs& k) const;
+    shape compute_shape(const std::vector<shape>& in, const known_inputs& k) const {
+        return shape_from_known(*this, in, k);
+    }
 };
 
 // NonZero: int64 [rank, count] coordinates of the non-zero elements, row-major order.

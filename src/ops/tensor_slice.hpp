@@ -40,6 +40,9 @@ struct slice_dynamic {
     argument compute(const shape& out, const std::vector<argument>& args) const;
     std::ptrdiff_t output_alias(const std::vector<shape>&) const { return 0; }
     std::optional<static_form> to_static(const known_inputs& k) const;
+    shape compute_shape(const std::vector<shape>& in, const known_inputs& k) const {
+        return shape_from_known(*this, in, k);
+    }
     slice make_slice(const std::vector<argument>& args) const;
 };
 
@@ -84,6 +87,9 @@ struct split_dynamic {
     argument compute(const shape& out, const std::vector<argument>& args) const;
     std::ptrdiff_t output_alias(const std::vector<shape>&) const { return 0; }
     std::optional<static_form> to_static(const known_inputs& k) const;
+    shape compute_shape(const std::vector<shape>& in, const known_inputs& k) const {
+        return shape_from_known(*this, in, k);
+    }
 };
 
 // Even split sizes for `count` parts of a dimension of length `len` (ONNX Split-18).
@@ -122,6 +128,9 @@ struct pad_dynamic {
     shape compute_shape(const std::vector<shape>& in) const;
     argument compute(const shape& out, const std::vector<argument>& args) const;
     std::optional<static_form> to_static(const known_inputs& k) const;
+    shape compute_shape(const std::vector<shape>& in, const known_inputs& k) const {
+        return shape_from_known(*this, in, k);
+    }
 };
 
 // Full-rank pads from ONNX pads over `axes` (empty: all axes).
@@ -143,6 +152,9 @@ struct tile_dynamic {
     shape compute_shape(const std::vector<shape>& in) const;
     argument compute(const shape& out, const std::vector<argument>& args) const;
     std::optional<static_form> to_static(const known_inputs& k) const;
+    shape compute_shape(const std::vector<shape>& in, const known_inputs& k) const {
+        return shape_from_known(*this, in, k);
+    }
 };
 
 }  // namespace kiln::op

@@ -303,6 +303,15 @@ shape shape_of::compute_shape(const std::vector<shape>& in) const {
     return shape(type::int64, {e - b});
 }
 
+shape shape_of::compute_shape(const std::vector<shape>& in, const known_inputs&) const {
+    auto s = compute_shape(in);
+    if (in[0].dynamic() || s.elements() == 0 || s.elements() > shape::max_valued_elements) return s;
+    auto [b, e] = range(in[0].ndim());
+    std::vector<std::string> values;
+    for (auto i = b; i < e; ++i) values.push_back(std::to_string(in[0].lens()[i]));
+    return s.with_values(std::move(values));
+}
+
 argument shape_of::compute(const shape&, const std::vector<argument>& args) const {
     const auto& l = args[0].get_shape().lens();
     auto [b, e] = range(l.size());

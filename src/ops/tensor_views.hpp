@@ -37,6 +37,9 @@ struct reshape_dynamic {
     argument compute(const shape& out, const std::vector<argument>& args) const;
     std::ptrdiff_t output_alias(const std::vector<shape>&) const { return 0; }
     std::optional<static_form> to_static(const known_inputs& k) const;
+    shape compute_shape(const std::vector<shape>& in, const known_inputs& k) const {
+        return shape_from_known(*this, in, k);
+    }
 };
 
 struct flatten {
@@ -82,6 +85,9 @@ struct squeeze_dynamic {
     argument compute(const shape& out, const std::vector<argument>& args) const;
     std::ptrdiff_t output_alias(const std::vector<shape>&) const { return 0; }
     std::optional<static_form> to_static(const known_inputs& k) const;
+    shape compute_shape(const std::vector<shape>& in, const known_inputs& k) const {
+        return shape_from_known(*this, in, k);
+    }
 };
 
 // Permutes dimensions by permuting strides (empty perm reverses them). Always a view.
@@ -113,6 +119,9 @@ struct expand_dynamic {
     argument compute(const shape& out, const std::vector<argument>& args) const;
     std::ptrdiff_t output_alias(const std::vector<shape>&) const { return 0; }
     std::optional<static_form> to_static(const known_inputs& k) const;
+    shape compute_shape(const std::vector<shape>& in, const known_inputs& k) const {
+        return shape_from_known(*this, in, k);
+    }
 };
 
 // ONNX Shape of a tensor whose dims are only known at run time (static ones become
@@ -128,6 +137,9 @@ struct shape_of {
     std::string name() const { return "shape_of"; }
     op_traits traits() const { return {.handles_dynamic = true}; }
     shape compute_shape(const std::vector<shape>& in) const;
+    // Of a static input: the dims as values, where shape inference over named dims
+    // samples them (the source of every value of exporters' shape arithmetic).
+    shape compute_shape(const std::vector<shape>& in, const known_inputs& k) const;
     argument compute(const shape& out, const std::vector<argument>& args) const;
     // The [begin, end) range of dimensions selected for a tensor of `rank`.
     std::pair<std::size_t, std::size_t> range(std::size_t rank) const;

@@ -148,6 +148,18 @@ bool fold(module& m, instruction_ref ins, evaluator& ev) {
     return any;
 }
 
+// Whether the op's result's shape depends on its inputs' values (range, nonzero): shape
+// inference may know it already from literal inputs, but the op still has to be folded.
+bool value_shaped(const instruction& ins) {
+    std::vector<shape> plain;
+    for (auto in : ins.inputs()) plain.push_back(in->get_shape().with_values({}));
+    try {
+        return ins.get_operator().compute_shape(plain, ins.module_inputs()).dynamic();
+    } catch (const error&) {
+        return false;
+    }
+}
+
 }  // namespace
 
 void simplify_dynamic_ops::apply(module& m) const {
@@ -172,7 +184,8 @@ void simplify_dynamic_ops::apply(module& m) const {
                 }
             } else if (o.any_cast<op::constant_of_shape>() || o.any_cast<op::center_crop_pad>()) {
                 changed = rewrite_special(m, ins, ev);
-            } else if (ins->get_shape().dynamic() && !ins->get_shape().is_sequence() && !ins->get_shape().is_optional()) {
+            } else if ((ins->get_shape().dynamic() || value_shaped(*ins)) && !ins->get_shape().is_sequence() &&
+                       !ins->get_shape().is_optional()) {
                 // range, nonzero, unique, compress, ... with every input known.
                 changed = fold(m, ins, ev);
             }

@@ -1,0 +1,398 @@
+#include "core/dynamic_shape_inference.hpp"
+
+#include <kiln/dim_expr.hpp>
+#include <kiln/errors.hpp>
+#include <kiln/literal.hpp>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+namespace kiln::detail {
+
+namespace {
+
+constexpr std::int64_t unbounded = std::numeric_limits<std::int64_t>::max();
+// Sizes past this are not sampled (a value-dependent max is "unbounded" anyway).
+constexpr std::int64_t largest_sample = std::int64_t{1} << 24;
+// Ops are computed at a sample only when no known value is larger than this (a Range up
+// to a value computed from a huge constant is not worth materializing).
+constexpr std::int64_t largest_computed_value = std::int64_t{1} << 20;
+
+struct name_range {
+    std::int64_t lo = 0;
+    std::int64_t hi = unbounded;
+};
+
+using assignment = std::map<std::string, std::int64_t>;
+
+std::int64_t as_signed(std::size_t v) {
+    return v == dynamic_dimension::unbounded || v > static_cast<std::size_t>(unbounded) ? unbounded
+                                                                                        : static_cast<std::int64_t>(v);
+}
+
+bool anonymous(const std::string& name) { return !name.empty() && name[0] == '#'; }
+
+bool is_number(const std::string& e) {
+    std::size_t i = e.size() > 1 && e[0] == '-' ? 1 : 0;
+    return i < e.size() && std::all_of(e.begin() + static_cast<std::ptrdiff_t>(i), e.end(),
+                                       [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// One sample point's inputs.
+struct point_inputs {
+    std::vector<shape> shapes;
+    std::vector<std::optional<argument>> values;  // per input, when all its values are known
+};
+
+// One sample point's result.
+struct point {
+    std::optional<shape> s;  // nullopt: the op refused this point
+    bool dynamic = false;    // still dynamic at concrete inputs: depends on data values
+    std::vector<std::optional<std::int64_t>> values;  // of a small integer result
+};
+
+// The inputs' dynamic dims and values as expressions over names, and each name's range.
+struct symbolic_inputs {
+    const std::vector<shape>& inputs;
+    std::vector<std::vector<std::optional<dim_expr>>> dims;
+    std::vector<std::vector<std::optional<dim_expr>>> values;
+    std::map<std::string, name_range> ranges;
+    // Input dims by their expression's text: an output dim with the same expression
+    // keeps that dim's bounds and optimals.
+    std::map<std::string, dynamic_dimension> by_expr;
+
+    explicit symbolic_inputs(const std::vector<shape>& in) : inputs(in), dims(in.size()), values(in.size()) {
+        for (std::size_t i = 0; i < in.size(); ++i) {
+            const auto& s = in[i];
+            if (!s.is_tensor()) continue;
+            for (auto& v : s.values()) {
+                std::optional<dim_expr> e;
+                if (!v.empty()) e = dim_expr::parse(v);
+                if (e)
+                    for (auto& [name, c] : e->terms()) ranges.try_emplace(name);
+                values[i].push_back(std::move(e));
+            }
+            if (!s.dynamic()) continue;
+            for (auto& d : s.dyn_dims()) {
+                if (d.is_fixed()) {
+                    dims[i].emplace_back();
+                    continue;
+                }
+                std::optional<dim_expr> e;
+                if (!d.symbol.empty()) e = dim_expr::parse(d.symbol);
+                // Unnamed dims with the same bounds move together, as they did before dims
+                // had names: x + x must see equal sizes when x's dims are unnamed.
+                if (!e)
+                    e = dim_expr::symbol("#" + std::to_string(d.min) + "_" +
+                                         (d.max == dynamic_dimension::unbounded ? std::string("u")
+                                                                                : std::to_string(d.max)));
+                if (e->is_symbol()) {
+                    auto& r = ranges[e->terms().begin()->first];
+                    r.lo = std::max(r.lo, as_signed(d.min));
+                    r.hi = std::min(r.hi, as_signed(d.max));
+                    r.hi = std::max(r.hi, r.lo);
+                } else {
+                    for (auto& [name, c] : e->terms()) ranges.try_emplace(name);
+                }
+                by_expr.try_emplace(e->to_string(), d);
+                dims[i].push_back(std::move(e));
+            }
+        }
+    }
+
+    std::optional<point_inputs> instantiate(const assignment& a) const {
+        point_inputs out;
+        for (std::size_t i = 0; i < inputs.size(); ++i) {
+            const auto& s = inputs[i];
+            out.values.emplace_back();
+            if (!s.is_tensor()) {
+                out.shapes.push_back(s);
+                continue;
+            }
+            if (!s.dynamic()) {
+                out.shapes.push_back(s);
+            } else {
+                std::vector<std::size_t> lens;
+                const auto& dd = s.dyn_dims();
+                for (std::size_t k = 0; k < dd.size(); ++k) {
+                    if (!dims[i][k]) {
+                        lens.push_back(dd[k].min);
+                        continue;
+                    }
+                    auto v = dims[i][k]->evaluate(a);
+                    if (!v || *v < 0) return std::nullopt;
+                    lens.push_back(static_cast<std::size_t>(*v));
+                }
+                out.shapes.emplace_back(s.get_type(), lens);
+            }
+            if (values[i].empty()) continue;
+            std::vector<std::int64_t> v;
+            for (auto& e : values[i]) {
+                auto x = e ? e->evaluate(a) : std::nullopt;
+                if (!x) break;
+                v.push_back(*x);
+            }
+            if (v.size() == values[i].size())
+                out.values.back() = literal(shape(s.get_type(), s.lens()), v).get_argument();
+        }
+        return out;
+    }
+};
+
+std::int64_t clamp_to(const name_range& r, std::int64_t v) {
+    return std::max(r.lo, std::min(v, std::min(r.hi, largest_sample)));
+}
+
+bool small_int(const shape& s) {
+    return s.is_tensor() && !s.dynamic() && (s.get_type() == type::int64 || s.get_type() == type::int32) &&
+           s.elements() > 0 && s.elements() <= shape::max_valued_elements;
+}
+
+point evaluate_at(const symbolic_inputs& sym, const assignment& a, const shape_functions& f, std::string& first_error) {
+    point p;
+    auto in = sym.instantiate(a);
+    if (!in) return p;
+    try {
+        bool all_values = !in->values.empty() &&
+                          std::all_of(in->values.begin(), in->values.end(), [](auto& v) { return v.has_value(); });
+        std::optional<shape> out;
+        if (f.shape_from_values) out = f.shape_from_values(in->shapes, in->values);
+        if (!out) out = f.static_shape(in->shapes);
+        bool modest = std::all_of(in->values.begin(), in->values.end(), [](auto& v) {
+            if (!v) return true;
+            for (std::size_t i = 0; i < v->get_shape().elements(); ++i)
+                if (std::abs(v->get_int64(i)) > largest_computed_value) return false;
+            return true;
+        });
+        bool computed = false;
+        if (f.compute && all_values && modest && (out->dynamic() || small_int(*out))) {
+            std::vector<argument> args;
+            for (auto& v : in->values) args.push_back(*v);
+            try {
+                auto r = f.compute(*out, args);
+                // A static result keeps the op's own layout (a broadcast is a stride-0 view).
+                if (out->dynamic()) out = r.get_shape().as_standard();
+                if (small_int(*out))
+                    for (std::size_t i = 0; i < out->elements(); ++i) p.values.push_back(r.get_int64(i));
+                computed = true;
+            } catch (const std::exception&) {
+                // Values are a bonus; a shape that needed them fails this point below.
+            }
+        }
+        // Values the op gave itself (shape_of); with valued inputs they may be a passed-
+        // through input's instead.
+        bool any_value = std::any_of(in->values.begin(), in->values.end(), [](auto& v) { return v.has_value(); });
+        if (!computed && !any_value && out->is_tensor() && !out->dynamic()) {
+            for (auto& v : out->values()) p.values.push_back(is_number(v) ? std::optional(std::stoll(v)) : std::nullopt);
+        }
+        p.dynamic = out->dynamic();
+        p.s = out->with_values({});
+    } catch (const error& e) {
+        if (first_error.empty()) first_error = e.what();
+        p.s.reset();
+    } catch (const std::exception&) {
+        p.s.reset();
+    }
+    return p;
+}
+
+// c0 + sum(c_i * name_i) through the base point and one step along each name, checked
+// at the point where every name moved.
+std::optional<dim_expr> fit(std::int64_t v0, const std::vector<std::string>& names, const std::vector<std::int64_t>& step,
+                            const std::vector<std::int64_t>& moved, const assignment& a0, const assignment& av,
+                            std::int64_t vv) {
+    dim_expr e = dim_expr::constant(v0);
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        auto c = (moved[i] - v0) * step[i];
+        e += dim_expr::symbol(names[i]) * c;
+        e += dim_expr::constant(-c * a0.at(names[i]));
+    }
+    if (e.evaluate(av) != vv) return std::nullopt;
+    return e;
+}
+
+}  // namespace
+
+bool has_symbolic_values(const std::vector<shape>& inputs) {
+    for (auto& s : inputs)
+        if (s.is_tensor())
+            for (auto& v : s.values())
+                if (!is_number(v)) return true;
+    return false;
+}
+
+std::optional<shape> infer_dynamic_shape(const std::string& op_name, const std::vector<shape>& inputs,
+                                         const shape_functions& f) {
+    symbolic_inputs sym(inputs);
+    std::string first_error;
+    auto run = [&](const assignment& a) { return evaluate_at(sym, a, f, first_error); };
+    auto at = [&](auto pick) {
+        assignment a;
+        for (auto& [name, r] : sym.ranges) a[name] = clamp_to(r, pick(r));
+        return a;
+    };
+
+    // A base point that the op accepts: sizes of at least 1 first (0 hides too much).
+    const std::vector<std::function<std::int64_t(const name_range&)>> bases = {
+        [](const name_range& r) { return std::max<std::int64_t>(r.lo, 1); },
+        [](const name_range& r) { return r.lo; },
+        [](const name_range& r) { return std::max<std::int64_t>(r.lo, 1) + 1; },
+        [](const name_range& r) { return std::max<std::int64_t>(r.lo, 1) + 5; },
+    };
+    assignment a0;
+    point r0;
+    for (auto& b : bases) {
+        a0 = at(b);
+        r0 = run(a0);
+        if (r0.dynamic) return std::nullopt;
+        if (r0.s) break;
+    }
+    if (!r0.s) throw_error(error_code::shape, op_name + ": cannot infer a shape for dynamic inputs: " + first_error);
+    // Sequences and optionals: what the op says at the base point's sizes, as before.
+    if (!r0.s->is_tensor() && !r0.s->is_tuple()) return r0.s;
+
+    // Move each name on its own, then all of them at once to check the fit.
+    std::vector<std::string> names;
+    std::vector<std::int64_t> step;
+    std::vector<point> moved;
+    bool all_ran = true;
+    for (auto& [name, r] : sym.ranges) {
+        auto v = a0[name];
+        std::int64_t d = v + 1 <= std::min(r.hi, largest_sample) ? 1 : (v - 1 >= r.lo ? -1 : 0);
+        if (d == 0) continue;  // a name with one possible size is a constant here
+        auto a = a0;
+        a[name] = v + d;
+        auto p = run(a);
+        if (p.dynamic) return std::nullopt;
+        // An unnamed dim the op refuses to move on its own is one that must match a named
+        // one (a mask of computed size added to scores of "past + sequence"): the sample
+        // at which it is 1 broadcasts, and the result does not depend on it.
+        if (!p.s && anonymous(name)) continue;
+        names.push_back(name);
+        step.push_back(d);
+        all_ran = all_ran && p.s.has_value();
+        moved.push_back(std::move(p));
+    }
+    assignment av = a0;
+    for (std::size_t i = 0; i < names.size(); ++i)
+        av[names[i]] = clamp_to(sym.ranges[names[i]], a0[names[i]] + 2 + static_cast<std::int64_t>(i % 3));
+    auto rv = run(av);
+    if (rv.dynamic) return std::nullopt;
+    all_ran = all_ran && rv.s.has_value();
+
+    // Bounds of anything that is not affine: the results at the smallest and largest sizes.
+    std::optional<point> lo_result, hi_result;
+    auto bound_results = [&] {
+        if (lo_result) return;
+        lo_result = run(at([](const name_range& r) { return r.lo; }));
+        bool bounded = std::all_of(sym.ranges.begin(), sym.ranges.end(),
+                                   [](auto& kv) { return kv.second.hi < largest_sample; });
+        hi_result = bounded ? run(at([](const name_range& r) { return r.hi; })) : point{};
+    };
+
+    // One tensor of the result (the result itself, or an element of a tuple result such as
+    // Split's), picked out of each point's result.
+    auto fit_tensor = [&](auto pick) -> shape {
+        const shape& t0 = *pick(*r0.s);
+        std::vector<const shape*> results{&t0};
+        for (auto& m : moved)
+            if (m.s) results.push_back(pick(*m.s));
+        if (rv.s) results.push_back(pick(*rv.s));
+        for (auto* r : results)
+            if (r == nullptr || !r->is_tensor() || r->dynamic() || r->ndim() != t0.ndim() ||
+                r->get_type() != t0.get_type())
+                throw_error(error_code::unsupported,
+                            op_name + ": output rank or type depends on dynamic input dimensions");
+        auto usable = [&](const point& p) -> const shape* {
+            if (!p.s || p.dynamic) return nullptr;
+            auto* t = pick(*p.s);
+            return t && t->is_tensor() && !t->dynamic() && t->ndim() == t0.ndim() ? t : nullptr;
+        };
+        std::vector<dynamic_dimension> dims;
+        bool any_dyn = false;
+        const auto& l0 = t0.lens();
+        for (std::size_t j = 0; j < l0.size(); ++j) {
+            const auto v0 = static_cast<std::int64_t>(l0[j]);
+            bool same = std::all_of(results.begin(), results.end(),
+                                    [&](const shape* r) { return static_cast<std::int64_t>(r->lens()[j]) == v0; });
+            if (same) {
+                dims.push_back({l0[j], l0[j], {}});
+                continue;
+            }
+            any_dyn = true;
+            if (all_ran) {
+                std::vector<std::int64_t> mv;
+                for (auto& m : moved) mv.push_back(static_cast<std::int64_t>(pick(*m.s)->lens()[j]));
+                if (auto e = fit(v0, names, step, mv, a0, av, static_cast<std::int64_t>(pick(*rv.s)->lens()[j]))) {
+                    auto known = sym.by_expr.find(e->to_string());
+                    if (known != sym.by_expr.end()) {
+                        dims.push_back(known->second);
+                        continue;
+                    }
+                    // Bounds from the names' ranges.
+                    std::int64_t lo = e->constant_term(), hi = e->constant_term();
+                    bool named = true;
+                    for (auto& [name, c] : e->terms()) {
+                        const auto& r = sym.ranges[name];
+                        named = named && !anonymous(name);
+                        lo = c > 0 ? lo + c * r.lo : (r.hi == unbounded ? 0 : lo + c * r.hi);
+                        if (hi != unbounded)
+                            hi = c > 0 ? (r.hi == unbounded ? unbounded : hi + c * r.hi) : hi + c * r.lo;
+                    }
+                    dynamic_dimension d;
+                    d.min = static_cast<std::size_t>(std::max<std::int64_t>(lo, 0));
+                    d.max = hi == unbounded
+                                ? dynamic_dimension::unbounded
+                                : std::max(d.min, static_cast<std::size_t>(std::max<std::int64_t>(hi, 0)));
+                    if (named) d.symbol = e->to_string();
+                    dims.push_back(d);
+                    continue;
+                }
+            }
+            bound_results();
+            dynamic_dimension d{0, dynamic_dimension::unbounded, {}};
+            if (auto* t = usable(*lo_result)) d.min = t->lens()[j];
+            if (auto* t = usable(*hi_result)) d.max = std::max(t->lens()[j], d.min);
+            dims.push_back(d);
+        }
+        return any_dyn ? shape::make_dynamic(t0.get_type(), dims) : t0;
+    };
+
+    if (r0.s->is_tuple()) {
+        std::vector<shape> elements;
+        const auto n = r0.s->sub_shapes().size();
+        for (std::size_t e = 0; e < n; ++e)
+            elements.push_back(fit_tensor([&](const shape& r) -> const shape* {
+                return r.is_tuple() && r.sub_shapes().size() == n ? &r.sub_shapes()[e] : nullptr;
+            }));
+        return shape::tuple(std::move(elements));
+    }
+    if (!r0.s->is_tensor()) return r0.s;
+    auto fitted = fit_tensor([](const shape& r) -> const shape* { return &r; });
+    if (fitted.dynamic()) return fitted;
+
+    // A static result: its values, where each follows the names affinely.
+    shape out = *r0.s;
+    if (!small_int(out) || r0.values.size() != out.elements()) return out;
+    std::vector<std::string> values;
+    bool any_known = false;
+    for (std::size_t j = 0; j < r0.values.size(); ++j) {
+        std::optional<dim_expr> e;
+        bool have = r0.values[j].has_value() && all_ran && rv.values.size() == r0.values.size() && rv.values[j];
+        std::vector<std::int64_t> mv;
+        for (auto& m : moved) {
+            have = have && m.values.size() == r0.values.size() && m.values[j];
+            if (have) mv.push_back(*m.values[j]);
+        }
+        if (have) e = fit(*r0.values[j], names, step, mv, a0, av, *rv.values[j]);
+        // A value of an unnamed dim is not worth keeping: nothing else can refer to it.
+        if (e && std::any_of(e->terms().begin(), e->terms().end(), [](auto& t) { return anonymous(t.first); }))
+            e.reset();
+        values.push_back(e ? e->to_string() : std::string());
+        any_known = any_known || e.has_value();
+    }
+    return any_known ? out.with_values(std::move(values)) : out;
+}
+
+}  // namespace kiln::detail

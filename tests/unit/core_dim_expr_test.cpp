@@ -1,0 +1,156 @@
+// Symbolic dims: dim_expr's text form, and shape inference over named dims (two inputs
+// that share a name share the dim; Concat along a cache axis gives "past + sequence").
+#include <kiln/dim_expr.hpp>
+#include <kiln/errors.hpp>
+#include <kiln/module.hpp>
+#include <kiln/reflect.hpp>
+#include <kiln/register_op.hpp>
+
+#include <gtest/gtest.h>
+
+using namespace kiln;
+
+namespace {
+
+dynamic_dimension named(const std::string& name, std::size_t min, std::size_t max) {
+    dynamic_dimension d{min, max, {}};
+    d.symbol = name;
+    return d;
+}
+
+dynamic_dimension fixed(std::size_t n) { return {n, n, {}}; }
+
+}  // namespace
+
+TEST(core_dim_expr, parses_and_prints_canonically) {
+    auto e = dim_expr::parse("sequence + past");
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->to_string(), "past + sequence");
+    EXPECT_EQ(dim_expr::parse("2*n + 1")->to_string(), "2*n + 1");
+    EXPECT_EQ(dim_expr::parse("n*2 - 1 + m - m")->to_string(), "2*n - 1");
+    EXPECT_EQ(dim_expr::parse("-a + 3")->to_string(), "-a + 3");
+    EXPECT_EQ(dim_expr::parse("7")->to_string(), "7");
+    EXPECT_TRUE(dim_expr::parse("batch")->is_symbol());
+    EXPECT_FALSE(dim_expr::parse("n + 1")->is_symbol());
+    for (auto bad : {"", "a +", "a b", "a/2", "floor(h)", "a + + b", "3a"}) EXPECT_FALSE(dim_expr::parse(bad)) << bad;
+    // What exporters write that is not affine still becomes one name.
+    EXPECT_EQ(dim_expr::from_dim_param("floor(h/2)").to_string(), "floor_h_2_");
+    EXPECT_EQ(dim_expr::from_dim_param("3d").to_string(), "_3d");
+    EXPECT_EQ(dim_expr::from_dim_param("past_sequence + sequence").to_string(), "past_sequence + sequence");
+}
+
+TEST(core_dim_expr, evaluates_and_combines) {
+    auto e = *dim_expr::parse("2*a + b - 3");
+    EXPECT_EQ(e.evaluate({{"a", 5}, {"b", 1}}), 8);
+    EXPECT_FALSE(e.evaluate({{"a", 5}}));
+    EXPECT_EQ((e - *dim_expr::parse("b")).to_string(), "2*a - 3");
+    EXPECT_EQ((e * 0).to_string(), "0");
+    EXPECT_EQ(dim_expr::symbol("x") + dim_expr::constant(2), *dim_expr::parse("x + 2"));
+}
+
+TEST(core_dim_expr, shapes_print_and_parse_symbols) {
+    auto s = shape::make_dynamic(type::float32, {named("batch", 1, 8), fixed(4), named("past + sequence", 0, 300)});
+    EXPECT_EQ(s.to_string(), "float32[{batch=1:8}, 4, {past + sequence=0:300}]");
+    auto back = shape_from_value(shape_to_value(s));
+    EXPECT_EQ(back, s);
+    EXPECT_EQ(back.dyn_dims()[2].symbol, "past + sequence");
+    // A fixed dim has no name to keep.
+    auto f = shape::make_dynamic(type::float32, {named("batch", 2, 2), named("t", 1, 5)});
+    EXPECT_EQ(f.dyn_dims()[0].symbol, "");
+    EXPECT_NE(shape::make_dynamic(type::float32, {named("a", 1, 8)}), shape::make_dynamic(type::float32, {named("b", 1, 8)}));
+}
+
+TEST(core_dim_expr, concat_of_a_kv_cache_is_past_plus_sequence) {
+    // past_key [batch, 4, past, 16] ++ key [batch, 4, sequence, 16] along the cache axis.
+    auto past = shape::make_dynamic(type::float32, {named("batch", 1, 8), fixed(4), named("past", 0, 256), fixed(16)});
+    auto key = shape::make_dynamic(type::float32, {named("batch", 1, 8), fixed(4), named("sequence", 1, 64), fixed(16)});
+    auto cat = make_op("concat", {{"axis", 2}});
+    auto s = cat.compute_shape({past, key});
+    ASSERT_TRUE(s.dynamic()) << s;
+    EXPECT_EQ(s.to_string(), "float32[{batch=1:8}, 4, {past + sequence=1:320}, 16]");
+
+    // Scores of the new queries against every key: [batch, 4, sequence, past + sequence].
+    auto q = shape::make_dynamic(type::float32, {named("batch", 1, 8), fixed(4), named("sequence", 1, 64), fixed(16)});
+    auto kt = make_op("transpose", {{"perm", {0, 1, 3, 2}}}).compute_shape({s});
+    auto scores = make_op("matmul").compute_shape({q, kt});
+    EXPECT_EQ(scores.dyn_dims()[3].symbol, "past + sequence") << scores;
+    EXPECT_EQ(scores.dyn_dims()[2].symbol, "sequence") << scores;
+
+    // A mask declared with the same expression adds; one of another name is refused
+    // only if the sizes can never agree, so that one parses too.
+    auto mask = shape::make_dynamic(type::float32, {named("batch", 1, 8), fixed(1), fixed(1), named("past + sequence", 1, 320)});
+    auto sum = make_op("add").compute_shape({scores, mask});
+    EXPECT_EQ(sum, scores);
+}
+
+TEST(core_dim_expr, names_that_differ_are_sampled_apart) {
+    // Inputs that share "batch" agree at every sample; a different name does not, so an
+    // op that needs equal sizes is refused for two different names ...
+    auto a = shape::make_dynamic(type::float32, {named("n", 1, 8), fixed(3)});
+    auto b = shape::make_dynamic(type::float32, {named("m", 2, 8), fixed(3)});
+    EXPECT_THROW(make_op("concat", {{"axis", 1}}).compute_shape({a, b}), error);
+    // ... and accepted for the same one.
+    auto s = make_op("concat", {{"axis", 1}}).compute_shape({a, a});
+    EXPECT_EQ(s.to_string(), "float32[{n=1:8}, 6]");
+    // Before names, a dim of unknown name was sampled with every other: the unnamed dims
+    // of one tensor used twice still agree.
+    auto u = shape::make_dynamic(type::float32, {{1, 16, {}}, fixed(4)});
+    auto uu = make_op("add").compute_shape({u, u});
+    EXPECT_EQ(uu.dyn_dims()[0], (dynamic_dimension{1, 16, {}}));
+}
+
+TEST(core_dim_expr, affine_results_get_an_expression) {
+    auto x = shape::make_dynamic(type::float32, {named("t", 1, 100), fixed(8)});
+    // Padding a sequence by 2 + 3 frames.
+    auto padded = make_op("pad", {{"pads", {2, 0, 3, 0}}}).compute_shape({x});
+    EXPECT_EQ(padded.dyn_dims()[0].symbol, "t + 5") << padded;
+    EXPECT_EQ(padded.dyn_dims()[0].min, 6u);
+    EXPECT_EQ(padded.dyn_dims()[0].max, 105u);
+    // A strided window is not affine: bounds only, no name.
+    auto pooled = make_op("pooling", {{"lengths", {2}}, {"stride", {2}}})
+                      .compute_shape({shape::make_dynamic(type::float32, {fixed(1), fixed(1), named("t", 2, 100)})});
+    EXPECT_EQ(pooled.dyn_dims()[2].symbol, "") << pooled;
+    EXPECT_EQ(pooled.dyn_dims()[2].min, 1u);
+    EXPECT_EQ(pooled.dyn_dims()[2].max, 50u);
+}
+
+TEST(core_dim_expr, shape_values_print_parse_and_stay_out_of_equality) {
+    auto s = shape(type::int64, {3}).with_values({"batch", "sequence + 1", "64"});
+    EXPECT_EQ(s.to_string(), "int64[3]<batch, sequence + 1, 64>");
+    auto back = shape_from_value(shape_to_value(s));
+    EXPECT_EQ(back.values(), s.values());
+    EXPECT_EQ(s, shape(type::int64, {3}));  // an annotation, not part of equality
+    // Numbers alone are the literal's own text: not printed.
+    EXPECT_EQ(shape(type::int64, {2}).with_values({"4", "16"}).to_string(), "int64[2]");
+    EXPECT_EQ(shape(type::int64, {2}).with_values({"", "16"}).to_string(), "int64[2]<?, 16>");
+    EXPECT_THROW(shape(type::float32, {2}).with_values({"1", "2"}), error);
+    EXPECT_THROW(shape(type::int64, {2}).with_values({"1"}), error);
+}
+
+TEST(core_dim_expr, shape_arithmetic_over_named_dims_folds) {
+    // Shape(x) -> Gather(0) -> Unsqueeze -> Concat with [4, 16] -> Reshape: the exporters'
+    // way of splitting heads, whose result's dims are known from the names.
+    module m;
+    auto x = m.add_parameter("x", shape::make_dynamic(type::float32, {named("batch", 1, 8), named("sequence", 1, 128),
+                                                                      fixed(64)}));
+    auto dims = m.add_instruction(make_op("shape_of"), {x});
+    auto b = m.add_instruction(make_op("gather", {{"axis", 0}}), {dims, m.add_literal(literal(std::int64_t{0}))});
+    auto s = m.add_instruction(make_op("gather", {{"axis", 0}}), {dims, m.add_literal(literal(std::int64_t{1}))});
+    EXPECT_EQ(b->get_shape().values(), std::vector<std::string>{"batch"});
+    auto ub = m.add_instruction(make_op("unsqueeze", {{"axes", {0}}}), {b});
+    auto us = m.add_instruction(make_op("unsqueeze", {{"axes", {0}}}), {s});
+    auto heads = m.add_literal(literal(shape(type::int64, {2}), std::vector<std::int64_t>{4, 16}));
+    auto target = m.add_instruction(make_op("concat", {{"axis", 0}}), {ub, us, heads});
+    EXPECT_EQ(target->get_shape().to_string(), "int64[4]<batch, sequence, 4, 16>");
+    auto r = m.add_instruction(make_op("reshape_dynamic"), {x, target});
+    EXPECT_EQ(r->get_shape().to_string(), "float32[{batch=1:8}, {sequence=1:128}, 4, 16]");
+    // Positions past .. past + sequence: Range's length is the sequence.
+    auto total = m.add_instruction(make_op("add"), {s, s});
+    EXPECT_EQ(total->get_shape().values(), std::vector<std::string>{"2*sequence"});
+    auto range = m.add_instruction(make_op("range"), {s, total, m.add_literal(literal(std::int64_t{1}))});
+    EXPECT_EQ(range->get_shape().dyn_dims().at(0).symbol, "sequence") << range->get_shape();
+    // Once the input is static, everything is static.
+    m.set_parameter_shapes({{"x", shape(type::float32, {2, 5, 64})}});
+    EXPECT_EQ(r->get_shape(), shape(type::float32, {2, 5, 4, 16}));
+    EXPECT_EQ(range->get_shape(), shape(type::int64, {5}));
+}
