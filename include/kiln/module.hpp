@@ -50,6 +50,10 @@ public:
     instruction_ref move_instruction(instruction_ref src, instruction_ref dst);
     // Changes a parameter's shape (recomputing the shapes of everything that depends on it).
     void set_parameter_shape(const std::string& name, const shape& s);
+    // Changes several at once, then recomputes every shape in one pass in order: inputs that
+    // share a named dim ("past") change together, so no instruction sees a mix of old and
+    // new sizes (which set_parameter_shape one at a time would show it).
+    void set_parameter_shapes(const std::unordered_map<std::string, shape>& shapes);
 
     instruction_ref begin() { return instructions_.begin(); }
     instruction_ref end() { return instructions_.end(); }

@@ -9,6 +9,12 @@
 
 namespace kiln {
 
+namespace {
+// Values of shape arithmetic are not part of shape equality, but a change of them must
+// still reach the users (a Reshape whose target became known).
+bool same_shape_and_values(const shape& a, const shape& b) { return a == b && a.values() == b.values(); }
+}  // namespace
+
 module::module(std::string name) : name_(std::move(name)) {}
 
 instruction_ref module::insert(instruction_ref pos, instruction ins) {
@@ -60,7 +66,7 @@ void module::recompute_users(instruction_ref ins) {
         work.pop_back();
         if (u->is_param() || u->is_literal()) continue;
         shape s = u->recompute_shape();
-        if (s == u->shape_) continue;
+        if (same_shape_and_values(s, u->shape_)) continue;
         u->shape_ = std::move(s);
         work.insert(work.end(), u->outputs_.begin(), u->outputs_.end());
     }
@@ -74,7 +80,7 @@ instruction_ref module::replace_instruction(instruction_ref ins, const operation
     ins->inputs_ = std::move(args);
     ins->mods_ = std::move(mods);
     for (auto a : ins->inputs_) a->add_output(ins);
-    bool changed = s != ins->shape_;
+    bool changed = !same_shape_and_values(s, ins->shape_);
     ins->shape_ = std::move(s);
     if (changed) recompute_users(ins);
     return ins;
@@ -105,7 +111,7 @@ void module::replace_argument(instruction_ref ins, instruction_ref old_arg, inst
     if (std::find(ins->inputs_.begin(), ins->inputs_.end(), old_arg) == ins->inputs_.end()) old_arg->remove_output(ins);
     new_arg->add_output(ins);
     shape s = ins->recompute_shape();
-    if (s != ins->shape_) {
+    if (!same_shape_and_values(s, ins->shape_)) {
         ins->shape_ = std::move(s);
         recompute_users(ins);
     }
@@ -130,6 +136,18 @@ void module::set_parameter_shape(const std::string& name, const shape& s) {
     p->op_ = builtin::param{name, s};
     p->shape_ = s;
     recompute_users(p);
+}
+
+void module::set_parameter_shapes(const std::unordered_map<std::string, shape>& shapes) {
+    for (auto& [name, s] : shapes) {
+        auto p = get_parameter(name);
+        if (p == end()) throw_error(error_code::invalid_argument, "module " + name_ + " has no parameter '" + name + "'");
+        p->op_ = builtin::param{name, s};
+        p->shape_ = s;
+    }
+    // Instructions come after their inputs.
+    for (auto& ins : instructions_)
+        if (!ins.is_param() && !ins.is_literal()) ins.shape_ = ins.recompute_shape();
 }
 
 void module::finalize_ops(context& ctx) {

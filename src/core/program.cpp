@@ -1,6 +1,7 @@
 #include "core/exec_plan.hpp"
 
 #include <kiln/builtin_ops.hpp>
+#include <kiln/dim_expr.hpp>
 #include <kiln/errors.hpp>
 #include <kiln/pipeline.hpp>
 #include <kiln/program.hpp>
@@ -14,6 +15,7 @@
 #include <mutex>
 #include <ostream>
 #include <sstream>
+#include <tuple>
 #include <unordered_set>
 
 #if defined(__GLIBC__)
@@ -128,8 +130,10 @@ std::shared_ptr<const specialization> compile_specialization(const program& sour
         return_freed_memory();
     });
     auto* main = s->prog.get_main_module();
+    std::unordered_map<std::string, shape> shapes;
     for (auto& [name, arg] : params)
-        if (main->get_parameter(name) != main->end()) main->set_parameter_shape(name, arg.get_shape().as_standard());
+        if (main->get_parameter(name) != main->end()) shapes.emplace(name, arg.get_shape().as_standard());
+    main->set_parameter_shapes(shapes);
     s->prog.compile(t, options);
     s->usage = s->prog.get_memory_usage();
     return s;
@@ -294,6 +298,53 @@ bool fits(const shape& declared, const shape& actual) {
     return true;
 }
 
+// Inputs whose dims share a name ("batch", "past") must agree on its size, and a dim
+// spelled as an expression ("past + sequence") must equal it: shape inference relied on
+// that, and a clear error here beats a shape error deep inside the specialized program.
+void check_named_dims(const module& m, const param_map& args) {
+    struct seen_at {
+        std::int64_t size;
+        std::string input;
+        std::size_t dim;
+    };
+    std::map<std::string, seen_at> sizes;
+    std::vector<std::tuple<std::string, std::size_t, dim_expr, std::int64_t>> expressions;
+    for (auto& ins : m) {
+        if (!ins.is_param() || !ins.get_shape().is_tensor() || !ins.get_shape().dynamic()) continue;
+        auto a = args.find(ins.param_name());
+        if (a == args.end() || !a->second.get_shape().is_tensor() || a->second.get_shape().dynamic()) continue;
+        const auto& dd = ins.get_shape().dyn_dims();
+        const auto& lens = a->second.get_shape().lens();
+        for (std::size_t i = 0; i < dd.size() && i < lens.size(); ++i) {
+            if (dd[i].symbol.empty()) continue;
+            auto e = dim_expr::parse(dd[i].symbol);
+            if (!e) continue;
+            auto size = static_cast<std::int64_t>(lens[i]);
+            if (!e->is_symbol()) {
+                expressions.emplace_back(ins.param_name(), i, *e, size);
+                continue;
+            }
+            auto [it, fresh] = sizes.try_emplace(dd[i].symbol, seen_at{size, ins.param_name(), i});
+            if (!fresh && it->second.size != size)
+                throw_error(error_code::shape, "input '" + ins.param_name() + "': dim " + std::to_string(i) + " is '" +
+                                                   dd[i].symbol + "', which input '" + it->second.input + "' (dim " +
+                                                   std::to_string(it->second.dim) + ") gives as " +
+                                                   std::to_string(it->second.size) + ", but it is " +
+                                                   std::to_string(size) + " here (" +
+                                                   a->second.get_shape().to_string() + ")");
+        }
+    }
+    std::map<std::string, std::int64_t> values;
+    for (auto& [name, at] : sizes) values[name] = at.size;
+    for (auto& [input, i, e, size] : expressions) {
+        auto v = e.evaluate(values);
+        if (v && *v != size)
+            throw_error(error_code::shape, "input '" + input + "': dim " + std::to_string(i) + " is '" + e.to_string() +
+                                               "' = " + std::to_string(*v) + " by the other inputs, but it is " +
+                                               std::to_string(size) + " here");
+    }
+}
+
 void check_parameters(const module& m, const param_map& given, const std::map<std::string, literal>& defaults,
                       param_map& out) {
     for (auto& ins : m) {
@@ -320,6 +371,7 @@ void check_parameters(const module& m, const param_map& given, const std::map<st
                         "input '" + name + "': expected " + describe(declared) + ", got " + describe(actual));
         out[name] = it->second;
     }
+    check_named_dims(m, out);
     for (auto& [name, arg] : given) {
         if (is_internal_parameter(name)) continue;
         bool known = false;

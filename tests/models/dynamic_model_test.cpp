@@ -1,0 +1,153 @@
+// Models exported from PyTorch with dynamic axes (tests/data/dynamic_models, made by
+// tests/data/make_dynamic_models.py), parsed once with their dims left symbolic and run at
+// every shape of their test sets against PyTorch's outputs: a GPT-style decoder with a KV
+// cache (prefill at past 0, decode steps at several past lengths, a greedy decode loop)
+// and a BERT-style encoder with a dynamic sequence; lstm_seq from ../shared with dynamic
+// batch and time.
+#include <kiln/onnx.hpp>
+#include <kiln/program.hpp>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+namespace fs = std::filesystem;
+using namespace kiln;
+
+namespace {
+
+const fs::path dynamic_dir = fs::path(KILN_SOURCE_DIR) / "tests" / "data" / "dynamic_models";
+const fs::path shared_models = fs::path(KILN_SHARED_DIR) / "models";
+
+std::string target_under_test() {
+    const char* t = std::getenv("KILN_MODEL_TEST_TARGET");
+    return t ? t : "ref";
+}
+
+// Symbolic dims stay dynamic over this range (past may be 0: a decoder's first call).
+onnx_options dynamic_options() {
+    onnx_options o;
+    o.default_dyn_dim_value = {0, 512, {}};
+    return o;
+}
+
+struct data_set {
+    param_map inputs;
+    std::vector<argument> outputs;
+};
+
+data_set read_set(const fs::path& dir, const std::vector<std::string>& names) {
+    data_set d;
+    for (std::size_t i = 0; i < names.size(); ++i)
+        d.inputs[names[i]] = read_tensor_proto((dir / ("input_" + std::to_string(i) + ".pb")).string());
+    for (std::size_t i = 0; fs::exists(dir / ("output_" + std::to_string(i) + ".pb")); ++i)
+        d.outputs.push_back(read_tensor_proto((dir / ("output_" + std::to_string(i) + ".pb")).string()));
+    return d;
+}
+
+void expect_close(const argument& actual, const argument& expected, const std::string& what, double rtol = 1e-3,
+                  double atol = 1e-4) {
+    ASSERT_EQ(actual.get_shape().lens(), expected.get_shape().lens()) << what;
+    auto a = actual.to_vector<double>();
+    auto e = expected.to_vector<double>();
+    std::size_t bad = 0;
+    double worst = 0;
+    for (std::size_t i = 0; i < e.size(); ++i) {
+        double diff = std::fabs(a[i] - e[i]);
+        if (!(diff <= atol + rtol * std::fabs(e[i]))) ++bad;
+        if (!(diff <= worst)) worst = diff;
+    }
+    EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << e.size() << " outside tolerance, max abs diff " << worst;
+}
+
+// Every test set of a model through one parsed and compiled program.
+void run_all_sets(const fs::path& dir, const onnx_options& opts) {
+    auto p = parse_onnx((dir / "model.onnx").string(), opts);
+    auto names = p.get_parameter_names();
+    p.compile(*get_target(target_under_test()));
+    std::size_t sets = 0;
+    for (; fs::exists(dir / ("test_data_set_" + std::to_string(sets))); ++sets) {
+        auto d = read_set(dir / ("test_data_set_" + std::to_string(sets)), names);
+        auto out = p.eval(d.inputs);
+        ASSERT_EQ(out.size(), d.outputs.size());
+        for (std::size_t i = 0; i < out.size(); ++i)
+            expect_close(out[i], d.outputs[i], dir.filename().string() + " set " + std::to_string(sets) + " output " +
+                                                   std::to_string(i));
+    }
+    EXPECT_GT(sets, 1u);
+}
+
+const dynamic_dimension& dim(const shape& s, std::size_t i) { return s.dyn_dims().at(i); }
+
+}  // namespace
+
+TEST(dynamic_models, gpt_kv_keeps_the_exporters_dim_names) {
+    auto p = parse_onnx((dynamic_dir / "gpt_kv" / "model.onnx").string(), dynamic_options());
+    auto in = p.get_parameter_shapes();
+    EXPECT_EQ(dim(in.at("input_ids"), 0).symbol, "batch");
+    EXPECT_EQ(dim(in.at("input_ids"), 1).symbol, "sequence");
+    EXPECT_EQ(dim(in.at("past_key_0"), 2).symbol, "past");
+    // The results follow from the names through the graph's shape arithmetic (Shape,
+    // Gather, Concat, Reshape to computed shapes, a mask sliced by past and past + seq).
+    auto out = p.get_output_shapes();
+    auto names = p.get_output_names();
+    ASSERT_EQ(names.at(0), "logits");
+    EXPECT_EQ(out.at(0).to_string(), "float32[{batch=0:512}, {sequence=0:512}, 256]");
+    ASSERT_EQ(names.at(1), "present_key_0");
+    EXPECT_EQ(dim(out.at(1), 0).symbol, "batch") << out.at(1);
+    EXPECT_EQ(dim(out.at(1), 2).symbol, "past + sequence") << out.at(1);
+    EXPECT_EQ(out.at(1).dyn_dims().at(3), (dynamic_dimension{16, 16, {}}));
+}
+
+TEST(dynamic_models, gpt_kv_prefill_and_decode_steps_match_pytorch) {
+    run_all_sets(dynamic_dir / "gpt_kv", dynamic_options());
+}
+
+TEST(dynamic_models, gpt_kv_greedy_decode_gives_pytorchs_tokens) {
+    auto dir = dynamic_dir / "gpt_kv";
+    std::ifstream f(dir / "greedy_64.json");
+    auto j = nlohmann::json::parse(f);
+    auto prompt = j.at("prompt").get<std::vector<std::int64_t>>();
+    auto expected = j.at("tokens").get<std::vector<std::int64_t>>();
+    auto p = parse_onnx((dir / "model.onnx").string(), dynamic_options());
+    p.compile(*get_target(target_under_test()));
+    const auto names = p.get_output_names();
+
+    param_map in;
+    in["input_ids"] = literal(shape(type::int64, {1, prompt.size()}), prompt).get_argument();
+    for (int l = 0; l < 2; ++l)
+        for (auto kv : {"past_key_", "past_value_"})
+            in[kv + std::to_string(l)] = argument(shape(type::float32, {1, 4, 0, 16}));
+    std::vector<std::int64_t> tokens;
+    for (std::size_t step = 0; step < expected.size(); ++step) {
+        auto out = p.eval(in);
+        const auto& logits = out.at(0);
+        const auto& l = logits.get_shape().lens();
+        auto v = logits.to_vector<float>();
+        std::size_t base = (l[1] - 1) * l[2], best = 0;
+        for (std::size_t t = 1; t < l[2]; ++t)
+            if (v[base + t] > v[base + best]) best = t;
+        tokens.push_back(static_cast<std::int64_t>(best));
+        in["input_ids"] = literal(shape(type::int64, {1, 1}), std::vector<std::int64_t>{tokens.back()}).get_argument();
+        for (std::size_t o = 1; o < out.size(); ++o) {
+            auto name = names[o];  // present_key_L -> past_key_L
+            in["past_" + name.substr(std::string("present_").size())] = out[o];
+        }
+    }
+    EXPECT_EQ(tokens, expected);
+}
+
+TEST(dynamic_models, bert_dyn_sequence_lengths_match_pytorch) {
+    run_all_sets(dynamic_dir / "bert_dyn", dynamic_options());
+}
+
+TEST(dynamic_models, lstm_seq_dynamic_batch_and_time) {
+    auto dir = shared_models / "lstm_seq";
+    if (!fs::exists(dir / "model.onnx")) GTEST_SKIP() << dir << " is not there";
+    auto opts = dynamic_options();
+    opts.default_dyn_dim_value = {1, 512, {}};
+    run_all_sets(dir, opts);
+}
