@@ -75,9 +75,11 @@ def test_params_json():
     assert _shape(j["outputs"][0]["shape"]) == ("float32", [5, 3])
 
     j = kiln_json("params", MLP, "--dyn-input-dim", "@x", "[{min:1,max:8,optimals:[2,4]},4]")
-    assert j["inputs"][0]["shape"]["dims"] == [{"min": 1, "max": 8, "optimals": [2, 4]}, 4]
+    # The model names the dim "batch": the name stays, and the output shares it.
+    assert j["inputs"][0]["shape"]["dims"] == [{"min": 1, "max": 8, "optimals": [2, 4], "symbol": "batch"}, 4]
     out_dims = j["outputs"][0]["shape"]["dims"]
     assert out_dims[1] == 3 and out_dims[0]["min"] == 1 and out_dims[0]["max"] == 8
+    assert out_dims[0]["symbol"] == "batch"
 
     j = kiln_json("params", DTYPES)
     types = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",

@@ -37,6 +37,7 @@ json shape_json(const shape& s) {
             if (d.max == dynamic_dimension::unbounded) dd["max"] = nullptr;
             else dd["max"] = d.max;
             if (!d.optimals.empty()) dd["optimals"] = std::vector<std::size_t>(d.optimals.begin(), d.optimals.end());
+            if (!d.symbol.empty()) dd["symbol"] = d.symbol;  // "batch", "past + sequence"
             dims.push_back(dd);
         }
     }
