@@ -5,6 +5,7 @@
 #include <kiln/literal.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 
@@ -15,8 +16,8 @@ namespace {
 constexpr std::int64_t unbounded = std::numeric_limits<std::int64_t>::max();
 // Sizes past this are not sampled (a value-dependent max is "unbounded" anyway).
 constexpr std::int64_t largest_sample = std::int64_t{1} << 24;
-// Ops are computed at a sample only when no known value is larger than this (a Range up
-// to a value computed from a huge constant is not worth materializing).
+// Ops are computed at a sample only when the product of the known values' magnitudes is at
+// most this (what a Range or ConstantOfShape of them could allocate; models are untrusted).
 constexpr std::int64_t largest_computed_value = std::int64_t{1} << 20;
 
 struct name_range {
@@ -159,14 +160,15 @@ point evaluate_at(const symbolic_inputs& sym, const assignment& a, const shape_f
         std::optional<shape> out;
         if (f.shape_from_values) out = f.shape_from_values(in->shapes, in->values);
         if (!out) out = f.static_shape(in->shapes);
-        bool modest = std::all_of(in->values.begin(), in->values.end(), [](auto& v) {
-            if (!v) return true;
-            for (std::size_t i = 0; i < v->get_shape().elements(); ++i)
-                if (std::abs(v->get_int64(i)) > largest_computed_value) return false;
-            return true;
-        });
+        // The product bounds what ConstantOfShape or Range could allocate from these values.
+        double product = 1;
+        for (auto& v : in->values)
+            if (v)
+                for (std::size_t i = 0; i < v->get_shape().elements(); ++i)
+                    product *= std::max(1.0, std::fabs(static_cast<double>(v->get_int64(i))));
+        bool modest = product <= static_cast<double>(largest_computed_value);
         bool computed = false;
-        if (f.compute && all_values && modest && (out->dynamic() || small_int(*out))) {
+        if (f.compute && all_values && (small_int(*out) || (out->dynamic() && modest))) {
             std::vector<argument> args;
             for (auto& v : in->values) args.push_back(*v);
             try {

@@ -97,7 +97,7 @@ shape operation::with_computed_values(const shape& r, const std::vector<shape>& 
             args.push_back(literal(shape(s.get_type(), s.lens()), v).get_argument());
         }
         // Not worth materializing at compile time (nor safe: a size from a hostile model).
-        if (r.dynamic() && size > double(1 << 26)) return r;
+        if (r.dynamic() && size > double(1 << 20)) return r;
         host_context ctx;
         auto a = self_->compute(ctx, r, args, {}, {});
         // A static result keeps the op's own layout (a broadcast is a stride-0 view).

@@ -154,3 +154,19 @@ TEST(core_dim_expr, shape_arithmetic_over_named_dims_folds) {
     EXPECT_EQ(r->get_shape(), shape(type::float32, {2, 5, 4, 16}));
     EXPECT_EQ(range->get_shape(), shape(type::int64, {5}));
 }
+
+TEST(core_dim_expr, huge_known_sizes_are_not_materialized) {
+    // A hostile model's Range over 2^40 values: shape inference must not compute it (the
+    // result stays dynamic, for run time to refuse or allocate).
+    module m;
+    auto r = m.add_instruction(make_op("range"), {m.add_literal(literal(std::int64_t{0})),
+                                                  m.add_literal(literal(std::int64_t{1} << 40)),
+                                                  m.add_literal(literal(std::int64_t{1}))});
+    EXPECT_TRUE(r->get_shape().dynamic()) << r->get_shape();
+    // A small one is: its length is known at compile time.
+    auto small = m.add_instruction(make_op("range"), {m.add_literal(literal(std::int64_t{2})),
+                                                      m.add_literal(literal(std::int64_t{9})),
+                                                      m.add_literal(literal(std::int64_t{3}))});
+    EXPECT_EQ(small->get_shape(), shape(type::int64, {3}));
+    EXPECT_EQ(small->get_shape().values(), (std::vector<std::string>{"2", "5", "8"}));
+}
