@@ -99,17 +99,34 @@ inline void compile_and_run(program& p, outcome& out, const run_limits& limits =
     }
 }
 
-inline outcome run_onnx_bytes(const void* data, std::size_t size, const run_limits& limits = {}) {
+// The same with the model's symbolic dims left dynamic (named, 0..8): shape inference
+// over named dims and shape values at parse time, then a specialization for the
+// smallest sizes (0 where allowed: zero-sized tensors) at run time.
+inline onnx_options fuzz_dynamic_options(const run_limits& limits = {}) {
+    auto o = fuzz_options(limits);
+    o.default_dyn_dim_value = {0, 8, {}};
+    return o;
+}
+
+inline outcome run_onnx_bytes_with(const void* data, std::size_t size, const onnx_options& options,
+                                   const run_limits& limits) {
     outcome out;
     program p;
     try {
-        p = parse_onnx_buffer(data, size, fuzz_options(limits));
+        p = parse_onnx_buffer(data, size, options);
         out.parsed = true;
     } catch (const error& e) {
         out.error = e.what();
         return out;
     }
     compile_and_run(p, out, limits);
+    return out;
+}
+
+// Static dims first (the outcome returned), then dynamic ones.
+inline outcome run_onnx_bytes(const void* data, std::size_t size, const run_limits& limits = {}) {
+    auto out = run_onnx_bytes_with(data, size, fuzz_options(limits), limits);
+    run_onnx_bytes_with(data, size, fuzz_dynamic_options(limits), limits);
     return out;
 }
 
