@@ -34,11 +34,6 @@ std::int64_t as_signed(std::size_t v) {
 
 bool anonymous(const std::string& name) { return !name.empty() && name[0] == '#'; }
 
-bool is_number(const std::string& e) {
-    std::size_t i = e.size() > 1 && e[0] == '-' ? 1 : 0;
-    return i < e.size() && std::all_of(e.begin() + static_cast<std::ptrdiff_t>(i), e.end(),
-                                       [](char c) { return c >= '0' && c <= '9'; });
-}
 
 // One sample point's inputs.
 struct point_inputs {
@@ -145,10 +140,6 @@ std::int64_t clamp_to(const name_range& r, std::int64_t v) {
     return std::max(r.lo, std::min(v, std::min(r.hi, largest_sample)));
 }
 
-bool small_int(const shape& s) {
-    return s.is_tensor() && !s.dynamic() && (s.get_type() == type::int64 || s.get_type() == type::int32) &&
-           s.elements() > 0 && s.elements() <= shape::max_valued_elements;
-}
 
 point evaluate_at(const symbolic_inputs& sym, const assignment& a, const shape_functions& f, std::string& first_error) {
     point p;
@@ -215,6 +206,17 @@ std::optional<dim_expr> fit(std::int64_t v0, const std::vector<std::string>& nam
 }
 
 }  // namespace
+
+bool is_number(const std::string& e) {
+    std::size_t i = e.size() > 1 && e[0] == '-' ? 1 : 0;
+    return i < e.size() && std::all_of(e.begin() + static_cast<std::ptrdiff_t>(i), e.end(),
+                                       [](char c) { return c >= '0' && c <= '9'; });
+}
+
+bool small_int(const shape& s) {
+    return s.is_tensor() && !s.dynamic() && (s.get_type() == type::int64 || s.get_type() == type::int32) &&
+           s.elements() > 0 && s.elements() <= shape::max_valued_elements;
+}
 
 bool has_symbolic_values(const std::vector<shape>& inputs) {
     for (auto& s : inputs)

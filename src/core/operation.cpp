@@ -64,8 +64,7 @@ std::optional<argument> constant_value(const shape& s) {
     if (!s.is_tensor() || !s.has_values()) return std::nullopt;
     std::vector<std::int64_t> v;
     for (auto& e : s.values()) {
-        if (e.empty() || !std::all_of(e.begin() + (e[0] == '-' ? 1 : 0), e.end(), [](char c) { return c >= '0' && c <= '9'; }))
-            return std::nullopt;
+        if (!detail::is_number(e)) return std::nullopt;
         v.push_back(std::stoll(e));
     }
     return literal(shape(s.get_type(), s.lens()), v).get_argument();
@@ -77,12 +76,8 @@ std::optional<argument> constant_value(const shape& s) {
 shape operation::with_computed_values(const shape& r, const std::vector<shape>& inputs,
                                       const std::vector<module_ref>& mods) const {
     auto t = traits();
-    auto small_int = [](const shape& s) {
-        return s.is_tensor() && !s.dynamic() && (s.get_type() == type::int64 || s.get_type() == type::int32) &&
-               s.elements() > 0 && s.elements() <= shape::max_valued_elements;
-    };
     // A dynamic result (Range, ConstantOfShape of known sizes) is computed for its shape.
-    if (!(small_int(r) || (r.is_tensor() && r.dynamic())) || !mods.empty() || !self_->has_compute() ||
+    if (!(detail::small_int(r) || (r.is_tensor() && r.dynamic())) || !mods.empty() || !self_->has_compute() ||
         t.nondeterministic || t.side_effects || t.builtin)
         return r;
     try {
@@ -102,7 +97,7 @@ shape operation::with_computed_values(const shape& r, const std::vector<shape>& 
         auto a = self_->compute(ctx, r, args, {}, {});
         // A static result keeps the op's own layout (a broadcast is a stride-0 view).
         auto out = r.dynamic() ? a.get_shape().as_standard() : r;
-        if (!small_int(out)) return out;
+        if (!detail::small_int(out)) return out;
         std::vector<std::string> values;
         for (std::size_t i = 0; i < out.elements(); ++i) values.push_back(std::to_string(a.get_int64(i)));
         return out.with_values(std::move(values));
