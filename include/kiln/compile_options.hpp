@@ -21,6 +21,14 @@ struct compile_options {
     // set of input shapes) stay cached; the least recently used one is dropped beyond
     // that, and its memory is freed once no running eval holds it. 0 = unbounded.
     std::size_t max_specializations = 8;
+    // Programs with dynamic inputs are compiled once for their whole ranges (the generic
+    // program: shapes stay symbolic, each call's shapes are worked out as it runs). A set
+    // of input shapes that comes back this many times also gets a specialization of its
+    // own, compiled in the background while the generic program serves its calls; shapes
+    // at the inputs' optimals get one on their first call. 0 = never specialize (the
+    // generic program runs every shape). Where a target cannot build a generic program,
+    // every new set of shapes is specialized on its first call, as that call's compile.
+    std::size_t specialize_after = 2;
 };
 
 }  // namespace kiln

@@ -105,6 +105,9 @@ public:
     // Validates inputs and infers the output shape. Dynamic input dimensions are
     // handled generically unless the op says it handles them (traits().handles_dynamic).
     shape compute_shape(const std::vector<shape>& inputs, const std::vector<module_ref>& mods = {}) const;
+    // The op's own shape function alone, for the concrete shapes of arguments as a program
+    // runs: no values, no sampling of dynamic dims (a dynamic result is the op's to size).
+    shape compute_run_shape(const std::vector<shape>& inputs, const std::vector<module_ref>& mods = {}) const;
     argument compute(context& ctx, const shape& output, const std::vector<argument>& args,
                      const std::vector<module_ref>& mods = {}, const run_module_fn& run = {}) const;
     bool has_compute() const { return self_->has_compute(); }

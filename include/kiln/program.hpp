@@ -42,6 +42,10 @@ struct specialization_stats {
     std::size_t hits = 0;             // calls that found their shapes cached (or being compiled)
     std::size_t max_specializations = 0;  // the bound in force (0 = unbounded)
     double compile_ms = 0;            // wall time spent compiling specializations
+    bool generic = false;             // a generic program serves shapes not specialized
+    std::size_t generic_runs = 0;     // calls the generic program served
+    std::size_t background_compiles = 0;  // of `compiles`, those made in the background
+    std::string generic_unavailable;  // why there is no generic program ("" when there is)
 };
 
 class program {
@@ -64,14 +68,17 @@ public:
     void remove_module(const std::string& name);
 
     // Runs the target-independent passes, then the target's pipeline. A program whose
-    // inputs have dynamic dimensions is compiled again for each set of input shapes
-    // it runs with, on the first eval with those shapes, so kernels and memory plans are
-    // always static. The compiled specializations are kept in an LRU cache of
-    // options.max_specializations entries. A compile holds no lock that other callers
-    // wait on: evals with already compiled shapes run meanwhile, and concurrent evals
-    // with the same new shapes share one compile. A compile that throws is not cached:
-    // every eval waiting on it gets the error, and the next eval with those shapes
-    // compiles again.
+    // inputs have dynamic dimensions is compiled once as a generic program that runs
+    // every shape in its ranges (its dims stay symbolic; instructions whose shapes vary
+    // work them out as they run). Shapes that recur get specializations (static
+    // programs compiled for them) in the background, see compile_options::
+    // specialize_after; they are kept in an LRU cache of options.max_specializations
+    // entries. Where the target cannot build the generic program, each new set of shapes
+    // is specialized on its first eval instead. A compile holds no lock that other
+    // callers wait on: evals with already compiled shapes run meanwhile, and concurrent
+    // evals with the same new shapes share one compile. A compile that throws is not
+    // cached: every eval waiting on it gets the error, and the next eval with those
+    // shapes compiles again.
     void compile(const target& t, const compile_options& options = {});
     bool is_compiled() const;
     std::string target_name() const;  // "" before compile
@@ -95,6 +102,9 @@ public:
     // program's before the first eval); get_specialization_stats() counts them.
     memory_usage get_memory_usage() const;
     specialization_stats get_specialization_stats() const;
+    // Waits until the specializations being compiled in the background are done
+    // (benchmarks and tests: the calls after it run on them).
+    void finish_specializations() const;
 
     // A value used when the caller omits the parameter (ONNX initializers that are
     // also graph inputs). Such parameters are still listed by get_parameter_names().
@@ -122,6 +132,9 @@ public:
     struct impl;
 
 private:
+    // The passes and the finalization of compile(), for the module as it is (a dynamic
+    // one becomes the generic program).
+    void compile_pipeline(const target& t, const compile_options& options);
     std::vector<argument> eval_impl(const param_map& params, std::vector<instruction_profile>* profile) const;
     std::unique_ptr<impl> impl_;
 };

@@ -143,19 +143,24 @@ void bind_program(py::module_& m) {
         .def("get_output_shapes", &program::get_output_shapes)
         .def("get_output_names", &program::get_output_names)
         .def("compile", [](program& p, const std::shared_ptr<const target>& t, bool offload_copy, int device_id,
-                           bool fast_math, bool exhaustive_tune, std::size_t max_specializations) {
+                           bool fast_math, bool exhaustive_tune, std::size_t max_specializations,
+                           std::size_t specialize_after) {
             compile_options o;
             o.offload_copy = offload_copy;
             o.device_id = device_id;
             o.fast_math = fast_math;
             o.exhaustive_tune = exhaustive_tune;
             o.max_specializations = max_specializations;
+            o.specialize_after = specialize_after;
             py::gil_scoped_release release;
             p.compile(*t, o);
         }, py::arg("target"), py::arg("offload_copy") = true, py::arg("device_id") = 0, py::arg("fast_math") = true,
            py::arg("exhaustive_tune") = false, py::arg("max_specializations") = compile_options{}.max_specializations,
-           "Compiles for a target (kiln.get_target('cpu')). A program with dynamic inputs compiles once per set of "
-           "input shapes, on first use, keeping the max_specializations most recently used (0: all).")
+           py::arg("specialize_after") = compile_options{}.specialize_after,
+           "Compiles for a target (kiln.get_target('cpu')). A program with dynamic inputs compiles once into a "
+           "generic program that runs every shape in range; a set of input shapes seen specialize_after times "
+           "(0: never) also gets a specialization compiled in the background, keeping the max_specializations "
+           "most recently used (0: all).")
         .def("is_compiled", &program::is_compiled)
         .def("target_name", &program::target_name)
         .def("run", &run, py::arg("inputs"), "Runs with {name: numpy array or kiln.argument}; returns a list of kiln.argument.")
@@ -185,9 +190,19 @@ void bind_program(py::module_& m) {
             d["hits"] = s.hits;
             d["max_specializations"] = s.max_specializations;
             d["compile_ms"] = s.compile_ms;
+            d["generic"] = s.generic;
+            d["generic_runs"] = s.generic_runs;
+            d["background_compiles"] = s.background_compiles;
+            d["generic_unavailable"] = s.generic_unavailable;
             return d;
-        }, "A dynamic program's specializations: compiles so far, failed_compiles, cached now, evictions, hits, "
-           "max_specializations (0: unbounded) and compile_ms (all zero for a static program).")
+        }, "A dynamic program's specializations: compiles so far (background_compiles of them in the background), "
+           "failed_compiles, cached now, evictions, hits, max_specializations (0: unbounded), compile_ms, whether "
+           "a generic program serves the other shapes (generic; generic_unavailable says why not) and "
+           "generic_runs (all zero for a static program).")
+        .def("finish_specializations", [](const program& p) {
+            py::gil_scoped_release release;
+            p.finish_specializations();
+        }, "Waits for the specializations being compiled in the background.")
         .def("sort", [](program&) {}, "Kept for MIGraphX compatibility: Kiln programs are always in topological order.")
         .def("print", [](const program& p) { py::print(p.to_string()); })
         .def("__str__", &program::to_string)

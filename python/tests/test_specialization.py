@@ -1,5 +1,6 @@
-"""A program with dynamic inputs compiles once per set of input shapes, keeps at most
-max_specializations of them (least recently used dropped), and reports what it did."""
+"""A program with dynamic inputs compiles once into a generic program that runs every shape;
+shapes that come back get specializations compiled in the background, at most
+max_specializations of them (least recently used dropped); the stats report what it did."""
 import threading
 
 import numpy as np
@@ -7,10 +8,21 @@ import numpy as np
 import kiln
 
 
-def _dynamic_mlp(test_model, max_specializations):
+def _dynamic_mlp(test_model, max_specializations, specialize_after=1):
     model = kiln.parse_onnx(test_model("mlp_dynamic.onnx"), map_dyn_input_dims={"x": [{"min": 1, "max": 64}, 4]})
-    model.compile(kiln.get_target("ref"), max_specializations=max_specializations)
+    model.compile(kiln.get_target("ref"), max_specializations=max_specializations, specialize_after=specialize_after)
     return model
+
+
+def test_generic_program_runs_new_shapes_without_compiling(test_model):
+    model = _dynamic_mlp(test_model, 8, specialize_after=0)
+    rng = np.random.RandomState(2)
+    for rows in range(1, 41):
+        x = rng.randn(rows, 4).astype(np.float32)
+        assert np.asarray(model.run({"x": x})[0]).shape[0] == rows
+    s = model.get_specialization_stats()
+    assert s["generic"] and s["generic_unavailable"] == ""
+    assert (s["compiles"], s["generic_runs"], s["cached"]) == (0, 40, 0)
 
 
 def test_stats_count_compiles_hits_and_evictions(test_model):
@@ -20,8 +32,10 @@ def test_stats_count_compiles_hits_and_evictions(test_model):
     for rows in [1, 2, 1, 3, 2]:  # 1, 2 compile; 1 hits; 3 compiles and drops 2; 2 compiles and drops 1
         out = np.asarray(model.run({"x": rng.randn(rows, 4).astype(np.float32)})[0])
         assert out.shape[0] == rows
+        model.finish_specializations()
     s = model.get_specialization_stats()
     assert (s["compiles"], s["hits"], s["evictions"], s["cached"]) == (4, 1, 2, 2)
+    assert s["generic_runs"] == 4 and s["background_compiles"] == 4
     assert s["max_specializations"] == 2 and s["failed_compiles"] == 0 and s["compile_ms"] > 0
     assert model.get_memory_usage()["parameter_bytes"] == 2 * 4 * 4  # the last run's shapes
 
@@ -53,6 +67,7 @@ def test_threads_with_different_shapes_get_their_own_results(test_model):
     for t in threads:
         t.join()
     assert not errors
+    model.finish_specializations()
     s = model.get_specialization_stats()
     assert s["compiles"] == 4 and s["cached"] == 4 and s["max_specializations"] == 0
 
@@ -64,5 +79,6 @@ def test_bound_survives_save_and_load(test_model, tmp_path):
     again = kiln.load(path)
     for rows in range(1, 6):
         again.run({"x": np.zeros((rows, 4), np.float32)})
+        again.finish_specializations()
     s = again.get_specialization_stats()
     assert (s["max_specializations"], s["cached"], s["evictions"]) == (3, 3, 2)

@@ -95,7 +95,7 @@ std::vector<argument> exec_plan::run(context& ctx, const param_map& params,
                     if (s.dynamic) {
                         arg_shapes.clear();
                         for (auto& a : args) arg_shapes.push_back(a.get_shape());
-                        shape out = op.compute_shape(arg_shapes, ins.module_inputs());
+                        shape out = op.compute_run_shape(arg_shapes, ins.module_inputs());
                         values[i] = op.compute(ctx, out, args, ins.module_inputs(), run_sub);
                     } else {
                         values[i] = op.compute(ctx, ins.get_shape(), args, ins.module_inputs(), run_sub);

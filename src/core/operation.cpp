@@ -149,6 +149,10 @@ shape operation::compute_shape(const std::vector<shape>& inputs, const std::vect
     return compute_shape_dynamic(inputs, mods);
 }
 
+shape operation::compute_run_shape(const std::vector<shape>& inputs, const std::vector<module_ref>& mods) const {
+    return self_->compute_shape(inputs, mods);
+}
+
 // See dynamic_shape_inference.hpp: the op's static compute_shape at consistent sizes of
 // the inputs' named dims, and at concrete values of their shape arithmetic.
 shape operation::compute_shape_dynamic(const std::vector<shape>& inputs,

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <future>
 #include <list>
@@ -15,7 +17,9 @@
 #include <mutex>
 #include <ostream>
 #include <sstream>
+#include <thread>
 #include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 
 #if defined(__GLIBC__)
@@ -85,18 +89,29 @@ struct specialization {
     memory_usage usage;  // prog's, computed once rather than on every eval
 };
 
-// The compiled specializations of a dynamic program, shared by its copies. The mutex
-// guards only the map and the counters, never a compile: a new set of shapes gets an
-// entry holding a shared_future right away, its first caller compiles outside the lock
-// and the callers of the same shapes wait on that future, while callers of other shapes
-// go on. Entries are kept in least recently used order and dropped beyond `max`; a
-// dropped specialization lives on while a running eval holds its shared_ptr.
+// The compiled forms of a dynamic program, shared by its copies: the generic program
+// (compiled once, runs every shape in range) and the specializations (one static program
+// per set of input shapes). The mutex guards the maps, the queue and the counters, never
+// a compile: a new set of shapes gets an entry holding a shared_future right away.
+// With a generic program, the entry's compile runs on the background worker and the
+// generic program serves its calls until it is ready; without one, the first caller
+// compiles outside the lock and the callers of the same shapes wait on that future,
+// while callers of other shapes go on. Entries are kept in least recently used order and
+// dropped beyond `max`; a dropped specialization lives on while a running eval holds
+// its shared_ptr.
 struct specialization_cache {
     using spec_ptr = std::shared_ptr<const specialization>;
+    using shape_map = std::unordered_map<std::string, shape>;
     struct entry {
         std::shared_future<spec_ptr> ready;
         std::list<std::string>::iterator lru;  // its key's place in `order`
         std::uint64_t id = 0;                  // tells a retried compile's entry from a failed one
+    };
+    struct job {
+        std::string key;
+        std::uint64_t id = 0;
+        shape_map shapes;
+        std::promise<spec_ptr> promise;
     };
     std::mutex mutex;
     std::unordered_map<std::string, entry> entries;
@@ -106,6 +121,32 @@ struct specialization_cache {
     specialization_stats stats;
     memory_usage last_usage;
     bool has_last = false;
+
+    // What compiles start from.
+    std::shared_ptr<const program> source;
+    std::shared_ptr<const target> tgt;
+    compile_options options;
+    spec_ptr generic;  // null where the target could not build it
+    // Calls per set of shapes not specialized yet (cleared when it grows large), and the
+    // sets whose background compile failed (not tried again).
+    std::unordered_map<std::string, std::size_t> seen;
+    std::unordered_set<std::string> failed;
+    // The background worker: started with the first job, stopped and joined here.
+    std::deque<job> jobs;
+    bool busy = false;
+    bool stop = false;
+    std::condition_variable wake;  // a job came, or stop
+    std::condition_variable idle;  // no job queued or running
+    std::thread worker;
+
+    ~specialization_cache() {
+        {
+            std::lock_guard<std::mutex> lock(mutex);
+            stop = true;
+        }
+        wake.notify_all();
+        if (worker.joinable()) worker.join();
+    }
 };
 
 struct program::impl {
@@ -139,18 +180,27 @@ void return_freed_memory() {
 #endif
 }
 
-// Compiles `source` for the concrete shapes of `params`.
-std::shared_ptr<const specialization> compile_specialization(const program& source, const target& t,
-                                                             const compile_options& options, const param_map& params) {
-    std::shared_ptr<specialization> s(new specialization{source, {}}, [](specialization* q) {
+std::shared_ptr<specialization> new_specialization(const program& source) {
+    return std::shared_ptr<specialization>(new specialization{source, {}}, [](specialization* q) {
         delete q;
         return_freed_memory();
     });
-    auto* main = s->prog.get_main_module();
-    std::unordered_map<std::string, shape> shapes;
+}
+
+// The concrete shapes of the parameters of `main` in `params`.
+specialization_cache::shape_map parameter_shapes(module& main, const param_map& params) {
+    specialization_cache::shape_map shapes;
     for (auto& [name, arg] : params)
-        if (main->get_parameter(name) != main->end()) shapes.emplace(name, arg.get_shape().as_standard());
-    main->set_parameter_shapes(shapes);
+        if (main.get_parameter(name) != main.end()) shapes.emplace(name, arg.get_shape().as_standard());
+    return shapes;
+}
+
+// Compiles `source` for the concrete `shapes` of its parameters.
+std::shared_ptr<const specialization> compile_specialization(const program& source, const target& t,
+                                                             const compile_options& options,
+                                                             const specialization_cache::shape_map& shapes) {
+    auto s = new_specialization(source);
+    s->prog.get_main_module()->set_parameter_shapes(shapes);
     s->prog.compile(t, options);
     s->usage = s->prog.get_memory_usage();
     return s;
@@ -270,18 +320,38 @@ void program::compile(const target& t, const compile_options& options) {
     impl_->tgt = kiln::get_target(t.name());
     impl_->options = options;
     if (has_dynamic_parameters(*get_main_module())) {
-        // Compile lazily, once per set of concrete input shapes.
         auto source = std::make_shared<program>(*this);
-        // Its copies, the specializations, share one pool of arenas (see arena_pool).
+        // Its copies, the generic program and the specializations, share one pool of
+        // arenas (see arena_pool).
         source->impl_->arenas = std::make_shared<arena_pool>();
+        auto cache = std::make_shared<specialization_cache>();
+        cache->max = options.max_specializations;
+        cache->stats.max_specializations = options.max_specializations;
+        cache->source = source;
+        cache->tgt = impl_->tgt;
+        cache->options = options;
+        // The generic program: the passes and the target's lowering with the dims
+        // symbolic. A target that cannot lower some instruction for a range of shapes
+        // says so here, and the program falls back to a specialization per set of shapes.
+        try {
+            auto generic = new_specialization(*source);
+            generic->prog.compile_pipeline(t, options);
+            generic->usage = generic->prog.get_memory_usage();
+            cache->generic = std::move(generic);
+            cache->stats.generic = true;
+        } catch (const std::exception& e) {
+            cache->stats.generic_unavailable = e.what();
+        }
         impl_->source = std::move(source);
-        impl_->specializations = std::make_shared<specialization_cache>();
-        impl_->specializations->max = options.max_specializations;
-        impl_->specializations->stats.max_specializations = options.max_specializations;
+        impl_->specializations = std::move(cache);
         impl_->ctx = t.make_context(options);
         impl_->compiled = true;
         return;
     }
+    compile_pipeline(t, options);
+}
+
+void program::compile_pipeline(const target& t, const compile_options& options) {
     auto ctx = t.make_context(options);
     run_passes(*this, target_independent_passes(options));
     run_passes(*this, t.get_passes(*ctx, options));
@@ -421,8 +491,117 @@ std::string signature(const param_map& params) {
     return s;
 }
 
-// The specialization for the shapes of `checked`: cached, being compiled by another
-// caller (waited for), or compiled here, outside the cache's lock.
+// Whether every dynamic dim of every input is at one of its optimals (and some has them).
+bool at_optimals(const module& main, const param_map& args) {
+    bool any = false;
+    for (auto& ins : main) {
+        if (!ins.is_param() || !ins.get_shape().is_tensor() || !ins.get_shape().dynamic()) continue;
+        auto a = args.find(ins.param_name());
+        if (a == args.end() || !a->second.get_shape().is_tensor()) return false;
+        const auto& dd = ins.get_shape().dyn_dims();
+        const auto& lens = a->second.get_shape().lens();
+        for (std::size_t i = 0; i < dd.size() && i < lens.size(); ++i) {
+            if (dd[i].is_fixed()) continue;
+            if (!dd[i].has_optimal() || dd[i].optimals.count(lens[i]) == 0) return false;
+            any = true;
+        }
+    }
+    return any;
+}
+
+bool is_ready(const std::shared_future<specialization_cache::spec_ptr>& f) {
+    return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+}
+
+// Drops least recently used entries beyond the bound; returns their futures, to be
+// destroyed outside the lock. An entry still compiling may go too: its callers hold the
+// future and get their result, it is just not kept.
+std::vector<std::shared_future<specialization_cache::spec_ptr>> evict_beyond_max(specialization_cache& cache) {
+    std::vector<std::shared_future<specialization_cache::spec_ptr>> evicted;
+    while (cache.max != 0 && cache.entries.size() > cache.max) {
+        auto victim = cache.entries.find(cache.order.back());
+        evicted.push_back(std::move(victim->second.ready));
+        cache.entries.erase(victim);
+        cache.order.pop_back();
+        ++cache.stats.evictions;
+    }
+    cache.stats.cached = cache.entries.size();
+    return evicted;
+}
+
+// Compiles the entry `key` (made with `id`) outside the lock and hands the result to its
+// future. A failed compile is not cached: the callers already waiting get its error.
+void compile_entry(specialization_cache& cache, const std::string& key, std::uint64_t id,
+                   const specialization_cache::shape_map& shapes, std::promise<specialization_cache::spec_ptr>& promise,
+                   bool background) {
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+        auto spec = compile_specialization(*cache.source, *cache.tgt, cache.options, shapes);
+        {
+            std::lock_guard<std::mutex> lock(cache.mutex);
+            ++cache.stats.compiles;
+            if (background) ++cache.stats.background_compiles;
+            cache.stats.compile_ms += ms_since(t0);
+        }
+        promise.set_value(std::move(spec));
+    } catch (...) {
+        // A call that comes after compiles again when there is no generic program (the
+        // failure may have been transient, e.g. memory); with one, the generic program
+        // goes on serving these shapes. The entry goes first, so no later call picks up
+        // a stale error.
+        {
+            std::lock_guard<std::mutex> lock(cache.mutex);
+            ++cache.stats.failed_compiles;
+            cache.stats.compile_ms += ms_since(t0);
+            if (background) cache.failed.insert(key);
+            if (auto it = cache.entries.find(key); it != cache.entries.end() && it->second.id == id) {
+                cache.order.erase(it->second.lru);
+                cache.entries.erase(it);
+                cache.stats.cached = cache.entries.size();
+            }
+        }
+        promise.set_exception(std::current_exception());
+    }
+}
+
+// The background worker: compiles queued specializations one at a time, so that they
+// take one core from the callers, not all.
+void run_background_compiles(specialization_cache& cache) {
+    std::unique_lock<std::mutex> lock(cache.mutex);
+    for (;;) {
+        cache.wake.wait(lock, [&] { return cache.stop || !cache.jobs.empty(); });
+        if (cache.stop) return;
+        auto j = std::move(cache.jobs.front());
+        cache.jobs.pop_front();
+        cache.busy = true;
+        lock.unlock();
+        compile_entry(cache, j.key, j.id, j.shapes, j.promise, true);
+        lock.lock();
+        cache.busy = false;
+        if (cache.jobs.empty()) cache.idle.notify_all();
+    }
+}
+
+// Queues a background compile of `checked`'s shapes (lock held).
+void queue_background_compile(specialization_cache& cache, const std::string& key, const param_map& checked,
+                              std::vector<std::shared_future<specialization_cache::spec_ptr>>& evicted) {
+    specialization_cache::job j;
+    j.key = key;
+    j.id = ++cache.next_id;
+    j.shapes = parameter_shapes(*cache.source->get_main_module(), checked);
+    cache.order.push_front(key);
+    cache.entries.emplace(key, specialization_cache::entry{j.promise.get_future().share(), cache.order.begin(), j.id});
+    cache.jobs.push_back(std::move(j));
+    auto dropped = evict_beyond_max(cache);
+    for (auto& f : dropped) evicted.push_back(std::move(f));
+    if (!cache.worker.joinable()) cache.worker = std::thread([c = &cache] { run_background_compiles(*c); });
+    cache.wake.notify_one();
+}
+
+// The compiled program for the shapes of `checked`: its specialization when one is
+// ready; else the generic program (queueing a specialization when the shapes have come
+// often enough); else, without a generic program, the specialization being compiled by
+// another caller (waited for) or compiled here, outside the cache's lock.
 std::shared_ptr<const specialization> specialization_for(const program::impl& I, const param_map& checked) {
     auto& cache = *I.specializations;
     auto key = signature(checked);
@@ -433,57 +612,45 @@ std::shared_ptr<const specialization> specialization_for(const program::impl& I,
     std::vector<std::shared_future<specialization_cache::spec_ptr>> evicted;
     {
         std::lock_guard<std::mutex> lock(cache.mutex);
-        if (auto it = cache.entries.find(key); it != cache.entries.end()) {
+        auto it = cache.entries.find(key);
+        if (it != cache.entries.end() && (!cache.generic || is_ready(it->second.ready))) {
             cache.order.splice(cache.order.begin(), cache.order, it->second.lru);
             ready = it->second.ready;
             ++cache.stats.hits;
+        } else if (cache.generic) {
+            // Compiling in the background, or not specialized (yet): the generic program.
+            const auto after = cache.options.specialize_after;
+            if (it == cache.entries.end() && after != 0 && cache.failed.count(key) == 0) {
+                if (cache.seen.size() > 4096) cache.seen.clear();
+                auto& calls = cache.seen[key];
+                ++calls;
+                if (calls >= after || at_optimals(*cache.source->get_main_module(), checked)) {
+                    cache.seen.erase(key);
+                    queue_background_compile(cache, key, checked, evicted);
+                }
+            }
+            ++cache.stats.generic_runs;
+            // The generic program's own sizes are ranges: the inputs' are this call's.
+            cache.last_usage = cache.generic->usage;
+            cache.last_usage.parameter_bytes = 0;
+            for (auto& [name, arg] : checked)
+                if (arg.get_shape().is_tensor() && !arg.get_shape().dynamic())
+                    cache.last_usage.parameter_bytes += arg.get_shape().bytes();
+            cache.has_last = true;
+            return cache.generic;
         } else {
             compile_here = true;
             ready = promise.get_future().share();
             cache.order.push_front(key);
             id = ++cache.next_id;
             cache.entries.emplace(key, specialization_cache::entry{ready, cache.order.begin(), id});
-            while (cache.max != 0 && cache.entries.size() > cache.max) {
-                // The least recently used; an entry still compiling may go too: its
-                // callers hold the future and get their result, it is just not kept.
-                auto victim = cache.entries.find(cache.order.back());
-                evicted.push_back(std::move(victim->second.ready));
-                cache.entries.erase(victim);
-                cache.order.pop_back();
-                ++cache.stats.evictions;
-            }
-            cache.stats.cached = cache.entries.size();
+            evicted = evict_beyond_max(cache);
         }
     }
     // The evicted programs are destroyed here (when no eval holds them), not under the lock.
     evicted.clear();
-    if (compile_here) {
-        auto t0 = std::chrono::steady_clock::now();
-        try {
-            auto spec = compile_specialization(*I.source, *I.tgt, I.options, checked);
-            {
-                std::lock_guard<std::mutex> lock(cache.mutex);
-                ++cache.stats.compiles;
-                cache.stats.compile_ms += ms_since(t0);
-            }
-            promise.set_value(std::move(spec));
-        } catch (...) {
-            // Not cached: the callers already waiting get this error, and a call that
-            // comes after compiles again (the failure may have been transient, e.g.
-            // memory). The entry goes first, so no later call picks up a stale error.
-            {
-                std::lock_guard<std::mutex> lock(cache.mutex);
-                ++cache.stats.failed_compiles;
-                cache.stats.compile_ms += ms_since(t0);
-                if (auto it = cache.entries.find(key); it != cache.entries.end() && it->second.id == id) {
-                    cache.order.erase(it->second.lru);
-                    cache.entries.erase(it);
-                    cache.stats.cached = cache.entries.size();
-                }
-            }
-            promise.set_exception(std::current_exception());
-        }
-    }
+    if (compile_here)
+        compile_entry(cache, key, id, parameter_shapes(*cache.source->get_main_module(), checked), promise, false);
     auto spec = ready.get();  // rethrows the compile's error
     std::lock_guard<std::mutex> lock(cache.mutex);
     cache.last_usage = spec->usage;
@@ -611,6 +778,13 @@ void program::set_parameter_default(const std::string& name, literal value) {
 const literal* program::get_parameter_default(const std::string& name) const {
     auto it = impl_->defaults.find(name);
     return it == impl_->defaults.end() ? nullptr : &it->second;
+}
+
+void program::finish_specializations() const {
+    auto& cache = impl_->specializations;
+    if (!cache) return;
+    std::unique_lock<std::mutex> lock(cache->mutex);
+    cache->idle.wait(lock, [&] { return cache->jobs.empty() && !cache->busy; });
 }
 
 specialization_stats program::get_specialization_stats() const {

@@ -305,8 +305,8 @@ void restore_compiled_state(program& p, const msgpack::object& c, const load_opt
                                                  ", which is not available here: " + why);
     try {
         if (dynamic) {
-            // A dynamic program compiles nothing up front: compile() records the
-            // parsed program to specialize from, exactly as before saving.
+            // A dynamic program is saved as parsed: compile() builds its generic program
+            // from it and keeps it to specialize from, exactly as before saving.
             if (!has_dynamic_inputs(*p.get_main_module()))
                 fail("marked dynamic, but the main module has no dynamic inputs");
             p.compile(*t, options);

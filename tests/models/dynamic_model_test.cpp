@@ -3,12 +3,17 @@
 // every shape of their test sets against PyTorch's outputs: a GPT-style decoder with a KV
 // cache (prefill at past 0, decode steps at several past lengths, a greedy decode loop)
 // and a BERT-style encoder with a dynamic sequence; lstm_seq from ../shared with dynamic
-// batch and time.
+// batch and time. Each shape runs on the generic program and on its specialization.
 #include <kiln/onnx.hpp>
 #include <kiln/program.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <cmath>
 #include <filesystem>
@@ -63,24 +68,49 @@ void expect_close(const argument& actual, const argument& expected, const std::s
     EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << e.size() << " outside tolerance, max abs diff " << worst;
 }
 
-// Every test set of a model through one parsed and compiled program.
-void run_all_sets(const fs::path& dir, const onnx_options& opts) {
+// Every test set of a model through one parsed and compiled program: each set runs on
+// the generic program first, then on the specialization its call asked for (compiled in
+// the background), and both must match. Returns the program's specialization counters.
+specialization_stats run_all_sets(const fs::path& dir, const onnx_options& opts) {
     auto p = parse_onnx((dir / "model.onnx").string(), opts);
     auto names = p.get_parameter_names();
-    p.compile(*get_target(target_under_test()));
+    compile_options co;
+    co.specialize_after = 1;
+    p.compile(*get_target(target_under_test()), co);
     std::size_t sets = 0;
     for (; fs::exists(dir / ("test_data_set_" + std::to_string(sets))); ++sets) {
         auto d = read_set(dir / ("test_data_set_" + std::to_string(sets)), names);
-        auto out = p.eval(d.inputs);
-        ASSERT_EQ(out.size(), d.outputs.size());
-        for (std::size_t i = 0; i < out.size(); ++i)
-            expect_close(out[i], d.outputs[i], dir.filename().string() + " set " + std::to_string(sets) + " output " +
-                                                   std::to_string(i));
+        for (const char* form : {"first call", "second call"}) {
+            auto out = p.eval(d.inputs);
+            p.finish_specializations();
+            [&] {
+                ASSERT_EQ(out.size(), d.outputs.size());
+                for (std::size_t i = 0; i < out.size(); ++i)
+                    expect_close(out[i], d.outputs[i], dir.filename().string() + " set " + std::to_string(sets) +
+                                                           " output " + std::to_string(i) + " (" + form + ")");
+            }();
+        }
     }
     EXPECT_GT(sets, 1u);
+    auto s = p.get_specialization_stats();
+    // Without a generic program, each set compiles on its first call.
+    EXPECT_EQ(s.compiles, sets);
+    EXPECT_EQ(s.hits, sets);
+    EXPECT_EQ(s.generic_runs, s.generic ? sets : 0u);
+    return s;
 }
 
 const dynamic_dimension& dim(const shape& s, std::size_t i) { return s.dyn_dims().at(i); }
+
+double resident_mib() {
+#if defined(__GLIBC__)
+    ::malloc_trim(0);
+#endif
+    std::ifstream statm("/proc/self/statm");
+    double size = 0, resident = 0;
+    statm >> size >> resident;
+    return resident * static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1 << 20);
+}
 
 }  // namespace
 
@@ -103,7 +133,8 @@ TEST(dynamic_models, gpt_kv_keeps_the_exporters_dim_names) {
 }
 
 TEST(dynamic_models, gpt_kv_prefill_and_decode_steps_match_pytorch) {
-    run_all_sets(dynamic_dir / "gpt_kv", dynamic_options());
+    auto s = run_all_sets(dynamic_dir / "gpt_kv", dynamic_options());
+    EXPECT_TRUE(s.generic) << s.generic_unavailable;
 }
 
 TEST(dynamic_models, gpt_kv_greedy_decode_gives_pytorchs_tokens) {
@@ -138,10 +169,42 @@ TEST(dynamic_models, gpt_kv_greedy_decode_gives_pytorchs_tokens) {
         }
     }
     EXPECT_EQ(tokens, expected);
+    // Every step has a new past length: the generic program ran them all, and nothing
+    // compiled after the first call.
+    auto s = p.get_specialization_stats();
+    EXPECT_TRUE(s.generic) << s.generic_unavailable;
+    EXPECT_EQ(s.compiles, 0u);
+    EXPECT_EQ(s.generic_runs, expected.size());
 }
 
 TEST(dynamic_models, bert_dyn_sequence_lengths_match_pytorch) {
-    run_all_sets(dynamic_dir / "bert_dyn", dynamic_options());
+    auto s = run_all_sets(dynamic_dir / "bert_dyn", dynamic_options());
+    EXPECT_TRUE(s.generic) << s.generic_unavailable;
+}
+
+// 200 different sequence lengths through one program: nothing compiles (each length
+// comes once, so none is worth a specialization), and resident memory stays bounded.
+TEST(dynamic_models, bert_dyn_two_hundred_lengths_compile_nothing) {
+    auto p = parse_onnx((dynamic_dir / "bert_dyn" / "model.onnx").string(), dynamic_options());
+    p.compile(*get_target(target_under_test()));
+    auto run_length = [&](std::size_t len) {
+        std::vector<std::int64_t> ids(len), mask(len, 1);
+        for (std::size_t i = 0; i < len; ++i) ids[i] = static_cast<std::int64_t>((i * 7 + len) % 100 + 1);
+        auto out = p.eval({{"input_ids", literal(shape(type::int64, {1, len}), ids).get_argument()},
+                           {"attention_mask", literal(shape(type::int64, {1, len}), mask).get_argument()}});
+        ASSERT_EQ(out.at(0).get_shape().lens(), (std::vector<std::size_t>{1, len, 64}));
+        for (float v : out[0].to_vector<float>()) ASSERT_TRUE(std::isfinite(v));
+    };
+    for (std::size_t len = 1; len <= 10; ++len) run_length(len);
+    const double rss_10 = resident_mib();
+    for (std::size_t len = 11; len <= 200; ++len) run_length(len);
+    const double rss_200 = resident_mib();
+    auto s = p.get_specialization_stats();
+    EXPECT_TRUE(s.generic) << s.generic_unavailable;
+    EXPECT_EQ(s.compiles, 0u);
+    EXPECT_EQ(s.generic_runs, 200u);
+    EXPECT_LT(rss_200, rss_10 * 1.1 + 8.0) << "resident memory after 10 lengths " << rss_10 << " MiB, after 200 "
+                                           << rss_200 << " MiB";
 }
 
 TEST(dynamic_models, lstm_seq_dynamic_batch_and_time) {

@@ -13,20 +13,24 @@ def test_one_input_several_shapes_json():
     j = kiln_json("perf", MLP, *DYN_X, "--shapes", "x=1x4,7x4,33x4;x=7x4", "-n", "3", "--warmup", "1")
     rows = j["shapes"]
     assert [r["inputs"] for r in rows] == [{"x": [1, 4]}, {"x": [7, 4]}, {"x": [33, 4]}, {"x": [7, 4]}]
+    # Each new set runs its first call on the generic program, its warm-up call asks for a
+    # specialization (the second call of those shapes), and the timed runs use it.
     assert [r["compiles"] for r in rows] == [1, 1, 1, 0]  # the second 7x4 is cached
+    assert [r["generic_runs"] for r in rows] == [2, 2, 2, 0]
     for r in rows:
         assert 0 < r["min_ms"] <= r["median_ms"] <= r["p90_ms"]
         assert r["first_call_ms"] > 0 and r["rss_mb"] > 0
     assert rows[2]["memory"]["parameter_bytes"] == 33 * 4 * 4
     s = j["specializations"]
     assert s["compiles"] == 3 and s["cached"] == 3 and s["evictions"] == 0 and s["max_specializations"] == 8
-    assert s["hits"] == 4 + 4 + 4 + 5  # 5 calls a set (first, 1 warm-up, 3 runs); all of the second 7x4's hit
+    assert s["hits"] == 3 + 3 + 3 + 5  # 5 calls a set (first, 1 warm-up, 3 runs); all of the second 7x4's hit
+    assert s["generic"] and s["generic_runs"] == 6 and s["background_compiles"] == 3
 
 
 def test_text_output_names_each_set():
     out = kiln("perf", MLP, *DYN_X, "--shapes", "x=2x4,3x4", "-n", "2", "--warmup", "0").stdout
-    assert "x=2x4" in out and "x=3x4" in out and "(1 compile)" in out
-    assert "specializations: 2 compiled" in out and "0 evicted" in out
+    assert "x=2x4" in out and "x=3x4" in out and "(1 compile," in out
+    assert "specializations: 2 compiled" in out and "0 evicted" in out and "generic program:" in out
 
 
 def _two_input_model(path):

@@ -1,13 +1,14 @@
-// Unit tests of a dynamic program's specializations (src/core/program.cpp): the LRU
+// Unit tests of a dynamic program's specializations (src/core/program.cpp) where the
+// target builds no generic program, so each new set of shapes compiles on its first call
+// (core_test_gated; core_generic_program_test.cpp has the generic program): the LRU
 // bound and exact counts over many shapes, compiles that hold no lock other callers wait
 // on, one shared compile for concurrent callers of the same new shapes, failed compiles,
 // memory returned on eviction, and max_specializations through .kiln save and load.
 #include "serialize/payload.hpp"
-#include "test_ops.hpp"
+#include "specialization_gate.hpp"
 
 #include <kiln/errors.hpp>
 #include <kiln/program.hpp>
-#include <kiln/register_op.hpp>
 #include <kiln/serialize.hpp>
 #include <kiln/target.hpp>
 
@@ -28,145 +29,9 @@
 #include <mutex>
 #include <thread>
 
-namespace kiln::test {
-KILN_REGISTER_OP(test_scale)
-}  // namespace kiln::test
-
 using namespace kiln;
+using namespace kiln::test::spec;
 using namespace std::chrono_literals;
-
-namespace {
-
-// Lets a test hold the compile of chosen shapes (or make it throw), so it decides when
-// a compile ends instead of guessing from timings. The gate opens by itself after
-// `timeout`, so a broken implementation fails the test instead of hanging it.
-struct gate_state {
-    std::mutex m;
-    std::condition_variable cv;
-    std::size_t hold_rows = 0;  // compiles for x with this many rows wait until `open`
-    std::size_t fail_rows = 0;  // compiles for x with this many rows throw
-    bool open = false;
-    bool held_compile_ended = false;
-    std::size_t waiting = 0;                   // compiles waiting at the gate now
-    std::map<std::size_t, std::size_t> compiles;  // per row count: compiles that reached the pass
-    std::chrono::milliseconds timeout = 3000ms;
-
-    void reset(std::size_t hold, std::size_t fail) {
-        std::lock_guard<std::mutex> lock(m);
-        hold_rows = hold;
-        fail_rows = fail;
-        open = false;
-        held_compile_ended = false;
-        waiting = 0;
-        compiles.clear();
-    }
-    void release() {
-        std::lock_guard<std::mutex> lock(m);
-        open = true;
-        cv.notify_all();
-    }
-    // Waits (bounded) until `n` compiles wait at the gate.
-    bool wait_for_waiting(std::size_t n) {
-        std::unique_lock<std::mutex> lock(m);
-        return cv.wait_for(lock, 5s, [&] { return waiting >= n; });
-    }
-    std::size_t compiles_of(std::size_t rows) {
-        std::lock_guard<std::mutex> lock(m);
-        return compiles[rows];
-    }
-};
-
-gate_state& gate() {
-    static gate_state g;
-    return g;
-}
-
-struct gate_pass {
-    std::string name() const { return "test_gate"; }
-    void apply(module& m) const {
-        auto x = m.get_parameter("x");
-        if (x == m.end()) return;
-        auto rows = x->get_shape().lens().at(0);
-        auto& g = gate();
-        std::unique_lock<std::mutex> lock(g.m);
-        ++g.compiles[rows];
-        if (rows == g.hold_rows) {
-            ++g.waiting;
-            g.cv.notify_all();
-            g.cv.wait_for(lock, g.timeout, [&] { return g.open; });
-            --g.waiting;
-            g.held_compile_ended = true;
-        }
-        if (rows == g.fail_rows) throw_error(error_code::unsupported, "test_gate: no compile for " + std::to_string(rows) + " rows");
-    }
-};
-
-// Compiles like ref, with the gate in front.
-struct gated_target final : target {
-    std::string name() const override { return "core_test_gated"; }
-    std::shared_ptr<context> make_context(const compile_options&) const override {
-        return std::make_shared<host_context>();
-    }
-    std::vector<pass> get_passes(context& ctx, const compile_options& opts) const override {
-        std::vector<pass> passes{gate_pass{}};
-        for (auto& p : get_target("ref")->get_passes(ctx, opts)) passes.push_back(p);
-        return passes;
-    }
-};
-
-const bool registered = [] {
-    register_target(std::make_shared<gated_target>());
-    return true;
-}();
-
-// x: float32 [rows, cols] with rows dynamic in [1, 256]; returns 3x through an
-// intermediate (2x) that the memory plan puts in the arena, so a specialization's
-// memory grows with its rows.
-program make_model(std::size_t cols) {
-    program p;
-    auto* m = p.get_main_module();
-    auto x = m->add_parameter("x", shape::make_dynamic(type::float32, {{1, 256, {}}, {cols, cols, {}}}));
-    // Unary ops only: the generic dynamic shape inference samples each input on its own.
-    auto twice = m->add_instruction(test::test_scale{2.0f}, {x});
-    m->add_return({m->add_instruction(test::test_scale{1.5f}, {twice})});
-    return p;
-}
-
-argument rows_of(std::size_t rows, std::size_t cols, float first = 1.0f) {
-    argument a(shape(type::float32, {rows, cols}));
-    for (std::size_t i = 0; i < rows * cols; ++i) a.data_as<float>()[i] = first + static_cast<float>(i % 7);
-    return a;
-}
-
-// Checks r == 3 * rows_of(rows, cols, first).
-void expect_tripled(const argument& r, std::size_t rows, std::size_t cols, float first = 1.0f) {
-    ASSERT_EQ(r.get_shape().lens(), (std::vector<std::size_t>{rows, cols}));
-    const float* v = r.data_as<float>();
-    for (std::size_t i : {std::size_t{0}, rows * cols / 2, rows * cols - 1})
-        ASSERT_EQ(v[i], 3.0f * (first + static_cast<float>(i % 7))) << "element " << i;
-}
-
-std::size_t resident_bytes() {
-    std::ifstream statm("/proc/self/statm");
-    std::size_t size = 0, resident = 0;
-    statm >> size >> resident;
-    return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-}
-
-std::size_t trimmed_resident_bytes() {
-#if defined(__GLIBC__)
-    ::malloc_trim(0);
-#endif
-    return resident_bytes();
-}
-
-compile_options bounded(std::size_t max) {
-    compile_options o;
-    o.max_specializations = max;
-    return o;
-}
-
-}  // namespace
 
 TEST(specialization, default_bound_is_small) {
     EXPECT_EQ(compile_options{}.max_specializations, 8u);
@@ -185,8 +50,9 @@ TEST(specialization, default_bound_is_small) {
 // counted exactly (against an LRU model), and resident memory stays bounded.
 TEST(specialization, two_hundred_shapes_stay_bounded) {
     constexpr std::size_t cols = 1024, bound = 4;
+    gate().reset(0, 0);
     auto p = make_model(cols);
-    p.compile(*get_target("ref"), bounded(bound));
+    p.compile(*get_target("core_test_gated"), bounded(bound));
     p.eval({{"x", rows_of(1, cols)}});
     const auto rss_before = trimmed_resident_bytes();
 
@@ -332,8 +198,9 @@ TEST(specialization, failed_compile_is_not_cached) {
 // An evicted specialization's memory (its arena here, 32 MiB) goes back.
 TEST(specialization, eviction_frees_memory_and_the_arena_is_reused) {
     constexpr std::size_t cols = std::size_t{1} << 20, big = 8;
+    gate().reset(0, 0);
     auto p = make_model(cols);
-    p.compile(*get_target("ref"), bounded(1));
+    p.compile(*get_target("core_test_gated"), bounded(1));
     p.eval({{"x", rows_of(1, cols)}});
     // Measured with the heap trimmed, so the freed inputs and results of the calls do
     // not count: only what the cached specialization holds.
@@ -364,8 +231,9 @@ TEST(specialization, eviction_frees_memory_and_the_arena_is_reused) {
 }
 
 TEST(specialization, bound_survives_save_and_load) {
+    gate().reset(0, 0);
     auto p = make_model(8);
-    p.compile(*get_target("ref"), bounded(2));
+    p.compile(*get_target("core_test_gated"), bounded(2));
     auto bytes = save_buffer(p);
     auto q = load_buffer(bytes.data(), bytes.size());
     EXPECT_EQ(q.get_compile_options().max_specializations, 2u);

@@ -36,6 +36,7 @@ struct match {
 
 std::optional<match> match_at(instruction_ref sm) {
     const auto axis = sm->get_operator().to_value().at("axis").get_int64();
+    if (sm->get_shape().dynamic()) return std::nullopt;  // a generic program's: no kernel for ranges
     const auto rank = static_cast<std::int64_t>(sm->get_shape().ndim());
     if (rank < 3 || (axis != -1 && axis != rank - 1)) return std::nullopt;
     match mt;

@@ -389,10 +389,25 @@ void blocked_for_depthwise_fusion(lower_env& env) {
     }
 }
 
+// A convolution over a range of shapes would run on the reference kernel, orders of
+// magnitude slower than a specialization's oneDNN primitive: the cpu target builds no
+// generic program for it, and the program is specialized per set of shapes instead.
+void refuse_dynamic_convolutions(const module& m) {
+    for (auto& ins : m) {
+        if (ins.name() != "convolution" && ins.name() != "deconvolution") continue;
+        bool dynamic = ins.get_shape().dynamic();
+        for (auto in : ins.inputs()) dynamic = dynamic || (in->get_shape().is_tensor() && in->get_shape().dynamic());
+        if (dynamic)
+            throw_error(error_code::unsupported, "cpu: " + ins.name() + " -> " + ins.get_shape().to_string() +
+                                                     " has no kernel for a range of shapes yet");
+    }
+}
+
 }  // namespace
 
 void lowering::apply(module& m) const {
     if (!ctx) throw_error(error_code::runtime, "cpu::lowering: no cpu context");
+    refuse_dynamic_convolutions(m);
     omp_threads_scope threads(ctx->threads());
     lower_env env{m, *ctx, {}, {}, {}, {}, {}};
     fold_layer_norm_patterns(m);

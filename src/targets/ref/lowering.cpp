@@ -34,6 +34,9 @@ void lowering::apply(module& m) const {
         if (op.any_cast<kernel>() || op.any_cast<builtin::get_tuple_elem>()) continue;
         // Control flow, views, dynamic or non-tensor results keep the generic compute.
         if (!ins->module_inputs().empty() || !s.is_tensor() || s.dynamic()) continue;
+        // Shape arithmetic of a dynamic program (values that follow from its named dims)
+        // keeps the generic compute too: its users infer their shapes from those values.
+        if (s.has_values()) continue;
         if (op.output_alias(to_shapes(ins->inputs())) >= 0) continue;
         if (op.traits().nondeterministic && op.traits().side_effects) continue;
         auto buffer = m.insert_instruction(ins, builtin::allocate{s.as_standard()}, {});

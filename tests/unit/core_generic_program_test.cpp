@@ -1,0 +1,183 @@
+// Unit tests of a dynamic program's generic program (src/core/program.cpp): compiled
+// once, it runs every shape in range without compiling; shapes that recur (or sit at
+// the inputs' optimals) get specializations compiled in the background while the
+// generic program serves their calls, so no call waits for a compile; a failed
+// background compile leaves the shapes on the generic program; the option survives
+// .kiln save and load.
+#include "specialization_gate.hpp"
+
+#include <kiln/errors.hpp>
+#include <kiln/program.hpp>
+#include <kiln/serialize.hpp>
+#include <kiln/target.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+using namespace kiln;
+using namespace kiln::test::spec;
+
+namespace {
+
+compile_options after(std::size_t n) {
+    compile_options o;
+    o.specialize_after = n;
+    return o;
+}
+
+}  // namespace
+
+TEST(generic_program, runs_every_shape_without_compiling) {
+    constexpr std::size_t cols = 16;
+    auto p = make_model(cols);
+    p.compile(*get_target("ref"), after(0));
+    auto s = p.get_specialization_stats();
+    ASSERT_TRUE(s.generic) << s.generic_unavailable;
+    EXPECT_EQ(s.generic_unavailable, "");
+    for (std::size_t rows = 1; rows <= 200; ++rows) expect_tripled(p.eval({{"x", rows_of(rows, cols)}})[0], rows, cols);
+    for (std::size_t rows : {7, 7, 7}) expect_tripled(p.eval({{"x", rows_of(rows, cols)}})[0], rows, cols);
+    s = p.get_specialization_stats();
+    EXPECT_EQ(s.compiles, 0u);
+    EXPECT_EQ(s.cached, 0u);
+    EXPECT_EQ(s.generic_runs, 203u);
+    EXPECT_EQ(s.hits, 0u);
+}
+
+TEST(generic_program, default_specializes_on_the_second_call) {
+    EXPECT_EQ(compile_options{}.specialize_after, 2u);
+    auto p = make_model(8);
+    p.compile(*get_target("ref"));
+    for (std::size_t rows : {3, 4, 5}) expect_tripled(p.eval({{"x", rows_of(rows, 8)}})[0], rows, 8);
+    p.finish_specializations();
+    EXPECT_EQ(p.get_specialization_stats().compiles, 0u);  // each shape came once
+    expect_tripled(p.eval({{"x", rows_of(4, 8)}})[0], 4, 8);
+    p.finish_specializations();
+    EXPECT_EQ(p.get_specialization_stats().compiles, 1u);
+    expect_tripled(p.eval({{"x", rows_of(4, 8)}})[0], 4, 8);
+    auto s = p.get_specialization_stats();
+    EXPECT_EQ(s.hits, 1u);
+    EXPECT_EQ(s.background_compiles, 1u);
+    EXPECT_EQ(s.generic_runs, 4u);
+}
+
+// The compile of rows 5 is held at the gate: the calls of rows 5 (and of a new shape)
+// go on on the generic program meanwhile, and use the specialization once it is ready.
+TEST(generic_program, calls_never_wait_for_a_background_compile) {
+    constexpr std::size_t cols = 16;
+    auto& g = gate();
+    g.reset(/*hold*/ 5, /*fail*/ 0);
+    auto p = make_model(cols);
+    p.compile(*get_target("core_test_gated_generic"), after(2));
+    ASSERT_TRUE(p.get_specialization_stats().generic) << p.get_specialization_stats().generic_unavailable;
+    expect_tripled(p.eval({{"x", rows_of(5, cols)}})[0], 5, cols);
+    expect_tripled(p.eval({{"x", rows_of(5, cols)}})[0], 5, cols);  // queues its compile
+    ASSERT_TRUE(g.wait_for_waiting(1)) << "the background compile of rows 5 never reached the gate";
+    for (int i = 0; i < 10; ++i) {
+        expect_tripled(p.eval({{"x", rows_of(5, cols, 2.0f)}})[0], 5, cols, 2.0f);
+        expect_tripled(p.eval({{"x", rows_of(6, cols)}})[0], 6, cols);  // queued behind rows 5's
+    }
+    bool ended = false;
+    {
+        std::lock_guard<std::mutex> lock(g.m);
+        ended = g.held_compile_ended;
+    }
+    EXPECT_FALSE(ended) << "a call waited for the background compile";
+    auto s = p.get_specialization_stats();
+    EXPECT_EQ(s.generic_runs, 22u);
+    EXPECT_EQ(s.compiles, 0u);
+    EXPECT_EQ(s.cached, 2u);  // both compiling
+    g.release();
+    p.finish_specializations();
+    expect_tripled(p.eval({{"x", rows_of(5, cols)}})[0], 5, cols);
+    expect_tripled(p.eval({{"x", rows_of(6, cols)}})[0], 6, cols);
+    s = p.get_specialization_stats();
+    EXPECT_EQ(s.compiles, 2u);
+    EXPECT_EQ(s.background_compiles, 2u);
+    EXPECT_EQ(s.hits, 2u);
+    EXPECT_EQ(s.generic_runs, 22u);
+    EXPECT_EQ(g.compiles_of(5), 1u);
+}
+
+// Two threads run different shapes on one program while a compile is held: both finish.
+TEST(generic_program, two_threads_with_different_shapes) {
+    constexpr std::size_t cols = 32;
+    auto& g = gate();
+    g.reset(/*hold*/ 3, /*fail*/ 0);
+    auto p = make_model(cols);
+    p.compile(*get_target("core_test_gated_generic"), after(1));
+    std::atomic<int> bad{0};
+    auto worker = [&](std::size_t rows, float first) {
+        for (int i = 0; i < 50; ++i) {
+            auto r = p.eval({{"x", rows_of(rows, cols, first)}})[0];
+            const float* v = r.data_as<float>();
+            if (r.get_shape().lens() != std::vector<std::size_t>{rows, cols} || v[0] != 3.0f * first) ++bad;
+        }
+    };
+    std::thread a(worker, 3, 1.0f);
+    std::thread b(worker, 11, 4.0f);
+    a.join();
+    b.join();
+    EXPECT_EQ(bad.load(), 0);
+    bool ended = false;
+    {
+        std::lock_guard<std::mutex> lock(g.m);
+        ended = g.held_compile_ended;
+    }
+    EXPECT_FALSE(ended) << "thread A's calls waited for the held compile of its shape";
+    g.release();
+    p.finish_specializations();
+    EXPECT_EQ(p.get_specialization_stats().compiles, 2u);
+}
+
+TEST(generic_program, shapes_at_the_optimals_specialize_on_their_first_call) {
+    program p;
+    auto* m = p.get_main_module();
+    auto x = m->add_parameter("x", shape::make_dynamic(type::float32, {{1, 64, {4, 8}}, {8, 8, {}}}));
+    auto twice = m->add_instruction(test::test_scale{2.0f}, {x});
+    m->add_return({m->add_instruction(test::test_scale{1.5f}, {twice})});
+    p.compile(*get_target("ref"), after(5));
+    expect_tripled(p.eval({{"x", rows_of(3, 8)}})[0], 3, 8);  // not an optimal
+    expect_tripled(p.eval({{"x", rows_of(8, 8)}})[0], 8, 8);  // an optimal: queued
+    p.finish_specializations();
+    auto s = p.get_specialization_stats();
+    EXPECT_EQ(s.compiles, 1u);
+    EXPECT_EQ(s.generic_runs, 2u);
+    expect_tripled(p.eval({{"x", rows_of(8, 8)}})[0], 8, 8);
+    EXPECT_EQ(p.get_specialization_stats().hits, 1u);
+}
+
+// A background compile that fails is counted and not tried again; the generic program
+// goes on serving those shapes.
+TEST(generic_program, failed_background_compile_keeps_the_generic_program) {
+    constexpr std::size_t cols = 16;
+    auto& g = gate();
+    g.reset(/*hold*/ 0, /*fail*/ 9);
+    auto p = make_model(cols);
+    p.compile(*get_target("core_test_gated_generic"), after(1));
+    for (int i = 0; i < 5; ++i) {
+        expect_tripled(p.eval({{"x", rows_of(9, cols)}})[0], 9, cols);
+        p.finish_specializations();
+    }
+    auto s = p.get_specialization_stats();
+    EXPECT_EQ(s.failed_compiles, 1u);
+    EXPECT_EQ(s.compiles, 0u);
+    EXPECT_EQ(s.cached, 0u);
+    EXPECT_EQ(s.generic_runs, 5u);
+    EXPECT_EQ(g.compiles_of(9), 1u);
+}
+
+TEST(generic_program, survives_save_and_load) {
+    auto p = make_model(8);
+    p.compile(*get_target("ref"), after(3));
+    auto bytes = save_buffer(p);
+    auto q = load_buffer(bytes.data(), bytes.size());
+    EXPECT_EQ(q.get_compile_options().specialize_after, 3u);
+    EXPECT_TRUE(q.get_specialization_stats().generic);
+    for (std::size_t rows : {1, 2, 3, 4}) expect_tripled(q.eval({{"x", rows_of(rows, 8)}})[0], rows, 8);
+    auto s = q.get_specialization_stats();
+    EXPECT_EQ(s.generic_runs, 4u);
+    EXPECT_EQ(s.compiles, 0u);
+}
