@@ -136,6 +136,9 @@ private:
     // one becomes the generic program).
     void compile_pipeline(const target& t, const compile_options& options);
     std::vector<argument> eval_impl(const param_map& params, std::vector<instruction_profile>* profile) const;
+    // eval_impl after the inputs were checked (and defaults added): a dynamic program
+    // hands them to the program it chose without checking them again.
+    std::vector<argument> run_checked(param_map checked, std::vector<instruction_profile>* profile) const;
     std::unique_ptr<impl> impl_;
 };
 

@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <ostream>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <tuple>
@@ -127,6 +128,14 @@ struct specialization_cache {
     std::shared_ptr<const target> tgt;
     compile_options options;
     spec_ptr generic;  // null where the target could not build it
+    // Compiled ahead for the inputs' optimals: the dims with optimals fixed at one of them,
+    // the others still ranges (a decoder's sequence at 1 with its past length free).
+    struct partial {
+        std::vector<std::tuple<std::string, std::size_t, std::size_t>> fixed;  // input, axis, size
+        bool fully_static = false;
+        spec_ptr compiled;
+    };
+    std::vector<partial> partials;
     // Calls per set of shapes not specialized yet (cleared when it grows large), and the
     // sets whose background compile failed (not tried again).
     std::unordered_map<std::string, std::size_t> seen;
@@ -149,6 +158,37 @@ struct specialization_cache {
     }
 };
 
+// What eval checks its inputs against: the caller-visible parameters of the main module
+// and their named dims (parsed once), computed when a program is compiled.
+struct parameter_info {
+    struct named_dim {
+        std::string input;
+        std::size_t axis;
+        std::string symbol;
+        dim_expr expr;
+    };
+    std::vector<const instruction*> params;
+    std::vector<named_dim> named;
+};
+
+namespace {
+std::shared_ptr<const parameter_info> describe_parameters(const module& m) {
+    auto info = std::make_shared<parameter_info>();
+    for (auto& ins : m) {
+        if (!ins.is_param() || is_internal_parameter(ins.param_name())) continue;
+        info->params.push_back(&ins);
+        if (!ins.get_shape().is_tensor() || !ins.get_shape().dynamic()) continue;
+        const auto& dd = ins.get_shape().dyn_dims();
+        for (std::size_t i = 0; i < dd.size(); ++i) {
+            if (dd[i].symbol.empty()) continue;
+            if (auto e = dim_expr::parse(dd[i].symbol))
+                info->named.push_back({ins.param_name(), i, dd[i].symbol, *e});
+        }
+    }
+    return info;
+}
+}  // namespace
+
 struct program::impl {
     std::list<std::unique_ptr<module>> modules;
     std::vector<std::string> output_names;
@@ -164,6 +204,8 @@ struct program::impl {
     shape scratch_shape;  // the planned arena's
     std::shared_ptr<std::map<const module*, std::unique_ptr<exec_plan>>> plans;
     std::shared_ptr<std::mutex> plans_mutex = std::make_shared<std::mutex>();
+
+    std::shared_ptr<const parameter_info> params;  // of a compiled program (else worked out per eval)
 
     // Dynamic programs: the parsed program and its compiled specializations.
     std::shared_ptr<const program> source;
@@ -194,6 +236,8 @@ specialization_cache::shape_map parameter_shapes(module& main, const param_map& 
         if (main.get_parameter(name) != main.end()) shapes.emplace(name, arg.get_shape().as_standard());
     return shapes;
 }
+
+void compile_partials(specialization_cache& cache, const target& t);  // below
 
 // Compiles `source` for the concrete `shapes` of its parameters.
 std::shared_ptr<const specialization> compile_specialization(const program& source, const target& t,
@@ -240,6 +284,7 @@ program& program::operator=(const program& other) {
     fresh->scratch_shape = other.impl_->scratch_shape;
     fresh->source = other.impl_->source;
     fresh->specializations = other.impl_->specializations;
+    if (fresh->compiled) fresh->params = describe_parameters(*fresh->modules.front());
     impl_ = std::move(fresh);
     return *this;
 }
@@ -342,8 +387,12 @@ void program::compile(const target& t, const compile_options& options) {
         } catch (const std::exception& e) {
             cache->stats.generic_unavailable = e.what();
         }
+        // The shapes the inputs name as optimal, compiled ahead (with a generic program to
+        // fall back on; without one, every shape is specialized on its first call anyway).
+        if (cache->generic && options.specialize_after != 0) compile_partials(*cache, t);
         impl_->source = std::move(source);
         impl_->specializations = std::move(cache);
+        impl_->params = describe_parameters(*get_main_module());
         impl_->ctx = t.make_context(options);
         impl_->compiled = true;
         return;
@@ -370,6 +419,7 @@ void program::restore_compiled(const target& t, const compile_options& options) 
     impl_->scratch_shape = scratch != get_main_module()->end() ? scratch->get_shape() : shape();
     impl_->plans = std::make_shared<std::map<const module*, std::unique_ptr<exec_plan>>>();
     for (auto m : get_modules()) impl_->plans->emplace(m, std::make_unique<exec_plan>(*m));
+    impl_->params = describe_parameters(*get_main_module());
     impl_->compiled = true;
 }
 
@@ -394,67 +444,60 @@ bool fits(const shape& declared, const shape& actual) {
 // Inputs whose dims share a name ("batch", "past") must agree on its size, and a dim
 // spelled as an expression ("past + sequence") must equal it: shape inference relied on
 // that, and a clear error here beats a shape error deep inside the specialized program.
-void check_named_dims(const module& m, const param_map& args) {
+void check_named_dims(const parameter_info& info, const param_map& args) {
     struct seen_at {
         std::int64_t size;
-        std::string input;
+        const std::string* input;
         std::size_t dim;
     };
     std::map<std::string, seen_at> sizes;
-    std::vector<std::tuple<std::string, std::size_t, dim_expr, std::int64_t>> expressions;
-    for (auto& ins : m) {
-        if (!ins.is_param() || !ins.get_shape().is_tensor() || !ins.get_shape().dynamic()) continue;
-        auto a = args.find(ins.param_name());
+    std::vector<std::pair<const parameter_info::named_dim*, std::int64_t>> expressions;
+    for (auto& nd : info.named) {
+        auto a = args.find(nd.input);
         if (a == args.end() || !a->second.get_shape().is_tensor() || a->second.get_shape().dynamic()) continue;
-        const auto& dd = ins.get_shape().dyn_dims();
         const auto& lens = a->second.get_shape().lens();
-        for (std::size_t i = 0; i < dd.size() && i < lens.size(); ++i) {
-            if (dd[i].symbol.empty()) continue;
-            auto e = dim_expr::parse(dd[i].symbol);
-            if (!e) continue;
-            auto size = static_cast<std::int64_t>(lens[i]);
-            if (!e->is_symbol()) {
-                expressions.emplace_back(ins.param_name(), i, *e, size);
-                continue;
-            }
-            auto [it, fresh] = sizes.try_emplace(dd[i].symbol, seen_at{size, ins.param_name(), i});
-            if (!fresh && it->second.size != size)
-                throw_error(error_code::shape, "input '" + ins.param_name() + "': dim " + std::to_string(i) + " is '" +
-                                                   dd[i].symbol + "', which input '" + it->second.input + "' (dim " +
-                                                   std::to_string(it->second.dim) + ") gives as " +
-                                                   std::to_string(it->second.size) + ", but it is " +
-                                                   std::to_string(size) + " here (" +
-                                                   a->second.get_shape().to_string() + ")");
+        if (nd.axis >= lens.size()) continue;
+        auto size = static_cast<std::int64_t>(lens[nd.axis]);
+        if (!nd.expr.is_symbol()) {
+            expressions.emplace_back(&nd, size);
+            continue;
         }
+        auto [it, fresh] = sizes.try_emplace(nd.symbol, seen_at{size, &nd.input, nd.axis});
+        if (!fresh && it->second.size != size)
+            throw_error(error_code::shape, "input '" + nd.input + "': dim " + std::to_string(nd.axis) + " is '" +
+                                               nd.symbol + "', which input '" + *it->second.input + "' (dim " +
+                                               std::to_string(it->second.dim) + ") gives as " +
+                                               std::to_string(it->second.size) + ", but it is " +
+                                               std::to_string(size) + " here (" + a->second.get_shape().to_string() +
+                                               ")");
     }
+    if (expressions.empty()) return;
     std::map<std::string, std::int64_t> values;
     for (auto& [name, at] : sizes) values[name] = at.size;
-    for (auto& [input, i, e, size] : expressions) {
-        auto v = e.evaluate(values);
+    for (auto& [nd, size] : expressions) {
+        auto v = nd->expr.evaluate(values);
         if (v && *v != size)
-            throw_error(error_code::shape, "input '" + input + "': dim " + std::to_string(i) + " is '" + e.to_string() +
-                                               "' = " + std::to_string(*v) + " by the other inputs, but it is " +
-                                               std::to_string(size) + " here");
+            throw_error(error_code::shape, "input '" + nd->input + "': dim " + std::to_string(nd->axis) + " is '" +
+                                               nd->expr.to_string() + "' = " + std::to_string(*v) +
+                                               " by the other inputs, but it is " + std::to_string(size) + " here");
     }
 }
 
-void check_parameters(const module& m, const param_map& given, const std::map<std::string, literal>& defaults,
-                      param_map& out) {
-    for (auto& ins : m) {
-        if (!ins.is_param()) continue;
-        const auto& name = ins.param_name();
-        if (is_internal_parameter(name)) continue;
+void check_parameters(const parameter_info& info, const param_map& given,
+                      const std::map<std::string, literal>& defaults, param_map& out) {
+    for (const instruction* p : info.params) {
+        const auto& name = p->param_name();
         auto it = given.find(name);
         if (it == given.end()) {
             auto d = defaults.find(name);
             if (d == defaults.end())
                 throw_error(error_code::invalid_argument,
-                            "missing input '" + name + "': expected " + describe(ins.get_shape()));
+                            "missing input '" + name + "': expected " + describe(p->get_shape()));
             out[name] = d->second.get_argument();
             continue;
         }
         const auto& actual = it->second.get_shape();
-        const auto& declared = ins.get_shape();
+        const auto& declared = p->get_shape();
         if (declared.is_tensor() && actual.is_tensor() && declared.get_type() != actual.get_type())
             throw_error(error_code::type, "input '" + name + "': expected element type " +
                                               std::string(type_name(declared.get_type())) + " (" + describe(declared) +
@@ -464,16 +507,13 @@ void check_parameters(const module& m, const param_map& given, const std::map<st
                         "input '" + name + "': expected " + describe(declared) + ", got " + describe(actual));
         out[name] = it->second;
     }
-    check_named_dims(m, out);
+    check_named_dims(info, out);
     for (auto& [name, arg] : given) {
         if (is_internal_parameter(name)) continue;
-        bool known = false;
-        for (auto& ins : m) known = known || (ins.is_param() && ins.param_name() == name);
-        if (!known) {
+        // Every parameter of the module is in `out` now (given or defaulted).
+        if (out.find(name) == out.end()) {
             std::string names;
-            for (auto& ins : m)
-                if (ins.is_param() && !is_internal_parameter(ins.param_name()))
-                    names += (names.empty() ? "" : ", ") + ins.param_name();
+            for (const instruction* p : info.params) names += (names.empty() ? "" : ", ") + p->param_name();
             throw_error(error_code::invalid_argument, "unknown input '" + name + "' (the inputs are: " + names + ")");
         }
     }
@@ -483,30 +523,141 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::string signature(const param_map& params) {
-    std::map<std::string, std::string> sorted;
-    for (auto& [k, v] : params) sorted[k] = v.get_shape().to_string();
+// The cache key of a set of input shapes: each input's name, element type and dims in
+// the module's parameter order.
+std::string signature(const parameter_info& info, const param_map& params) {
     std::string s;
-    for (auto& [k, v] : sorted) s += k + ":" + v + ";";
+    for (const instruction* p : info.params) {
+        auto it = params.find(p->param_name());
+        if (it == params.end()) continue;
+        const auto& sh = it->second.get_shape();
+        s += p->param_name();
+        s += ':';
+        if (!sh.is_tensor() || sh.dynamic()) {
+            s += sh.to_string();
+        } else {
+            s += type_name(sh.get_type());
+            for (auto d : sh.lens()) {
+                s += ',';
+                s += std::to_string(d);
+            }
+        }
+        s += ';';
+    }
     return s;
 }
 
-// Whether every dynamic dim of every input is at one of its optimals (and some has them).
-bool at_optimals(const module& main, const param_map& args) {
-    bool any = false;
+// The first program compiled for the optimals whose fixed dims these inputs have.
+const specialization_cache::partial* matching_partial(const specialization_cache& cache, const param_map& args) {
+    for (auto& p : cache.partials) {
+        bool match = true;
+        for (auto& [input, axis, size] : p.fixed) {
+            auto a = args.find(input);
+            match = a != args.end() && a->second.get_shape().is_tensor() && !a->second.get_shape().dynamic() &&
+                    axis < a->second.get_shape().ndim() && a->second.get_shape().lens()[axis] == size;
+            if (!match) break;
+        }
+        if (match) return &p;
+    }
+    return nullptr;
+}
+
+// The input shapes of the programs worth compiling ahead: each combination of the
+// optimals of the dims that have them (at most `limit`), with those dims fixed and the
+// others left as ranges. Dims that share a name are fixed together; a dim spelled as an
+// expression ("past + sequence") is fixed when all its names are.
+std::vector<specialization_cache::shape_map> optimal_shape_sets(const module& main, std::size_t limit) {
+    struct dim_at {
+        std::string input;
+        std::size_t axis;
+    };
+    std::map<std::string, std::vector<dim_at>> groups;  // name (or "#input:axis") -> its dims
+    std::map<std::string, std::set<std::size_t>> optimals;
+    std::vector<std::pair<dim_at, dim_expr>> expressions;
+    std::map<std::string, shape> declared;
     for (auto& ins : main) {
         if (!ins.is_param() || !ins.get_shape().is_tensor() || !ins.get_shape().dynamic()) continue;
-        auto a = args.find(ins.param_name());
-        if (a == args.end() || !a->second.get_shape().is_tensor()) return false;
+        declared.emplace(ins.param_name(), ins.get_shape());
         const auto& dd = ins.get_shape().dyn_dims();
-        const auto& lens = a->second.get_shape().lens();
-        for (std::size_t i = 0; i < dd.size() && i < lens.size(); ++i) {
+        for (std::size_t i = 0; i < dd.size(); ++i) {
             if (dd[i].is_fixed()) continue;
-            if (!dd[i].has_optimal() || dd[i].optimals.count(lens[i]) == 0) return false;
-            any = true;
+            auto e = dd[i].symbol.empty() ? std::nullopt : dim_expr::parse(dd[i].symbol);
+            if (e && !e->is_symbol()) {
+                expressions.emplace_back(dim_at{ins.param_name(), i}, *e);
+                continue;
+            }
+            auto name = e ? dd[i].symbol : "#" + ins.param_name() + ":" + std::to_string(i);
+            groups[name].push_back({ins.param_name(), i});
+            optimals[name].insert(dd[i].optimals.begin(), dd[i].optimals.end());
         }
     }
-    return any;
+    std::vector<std::map<std::string, std::int64_t>> combos{{}};
+    for (auto& [name, opts] : optimals) {
+        if (opts.empty()) continue;
+        std::vector<std::map<std::string, std::int64_t>> next;
+        for (auto& c : combos)
+            for (auto v : opts) {
+                if (next.size() >= limit) break;
+                auto d = c;
+                d[name] = static_cast<std::int64_t>(v);
+                next.push_back(std::move(d));
+            }
+        combos = std::move(next);
+    }
+    std::vector<specialization_cache::shape_map> sets;
+    if (combos.size() == 1 && combos.front().empty()) return sets;  // no optimals at all
+    for (auto& values : combos) {
+        std::map<std::string, std::vector<dynamic_dimension>> dims;
+        for (auto& [input, s] : declared) dims[input] = s.dyn_dims();
+        for (auto& [name, v] : values)
+            for (auto& d : groups[name]) dims[d.input][d.axis] = dynamic_dimension{std::size_t(v), std::size_t(v), {}};
+        for (auto& [at, e] : expressions)
+            if (auto v = e.evaluate(values); v && *v >= 0)
+                dims[at.input][at.axis] = dynamic_dimension{std::size_t(*v), std::size_t(*v), {}};
+        specialization_cache::shape_map set;
+        for (auto& [input, d] : dims) set.emplace(input, shape::make_dynamic(declared.at(input).get_type(), d));
+        sets.push_back(std::move(set));
+    }
+    return sets;
+}
+
+// Compiles the programs for the optimals (see optimal_shape_sets) into `cache`. One that
+// fails to compile, or whose free dims the target cannot build a generic program for,
+// is left out: the generic program serves those shapes.
+void compile_partials(specialization_cache& cache, const target& t) {
+    const std::size_t limit = std::max<std::size_t>(1, std::min<std::size_t>(4, cache.max ? cache.max : 4));
+    for (auto& set : optimal_shape_sets(*cache.source->get_main_module(), limit)) {
+        specialization_cache::partial part;
+        part.fully_static = true;
+        for (auto& [input, s] : set) {
+            part.fully_static = part.fully_static && !s.dynamic();
+            if (!s.dynamic()) {
+                for (std::size_t i = 0; i < s.ndim(); ++i) part.fixed.emplace_back(input, i, s.lens()[i]);
+                continue;
+            }
+            const auto& dd = s.dyn_dims();
+            for (std::size_t i = 0; i < dd.size(); ++i)
+                if (dd[i].is_fixed()) part.fixed.emplace_back(input, i, dd[i].min);
+        }
+        auto t0 = std::chrono::steady_clock::now();
+        try {
+            auto s = new_specialization(*cache.source);
+            s->prog.get_main_module()->set_parameter_shapes(set);
+            auto options = cache.options;
+            options.specialize_after = 0;  // its free dims run on its own generic program
+            s->prog.compile(t, options);
+            if (!part.fully_static && !s->prog.get_specialization_stats().generic)
+                throw_error(error_code::unsupported, s->prog.get_specialization_stats().generic_unavailable);
+            s->usage = s->prog.get_memory_usage();
+            part.compiled = std::move(s);
+            ++cache.stats.compiles;
+            cache.stats.compile_ms += ms_since(t0);
+            cache.partials.push_back(std::move(part));
+        } catch (const std::exception&) {
+            ++cache.stats.failed_compiles;
+            cache.stats.compile_ms += ms_since(t0);
+        }
+    }
 }
 
 bool is_ready(const std::shared_future<specialization_cache::spec_ptr>& f) {
@@ -604,7 +755,7 @@ void queue_background_compile(specialization_cache& cache, const std::string& ke
 // another caller (waited for) or compiled here, outside the cache's lock.
 std::shared_ptr<const specialization> specialization_for(const program::impl& I, const param_map& checked) {
     auto& cache = *I.specializations;
-    auto key = signature(checked);
+    auto key = signature(*I.params, checked);
     std::shared_future<specialization_cache::spec_ptr> ready;
     std::promise<specialization_cache::spec_ptr> promise;
     std::uint64_t id = 0;
@@ -618,16 +769,25 @@ std::shared_ptr<const specialization> specialization_for(const program::impl& I,
             ready = it->second.ready;
             ++cache.stats.hits;
         } else if (cache.generic) {
-            // Compiling in the background, or not specialized (yet): the generic program.
+            // Compiling in the background, or not specialized (yet): a program compiled for
+            // the optimals that covers these shapes, else the generic program.
+            const auto* part = matching_partial(cache, checked);
             const auto after = cache.options.specialize_after;
-            if (it == cache.entries.end() && after != 0 && cache.failed.count(key) == 0) {
+            if (it == cache.entries.end() && after != 0 && cache.failed.count(key) == 0 &&
+                !(part && part->fully_static)) {
                 if (cache.seen.size() > 4096) cache.seen.clear();
                 auto& calls = cache.seen[key];
                 ++calls;
-                if (calls >= after || at_optimals(*cache.source->get_main_module(), checked)) {
+                if (calls >= after) {
                     cache.seen.erase(key);
                     queue_background_compile(cache, key, checked, evicted);
                 }
+            }
+            if (part) {
+                ++cache.stats.hits;
+                cache.last_usage = part->compiled->usage;
+                cache.has_last = true;
+                return part->compiled;
             }
             ++cache.stats.generic_runs;
             // The generic program's own sizes are ranges: the inputs' are this call's.
@@ -669,11 +829,16 @@ std::vector<argument> program::eval(const param_map& params, std::vector<instruc
 std::vector<argument> program::eval_impl(const param_map& params, std::vector<instruction_profile>* profile) const {
     const auto& I = *impl_;
     param_map checked;
-    check_parameters(*get_main_module(), params, I.defaults, checked);
+    check_parameters(I.params ? *I.params : *describe_parameters(*get_main_module()), params, I.defaults, checked);
+    return run_checked(std::move(checked), profile);
+}
 
+std::vector<argument> program::run_checked(param_map checked, std::vector<instruction_profile>* profile) const {
+    const auto& I = *impl_;
     if (I.source) {
+        // Checked against the ranges here; the program chosen takes them as they are.
         auto spec = specialization_for(I, checked);  // held until this eval ends, even if evicted meanwhile
-        return spec->prog.eval_impl(checked, profile);
+        return spec->prog.run_checked(std::move(checked), profile);
     }
 
     context& ctx = get_context();

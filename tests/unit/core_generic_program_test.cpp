@@ -1,9 +1,9 @@
 // Unit tests of a dynamic program's generic program (src/core/program.cpp): compiled
-// once, it runs every shape in range without compiling; shapes that recur (or sit at
-// the inputs' optimals) get specializations compiled in the background while the
-// generic program serves their calls, so no call waits for a compile; a failed
-// background compile leaves the shapes on the generic program; the option survives
-// .kiln save and load.
+// once, it runs every shape in range without compiling; the inputs' optimals are compiled
+// ahead; shapes that recur get specializations compiled in the background while the
+// generic program serves their calls, so no call waits for a compile; a failed background
+// compile leaves the shapes on the generic program; the option survives .kiln save and
+// load.
 #include "specialization_gate.hpp"
 
 #include <kiln/errors.hpp>
@@ -132,21 +132,54 @@ TEST(generic_program, two_threads_with_different_shapes) {
     EXPECT_EQ(p.get_specialization_stats().compiles, 2u);
 }
 
-TEST(generic_program, shapes_at_the_optimals_specialize_on_their_first_call) {
+program scaled_model(shape x_shape) {
     program p;
     auto* m = p.get_main_module();
-    auto x = m->add_parameter("x", shape::make_dynamic(type::float32, {{1, 64, {4, 8}}, {8, 8, {}}}));
+    auto x = m->add_parameter("x", std::move(x_shape));
     auto twice = m->add_instruction(test::test_scale{2.0f}, {x});
     m->add_return({m->add_instruction(test::test_scale{1.5f}, {twice})});
+    return p;
+}
+
+// The optimals are compiled ahead, at compile(): here every dynamic dim has optimals, so
+// each combination is a static program.
+TEST(generic_program, optimals_are_compiled_ahead) {
+    auto p = scaled_model(shape::make_dynamic(type::float32, {{1, 64, {4, 8}}, {8, 8, {}}}));
     p.compile(*get_target("ref"), after(5));
-    expect_tripled(p.eval({{"x", rows_of(3, 8)}})[0], 3, 8);  // not an optimal
-    expect_tripled(p.eval({{"x", rows_of(8, 8)}})[0], 8, 8);  // an optimal: queued
+    EXPECT_EQ(p.get_specialization_stats().compiles, 2u);
+    expect_tripled(p.eval({{"x", rows_of(3, 8)}})[0], 3, 8);  // not an optimal: generic
+    expect_tripled(p.eval({{"x", rows_of(8, 8)}})[0], 8, 8);
+    expect_tripled(p.eval({{"x", rows_of(4, 8)}})[0], 4, 8);
     p.finish_specializations();
     auto s = p.get_specialization_stats();
+    EXPECT_EQ(s.compiles, 2u);
+    EXPECT_EQ(s.generic_runs, 1u);
+    EXPECT_EQ(s.hits, 2u);
+}
+
+// A dim with optimals next to one without (a decoder's sequence at 1, its past free): the
+// program compiled ahead fixes the first and keeps the second a range, so it serves every
+// call at the optimal without compiling.
+TEST(generic_program, optimals_next_to_free_dims_compile_one_program_for_the_range) {
+    auto p = scaled_model(shape::make_dynamic(type::float32, {{1, 16, {1}}, {1, 64, {}}}));
+    p.compile(*get_target("ref"), after(100));
+    EXPECT_EQ(p.get_specialization_stats().compiles, 1u);
+    for (std::size_t cols = 1; cols <= 40; ++cols) expect_tripled(p.eval({{"x", rows_of(1, cols)}})[0], 1, cols);
+    expect_tripled(p.eval({{"x", rows_of(2, 5)}})[0], 2, 5);
+    auto s = p.get_specialization_stats();
     EXPECT_EQ(s.compiles, 1u);
-    EXPECT_EQ(s.generic_runs, 2u);
+    EXPECT_EQ(s.hits, 40u);
+    EXPECT_EQ(s.generic_runs, 1u);
+}
+
+// specialize_after 0 compiles nothing but the generic program, optimals or not.
+TEST(generic_program, specialize_after_zero_compiles_no_optimals) {
+    auto p = scaled_model(shape::make_dynamic(type::float32, {{1, 64, {4, 8}}, {8, 8, {}}}));
+    p.compile(*get_target("ref"), after(0));
     expect_tripled(p.eval({{"x", rows_of(8, 8)}})[0], 8, 8);
-    EXPECT_EQ(p.get_specialization_stats().hits, 1u);
+    auto s = p.get_specialization_stats();
+    EXPECT_EQ(s.compiles, 0u);
+    EXPECT_EQ(s.generic_runs, 1u);
 }
 
 // A background compile that fails is counted and not tried again; the generic program

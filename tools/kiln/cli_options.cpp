@@ -17,7 +17,10 @@ const std::vector<option_spec>& option_table() {
         {"--default-dim-value", "N", "1", "same as --batch"},
         {"--input-dim", "@name d1 d2 ...", "", "static dims of one input (repeatable)"},
         {"--dyn-input-dim", "@name \"[{min:1,max:8,optimals:[1,4]},3,224,224]\"", "",
-         "dynamic dims of one input: the program compiles per input shape (repeatable)"},
+         "dynamic dims of one input: one generic program runs every shape in range (repeatable)"},
+        {"--specialize-after", "N", "2",
+         "dynamic inputs: shapes seen N times get a specialization compiled in the background (0: never)"},
+        {"--max-specializations", "N", "8", "dynamic inputs: specializations kept (least recently used dropped; 0: all)"},
         {"--fp16", "", "off", "quantize to float16 (not implemented yet)"},
         {"--bf16", "", "off", "quantize to bfloat16 (not implemented yet)"},
         {"--int8", "", "off", "quantize to int8 with calibration (not implemented yet)"},
@@ -59,7 +62,8 @@ const std::vector<option_spec>& option_table() {
 const std::vector<std::string> shape_opts = {"--batch", "--default-dim-value", "--input-dim", "--dyn-input-dim"};
 const std::vector<std::string> compile_opts = {"--target", "--fp16", "--bf16", "--int8", "--calibration",
                                                "--fast-math", "--no-fast-math", "--exhaustive-tune", "--device-id",
-                                               "--offload-copy", "--no-offload-copy", "--threads"};
+                                               "--offload-copy", "--no-offload-copy", "--threads",
+                                               "--specialize-after", "--max-specializations"};
 const std::vector<std::string> input_opts = {"--input", "--input-file", "--seed"};
 
 std::vector<std::string> join(std::initializer_list<std::vector<std::string>> parts) {
@@ -306,6 +310,8 @@ options parse(const std::string& command, const std::vector<std::string>& args) 
         else if (a == "--offload-copy") o.offload_copy = true;
         else if (a == "--no-offload-copy") o.offload_copy = false;
         else if (a == "--threads") o.threads = to_size(a, value());
+        else if (a == "--specialize-after") o.specialize_after = to_size(a, value());
+        else if (a == "--max-specializations") o.max_specializations = to_size(a, value());
         else if (a == "-n" || a == "--iterations") o.iterations = std::max<std::size_t>(1, to_size(a, value()));
         else if (a == "--warmup") o.warmup = to_size(a, value());
         else if (a == "--seed") o.seed = to_size(a, value());

@@ -2,6 +2,7 @@
 // table per command (name, value syntax, default, help) that drives both parsing and
 // `--help`, so the two never disagree.
 #pragma once
+#include <kiln/compile_options.hpp>
 #include <kiln/shape.hpp>
 
 #include <cstdint>
@@ -27,6 +28,8 @@ struct options {
     int device_id = 0;
     bool offload_copy = true;
     std::size_t threads = 0;
+    std::size_t specialize_after = compile_options{}.specialize_after;
+    std::size_t max_specializations = compile_options{}.max_specializations;
     std::size_t iterations = 50;
     std::size_t warmup = 5;
     std::uint64_t seed = 0;

@@ -118,6 +118,8 @@ compile_options make_compile_options(const options& o) {
     c.fast_math = o.fast_math;
     c.exhaustive_tune = o.exhaustive_tune;
     c.threads = o.threads;
+    c.specialize_after = o.specialize_after;
+    c.max_specializations = o.max_specializations;
     return c;
 }
 
