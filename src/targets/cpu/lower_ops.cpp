@@ -1,6 +1,7 @@
 // Lowering of the ops that are not convolutions or matrix products (see lowering.hpp).
 #include "targets/cpu/channel_mul.hpp"
 #include "targets/cpu/concat_plain.hpp"
+#include "targets/cpu/dyn_matmul.hpp"
 #include "targets/cpu/gather_blocks.hpp"
 #include "targets/cpu/global_avg_pool.hpp"
 #include "targets/cpu/lowering_util.hpp"
@@ -269,6 +270,7 @@ bool lower_simple(lower_env& env, instruction_ref ins) {
         return f32_static(ins) && f32_static(ins->inputs()[0]) && lower_eltwise(env, ins);
     }
     if (n == "gather") return lower_gather(env, ins) || lower_gather_blocks(env, ins);  // its indices are integers
+    if (n == "matmul" && lower_dyn_matmul(env, ins)) return true;  // a generic program's: sizes at run time
     if (!all_f32_static(ins)) return false;
     if (n == "pooling") return lower_pooling(env, ins);
     if (n == "softmax" || n == "log_softmax") return lower_softmax(env, ins, n == "log_softmax");

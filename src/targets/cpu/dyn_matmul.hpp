@@ -1,0 +1,35 @@
+// cpu::dyn_matmul: a float32 matmul whose sizes are known only when it runs (an
+// instruction of a generic program: the sequence or past length of a range).
+//
+// Why: the cpu target's matmul kernels (oneDNN primitives, the packed GEMM) are planned for
+// one shape at compile time, and the reference matmul is a naive loop. oneDNN's sgemm
+// takes M, N, K, the leading dimensions and the transposes per call with no primitive to
+// create, so a dynamic matmul runs at a BLAS's speed without compiling anything per shape.
+// Batched and broadcast operands (NumPy matmul) run one sgemm per matrix; a matrix whose
+// rows or columns are contiguous is read in place (a transposed view becomes sgemm's
+// transpose flag), others are copied to row-major first. Operands of rank < 2 keep the
+// reference matmul.
+#pragma once
+#include "targets/cpu/lowering_util.hpp"
+
+#include <kiln/operation.hpp>
+
+#include <string>
+#include <vector>
+
+namespace kiln::cpu {
+
+struct dyn_matmul {
+    std::string name() const { return "cpu::dyn_matmul"; }
+    shape compute_shape(const std::vector<shape>& inputs) const;
+    argument compute(context& ctx, const shape& out, const std::vector<argument>& args) const;
+    // oneDNN generates its sgemm kernels on the first call in a process (~40 ms on an AVX-512
+    // EPYC): done here, at compile time, instead of in a program's first run.
+    void finalize(context& ctx, const shape& out, const std::vector<shape>& inputs);
+};
+
+// Replaces a float32 matmul with a dynamic result by a cpu::dyn_matmul; false, changing
+// nothing, when it does not apply.
+bool lower_dyn_matmul(lower_env& env, instruction_ref ins);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,106 @@
+// cpu::dyn_matmul (a generic program's float32 matmul, sizes at run time through oneDNN's
+// sgemm) against the reference matmul: row-major, transposed and strided views, broadcast
+// batch dims, empty results and K = 0; and a dynamic program's matmuls on the cpu target
+// become cpu::dyn_matmul and match ref at several sizes.
+#include "cpu_test_util.hpp"
+
+#include "ops/nn_matmul.hpp"
+#include "ops/tensor_views.hpp"
+#include "targets/cpu/dyn_matmul.hpp"
+
+#include <kiln/program.hpp>
+
+using namespace kiln;
+using namespace kiln::cpu_test;
+
+namespace {
+
+argument run_both(const argument& a, const argument& b) {
+    host_context ctx;
+    auto out = op::matmul{}.compute_shape({a.get_shape(), b.get_shape()});
+    auto want = op::matmul{}.compute(out, {a, b});
+    auto got = cpu::dyn_matmul{}.compute(ctx, out, {a, b});
+    EXPECT_EQ(got.get_shape().lens(), want.get_shape().lens());
+    expect_close(got, want);
+    return got;
+}
+
+argument random_arg(const std::vector<std::size_t>& lens) { return random_literal(lens).get_argument(); }
+
+// A view of `a` with its last two dims swapped (strides swapped, no copy).
+argument swapped(const argument& a) {
+    auto l = a.get_shape().lens();
+    auto st = a.get_shape().strides();
+    std::swap(l[l.size() - 1], l[l.size() - 2]);
+    std::swap(st[st.size() - 1], st[st.size() - 2]);
+    return a.view(shape(type::float32, l, st));
+}
+
+}  // namespace
+
+TEST(cpu_dyn_matmul, row_major_and_batched) {
+    run_both(random_arg({5, 7}), random_arg({7, 3}));
+    run_both(random_arg({1, 16}), random_arg({16, 41}));
+    run_both(random_arg({2, 4, 3, 16}), random_arg({2, 4, 16, 9}));
+}
+
+TEST(cpu_dyn_matmul, transposed_views_are_read_in_place) {
+    auto kt = random_arg({1, 4, 41, 16});  // K of attention, its last two dims swapped: Q K^T
+    run_both(random_arg({1, 4, 1, 16}), swapped(kt));
+    run_both(swapped(random_arg({6, 5})), random_arg({6, 2}));
+    run_both(swapped(random_arg({3, 6, 5})), swapped(random_arg({3, 4, 6})));
+}
+
+TEST(cpu_dyn_matmul, broadcast_batch_dims) {
+    run_both(random_arg({3, 1, 4, 5}), random_arg({2, 5, 6}));
+    run_both(random_arg({4, 5}), random_arg({3, 2, 5, 6}));
+}
+
+TEST(cpu_dyn_matmul, strided_views_are_copied) {
+    // Every other column: neither rows nor columns are contiguous.
+    auto a = random_arg({4, 10});
+    auto cols = a.view(shape(type::float32, {4, 5}, {10, 2}));
+    run_both(cols, random_arg({5, 3}));
+}
+
+TEST(cpu_dyn_matmul, empty_and_zero_depth) {
+    auto e = run_both(random_arg({0, 4}), random_arg({4, 3}));
+    EXPECT_EQ(e.get_shape().elements(), 0u);
+    auto z = run_both(argument(shape(type::float32, {3, 0})), argument(shape(type::float32, {0, 2})));
+    for (float v : z.to_vector<float>()) EXPECT_EQ(v, 0.0f);
+}
+
+// A program with a dynamic row count: its matmul (x W, then (x W) x^T) is a
+// cpu::dyn_matmul in the generic program and matches ref at every size.
+TEST(cpu_dyn_matmul, generic_program_matmuls_match_ref) {
+    const auto weights = random_literal({8, 5});
+    auto make = [&] {
+        program p;
+        auto* m = p.get_main_module();
+        auto x = m->add_parameter("x", shape::make_dynamic(type::float32, {{1, 64, {}}, {8, 8, {}}}));
+        auto w = m->add_literal(weights);
+        auto xw = m->add_instruction(op::matmul{}, {x, w});
+        auto xt = m->add_instruction(op::transpose{{1, 0}}, {x});
+        m->add_return({xw, m->add_instruction(op::matmul{}, {x, xt})});
+        return p;
+    };
+    auto p = make(), r = make();
+    compile_options o;
+    o.specialize_after = 0;  // every call on the generic program
+    p.compile(*get_target("cpu"), o);
+    r.compile(*get_target("ref"), o);
+    ASSERT_TRUE(p.get_specialization_stats().generic) << p.get_specialization_stats().generic_unavailable;
+    for (std::size_t rows : {1, 3, 17, 64}) {
+        auto x = random_arg({rows, 8});
+        auto got = p.eval({{"x", x}});
+        auto want = r.eval({{"x", x}});
+        ASSERT_EQ(got.size(), 2u);
+        for (std::size_t i = 0; i < 2; ++i) expect_close(got[i], want[i]);
+    }
+    EXPECT_EQ(p.get_specialization_stats().compiles, 0u);
+    std::vector<instruction_profile> profile;
+    p.eval({{"x", random_arg({5, 8})}}, profile);
+    std::size_t dyn = 0;
+    for (auto& e : profile) dyn += e.op_name == "cpu::dyn_matmul";
+    EXPECT_EQ(dyn, 2u);
+}
