@@ -6,6 +6,7 @@
 
 #include <kiln/register_op.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 namespace kiln::op {
@@ -72,13 +73,33 @@ argument layer_norm::compute(const shape& out, const std::vector<argument>& args
     auto ax = checked_axis(axis, out, name());
     const std::size_t rows = product(lens, 0, ax), cols = product(lens, ax, lens.size());
     auto x = read_doubles(args[0]);
-    auto sc = read_broadcast(args[1], lens, name(), "scale");
-    std::vector<double> b = args.size() == 3 ? read_broadcast(args[2], lens, name(), "bias") : std::vector<double>(x.size(), 0.0);
+    // Scale and bias: one value per element of a row (the usual [C]), read once; else
+    // broadcast to the whole input.
+    auto per_row = [&](const argument& a) {
+        const auto& l = a.get_shape().lens();
+        std::size_t lead = 0;
+        while (lead < l.size() && l[lead] == 1 && l.size() - lead > lens.size() - ax) ++lead;
+        return l.size() - lead == lens.size() - ax && std::equal(l.begin() + static_cast<std::ptrdiff_t>(lead), l.end(),
+                                                                 lens.begin() + static_cast<std::ptrdiff_t>(ax));
+    };
+    auto read_param = [&](const argument& a, const char* label, std::size_t& stride) {
+        if (per_row(a)) {
+            stride = 0;
+            return read_doubles(a);
+        }
+        stride = cols;
+        return read_broadcast(a, lens, name(), label);
+    };
+    std::size_t sc_stride = 0, b_stride = 0;
+    auto sc = read_param(args[1], "scale", sc_stride);
+    std::vector<double> b = args.size() == 3 ? read_param(args[2], "bias", b_stride) : std::vector<double>(cols, 0.0);
     for (std::size_t r = 0; r < rows; ++r) {
         double* p = x.data() + r * cols;
+        const double* g = sc.data() + r * sc_stride;
+        const double* c = b.data() + r * b_stride;
         double mean = 0, inv = 0;
         row_stats(p, cols, epsilon, mean, inv);
-        for (std::size_t i = 0; i < cols; ++i) p[i] = (p[i] - mean) * inv * sc[r * cols + i] + b[r * cols + i];
+        for (std::size_t i = 0; i < cols; ++i) p[i] = (p[i] - mean) * inv * g[i] + c[i];
     }
     return write_doubles(out, x);
 }

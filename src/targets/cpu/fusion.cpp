@@ -229,13 +229,29 @@ bool row_constant(instruction_ref r, std::size_t c) {
     return !l.empty() && l.back() == c;
 }
 
+// The size of x's last axis when it is one (static, or a dynamic shape's fixed last dim):
+// a generic program's layer norm over a range of rows folds like a static one.
+std::optional<std::size_t> fixed_last_dim(instruction_ref x) {
+    const auto& s = x->get_shape();
+    if (!s.is_tensor() || s.get_type() != type::float32 || s.ndim() < 1) return std::nullopt;
+    if (!s.dynamic()) return s.lens().back();
+    const auto& d = s.dyn_dims().back();
+    return d.is_fixed() ? std::optional<std::size_t>(d.min) : std::nullopt;
+}
+
+bool same_dims(const shape& a, const shape& b) {
+    if (a.dynamic() != b.dynamic()) return false;
+    return a.dynamic() ? a.dyn_dims() == b.dyn_dims() : a.lens() == b.lens();
+}
+
 }  // namespace
 
 std::size_t fold_layer_norm_patterns(module& m) {
     std::size_t folded = 0;
     for (auto x = m.begin(); x != m.end(); ++x) {
-        if (!is_float32_tensor(x) || x->get_shape().ndim() < 1) continue;
-        const std::size_t c = x->get_shape().lens().back();
+        const auto last_dim = fixed_last_dim(x);
+        if (!last_dim) continue;
+        const std::size_t c = *last_dim;
         for (auto mean : std::vector<instruction_ref>(x->outputs())) {
             if (!mean_over_last(mean, x)) continue;
             auto d = single_user(mean);
@@ -276,7 +292,7 @@ std::size_t fold_layer_norm_patterns(module& m) {
                     }
                 }
             }
-            if (last->get_shape().lens() != x->get_shape().lens()) continue;
+            if (!same_dims(last->get_shape(), x->get_shape())) continue;
             if (!scale)
                 scale = m.insert_literal(last, literal(shape(type::float32, {c}), std::vector<float>(c, 1.0f)));
             std::vector<instruction_ref> args{x, *scale};
