@@ -29,13 +29,14 @@ def test_stats_count_compiles_hits_and_evictions(test_model):
     model = _dynamic_mlp(test_model, 2)
     assert model.get_specialization_stats()["compiles"] == 0
     rng = np.random.RandomState(0)
-    for rows in [1, 2, 1, 3, 2]:  # 1, 2 compile; 1 hits; 3 compiles and drops 2; 2 compiles and drops 1
+    # 1, 2 compile; 1 hits; 3 compiles and drops 2; 2 (dropped once) runs on the generic program
+    for rows in [1, 2, 1, 3, 2]:
         out = np.asarray(model.run({"x": rng.randn(rows, 4).astype(np.float32)})[0])
         assert out.shape[0] == rows
         model.finish_specializations()
     s = model.get_specialization_stats()
-    assert (s["compiles"], s["hits"], s["evictions"], s["cached"]) == (4, 1, 2, 2)
-    assert s["generic_runs"] == 4 and s["background_compiles"] == 4
+    assert (s["compiles"], s["hits"], s["evictions"], s["cached"]) == (3, 1, 1, 2)
+    assert s["generic_runs"] == 4 and s["background_compiles"] == 3
     assert s["max_specializations"] == 2 and s["failed_compiles"] == 0 and s["compile_ms"] > 0
     assert model.get_memory_usage()["parameter_bytes"] == 2 * 4 * 4  # the last run's shapes
 

@@ -113,6 +113,7 @@ struct specialization_cache {
         std::uint64_t id = 0;
         shape_map shapes;
         std::promise<spec_ptr> promise;
+        bool partial = false;  // shapes with free dims: a program for a range (see `partials`)
     };
     std::mutex mutex;
     std::unordered_map<std::string, entry> entries;
@@ -136,10 +137,22 @@ struct specialization_cache {
         spec_ptr compiled;
     };
     std::vector<partial> partials;
+    // The names of the inputs' dims (or "#input:axis" for unnamed ones): the value each had
+    // in the last call and how many calls changed it. A name that keeps changing (a
+    // decoder's past length) while the others stay (batch, sequence 1) is worth a program
+    // with that name free and the others fixed, compiled in the background like those of
+    // the optimals; `partial_keys` are the ones queued or judged not worth it.
+    struct name_track {
+        std::int64_t last = -1;
+        std::size_t changes = 0;
+    };
+    std::map<std::string, name_track> names;
+    std::unordered_set<std::string> partial_keys;
     // Calls per set of shapes not specialized yet (cleared when it grows large), and the
     // sets whose background compile failed (not tried again).
     std::unordered_map<std::string, std::size_t> seen;
     std::unordered_set<std::string> failed;
+    std::unordered_set<std::string> evicted_keys;  // specialized once and dropped (cleared when large)
     // The background worker: started with the first job, stopped and joined here.
     std::deque<job> jobs;
     bool busy = false;
@@ -562,6 +575,37 @@ const specialization_cache::partial* matching_partial(const specialization_cache
     return nullptr;
 }
 
+// The key of an input dim in `values` maps: its name, or "#input:axis" for an unnamed one;
+// nullopt for a dim spelled as an expression of names.
+std::optional<std::string> dim_key(const std::string& input, std::size_t axis, const dynamic_dimension& d) {
+    if (d.symbol.empty()) return "#" + input + ":" + std::to_string(axis);
+    auto e = dim_expr::parse(d.symbol);
+    if (e && !e->is_symbol()) return std::nullopt;
+    return d.symbol;
+}
+
+// The inputs' declared shapes with the dims named in `values` fixed at those sizes (a dim
+// spelled as an expression too, when all its names are given); the others stay ranges.
+specialization_cache::shape_map fix_dims(const module& main, const std::map<std::string, std::int64_t>& values) {
+    specialization_cache::shape_map set;
+    for (auto& ins : main) {
+        if (!ins.is_param() || !ins.get_shape().is_tensor() || !ins.get_shape().dynamic()) continue;
+        auto dims = ins.get_shape().dyn_dims();
+        for (std::size_t i = 0; i < dims.size(); ++i) {
+            if (dims[i].is_fixed()) continue;
+            std::optional<std::int64_t> v;
+            if (auto k = dim_key(ins.param_name(), i, dims[i])) {
+                if (auto it = values.find(*k); it != values.end()) v = it->second;
+            } else if (auto e = dim_expr::parse(dims[i].symbol)) {
+                v = e->evaluate(values);
+            }
+            if (v && *v >= 0) dims[i] = dynamic_dimension{std::size_t(*v), std::size_t(*v), {}};
+        }
+        set.emplace(ins.param_name(), shape::make_dynamic(ins.get_shape().get_type(), dims));
+    }
+    return set;
+}
+
 // The input shapes of the programs worth compiling ahead: each combination of the
 // optimals of the dims that have them (at most `limit`), with those dims fixed and the
 // others left as ranges. Dims that share a name are fixed together; a dim spelled as an
@@ -606,57 +650,56 @@ std::vector<specialization_cache::shape_map> optimal_shape_sets(const module& ma
     }
     std::vector<specialization_cache::shape_map> sets;
     if (combos.size() == 1 && combos.front().empty()) return sets;  // no optimals at all
-    for (auto& values : combos) {
-        std::map<std::string, std::vector<dynamic_dimension>> dims;
-        for (auto& [input, s] : declared) dims[input] = s.dyn_dims();
-        for (auto& [name, v] : values)
-            for (auto& d : groups[name]) dims[d.input][d.axis] = dynamic_dimension{std::size_t(v), std::size_t(v), {}};
-        for (auto& [at, e] : expressions)
-            if (auto v = e.evaluate(values); v && *v >= 0)
-                dims[at.input][at.axis] = dynamic_dimension{std::size_t(*v), std::size_t(*v), {}};
-        specialization_cache::shape_map set;
-        for (auto& [input, d] : dims) set.emplace(input, shape::make_dynamic(declared.at(input).get_type(), d));
-        sets.push_back(std::move(set));
-    }
+    for (auto& values : combos) sets.push_back(fix_dims(main, values));
     return sets;
 }
 
 // Compiles the programs for the optimals (see optimal_shape_sets) into `cache`. One that
 // fails to compile, or whose free dims the target cannot build a generic program for,
 // is left out: the generic program serves those shapes.
+// A program for `set` (some dims fixed, the others ranges; all fixed: a static program),
+// or nullopt when it fails to compile or its free dims have no generic program.
+std::optional<specialization_cache::partial> compile_partial(const specialization_cache& cache, const target& t,
+                                                             const specialization_cache::shape_map& set) {
+    specialization_cache::partial part;
+    part.fully_static = true;
+    for (auto& [input, s] : set) {
+        part.fully_static = part.fully_static && !s.dynamic();
+        if (!s.dynamic()) {
+            for (std::size_t i = 0; i < s.ndim(); ++i) part.fixed.emplace_back(input, i, s.lens()[i]);
+            continue;
+        }
+        const auto& dd = s.dyn_dims();
+        for (std::size_t i = 0; i < dd.size(); ++i)
+            if (dd[i].is_fixed()) part.fixed.emplace_back(input, i, dd[i].min);
+    }
+    try {
+        auto s = new_specialization(*cache.source);
+        s->prog.get_main_module()->set_parameter_shapes(set);
+        auto options = cache.options;
+        options.specialize_after = 0;  // its free dims run on its own generic program
+        s->prog.compile(t, options);
+        if (!part.fully_static && !s->prog.get_specialization_stats().generic) return std::nullopt;
+        s->usage = s->prog.get_memory_usage();
+        part.compiled = std::move(s);
+        return part;
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+}
+
 void compile_partials(specialization_cache& cache, const target& t) {
     const std::size_t limit = std::max<std::size_t>(1, std::min<std::size_t>(4, cache.max ? cache.max : 4));
     for (auto& set : optimal_shape_sets(*cache.source->get_main_module(), limit)) {
-        specialization_cache::partial part;
-        part.fully_static = true;
-        for (auto& [input, s] : set) {
-            part.fully_static = part.fully_static && !s.dynamic();
-            if (!s.dynamic()) {
-                for (std::size_t i = 0; i < s.ndim(); ++i) part.fixed.emplace_back(input, i, s.lens()[i]);
-                continue;
-            }
-            const auto& dd = s.dyn_dims();
-            for (std::size_t i = 0; i < dd.size(); ++i)
-                if (dd[i].is_fixed()) part.fixed.emplace_back(input, i, dd[i].min);
-        }
         auto t0 = std::chrono::steady_clock::now();
-        try {
-            auto s = new_specialization(*cache.source);
-            s->prog.get_main_module()->set_parameter_shapes(set);
-            auto options = cache.options;
-            options.specialize_after = 0;  // its free dims run on its own generic program
-            s->prog.compile(t, options);
-            if (!part.fully_static && !s->prog.get_specialization_stats().generic)
-                throw_error(error_code::unsupported, s->prog.get_specialization_stats().generic_unavailable);
-            s->usage = s->prog.get_memory_usage();
-            part.compiled = std::move(s);
-            ++cache.stats.compiles;
-            cache.stats.compile_ms += ms_since(t0);
-            cache.partials.push_back(std::move(part));
-        } catch (const std::exception&) {
+        auto part = compile_partial(cache, t, set);
+        cache.stats.compile_ms += ms_since(t0);
+        if (!part) {
             ++cache.stats.failed_compiles;
-            cache.stats.compile_ms += ms_since(t0);
+            continue;
         }
+        ++cache.stats.compiles;
+        cache.partials.push_back(std::move(*part));
     }
 }
 
@@ -671,6 +714,8 @@ std::vector<std::shared_future<specialization_cache::spec_ptr>> evict_beyond_max
     std::vector<std::shared_future<specialization_cache::spec_ptr>> evicted;
     while (cache.max != 0 && cache.entries.size() > cache.max) {
         auto victim = cache.entries.find(cache.order.back());
+        if (cache.evicted_keys.size() > 4096) cache.evicted_keys.clear();
+        cache.evicted_keys.insert(victim->first);
         evicted.push_back(std::move(victim->second.ready));
         cache.entries.erase(victim);
         cache.order.pop_back();
@@ -726,7 +771,22 @@ void run_background_compiles(specialization_cache& cache) {
         cache.jobs.pop_front();
         cache.busy = true;
         lock.unlock();
-        compile_entry(cache, j.key, j.id, j.shapes, j.promise, true);
+        if (j.partial) {
+            auto t0 = std::chrono::steady_clock::now();
+            auto part = compile_partial(cache, *cache.tgt, j.shapes);
+            lock.lock();
+            cache.stats.compile_ms += ms_since(t0);
+            if (part) {
+                ++cache.stats.compiles;
+                ++cache.stats.background_compiles;
+                cache.partials.push_back(std::move(*part));
+            } else {
+                ++cache.stats.failed_compiles;
+            }
+            lock.unlock();
+        } else {
+            compile_entry(cache, j.key, j.id, j.shapes, j.promise, true);
+        }
         lock.lock();
         cache.busy = false;
         if (cache.jobs.empty()) cache.idle.notify_all();
@@ -745,6 +805,79 @@ void queue_background_compile(specialization_cache& cache, const std::string& ke
     cache.jobs.push_back(std::move(j));
     auto dropped = evict_beyond_max(cache);
     for (auto& f : dropped) evicted.push_back(std::move(f));
+    if (!cache.worker.joinable()) cache.worker = std::thread([c = &cache] { run_background_compiles(*c); });
+    cache.wake.notify_one();
+}
+
+// Whether a program with the names `free` left as ranges and the others fixed makes at
+// least a tenth of main's dynamic instructions static (a decoder's past length: most of it;
+// an encoder's sequence: almost nothing, not worth a compile).
+bool worth_fixing_others(const module& main, const std::set<std::string>& free) {
+    std::size_t dynamic = 0, fixed = 0;
+    for (auto& ins : main) {
+        const auto& s = ins.get_shape();
+        if (!s.is_tensor() || !s.dynamic()) continue;
+        ++dynamic;
+        bool depends = false;
+        for (auto& d : s.dyn_dims()) {
+            if (d.is_fixed()) continue;
+            auto e = d.symbol.empty() ? std::nullopt : dim_expr::parse(d.symbol);
+            if (!e) {
+                depends = true;  // an unnamed range: it may follow from anything
+                break;
+            }
+            for (auto& [name, k] : e->terms()) depends = depends || free.count(name) > 0;
+            if (depends) break;
+        }
+        fixed += depends ? 0 : 1;
+    }
+    return dynamic > 0 && fixed * 10 >= dynamic;
+}
+
+// Tracks how the inputs' named dims change from call to call (lock held); when some keep
+// changing and the others stay, queues (once per such set, after specialize_after calls
+// of it) a background compile of a program with the changing names free and the others
+// fixed at this call's sizes.
+void maybe_queue_partial(specialization_cache& cache, const parameter_info& info, const param_map& checked) {
+    std::map<std::string, std::int64_t> values;
+    for (const instruction* p : info.params) {
+        const auto& declared = p->get_shape();
+        if (!declared.is_tensor() || !declared.dynamic()) continue;
+        auto a = checked.find(p->param_name());
+        if (a == checked.end() || !a->second.get_shape().is_tensor() || a->second.get_shape().dynamic()) continue;
+        const auto& lens = a->second.get_shape().lens();
+        const auto& dd = declared.dyn_dims();
+        for (std::size_t i = 0; i < dd.size() && i < lens.size(); ++i)
+            if (!dd[i].is_fixed())
+                if (auto k = dim_key(p->param_name(), i, dd[i])) values[*k] = static_cast<std::int64_t>(lens[i]);
+    }
+    std::set<std::string> changing;
+    for (auto& [name, v] : values) {
+        auto& t = cache.names[name];
+        if (t.last >= 0 && t.last != v) ++t.changes;
+        t.last = v;
+        if (t.changes >= 2) changing.insert(name);
+    }
+    if (changing.empty() || changing.size() == values.size() || cache.partials.size() >= 8) return;
+    std::map<std::string, std::int64_t> fixed;
+    std::string key = "partial:";
+    for (auto& [name, v] : values)
+        if (!changing.count(name)) {
+            fixed[name] = v;
+            key += name + "=" + std::to_string(v) + ";";
+        }
+    for (auto& name : changing) key += "|" + name;
+    if (cache.partial_keys.count(key)) return;
+    if (cache.seen.size() > 4096) cache.seen.clear();
+    if (++cache.seen[key] < cache.options.specialize_after) return;
+    cache.seen.erase(key);
+    cache.partial_keys.insert(key);
+    if (!worth_fixing_others(*cache.source->get_main_module(), changing)) return;
+    specialization_cache::job j;
+    j.key = key;
+    j.partial = true;
+    j.shapes = fix_dims(*cache.source->get_main_module(), fixed);
+    cache.jobs.push_back(std::move(j));
     if (!cache.worker.joinable()) cache.worker = std::thread([c = &cache] { run_background_compiles(*c); });
     cache.wake.notify_one();
 }
@@ -773,8 +906,11 @@ std::shared_ptr<const specialization> specialization_for(const program::impl& I,
             // the optimals that covers these shapes, else the generic program.
             const auto* part = matching_partial(cache, checked);
             const auto after = cache.options.specialize_after;
-            if (it == cache.entries.end() && after != 0 && cache.failed.count(key) == 0 &&
-                !(part && part->fully_static)) {
+            // Shapes a program for a range already serves (the optimals', a decode step's)
+            // are not compiled again for themselves, nor are shapes that were compiled and
+            // evicted: a working set larger than the cache would compile without end.
+            if (it == cache.entries.end() && after != 0 && !part && cache.failed.count(key) == 0 &&
+                cache.evicted_keys.count(key) == 0) {
                 if (cache.seen.size() > 4096) cache.seen.clear();
                 auto& calls = cache.seen[key];
                 ++calls;
@@ -783,6 +919,7 @@ std::shared_ptr<const specialization> specialization_for(const program::impl& I,
                     queue_background_compile(cache, key, checked, evicted);
                 }
             }
+            if (!part && after != 0) maybe_queue_partial(cache, *I.params, checked);
             if (part) {
                 ++cache.stats.hits;
                 cache.last_usage = part->compiled->usage;

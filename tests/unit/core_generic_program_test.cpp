@@ -214,3 +214,46 @@ TEST(generic_program, survives_save_and_load) {
     EXPECT_EQ(s.generic_runs, 4u);
     EXPECT_EQ(s.compiles, 0u);
 }
+
+// Two inputs with their own names: x's rows (n) stay at 2 while y's rows (m) change on
+// every call, as a decoder's past length does. After m has changed twice, a program with
+// m free and n fixed is compiled in the background; the later calls run on it.
+TEST(generic_program, a_name_that_keeps_changing_gets_a_program_with_it_free) {
+    program p;
+    auto* m = p.get_main_module();
+    auto x = m->add_parameter("x", shape::make_dynamic(type::float32, {{1, 16, {}, "n"}, {8, 8, {}}}));
+    auto y = m->add_parameter("y", shape::make_dynamic(type::float32, {{1, 64, {}, "m"}, {8, 8, {}}}));
+    auto x2 = m->add_instruction(test::test_scale{2.0f}, {x});
+    auto y2 = m->add_instruction(test::test_scale{2.0f}, {y});
+    m->add_return({m->add_instruction(test::test_scale{1.5f}, {x2}), m->add_instruction(test::test_scale{1.5f}, {y2})});
+    p.compile(*get_target("ref"), after(2));
+    for (std::size_t rows = 1; rows <= 30; ++rows) {
+        auto r = p.eval({{"x", rows_of(2, 8)}, {"y", rows_of(rows, 8, 3.0f)}});
+        expect_tripled(r.at(0), 2, 8);
+        expect_tripled(r.at(1), rows, 8, 3.0f);
+        if (rows == 4) p.finish_specializations();  // queued by the 4th call
+    }
+    auto s = p.get_specialization_stats();
+    EXPECT_EQ(s.compiles, 1u);  // the program for m free, n = 2: no shape recurred
+    EXPECT_EQ(s.background_compiles, 1u);
+    EXPECT_EQ(s.hits, 26u);  // calls 5..30
+    EXPECT_EQ(s.generic_runs, 4u);
+}
+
+// A working set larger than the cache: each recurring shape is specialized once; one
+// that was evicted runs on the generic program instead of compiling again.
+TEST(generic_program, evicted_shapes_are_not_compiled_again) {
+    auto p = make_model(8);
+    compile_options o = after(1);
+    o.max_specializations = 2;
+    p.compile(*get_target("ref"), o);
+    for (int round = 0; round < 4; ++round)
+        for (std::size_t rows : {1, 2, 3}) {
+            expect_tripled(p.eval({{"x", rows_of(rows, 8)}})[0], rows, 8);
+            p.finish_specializations();
+        }
+    auto s = p.get_specialization_stats();
+    EXPECT_EQ(s.compiles, 3u);
+    EXPECT_EQ(s.evictions, 1u);
+    EXPECT_EQ(s.cached, 2u);
+}
