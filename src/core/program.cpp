@@ -683,8 +683,8 @@ std::optional<specialization_cache::partial> compile_partial(const specializatio
         s->usage = s->prog.get_memory_usage();
         part.compiled = std::move(s);
         return part;
-    } catch (const std::exception&) {
-        return std::nullopt;
+    } catch (...) {
+        return std::nullopt;  // this runs on the background worker too: nothing may escape
     }
 }
 
