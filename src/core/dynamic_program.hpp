@@ -1,0 +1,61 @@
+// A program with dynamic inputs, compiled once (docs/architecture.md, "Dynamic shapes"):
+// the generic program that runs every shape in range, programs for ranges (the inputs'
+// optimals, or a name that keeps changing) and static specializations compiled in the
+// background for shapes that recur, in one cache shared by the program's copies.
+// program.cpp owns the program; this is the part that chooses what a call runs on.
+#pragma once
+#include <kiln/dim_expr.hpp>
+#include <kiln/program.hpp>
+#include <kiln/target.hpp>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+// What eval checks its inputs against: the caller-visible parameters of the main module
+// and their named dims (parsed once), computed when a program is compiled.
+struct parameter_info {
+    struct named_dim {
+        std::string input;
+        std::size_t axis;
+        std::string symbol;
+        dim_expr expr;
+    };
+    std::vector<const instruction*> params;
+    std::vector<named_dim> named;
+};
+
+
+std::shared_ptr<const parameter_info> describe_parameters(const module& m);
+
+// One compiled static program of a dynamic one, for one set of input shapes.
+struct specialization {
+    program prog;
+    memory_usage usage;  // prog's, computed once rather than on every eval
+};
+
+
+struct specialization_cache;
+
+// The compiled forms of `source` (the parsed program, dims symbolic): the generic program,
+// which `compile_generic` compiles from a copy (throwing where the target cannot: then
+// every new set of shapes is specialized on its first call), and the programs for the
+// inputs' optimals.
+std::shared_ptr<specialization_cache> make_specialization_cache(std::shared_ptr<const program> source,
+                                                                const target& t, const compile_options& options,
+                                                                const std::function<void(program&)>& compile_generic);
+
+// The program to run a call on, its inputs checked against the ranges (`info`'s).
+std::shared_ptr<const specialization> specialization_for(specialization_cache& cache, const parameter_info& info,
+                                                         const param_map& checked);
+
+specialization_stats stats_of(specialization_cache& cache);
+void wait_for_background_compiles(specialization_cache& cache);
+// The usage of the program that ran last (nullopt before the first call).
+std::optional<memory_usage> last_usage(specialization_cache& cache);
+
+}  // namespace kiln
