@@ -7,6 +7,7 @@
 // Anything else (another exception, a crash, a sanitizer report, an allocation far
 // beyond the input) is a finding: exceptions are left to propagate.
 #pragma once
+#include <kiln/allocation_limit.hpp>
 #include <kiln/errors.hpp>
 #include <kiln/literal.hpp>
 #include <kiln/onnx.hpp>
@@ -92,6 +93,9 @@ inline void compile_and_run(program& p, outcome& out, const run_limits& limits =
         out.compiled = true;
         auto mem = p.get_memory_usage();
         if (mem.arena_bytes + mem.literal_bytes + mem.output_bytes > limits.max_program_bytes) return;
+        // Shapes computed while running (a Loop doubling a value every iteration) are
+        // bounded here: such a model is valid, only too big to run in a fuzzer.
+        allocation_limit cap(limits.max_program_bytes);
         p.eval(params);
         out.ran = true;
     } catch (const error& e) {

@@ -1,3 +1,4 @@
+#include <kiln/allocation_limit.hpp>
 #include <kiln/argument.hpp>
 #include <kiln/errors.hpp>
 
@@ -7,7 +8,22 @@
 
 namespace kiln {
 
+namespace {
+thread_local std::size_t max_buffer_bytes = static_cast<std::size_t>(-1);
+}  // namespace
+
+allocation_limit::allocation_limit(std::size_t max_bytes) : previous_(max_buffer_bytes) {
+    if (max_bytes < max_buffer_bytes) max_buffer_bytes = max_bytes;
+}
+
+allocation_limit::~allocation_limit() { max_buffer_bytes = previous_; }
+
 std::shared_ptr<char> allocate_buffer(type t, std::size_t count) {
+    const std::size_t size = type_size(t);
+    if (count != 0 && (count > max_buffer_bytes / (size == 0 ? 1 : size)))
+        throw_error(error_code::out_of_memory, "a buffer of " + std::to_string(count) + " " +
+                                                   std::string(type_name(t)) + " elements is over this thread's " +
+                                                   "allocation limit of " + std::to_string(max_buffer_bytes) + " bytes");
     if (t == type::string) {
         auto* p = new std::string[count == 0 ? 1 : count];
         return std::shared_ptr<char>(reinterpret_cast<char*>(p),

@@ -1,6 +1,7 @@
 // Unit tests of kiln::argument: owned and borrowed buffers, views (transposed,
 // broadcast, sliced, reshaped), tuples/sequences/optionals, equality, zero-sized
-// tensors and scalars.
+// tensors and scalars, and the per-thread allocation limit.
+#include <kiln/allocation_limit.hpp>
 #include <kiln/argument.hpp>
 #include <kiln/literal.hpp>
 
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <thread>
 
 using namespace kiln;
 
@@ -291,4 +293,27 @@ TEST(core_argument, empty_sequences_and_optionals_keep_their_element_type) {
     EXPECT_EQ(fnone, argument::make_optional(shape(type::float32, {2}), std::nullopt));
     EXPECT_NE(fnone, inone);
     EXPECT_NE(fnone, fseq);
+}
+
+// allocation_limit caps each buffer allocated on this thread while it lives; limits nest
+// (the smallest applies) and other threads are not affected.
+TEST(core_argument, allocation_limit_caps_buffers_on_this_thread) {
+    {
+        kiln::allocation_limit cap(4096);
+        EXPECT_NO_THROW(kiln::argument(kiln::shape(kiln::type::float32, {1024})));
+        try {
+            kiln::argument(kiln::shape(kiln::type::float32, {1025}));
+            ADD_FAILURE() << "1025 floats allocated under a 4096-byte limit";
+        } catch (const kiln::error& e) {
+            EXPECT_EQ(e.code(), kiln::error_code::out_of_memory);
+            EXPECT_NE(std::string(e.what()).find("4096"), std::string::npos) << e.what();
+        }
+        {
+            kiln::allocation_limit wider(1 << 20);  // the smaller limit still applies
+            EXPECT_THROW(kiln::argument(kiln::shape(kiln::type::float32, {2048})), kiln::error);
+        }
+        std::thread other([] { EXPECT_NO_THROW(kiln::argument(kiln::shape(kiln::type::float32, {1 << 16}))); });
+        other.join();
+    }
+    EXPECT_NO_THROW(kiln::argument(kiln::shape(kiln::type::float32, {1 << 16})));
 }
