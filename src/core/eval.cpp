@@ -9,6 +9,17 @@
 
 namespace kiln {
 
+namespace {
+bool has_range(const shape& s) {
+    if (s.is_tuple()) {
+        for (auto& e : s.sub_shapes())
+            if (has_range(e)) return true;
+        return false;
+    }
+    return s.is_tensor() && s.dynamic();
+}
+}  // namespace
+
 exec_plan::exec_plan(const module& m) : module_name_(m.name()) {
     std::unordered_map<const instruction*, std::uint32_t> slot;
     for (auto& ins : m) {
@@ -19,7 +30,11 @@ exec_plan::exec_plan(const module& m) : module_name_(m.name()) {
         else if (ins.is_return()) s.kind = step_kind::ret;
         else s.kind = step_kind::op;
         for (auto a : ins.inputs()) s.inputs.push_back(slot.at(&*a));
-        s.dynamic = ins.get_shape().dynamic() && ins.get_shape().is_tensor();
+        // An instruction of a generic program: its shape, or one of its inputs', is a range.
+        // It gets its real shape at run time from its arguments, which also checks them as
+        // a static program's compile did (an op trusts the shapes it is given).
+        s.dynamic = has_range(ins.get_shape());
+        for (auto a : ins.inputs()) s.dynamic = s.dynamic || has_range(a->get_shape());
         slot.emplace(&ins, static_cast<std::uint32_t>(steps_.size()));
         steps_.push_back(std::move(s));
     }
