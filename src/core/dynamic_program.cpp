@@ -66,6 +66,7 @@ struct specialization_cache {
     struct partial {
         std::vector<std::tuple<std::string, std::size_t, std::size_t>> fixed;  // input, axis, size
         bool fully_static = false;
+        bool mostly_static = false;  // at least half of the dynamic instructions static
         spec_ptr compiled;
     };
     std::vector<partial> partials;
@@ -264,6 +265,50 @@ std::vector<specialization_cache::shape_map> optimal_shape_sets(const module& ma
 // Compiles the programs for the optimals (see optimal_shape_sets) into `cache`. One that
 // fails to compile, or whose free dims the target cannot build a generic program for,
 // is left out: the generic program serves those shapes.
+// The share of main's dynamic instructions that become static when only the names `free`
+// stay ranges (a decoder's past length free: most of them; an encoder's sequence: almost
+// none, since everything depends on it).
+double static_fraction(const module& main, const std::set<std::string>& free) {
+    std::size_t dynamic = 0, fixed = 0;
+    for (auto& ins : main) {
+        const auto& s = ins.get_shape();
+        if (!s.is_tensor() || !s.dynamic()) continue;
+        ++dynamic;
+        bool depends = false;
+        for (auto& d : s.dyn_dims()) {
+            if (d.is_fixed()) continue;
+            auto e = d.symbol.empty() ? std::nullopt : dim_expr::parse(d.symbol);
+            if (!e) {
+                depends = true;  // an unnamed range: it may follow from anything
+                break;
+            }
+            for (auto& [name, k] : e->terms()) depends = depends || free.count(name) > 0;
+            if (depends) break;
+        }
+        fixed += depends ? 0 : 1;
+    }
+    return dynamic == 0 ? 1.0 : static_cast<double>(fixed) / static_cast<double>(dynamic);
+}
+
+// The names of the dims that `set` leaves as ranges ("#input:axis" for unnamed ones).
+std::set<std::string> free_names(const specialization_cache::shape_map& set) {
+    std::set<std::string> names;
+    for (auto& [input, s] : set) {
+        if (!s.dynamic()) continue;
+        const auto& dd = s.dyn_dims();
+        for (std::size_t i = 0; i < dd.size(); ++i) {
+            if (dd[i].is_fixed()) continue;
+            auto e = dd[i].symbol.empty() ? std::nullopt : dim_expr::parse(dd[i].symbol);
+            if (!e) {
+                names.insert("#" + input + ":" + std::to_string(i));
+                continue;
+            }
+            for (auto& [name, k] : e->terms()) names.insert(name);
+        }
+    }
+    return names;
+}
+
 // A program for `set` (some dims fixed, the others ranges; all fixed: a static program),
 // or nullopt when it fails to compile or its free dims have no generic program.
 std::optional<specialization_cache::partial> compile_partial(const specialization_cache& cache, const target& t,
@@ -287,6 +332,8 @@ std::optional<specialization_cache::partial> compile_partial(const specializatio
         options.specialize_after = 0;  // its free dims run on its own generic program
         s->prog.compile(t, options);
         if (!part.fully_static && !s->prog.get_specialization_stats().generic) return std::nullopt;
+        part.mostly_static =
+            part.fully_static || static_fraction(*cache.source->get_main_module(), free_names(set)) >= 0.5;
         s->usage = s->prog.get_memory_usage();
         part.compiled = std::move(s);
         return part;
@@ -416,31 +463,6 @@ void queue_background_compile(specialization_cache& cache, const std::string& ke
     cache.wake.notify_one();
 }
 
-// Whether a program with the names `free` left as ranges and the others fixed makes at
-// least a tenth of main's dynamic instructions static (a decoder's past length: most of it;
-// an encoder's sequence: almost nothing, not worth a compile).
-bool worth_fixing_others(const module& main, const std::set<std::string>& free) {
-    std::size_t dynamic = 0, fixed = 0;
-    for (auto& ins : main) {
-        const auto& s = ins.get_shape();
-        if (!s.is_tensor() || !s.dynamic()) continue;
-        ++dynamic;
-        bool depends = false;
-        for (auto& d : s.dyn_dims()) {
-            if (d.is_fixed()) continue;
-            auto e = d.symbol.empty() ? std::nullopt : dim_expr::parse(d.symbol);
-            if (!e) {
-                depends = true;  // an unnamed range: it may follow from anything
-                break;
-            }
-            for (auto& [name, k] : e->terms()) depends = depends || free.count(name) > 0;
-            if (depends) break;
-        }
-        fixed += depends ? 0 : 1;
-    }
-    return dynamic > 0 && fixed * 10 >= dynamic;
-}
-
 // Tracks how the inputs' named dims change from call to call (lock held); when some keep
 // changing and the others stay, queues (once per such set, after specialize_after calls
 // of it) a background compile of a program with the changing names free and the others
@@ -479,7 +501,7 @@ void maybe_queue_partial(specialization_cache& cache, const parameter_info& info
     if (++cache.seen[key] < cache.options.specialize_after) return;
     cache.seen.erase(key);
     cache.partial_keys.insert(key);
-    if (!worth_fixing_others(*cache.source->get_main_module(), changing)) return;
+    if (static_fraction(*cache.source->get_main_module(), changing) < 0.1) return;
     specialization_cache::job j;
     j.key = key;
     j.partial = true;
@@ -515,10 +537,12 @@ std::shared_ptr<const specialization> specialization_for(specialization_cache& c
             // the optimals that covers these shapes, else the generic program.
             const auto* part = matching_partial(cache, checked);
             const auto after = cache.options.specialize_after;
-            // Shapes a program for a range already serves (the optimals', a decode step's)
-            // are not compiled again for themselves, nor are shapes that were compiled and
-            // evicted: a working set larger than the cache would compile without end.
-            if (it == cache.entries.end() && after != 0 && !part && cache.failed.count(key) == 0 &&
+            // Shapes that a program for a range with most instructions static already serves
+            // (a decode step's) are not compiled again for themselves, nor are shapes that
+            // were compiled and evicted: a working set larger than the cache would compile
+            // without end.
+            if (it == cache.entries.end() && after != 0 && !(part && part->mostly_static) &&
+                cache.failed.count(key) == 0 &&
                 cache.evicted_keys.count(key) == 0) {
                 if (cache.seen.size() > 4096) cache.seen.clear();
                 auto& calls = cache.seen[key];
