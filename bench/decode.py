@@ -225,10 +225,11 @@ def percentile(values, q):
 # --------------------------------------------------------------------------------------
 # Kiln's side: one decode loop in this process (--worker)
 # --------------------------------------------------------------------------------------
-def kiln_dyn_dims(io, plan, past_axis, max_len, dim_sizes):
-    """map_dyn_input_dims for a batch-1 loop: sequence 1..max_len (optimal 1, the decode step),
-    past 0..max_len-1, attention mask 1..max_len; static dims as the model declares them."""
-    seq = {"min": 1, "max": max_len, "optimals": [1]}
+def kiln_dyn_dims(io, plan, past_axis, max_len, dim_sizes, optimals=True):
+    """map_dyn_input_dims for a batch-1 loop: sequence 1..max_len (optimal 1, the decode step,
+    unless --no-optimals), past 0..max_len-1, attention mask 1..max_len; static dims as the model
+    declares them."""
+    seq = {"min": 1, "max": max_len, "optimals": [1]} if optimals else {"min": 1, "max": max_len}
     past = {"min": 0, "max": max_len - 1}
     total = {"min": 1, "max": max_len}
     dyn = {}
@@ -272,7 +273,7 @@ def kiln_worker(args):
         raise SystemExit("no prompt: give --prompt 1,2,3 or a reference file with one")
     steps = args.steps or (ref["steps"] if ref else 0) or 64
     max_len = max(args.max_len, len(prompt) + steps)
-    dyn = kiln_dyn_dims(io, plan, args.past_axis, max_len, args.dim_sizes)
+    dyn = kiln_dyn_dims(io, plan, args.past_axis, max_len, args.dim_sizes, not args.no_optimals)
 
     t0 = time.perf_counter()
     model = kiln.parse_onnx(model_path, map_dyn_input_dims=dyn)
@@ -400,6 +401,8 @@ def engine_cmd(args, engine, model_path):
     if engine == "kiln":
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", model_path, "--target", args.target,
                "--threads", str(args.threads), "--max-len", str(args.max_len), "--kiln-python", args.kiln_python]
+        if args.no_optimals:
+            cmd.append("--no-optimals")
     else:
         cmd = [args.node, ORT_DECODE, model_path, "--threads", str(args.threads), "--opt", args.opt]
     return cmd + common_args(args)
@@ -506,6 +509,8 @@ def main():
     p.add_argument("--out", help="also write the Markdown to this file")
     p.add_argument("--section", help="with --out: replace (or append) only this '## ...' section")
     p.add_argument("--raw", help="write every process's JSON result to this file, one per line")
+    p.add_argument("--no-optimals", action="store_true",
+                   help="Kiln: no optimal for the sequence (the program with past free comes by itself, in the background)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args()
     args.engines = [e for e in args.engines.split(",") if e]
