@@ -233,14 +233,13 @@ std::vector<specialization_cache::shape_map> optimal_shape_sets(const module& ma
         const auto& dd = ins.get_shape().dyn_dims();
         for (std::size_t i = 0; i < dd.size(); ++i) {
             if (dd[i].is_fixed()) continue;
-            auto e = dd[i].symbol.empty() ? std::nullopt : dim_expr::parse(dd[i].symbol);
-            if (e && !e->is_symbol()) {
-                expressions.emplace_back(dim_at{ins.param_name(), i}, *e);
+            auto name = dim_key(ins.param_name(), i, dd[i]);
+            if (!name) {
+                expressions.emplace_back(dim_at{ins.param_name(), i}, *dim_expr::parse(dd[i].symbol));
                 continue;
             }
-            auto name = e ? dd[i].symbol : "#" + ins.param_name() + ":" + std::to_string(i);
-            groups[name].push_back({ins.param_name(), i});
-            optimals[name].insert(dd[i].optimals.begin(), dd[i].optimals.end());
+            groups[*name].push_back({ins.param_name(), i});
+            optimals[*name].insert(dd[i].optimals.begin(), dd[i].optimals.end());
         }
     }
     std::vector<std::map<std::string, std::int64_t>> combos{{}};
@@ -262,9 +261,6 @@ std::vector<specialization_cache::shape_map> optimal_shape_sets(const module& ma
     return sets;
 }
 
-// Compiles the programs for the optimals (see optimal_shape_sets) into `cache`. One that
-// fails to compile, or whose free dims the target cannot build a generic program for,
-// is left out: the generic program serves those shapes.
 // The share of main's dynamic instructions that become static when only the names `free`
 // stay ranges (a decoder's past length free: most of them; an encoder's sequence: almost
 // none, since everything depends on it).
@@ -298,12 +294,12 @@ std::set<std::string> free_names(const specialization_cache::shape_map& set) {
         const auto& dd = s.dyn_dims();
         for (std::size_t i = 0; i < dd.size(); ++i) {
             if (dd[i].is_fixed()) continue;
-            auto e = dd[i].symbol.empty() ? std::nullopt : dim_expr::parse(dd[i].symbol);
-            if (!e) {
-                names.insert("#" + input + ":" + std::to_string(i));
+            if (auto k = dim_key(input, i, dd[i])) {
+                names.insert(*k);
                 continue;
             }
-            for (auto& [name, k] : e->terms()) names.insert(name);
+            const auto e = dim_expr::parse(dd[i].symbol);  // an expression of names (dim_key)
+            for (auto& [name, c] : e->terms()) names.insert(name);
         }
     }
     return names;
@@ -342,6 +338,9 @@ std::optional<specialization_cache::partial> compile_partial(const specializatio
     }
 }
 
+// Compiles the programs for the optimals (see optimal_shape_sets) into `cache`. One that
+// fails to compile, or whose free dims the target cannot build a generic program for,
+// is left out: the generic program serves those shapes.
 void compile_partials(specialization_cache& cache, const target& t) {
     const std::size_t limit = std::max<std::size_t>(1, std::min<std::size_t>(4, cache.max ? cache.max : 4));
     for (auto& set : optimal_shape_sets(*cache.source->get_main_module(), limit)) {
@@ -447,6 +446,13 @@ void run_background_compiles(specialization_cache& cache) {
     }
 }
 
+// Hands `j` to the background worker, starting it on the first job (lock held).
+void push_job(specialization_cache& cache, specialization_cache::job j) {
+    cache.jobs.push_back(std::move(j));
+    if (!cache.worker.joinable()) cache.worker = std::thread([c = &cache] { run_background_compiles(*c); });
+    cache.wake.notify_one();
+}
+
 // Queues a background compile of `checked`'s shapes (lock held).
 void queue_background_compile(specialization_cache& cache, const std::string& key, const param_map& checked,
                               std::vector<std::shared_future<specialization_cache::spec_ptr>>& evicted) {
@@ -456,11 +462,9 @@ void queue_background_compile(specialization_cache& cache, const std::string& ke
     j.shapes = parameter_shapes(*cache.source->get_main_module(), checked);
     cache.order.push_front(key);
     cache.entries.emplace(key, specialization_cache::entry{j.promise.get_future().share(), cache.order.begin(), j.id});
-    cache.jobs.push_back(std::move(j));
+    push_job(cache, std::move(j));
     auto dropped = evict_beyond_max(cache);
     for (auto& f : dropped) evicted.push_back(std::move(f));
-    if (!cache.worker.joinable()) cache.worker = std::thread([c = &cache] { run_background_compiles(*c); });
-    cache.wake.notify_one();
 }
 
 // Tracks how the inputs' named dims change from call to call (lock held); when some keep
@@ -506,9 +510,7 @@ void maybe_queue_partial(specialization_cache& cache, const parameter_info& info
     j.key = key;
     j.partial = true;
     j.shapes = fix_dims(*cache.source->get_main_module(), fixed);
-    cache.jobs.push_back(std::move(j));
-    if (!cache.worker.joinable()) cache.worker = std::thread([c = &cache] { run_background_compiles(*c); });
-    cache.wake.notify_one();
+    push_job(cache, std::move(j));
 }
 
 }  // namespace
@@ -587,7 +589,6 @@ std::shared_ptr<const specialization> specialization_for(specialization_cache& c
     cache.has_last = true;
     return spec;
 }
-
 
 std::shared_ptr<specialization_cache> make_specialization_cache(std::shared_ptr<const program> source,
                                                                 const target& t, const compile_options& options,

@@ -47,24 +47,10 @@ compute_buffer<A> read_as(const argument& a) {
             for (std::size_t i = 0; i < b.size; ++i) b.owned[i] = convert<A>(p[i]);
             return;
         }
-        // Views (transposed, broadcast): rows along the last dim, the outer dims stepped
-        // like an odometer, so no element pays a division per dim.
-        const auto& l = s.lens();
-        const auto& st = s.strides();
-        const std::size_t r = l.size(), inner = r ? l[r - 1] : 1, step = r ? st[r - 1] : 0;
-        std::vector<std::size_t> idx(r, 0);
-        std::size_t off = 0;
-        for (std::size_t i = 0; i < b.size; i += inner) {
-            for (std::size_t j = 0; j < inner; ++j) b.owned[i + j] = convert<A>(p[off + j * step]);
-            for (std::size_t d = r > 0 ? r - 1 : 0; d-- > 0;) {
-                if (++idx[d] < l[d]) {
-                    off += st[d];
-                    break;
-                }
-                off -= (l[d] - 1) * st[d];
-                idx[d] = 0;
-            }
-        }
+        // Views (transposed, broadcast): offsets stepped per dim, no division per element.
+        for_each_broadcast<1>(s.lens(), {s.strides()}, [&](std::size_t o, const std::array<std::size_t, 1>& off) {
+            b.owned[o] = convert<A>(p[off[0]]);
+        });
     }, "read_as");
     b.ptr = b.owned.data();
     return b;

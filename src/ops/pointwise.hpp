@@ -60,49 +60,6 @@ struct fn_base {
     static void reflect(Self&, F) {}
 };
 
-// Calls f(out_index, offsets) for each element of `lens` in row-major order; offsets[k] is
-// the element offset into input k, whose strides over `lens` are strides[k] (0 where it is
-// broadcast). The innermost dimension runs as a plain strided loop.
-template <std::size_t N, class F>
-void for_each_broadcast(const std::vector<std::size_t>& lens, const std::array<std::vector<std::size_t>, N>& strides,
-                        F&& f) {
-    std::size_t total = 1;
-    for (auto l : lens) total *= l;
-    if (total == 0) return;
-    std::array<std::size_t, N> off{};
-    if (lens.empty()) {
-        f(std::size_t{0}, off);
-        return;
-    }
-    const std::size_t rank = lens.size();
-    const std::size_t inner = lens[rank - 1];
-    std::array<std::size_t, N> inner_stride{}, base{};
-    for (std::size_t k = 0; k < N; ++k) inner_stride[k] = strides[k][rank - 1];
-    std::vector<std::size_t> idx(rank - 1, 0);
-    std::size_t o = 0;
-    while (true) {
-        for (std::size_t j = 0; j < inner; ++j) {
-            for (std::size_t k = 0; k < N; ++k) off[k] = base[k] + j * inner_stride[k];
-            f(o++, off);
-        }
-        if (rank == 1) return;
-        // Advance the outer dimensions like an odometer; done when it wraps around.
-        std::size_t d = rank - 1;
-        bool wrapped = true;
-        while (d > 0) {
-            --d;
-            if (++idx[d] < lens[d]) {
-                for (std::size_t k = 0; k < N; ++k) base[k] += strides[k][d];
-                wrapped = false;
-                break;
-            }
-            for (std::size_t k = 0; k < N; ++k) base[k] -= (lens[d] - 1) * strides[k][d];
-            idx[d] = 0;
-        }
-        if (wrapped) return;
-    }
-}
-
 // One element of storage type S as the type kernels compute in.
 template <class S>
 compute_t<S> load_element(const S& x) {

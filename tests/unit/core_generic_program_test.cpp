@@ -132,15 +132,6 @@ TEST(generic_program, two_threads_with_different_shapes) {
     EXPECT_EQ(p.get_specialization_stats().compiles, 2u);
 }
 
-program scaled_model(shape x_shape) {
-    program p;
-    auto* m = p.get_main_module();
-    auto x = m->add_parameter("x", std::move(x_shape));
-    auto twice = m->add_instruction(test::test_scale{2.0f}, {x});
-    m->add_return({m->add_instruction(test::test_scale{1.5f}, {twice})});
-    return p;
-}
-
 // The optimals are compiled ahead, at compile(): here every dynamic dim has optimals, so
 // each combination is a static program.
 TEST(generic_program, optimals_are_compiled_ahead) {

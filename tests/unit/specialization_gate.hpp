@@ -112,18 +112,21 @@ struct gated_target final : target {
     }
 };
 
-
-// x: float32 [rows, cols] with rows dynamic in [1, 256]; returns 3x through an
-// intermediate (2x) that the memory plan puts in the arena, so a specialization's
-// memory grows with its rows.
-inline program make_model(std::size_t cols) {
+// x of `x_shape`, returned as 3x through an intermediate 2x (unary ops only: the generic
+// dynamic shape inference samples each input on its own).
+inline program scaled_model(shape x_shape) {
     program p;
     auto* m = p.get_main_module();
-    auto x = m->add_parameter("x", shape::make_dynamic(type::float32, {{1, 256, {}}, {cols, cols, {}}}));
-    // Unary ops only: the generic dynamic shape inference samples each input on its own.
+    auto x = m->add_parameter("x", std::move(x_shape));
     auto twice = m->add_instruction(test::test_scale{2.0f}, {x});
     m->add_return({m->add_instruction(test::test_scale{1.5f}, {twice})});
     return p;
+}
+
+// x: float32 [rows, cols] with rows dynamic in [1, 256]; the intermediate is in the
+// arena, so a specialization's memory grows with its rows.
+inline program make_model(std::size_t cols) {
+    return scaled_model(shape::make_dynamic(type::float32, {{1, 256, {}}, {cols, cols, {}}}));
 }
 
 inline argument rows_of(std::size_t rows, std::size_t cols, float first = 1.0f) {
