@@ -4,6 +4,7 @@
 #include <kiln/program.hpp>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -11,11 +12,13 @@
 namespace kiln {
 
 struct onnx_options {
-    // Size used for a symbolic (dim_param) or unknown dimension of a graph input.
-    std::size_t default_dim_value = 1;
-    // When set (max > 0), symbolic/unknown input dimensions become this dynamic range
-    // instead of default_dim_value.
-    dynamic_dimension default_dyn_dim_value{1, 1, {}};
+    // Size for every symbolic (dim_param) or unknown dimension of a graph input. Unset (the
+    // default), those dims stay dynamic, as default_dyn_dim_value says.
+    std::optional<std::size_t> default_dim_value;
+    // The range of the symbolic/unknown input dims when default_dim_value is unset: 0 (an
+    // empty batch, a first call with no past) to 4096, with 1 as the optimal (the shape
+    // `shape::opt_lens()` gives, compiled ahead). A range with min == max fixes them.
+    dynamic_dimension default_dyn_dim_value{0, 4096, {1}};
     // Input name -> static dims (overrides the model's declared dims).
     std::unordered_map<std::string, std::vector<std::size_t>> map_input_dims;
     // Input name -> per-dimension {min, max, optimals}: the program compiles per input shape.

@@ -8,6 +8,7 @@
 
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -98,8 +99,9 @@ public:
     // Output names (from the model); "output_N" where the model gave none.
     std::vector<std::string> get_output_names() const;
     void set_output_names(std::vector<std::string> names);
-    // A dynamic program: the most recently run specialization's usage (the parsed
-    // program's before the first eval); get_specialization_stats() counts them.
+    // A dynamic program: the most recently run specialization's usage (before the first
+    // eval, the program compiled ahead for the default shapes', else the parsed
+    // program's); get_specialization_stats() counts them.
     memory_usage get_memory_usage() const;
     specialization_stats get_specialization_stats() const;
     // Waits until the specializations being compiled in the background are done
@@ -128,6 +130,12 @@ public:
     // For dynamic programs: the program as parsed, from which each specialization is
     // compiled; nullptr otherwise.
     const program* dynamic_source() const;
+    // For dynamic programs: the programs compiled at compile() for the inputs' optimals
+    // (each static, or dynamic in the dims without optimals), which a .kiln saves.
+    std::vector<std::shared_ptr<const program>> compiled_ahead() const;
+    // compile() of this parsed dynamic program, with the programs compiled ahead taken
+    // from `ahead` (a .kiln's) instead of compiled again.
+    void restore_dynamic(const target& t, const compile_options& options, std::vector<program> ahead);
 
     struct impl;
 
@@ -135,6 +143,7 @@ private:
     // The passes and the finalization of compile(), for the module as it is (a dynamic
     // one becomes the generic program).
     void compile_pipeline(const target& t, const compile_options& options);
+    void compile_dynamic(const target& t, const compile_options& options, std::optional<std::vector<program>> ahead);
     std::vector<argument> eval_impl(const param_map& params, std::vector<instruction_profile>* profile) const;
     // eval_impl after the inputs were checked (and defaults added): a dynamic program
     // hands them to the program it chose without checking them again.

@@ -68,6 +68,11 @@ public:
     std::size_t ndim() const;
     const std::vector<std::size_t>& lens() const;     // throws on dynamic shapes
     const std::vector<std::size_t>& strides() const;  // throws on dynamic shapes
+    // The default shape of a tensor's dims, the one code written for static models builds
+    // its input from: each dynamic dim's first optimal, else its min (lens() when static).
+    std::vector<std::size_t> opt_lens() const;
+    std::vector<std::size_t> min_lens() const;  // each dim's min (lens() when static)
+    std::vector<std::size_t> max_lens() const;  // each dim's max (lens() when static)
     std::size_t elements() const;
     // Memory the layout spans, in bytes: (1 + sum((len-1)*stride)) * type_size,
     // 0 when any len is 0. For a tuple, the sum over its elements.
@@ -87,7 +92,7 @@ public:
     // values follow from named input dims ("batch", "past + sequence") shape inference
     // knows what a Reshape to them gives. An annotation: not part of equality or hash.
     static constexpr std::size_t max_valued_elements = 16;
-    shape with_values(std::vector<std::string> values) const;  // static int32/int64 tensors only
+    shape with_values(std::vector<std::string> values) const;  // static int32/int64/bool tensors only
     const std::vector<std::string>& values() const;            // empty: none known
     bool has_values() const { return !values().empty(); }
     const std::vector<dynamic_dimension>& dyn_dims() const;  // fixed dims too, for dynamic shapes

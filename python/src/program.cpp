@@ -79,29 +79,32 @@ private:
     std::shared_future<std::vector<argument>> f_;
 };
 
+// A dim given as a dynamic_dimension, a {"min", "max", "optimals"} dict or a size.
+dynamic_dimension to_dynamic_dimension(py::handle d) {
+    if (py::isinstance<dynamic_dimension>(d)) return d.cast<dynamic_dimension>();
+    if (py::isinstance<py::dict>(d)) {
+        auto m = d.cast<py::dict>();
+        dynamic_dimension x{m["min"].cast<std::size_t>(), m["max"].cast<std::size_t>(), {}};
+        if (m.contains("optimals"))
+            for (auto& opt : m["optimals"]) x.optimals.insert(opt.cast<std::size_t>());
+        return x;
+    }
+    auto n = d.cast<std::size_t>();
+    return dynamic_dimension{n, n, {}};
+}
+
 onnx_options make_onnx_options(const py::kwargs& kw) {
     onnx_options o;
     for (auto& [k, v] : kw) {
         auto key = k.cast<std::string>();
         if (v.is_none()) continue;
         if (key == "default_dim_value") o.default_dim_value = v.cast<std::size_t>();
+        else if (key == "default_dyn_dim_value") o.default_dyn_dim_value = to_dynamic_dimension(v);
         else if (key == "map_input_dims") o.map_input_dims = v.cast<std::unordered_map<std::string, std::vector<std::size_t>>>();
         else if (key == "map_dyn_input_dims") {
             for (auto& [name, dims] : v.cast<py::dict>()) {
                 std::vector<dynamic_dimension> dd;
-                for (auto& d : dims) {
-                    if (py::isinstance<dynamic_dimension>(d)) dd.push_back(d.cast<dynamic_dimension>());
-                    else if (py::isinstance<py::dict>(d)) {
-                        auto m = d.cast<py::dict>();
-                        dynamic_dimension x{m["min"].cast<std::size_t>(), m["max"].cast<std::size_t>(), {}};
-                        if (m.contains("optimals"))
-                            for (auto& opt : m["optimals"]) x.optimals.insert(opt.cast<std::size_t>());
-                        dd.push_back(x);
-                    } else {
-                        auto n = d.cast<std::size_t>();
-                        dd.push_back(dynamic_dimension{n, n, {}});
-                    }
-                }
+                for (auto& d : dims) dd.push_back(to_dynamic_dimension(d));
                 o.map_dyn_input_dims[name.cast<std::string>()] = dd;
             }
         } else if (key == "skip_unknown_operators") o.skip_unknown_operators = v.cast<bool>();
@@ -220,7 +223,7 @@ void bind_program(py::module_& m) {
         py::gil_scoped_release release;
         return std::make_shared<program>(parse_onnx(path, opts));
     }, py::arg("model"),
-          "parse_onnx(path_or_bytes, default_dim_value=, map_input_dims=, map_dyn_input_dims=, "
+          "parse_onnx(path_or_bytes, default_dim_value=, default_dyn_dim_value=, map_input_dims=, map_dyn_input_dims=, "
           "skip_unknown_operators=, max_loop_iterations=, limit_max_iterations=, external_data_path=)");
     m.def("load", [](const std::string& path, std::optional<int> device_id) {
         load_options o;

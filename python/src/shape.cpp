@@ -47,13 +47,7 @@ void bind_shape(py::module_& m) {
         .def("type", [](const shape& s) { return std::string(type_name(s.get_type())); }, "Element type name, e.g. 'float32'.")
         .def(
             "lens",
-            [](const shape& s) {
-                if (!s.is_tensor() || !s.dynamic()) return s.lens();
-                // The shape code written for static models builds its input from.
-                std::vector<std::size_t> lens;
-                for (auto& d : s.dyn_dims()) lens.push_back(d.optimals.empty() ? d.min : *d.optimals.begin());
-                return lens;
-            },
+            [](const shape& s) { return s.is_tensor() ? s.opt_lens() : s.lens(); },
             "The dimensions; for a dynamic shape the default one: each dim's first optimal size, else its min.")
         .def("strides", [](const shape& s) { return s.strides(); }, "Strides in elements.")
         .def("elements", &shape::elements, "Number of elements.")

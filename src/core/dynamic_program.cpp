@@ -67,6 +67,7 @@ struct specialization_cache {
         std::vector<std::tuple<std::string, std::size_t, std::size_t>> fixed;  // input, axis, size
         bool fully_static = false;
         bool mostly_static = false;  // at least half of the dynamic instructions static
+        bool ahead = false;          // compiled for the optimals (saved with the program)
         spec_ptr compiled;
     };
     std::vector<partial> partials;
@@ -305,10 +306,10 @@ std::set<std::string> free_names(const specialization_cache::shape_map& set) {
     return names;
 }
 
-// A program for `set` (some dims fixed, the others ranges; all fixed: a static program),
-// or nullopt when it fails to compile or its free dims have no generic program.
-std::optional<specialization_cache::partial> compile_partial(const specialization_cache& cache, const target& t,
-                                                             const specialization_cache::shape_map& set) {
+// What a program compiled for `set` (some dims fixed, the others ranges; all fixed: a
+// static program) serves: the dims it fixes, and whether most instructions are static.
+specialization_cache::partial describe_partial(const specialization_cache& cache,
+                                               const specialization_cache::shape_map& set) {
     specialization_cache::partial part;
     part.fully_static = true;
     for (auto& [input, s] : set) {
@@ -321,15 +322,22 @@ std::optional<specialization_cache::partial> compile_partial(const specializatio
         for (std::size_t i = 0; i < dd.size(); ++i)
             if (dd[i].is_fixed()) part.fixed.emplace_back(input, i, dd[i].min);
     }
+    part.mostly_static = part.fully_static || static_fraction(*cache.source->get_main_module(), free_names(set)) >= 0.5;
+    return part;
+}
+
+// A program for `set`, or nullopt when it fails to compile or its free dims have no
+// generic program.
+std::optional<specialization_cache::partial> compile_partial(const specialization_cache& cache, const target& t,
+                                                             const specialization_cache::shape_map& set) {
     try {
+        auto part = describe_partial(cache, set);
         auto s = new_specialization(*cache.source);
         s->prog.get_main_module()->set_parameter_shapes(set);
         auto options = cache.options;
         options.specialize_after = 0;  // its free dims run on its own generic program
         s->prog.compile(t, options);
         if (!part.fully_static && !s->prog.get_specialization_stats().generic) return std::nullopt;
-        part.mostly_static =
-            part.fully_static || static_fraction(*cache.source->get_main_module(), free_names(set)) >= 0.5;
         s->usage = s->prog.get_memory_usage();
         part.compiled = std::move(s);
         return part;
@@ -338,12 +346,44 @@ std::optional<specialization_cache::partial> compile_partial(const specializatio
     }
 }
 
+// The input shapes `p` (a program compiled ahead, as saved) was compiled for: those of
+// the source's dynamic inputs, each as `p`'s parameter of that name declares it (its
+// parsed source's, when `p` is itself dynamic). Throws when they leave the source's ranges.
+specialization_cache::shape_map compiled_for(const specialization_cache& cache, const program& p) {
+    const program& parsed = p.dynamic_source() != nullptr ? *p.dynamic_source() : p;
+    auto& main = *parsed.get_main_module();
+    specialization_cache::shape_map set;
+    for (auto& ins : *cache.source->get_main_module()) {
+        if (!ins.is_param() || !ins.get_shape().is_tensor() || !ins.get_shape().dynamic()) continue;
+        auto it = main.get_parameter(ins.param_name());
+        if (it == main.end())
+            throw_error(error_code::invalid_argument,
+                        "a program compiled ahead has no input '" + ins.param_name() + "'");
+        const auto& declared = ins.get_shape().dyn_dims();
+        const auto dims = it->get_shape().to_dynamic_dims();
+        bool fits = it->get_shape().get_type() == ins.get_shape().get_type() && dims.size() == declared.size();
+        for (std::size_t i = 0; fits && i < dims.size(); ++i)
+            fits = dims[i].min >= declared[i].min && dims[i].max <= declared[i].max;
+        if (!fits)
+            throw_error(error_code::invalid_argument, "a program compiled ahead takes input '" + ins.param_name() +
+                                                          "' as " + it->get_shape().to_string() +
+                                                          ", outside its range " + ins.get_shape().to_string());
+        set.emplace(ins.param_name(), it->get_shape());
+    }
+    return set;
+}
+
 // Compiles the programs for the optimals (see optimal_shape_sets) into `cache`. One that
 // fails to compile, or whose free dims the target cannot build a generic program for,
-// is left out: the generic program serves those shapes.
+// is left out: the generic program serves those shapes. Without a generic program only
+// the fully static sets are compiled (a CNN's default batch): each other shape is
+// specialized on its first call anyway.
 void compile_partials(specialization_cache& cache, const target& t) {
     const std::size_t limit = std::max<std::size_t>(1, std::min<std::size_t>(4, cache.max ? cache.max : 4));
     for (auto& set : optimal_shape_sets(*cache.source->get_main_module(), limit)) {
+        if (!cache.generic &&
+            std::any_of(set.begin(), set.end(), [](const auto& kv) { return kv.second.dynamic(); }))
+            continue;
         auto t0 = std::chrono::steady_clock::now();
         auto part = compile_partial(cache, t, set);
         cache.stats.compile_ms += ms_since(t0);
@@ -352,7 +392,23 @@ void compile_partials(specialization_cache& cache, const target& t) {
             continue;
         }
         ++cache.stats.compiles;
+        part->ahead = true;
         cache.partials.push_back(std::move(*part));
+    }
+}
+
+// Puts the saved programs compiled ahead into `cache`, as compile_partials would have.
+void restore_partials(specialization_cache& cache, std::vector<program> ahead) {
+    for (auto& p : ahead) {
+        if (!p.is_compiled() || p.target_name() != cache.tgt->name())
+            throw_error(error_code::invalid_argument, "a program compiled ahead is not compiled for target '" +
+                                                          cache.tgt->name() + "'");
+        auto part = describe_partial(cache, compiled_for(cache, p));
+        auto s = std::make_shared<specialization>(specialization{std::move(p), {}});
+        s->usage = s->prog.get_memory_usage();
+        part.compiled = std::move(s);
+        part.ahead = true;
+        cache.partials.push_back(std::move(part));
     }
 }
 
@@ -570,6 +626,11 @@ std::shared_ptr<const specialization> specialization_for(specialization_cache& c
                     cache.last_usage.parameter_bytes += arg.get_shape().bytes();
             cache.has_last = true;
             return cache.generic;
+        } else if (const auto* part = matching_partial(cache, checked); part && part->fully_static) {
+            ++cache.stats.hits;
+            cache.last_usage = part->compiled->usage;
+            cache.has_last = true;
+            return part->compiled;
         } else {
             compile_here = true;
             ready = promise.get_future().share();
@@ -592,7 +653,8 @@ std::shared_ptr<const specialization> specialization_for(specialization_cache& c
 
 std::shared_ptr<specialization_cache> make_specialization_cache(std::shared_ptr<const program> source,
                                                                 const target& t, const compile_options& options,
-                                                                const std::function<void(program&)>& compile_generic) {
+                                                                const std::function<void(program&)>& compile_generic,
+                                                                std::optional<std::vector<program>> ahead) {
     auto cache = std::make_shared<specialization_cache>();
     cache->max = options.max_specializations;
     cache->stats.max_specializations = options.max_specializations;
@@ -611,10 +673,18 @@ std::shared_ptr<specialization_cache> make_specialization_cache(std::shared_ptr<
     } catch (const std::exception& e) {
         cache->stats.generic_unavailable = e.what();
     }
-    // The shapes the inputs name as optimal, compiled ahead (with a generic program to
-    // fall back on; without one, every shape is specialized on its first call anyway).
-    if (cache->generic && options.specialize_after != 0) compile_partials(*cache, t);
+    // The shapes the inputs name as optimal, compiled ahead.
+    if (ahead) restore_partials(*cache, std::move(*ahead));
+    else if (options.specialize_after != 0) compile_partials(*cache, t);
     return cache;
+}
+
+std::vector<std::shared_ptr<const program>> compiled_ahead(specialization_cache& cache) {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    std::vector<std::shared_ptr<const program>> out;
+    for (auto& p : cache.partials)
+        if (p.ahead) out.push_back(std::shared_ptr<const program>(p.compiled, &p.compiled->prog));
+    return out;
 }
 
 specialization_stats stats_of(specialization_cache& cache) {
@@ -629,8 +699,11 @@ void wait_for_background_compiles(specialization_cache& cache) {
 
 std::optional<memory_usage> last_usage(specialization_cache& cache) {
     std::lock_guard<std::mutex> lock(cache.mutex);
-    if (!cache.has_last) return std::nullopt;
-    return cache.last_usage;
+    if (cache.has_last) return cache.last_usage;
+    // Before the first call: the program for the default shapes (the first optimals).
+    for (auto& p : cache.partials)
+        if (p.ahead) return p.compiled->usage;
+    return std::nullopt;
 }
 
 }  // namespace kiln

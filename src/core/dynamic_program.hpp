@@ -44,10 +44,16 @@ struct specialization_cache;
 // The compiled forms of `source` (the parsed program, dims symbolic): the generic program,
 // which `compile_generic` compiles from a copy (throwing where the target cannot: then
 // every new set of shapes is specialized on its first call), and the programs for the
-// inputs' optimals.
+// inputs' optimals, compiled here or, when `ahead` is given, taken from it (a .kiln's:
+// programs that compiled_ahead() gave, each for one set of the source's input shapes).
 std::shared_ptr<specialization_cache> make_specialization_cache(std::shared_ptr<const program> source,
                                                                 const target& t, const compile_options& options,
-                                                                const std::function<void(program&)>& compile_generic);
+                                                                const std::function<void(program&)>& compile_generic,
+                                                                std::optional<std::vector<program>> ahead = {});
+
+// The programs compiled for the optimals (not those added later for shapes seen at run
+// time), in the order they were compiled: what a .kiln saves beside the source.
+std::vector<std::shared_ptr<const program>> compiled_ahead(specialization_cache& cache);
 
 // The program to run a call on, its inputs checked against the ranges (`info`'s).
 std::shared_ptr<const specialization> specialization_for(specialization_cache& cache, const parameter_info& info,
@@ -55,7 +61,8 @@ std::shared_ptr<const specialization> specialization_for(specialization_cache& c
 
 specialization_stats stats_of(specialization_cache& cache);
 void wait_for_background_compiles(specialization_cache& cache);
-// The usage of the program that ran last (nullopt before the first call).
+// The usage of the program that ran last; before the first call that of the first program
+// compiled ahead (nullopt when there is none).
 std::optional<memory_usage> last_usage(specialization_cache& cache);
 
 }  // namespace kiln

@@ -91,7 +91,16 @@ struct symbolic_inputs {
                 } else {
                     for (auto& [name, c] : e->terms()) ranges.try_emplace(name);
                 }
-                by_expr.try_emplace(e->to_string(), d);
+                // Inputs may know one name's bounds differently (a dim named from a value,
+                // such as Expand to Shape's batch, has none): the tightest hold for all.
+                auto [known, fresh] = by_expr.try_emplace(e->to_string(), d);
+                if (!fresh) {
+                    auto& k = known->second;
+                    k.min = std::max(k.min, d.min);
+                    k.max = std::max(k.min, std::min(k.max, d.max));
+                    k.optimals.insert(d.optimals.begin(), d.optimals.end());
+                    std::erase_if(k.optimals, [&](std::size_t o) { return !k.contains(o); });
+                }
                 dims[i].push_back(std::move(e));
             }
         }
@@ -214,7 +223,8 @@ bool is_number(const std::string& e) {
 }
 
 bool small_int(const shape& s) {
-    return s.is_tensor() && !s.dynamic() && (s.get_type() == type::int64 || s.get_type() == type::int32) &&
+    return s.is_tensor() && !s.dynamic() &&
+           (s.get_type() == type::int64 || s.get_type() == type::int32 || s.get_type() == type::bool_) &&
            s.elements() > 0 && s.elements() <= shape::max_valued_elements;
 }
 

@@ -45,7 +45,7 @@ std::optional<shape> infer_dynamic_shape(const std::string& op_name, const std::
 bool has_symbolic_values(const std::vector<shape>& inputs);
 // A value's text that is a plain (decimal, maybe negative) number.
 bool is_number(const std::string& value);
-// A static int32/int64 tensor small enough to carry its values (shape::max_valued_elements).
+// A static int32/int64/bool tensor small enough to carry its values (shape::max_valued_elements).
 bool small_int(const shape& s);
 
 }  // namespace kiln::detail

@@ -10,11 +10,12 @@ instruction::instruction(operation op, shape s, std::vector<instruction_ref> inp
 
 namespace {
 
-// A small integer literal's shape carries its values, so that shape arithmetic mixing
+// A small integer (or bool) literal's shape carries its values, so that shape arithmetic mixing
 // constants with named dims (Concat(batch, [4, 16])) is known at compile time.
 shape literal_shape(const literal& l) {
     const auto& s = l.get_shape();
-    if (!s.is_tensor() || s.dynamic() || (s.get_type() != type::int64 && s.get_type() != type::int32) ||
+    if (!s.is_tensor() || s.dynamic() ||
+        (s.get_type() != type::int64 && s.get_type() != type::int32 && s.get_type() != type::bool_) ||
         s.elements() == 0 || s.elements() > shape::max_valued_elements)
         return s;
     std::vector<std::string> values;

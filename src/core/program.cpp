@@ -225,20 +225,36 @@ void program::compile(const target& t, const compile_options& options) {
         throw_error(error_code::unsupported, "target " + t.name() + " is not available: " + why);
     impl_->tgt = kiln::get_target(t.name());
     impl_->options = options;
-    if (has_dynamic_parameters(*get_main_module())) {
-        auto source = std::make_shared<program>(*this);
-        // Its copies, the generic program and the specializations, share one pool of
-        // arenas (see arena_pool).
-        source->impl_->arenas = std::make_shared<arena_pool>();
-        impl_->specializations = make_specialization_cache(
-            source, t, options, [&](program& generic) { generic.compile_pipeline(t, options); });
-        impl_->source = std::move(source);
-        impl_->params = describe_parameters(*get_main_module());
-        impl_->ctx = t.make_context(options);
-        impl_->compiled = true;
-        return;
-    }
+    if (has_dynamic_parameters(*get_main_module())) return compile_dynamic(t, options, std::nullopt);
     compile_pipeline(t, options);
+}
+
+void program::restore_dynamic(const target& t, const compile_options& options, std::vector<program> ahead) {
+    if (impl_->compiled) throw_error(error_code::invalid_argument, "program is already compiled for " + target_name());
+    if (!has_dynamic_parameters(*get_main_module()))
+        throw_error(error_code::invalid_argument, "restore_dynamic: the program has no dynamic inputs");
+    impl_->tgt = kiln::get_target(t.name());
+    impl_->options = options;
+    compile_dynamic(t, options, std::move(ahead));
+}
+
+void program::compile_dynamic(const target& t, const compile_options& options,
+                              std::optional<std::vector<program>> ahead) {
+    auto source = std::make_shared<program>(*this);
+    // Its copies, the generic program and the specializations, share one pool of
+    // arenas (see arena_pool).
+    source->impl_->arenas = std::make_shared<arena_pool>();
+    impl_->specializations = make_specialization_cache(
+        source, t, options, [&](program& generic) { generic.compile_pipeline(t, options); }, std::move(ahead));
+    impl_->source = std::move(source);
+    impl_->params = describe_parameters(*get_main_module());
+    impl_->ctx = t.make_context(options);
+    impl_->compiled = true;
+}
+
+std::vector<std::shared_ptr<const program>> program::compiled_ahead() const {
+    if (!impl_->specializations) return {};
+    return kiln::compiled_ahead(*impl_->specializations);
 }
 
 void program::compile_pipeline(const target& t, const compile_options& options) {

@@ -204,6 +204,27 @@ const std::vector<std::size_t>& shape::lens() const {
     return impl_->lens;
 }
 
+std::vector<std::size_t> shape::opt_lens() const {
+    if (!impl_->is_dynamic) return lens();
+    std::vector<std::size_t> out;
+    for (auto& d : dyn_dims()) out.push_back(d.optimals.empty() ? d.min : *d.optimals.begin());
+    return out;
+}
+
+std::vector<std::size_t> shape::min_lens() const {
+    if (!impl_->is_dynamic) return lens();
+    std::vector<std::size_t> out;
+    for (auto& d : dyn_dims()) out.push_back(d.min);
+    return out;
+}
+
+std::vector<std::size_t> shape::max_lens() const {
+    if (!impl_->is_dynamic) return lens();
+    std::vector<std::size_t> out;
+    for (auto& d : dyn_dims()) out.push_back(d.max);
+    return out;
+}
+
 const std::vector<std::size_t>& shape::strides() const {
     if (impl_->is_dynamic)
         throw_error(error_code::shape, "strides() of dynamic shape " + to_string());
@@ -316,10 +337,11 @@ shape shape::with_values(std::vector<std::string> values) const {
         p->values.clear();
         return shape(std::shared_ptr<const impl>(std::move(p)));
     }
-    if (!is_tensor() || dynamic() || (get_type() != type::int64 && get_type() != type::int32) ||
+    if (!is_tensor() || dynamic() ||
+        (get_type() != type::int64 && get_type() != type::int32 && get_type() != type::bool_) ||
         elements() != values.size() || values.size() > max_valued_elements)
         throw_error(error_code::invalid_argument,
-                    "values are kept for static int32/int64 tensors of at most " + std::to_string(max_valued_elements) +
+                    "values are kept for static int32/int64/bool tensors of at most " + std::to_string(max_valued_elements) +
                         " elements, not " + to_string() + " with " + std::to_string(values.size()));
     auto p = std::make_shared<impl>(*impl_);
     p->values = std::move(values);

@@ -176,7 +176,9 @@ shape graph_parser::shape_from_type(const onnx::TypeProto& t, const std::string&
     }
     std::vector<dynamic_dimension> dims;
     dims.reserve(static_cast<std::size_t>(tt.shape().dim_size()));
-    bool use_dyn = options_.default_dyn_dim_value.max > options_.default_dyn_dim_value.min;
+    // Symbolic/unknown dims: fixed by default_dim_value (or a fixed default range), else dynamic.
+    const bool fixed_default = options_.default_dim_value.has_value() || options_.default_dyn_dim_value.is_fixed();
+    const std::size_t fixed_size = options_.default_dim_value.value_or(options_.default_dyn_dim_value.min);
     for (auto& d : tt.shape().dim()) {
         if (d.has_dim_value()) {
             if (d.dim_value() < 0)
@@ -186,11 +188,11 @@ shape graph_parser::shape_from_type(const onnx::TypeProto& t, const std::string&
             dims.push_back(dynamic_dimension{n, n, {}});
         } else if (!graph_input) {
             dims.push_back(dynamic_dimension{0, dynamic_dimension::unbounded, {}});
-        } else if (use_dyn) {
+        } else if (fixed_default) {
+            dims.push_back(dynamic_dimension{fixed_size, fixed_size, {}});
+        } else {
             dims.push_back(options_.default_dyn_dim_value);
             dims.back().symbol = symbol_of(static_cast<int>(dims.size() - 1));
-        } else {
-            dims.push_back(dynamic_dimension{options_.default_dim_value, options_.default_dim_value, {}});
         }
     }
     try {

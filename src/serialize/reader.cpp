@@ -272,7 +272,30 @@ bool has_dynamic_inputs(const module& m) {
     });
 }
 
-void restore_compiled_state(program& p, const msgpack::object& c, const load_options& opts) {
+program read_program(const msgpack::object& root, std::uint64_t version, const std::shared_ptr<char>& keep_alive,
+                     const load_options& opts, std::size_t depth);
+
+// The programs a dynamic program compiled ahead for its optimals, as saved beside it
+// (each a payload of its own); loading them saves compiling them again.
+std::vector<program> read_ahead(const msgpack::object& list, std::uint64_t version,
+                                const std::shared_ptr<char>& keep_alive, const load_options& opts, std::size_t depth) {
+    const auto& a = as_array(list, "ahead");
+    std::vector<program> out;
+    for (std::uint32_t i = 0; i < a.size; ++i) {
+        try {
+            expect_map(a.ptr[i], "a program compiled ahead");
+            auto p = read_program(a.ptr[i], version, keep_alive, opts, depth + 1);
+            if (!p.is_compiled()) fail("it is not compiled");
+            out.push_back(std::move(p));
+        } catch (...) {
+            rethrow_in("program compiled ahead " + std::to_string(i));
+        }
+    }
+    return out;
+}
+
+void restore_compiled_state(program& p, const msgpack::object& c, const load_options& opts, std::uint64_t version,
+                            const std::shared_ptr<char>& keep_alive, std::size_t depth) {
     std::string name(as_string(get_key(c, "target", "compiled"), "target"));
     bool dynamic = false;
     if (const auto* d = find_key(c, "dynamic")) dynamic = as_bool(*d, "dynamic");
@@ -309,7 +332,13 @@ void restore_compiled_state(program& p, const msgpack::object& c, const load_opt
             // from it and keeps it to specialize from, exactly as before saving.
             if (!has_dynamic_inputs(*p.get_main_module()))
                 fail("marked dynamic, but the main module has no dynamic inputs");
-            p.compile(*t, options);
+            if (const auto* ahead = find_key(c, "ahead")) {
+                // A program compiled ahead is static, or dynamic without programs of its own.
+                if (depth >= 1) fail("a program compiled ahead has programs compiled ahead");
+                p.restore_dynamic(*t, options, read_ahead(*ahead, version, keep_alive, opts, depth));
+            } else {
+                p.compile(*t, options);  // written before programs compiled ahead were saved
+            }
             if (p.dynamic_source() == nullptr) fail("did not become a dynamic program");
         } else {
             p.restore_compiled(*t, options);
@@ -319,17 +348,13 @@ void restore_compiled_state(program& p, const msgpack::object& c, const load_opt
     }
 }
 
-}  // namespace
-
-program read_payload(const char* data, std::size_t size, const file_header& h, const std::shared_ptr<char>& keep_alive,
-                     const load_options& opts) {
-    auto handle = unpack_checked(data, size);
-    const msgpack::object& root = handle.get();
+program read_program(const msgpack::object& root, std::uint64_t version, const std::shared_ptr<char>& keep_alive,
+                     const load_options& opts, std::size_t depth) {
     expect_map(root, "the payload");
-    auto version = as_uint(get_key(root, "format_version", "the payload"), "format_version");
-    if (version != h.version)
-        fail("the payload's format version " + std::to_string(version) + " differs from the header's " +
-             std::to_string(h.version));
+    auto own = as_uint(get_key(root, "format_version", "the payload"), "format_version");
+    if (own != version)
+        fail("the payload's format version " + std::to_string(own) + " differs from the header's " +
+             std::to_string(version));
 
     program p;
     payload_reader reader(keep_alive);
@@ -350,15 +375,26 @@ program read_payload(const char* data, std::size_t size, const file_header& h, c
     if (const auto* d = find_key(root, "parameter_defaults")) read_defaults(p, *d, reader);
 
     const auto* compiled = find_key(root, "compiled");
+    if (compiled != nullptr && compiled->type != msgpack::type::NIL) {
+        expect_map(*compiled, "compiled");
+        restore_compiled_state(p, *compiled, opts, version, keep_alive, depth);
+    }
+    return p;
+}
+
+}  // namespace
+
+program read_payload(const char* data, std::size_t size, const file_header& h, const std::shared_ptr<char>& keep_alive,
+                     const load_options& opts) {
+    auto handle = unpack_checked(data, size);
+    const msgpack::object& root = handle.get();
+    expect_map(root, "the payload");
+    const auto* compiled = find_key(root, "compiled");
     const bool is_compiled = compiled != nullptr && compiled->type != msgpack::type::NIL;
     if (is_compiled != ((h.flags & flag_compiled) != 0))
         fail(std::string("the header says the program is ") + (is_compiled ? "not " : "") +
              "compiled, the payload says it is" + (is_compiled ? "" : " not"));
-    if (is_compiled) {
-        expect_map(*compiled, "compiled");
-        restore_compiled_state(p, *compiled, opts);
-    }
-    return p;
+    return read_program(root, h.version, keep_alive, opts, 0);
 }
 
 }  // namespace kiln::kiln_file

@@ -96,12 +96,15 @@ void write_module(packer& pk, const module& m) {
     }
 }
 
+void write_program(packer& pk, const program& p);
+
 void write_compiled(packer& pk, const program& p) {
     if (!p.is_compiled()) {
         pk.pack_nil();
         return;
     }
-    pk.pack_map(3);
+    const bool dynamic = p.dynamic_source() != nullptr;
+    pk.pack_map(dynamic ? 4 : 3);
     pack_string(pk, "target");
     pack_string(pk, p.target_name());
     pack_string(pk, "dynamic");
@@ -112,12 +115,17 @@ void write_compiled(packer& pk, const program& p) {
     auto o = p.get_compile_options();
     for_each_option(o, [&](const auto& field, const char* name) { options[name] = value(field); });
     pack_value(pk, options);
+    if (dynamic) {
+        // The programs compiled for the optimals, so that loading does not compile them
+        // again (a CNN's default batch: the whole compile).
+        auto ahead = p.compiled_ahead();
+        pack_string(pk, "ahead");
+        pk.pack_array(static_cast<std::uint32_t>(ahead.size()));
+        for (auto& a : ahead) write_program(pk, *a);
+    }
 }
 
-}  // namespace
-
-void write_payload(const program& p, payload_stream& out) {
-    packer pk(out);
+void write_program(packer& pk, const program& p) {
     // A dynamic program's own modules are the parsed ones it specializes from; save
     // those, so loading gives back the same lazily specializing program.
     const program& src = p.dynamic_source() != nullptr ? *p.dynamic_source() : p;
@@ -154,6 +162,13 @@ void write_payload(const program& p, payload_stream& out) {
 
     pack_string(pk, "compiled");
     write_compiled(pk, p);
+}
+
+}  // namespace
+
+void write_payload(const program& p, payload_stream& out) {
+    packer pk(out);
+    write_program(pk, p);
 }
 
 }  // namespace kiln::kiln_file

@@ -5,6 +5,7 @@
 
 #include <kiln/onnx.hpp>
 #include <kiln/program.hpp>
+#include <kiln/serialize.hpp>
 
 #include <gtest/gtest.h>
 
@@ -92,6 +93,28 @@ TEST_P(model_test, matches_onnx_runtime) {
     }
 }
 
+// As a new user runs it: parsed with no dim option (its symbolic dims stay dynamic), compiled
+// once, saved and loaded; that one program runs every data set (batch 1 and 2, several
+// sequence lengths) and matches ONNX Runtime.
+TEST_P(model_test, one_program_with_the_default_dims_runs_every_data_set) {
+    auto dir = models_dir / GetParam();
+    if (!fs::exists(dir / "model.onnx")) GTEST_SKIP() << dir << " is not there";
+    auto p = parse_onnx((dir / "model.onnx").string());
+    p.compile(*get_target(target_under_test()));
+    auto names = p.get_parameter_names();
+    auto bytes = save_buffer(p);
+    auto q = load_buffer(bytes.data(), bytes.size());
+    EXPECT_EQ(q.compiled_ahead().size(), p.compiled_ahead().size());
+    for (std::size_t k = 0; k < count_data_sets(dir); ++k) {
+        auto d = read_data_set(dir, k, names);
+        auto out = q.eval(d.inputs);
+        ASSERT_EQ(out.size(), d.outputs.size());
+        for (std::size_t i = 0; i < out.size(); ++i)
+            expect_close(out[i], d.outputs[i], GetParam() + " (default dims) set " + std::to_string(k) + " output " +
+                                                   std::to_string(i));
+    }
+}
+
 TEST_P(model_test, planned_equals_unplanned_bitwise) {
     auto dir = models_dir / GetParam();
     if (!fs::exists(dir / "model.onnx")) GTEST_SKIP();
@@ -135,7 +158,9 @@ TEST(model_dynamic, fashion_resnet_dynamic_batch) {
 TEST(model_memory, resnet50_arena_near_lower_bound) {
     auto path = models_dir / "resnet50" / "model.onnx";
     if (!fs::exists(path)) GTEST_SKIP();
-    auto p = parse_onnx(path.string());
+    onnx_options batch_1;
+    batch_1.default_dim_value = 1;
+    auto p = parse_onnx(path.string(), batch_1);
     auto unplanned = p;
     compile_options no_plan;
     no_plan.memory_planning = false;

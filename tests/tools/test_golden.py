@@ -89,9 +89,14 @@ def test_params_json():
     assert [o["name"] for o in j["outputs"]] == ["out_" + t for t in types]
     assert [o["shape"]["type"] for o in j["outputs"]] == types
 
+    # With no dim option the model's symbolic batch stays dynamic: the documented default
+    # range, 1 as the optimal, and the output shares the name.
+    batch = {"min": 0, "max": 4096, "optimals": [1], "symbol": "batch"}
     j = kiln_json("params", FASHION)
+    assert [(i["name"], _shape(i["shape"])) for i in j["inputs"]] == [("input", ("float32", [batch, 1, 28, 28]))]
+    assert [(o["name"], _shape(o["shape"])) for o in j["outputs"]] == [("logits", ("float32", [batch, 10]))]
+    j = kiln_json("params", FASHION, "--batch", "1")
     assert [(i["name"], _shape(i["shape"])) for i in j["inputs"]] == [("input", ("float32", [1, 1, 28, 28]))]
-    assert [(o["name"], _shape(o["shape"])) for o in j["outputs"]] == [("logits", ("float32", [1, 10]))]
 
 
 def test_read_json_matches_the_text():

@@ -67,9 +67,9 @@ def test_general_help_lists_every_command_and_the_exit_codes():
 
 # The options each command must list, with the default its help shows ("" when none is shown).
 EXPECTED_OPTIONS = {
-    "read": {"--target": "cpu", "--optimize": "off", "--passes": "", "--batch": "1", "--input-dim": "",
+    "read": {"--target": "cpu", "--optimize": "off", "--passes": "", "--batch": "dynamic", "--input-dim": "",
              "--dyn-input-dim": "", "--default-dim-value": "1"},
-    "params": {"--batch": "1", "--input-dim": "", "--dyn-input-dim": ""},
+    "params": {"--batch": "dynamic", "--input-dim": "", "--dyn-input-dim": ""},
     "compile": {"--target": "cpu", "-o": "", "--fast-math": "on", "--threads": "cores", "--exhaustive-tune": "off",
                 "--fp16": "off", "--int8": "off", "--offload-copy": "on", "--device-id": "0"},
     "run": {"--target": "cpu", "--input": "random", "--input-file": "", "--output": "", "--output-npy": "",

@@ -206,6 +206,30 @@ TEST(generic_program, survives_save_and_load) {
     EXPECT_EQ(s.compiles, 0u);
 }
 
+// The programs compiled ahead for the optimals are saved in the .kiln: loading restores
+// them instead of compiling them again, and they serve their shapes as before.
+TEST(generic_program, programs_compiled_ahead_are_saved_and_not_compiled_at_load) {
+    auto& g = gate();
+    g.reset(0, 0);
+    auto p = scaled_model(shape::make_dynamic(type::float32, {{1, 64, {4, 8}}, {8, 8, {}}}));
+    p.compile(*get_target("core_test_gated_generic"), after(5));
+    EXPECT_EQ(p.compiled_ahead().size(), 2u);
+    EXPECT_EQ(g.compiles_of(4), 1u);
+    EXPECT_EQ(g.compiles_of(8), 1u);
+    auto bytes = save_buffer(p);
+    auto q = load_buffer(bytes.data(), bytes.size());
+    EXPECT_EQ(q.compiled_ahead().size(), 2u);
+    EXPECT_EQ(g.compiles_of(4), 1u);
+    EXPECT_EQ(g.compiles_of(8), 1u);
+    expect_tripled(q.eval({{"x", rows_of(4, 8)}})[0], 4, 8);
+    expect_tripled(q.eval({{"x", rows_of(8, 8)}})[0], 8, 8);
+    expect_tripled(q.eval({{"x", rows_of(3, 8)}})[0], 3, 8);
+    auto s = q.get_specialization_stats();
+    EXPECT_EQ(s.compiles, 0u);
+    EXPECT_EQ(s.hits, 2u);
+    EXPECT_EQ(s.generic_runs, 1u);
+}
+
 // Two inputs with their own names: x's rows (n) stay at 2 while y's rows (m) change on
 // every call, as a decoder's past length does. After m has changed twice, a program with
 // m free and n fixed is compiled in the background; the later calls run on it.

@@ -250,3 +250,58 @@ TEST(specialization, bound_survives_save_and_load) {
     auto r = load_buffer(old.data(), old.size());
     EXPECT_EQ(r.get_compile_options().max_specializations, compile_options{}.max_specializations);
 }
+
+// Without a generic program (a CNN's convolutions), the default shapes (the inputs'
+// optimals) are still compiled at compile(), so the first call at them compiles nothing;
+// the .kiln keeps that program, so loading does not compile it again.
+TEST(specialization, the_optimals_are_compiled_ahead_and_saved_without_a_generic_program) {
+    auto& g = gate();
+    g.reset(0, 0);
+    auto p = scaled_model(shape::make_dynamic(type::float32, {{1, 64, {4}}, {8, 8, {}}}));
+    p.compile(*get_target("core_test_gated"), bounded(2));
+    EXPECT_FALSE(p.get_specialization_stats().generic);
+    EXPECT_EQ(g.compiles_of(4), 1u);
+    EXPECT_GT(p.get_memory_usage().arena_bytes, 0u);  // the default program's, before any call
+    expect_tripled(p.eval({{"x", rows_of(4, 8)}})[0], 4, 8);
+    EXPECT_EQ(g.compiles_of(4), 1u);
+    expect_tripled(p.eval({{"x", rows_of(5, 8)}})[0], 5, 8);  // any other size: compiled on its first call
+    EXPECT_EQ(g.compiles_of(5), 1u);
+    auto s = p.get_specialization_stats();
+    EXPECT_EQ(s.compiles, 2u);
+    EXPECT_EQ(s.hits, 1u);
+
+    auto bytes = save_buffer(p);
+    auto q = load_buffer(bytes.data(), bytes.size());
+    ASSERT_EQ(q.compiled_ahead().size(), 1u);
+    EXPECT_EQ(g.compiles_of(4), 1u);  // restored, not compiled
+    expect_tripled(q.eval({{"x", rows_of(4, 8)}})[0], 4, 8);
+    EXPECT_EQ(g.compiles_of(4), 1u);
+    EXPECT_EQ(q.get_specialization_stats().compiles, 0u);
+}
+
+value payload_of(const program& p) {
+    auto bytes = save_buffer(p);
+    return kiln_file::file_to_value(bytes.data(), bytes.size());
+}
+
+// A saved program compiled ahead that takes its input outside the ranges of the program
+// it serves is refused at load with an error that says so (a crafted or mixed-up file).
+TEST(specialization, a_program_compiled_ahead_outside_the_range_is_refused_at_load) {
+    gate().reset(0, 0);
+    auto p = scaled_model(shape::make_dynamic(type::float32, {{1, 64, {4}}, {8, 8, {}}}));
+    p.compile(*get_target("core_test_gated"), bounded(2));
+    auto other = scaled_model(shape(type::float32, {100, 8}));
+    other.compile(*get_target("core_test_gated"));
+    auto v = payload_of(p);
+    auto o = payload_of(other);
+    ASSERT_EQ(v["compiled"]["ahead"].get_array().size(), 1u);
+    v["compiled"]["ahead"].get_array()[0] = o;
+    auto bad = kiln_file::value_to_file(v);
+    try {
+        load_buffer(bad.data(), bad.size());
+        FAIL() << "loaded";
+    } catch (const error& e) {
+        EXPECT_EQ(e.code(), error_code::parse);
+        EXPECT_NE(e.message().find("outside its range"), std::string::npos) << e.message();
+    }
+}

@@ -12,9 +12,10 @@ namespace {
 const std::vector<option_spec>& option_table() {
     static const std::vector<option_spec> t = {
         {"--target", "ref|cpu|gpu", "cpu", "target to compile for"},
-        {"--batch", "N", "1",
-         "size of symbolic/unknown input dimensions (ONNX default_dim_value); input files must agree (else exit 2)"},
-        {"--default-dim-value", "N", "1", "same as --batch"},
+        {"--batch", "N", "dynamic",
+         "fix symbolic/unknown input dimensions at N (ONNX default_dim_value; without it they stay dynamic, "
+         "0 to 4096, default 1); input files must agree (else exit 2)"},
+        {"--default-dim-value", "N", "dynamic", "same as --batch"},
         {"--input-dim", "@name d1 d2 ...", "", "static dims of one input (repeatable)"},
         {"--dyn-input-dim", "@name \"[{min:1,max:8,optimals:[1,4]},3,224,224]\"", "",
          "dynamic dims of one input: one generic program runs every shape in range (repeatable)"},
