@@ -68,7 +68,7 @@ def test_general_help_lists_every_command_and_the_exit_codes():
 # The options each command must list, with the default its help shows ("" when none is shown).
 EXPECTED_OPTIONS = {
     "read": {"--target": "cpu", "--optimize": "off", "--passes": "", "--batch": "dynamic", "--input-dim": "",
-             "--dyn-input-dim": "", "--default-dim-value": "1"},
+             "--dyn-input-dim": "", "--default-dim-value": "dynamic"},
     "params": {"--batch": "dynamic", "--input-dim": "", "--dyn-input-dim": ""},
     "compile": {"--target": "cpu", "-o": "", "--fast-math": "on", "--threads": "cores", "--exhaustive-tune": "off",
                 "--fp16": "off", "--int8": "off", "--offload-copy": "on", "--device-id": "0"},
