@@ -192,6 +192,8 @@ def kiln_worker(args):
     compile_kw = {}
     if plan.get("max_specializations") is not None:
         compile_kw["max_specializations"] = plan["max_specializations"]
+    if plan.get("buckets"):
+        compile_kw["dynamic_buckets"] = {"batch": plan["buckets"]}
 
     def timed_run(model, feed):
         s0 = time.perf_counter()
@@ -319,6 +321,7 @@ def engine_cmd(args, engine, plan_file):
 def write_plan(path, args, part, engine, mode, cases, **extra):
     plan = {"model": model_path(args, part), "mode": mode, "kiln_mode": "static" if engine == "static" else "dyn",
             "dyn_dims": dyn_dims(args, part), "max_specializations": args.max_specializations,
+            "buckets": [int(b) for b in args.buckets.split(",")] if args.buckets else [],
             "cases": [{"name": c["name"], "dir": c["dir"], "inputs": c["inputs"]} for c in cases],
             "warmup": args.warmup[part], "iterations": args.iterations[part]}
     plan.update(extra)
@@ -550,6 +553,8 @@ def main():
     p.add_argument("--mem-sample", type=int, default=10, help="resnet memory: the early RSS sample, after this many calls")
     p.add_argument("--mem-engines", default="kiln", help="resnet memory: kiln and/or ort")
     p.add_argument("--max-specializations", type=int, default=None, help="Kiln compile option (default: Kiln's)")
+    p.add_argument("--buckets", default="", help="Kiln compile option dynamic_buckets for the batch, e.g. 1,2,4,8 "
+                   "(sizes compiled ahead; others padded up to the next)")
     p.add_argument("--id-high", type=int, default=100, help="bert: token ids uniform in [0, N)")
     p.add_argument("--seed", type=int, default=1234, help="round r's data uses seed + r")
     p.add_argument("--models-dir", default=os.path.join(os.environ["KILN_SHARED_DIR"], "models")

@@ -1,8 +1,22 @@
 // Options of program::compile, with the meanings MIGraphX users know.
 #pragma once
 #include <cstddef>
+#include <string>
+#include <vector>
 
 namespace kiln {
+
+// Sizes of one named input dim worth a compiled program each (compile_options::
+// dynamic_buckets).
+struct dim_buckets {
+    std::string dim;                 // the dim's name as the inputs spell it ("batch")
+    std::vector<std::size_t> sizes;  // each compiled ahead; a call in between is padded up
+    template <class Self, class F>
+    static void reflect(Self& self, F f) {
+        f(self.dim, "dim");
+        f(self.sizes, "sizes");
+    }
+};
 
 struct compile_options {
     // On: eval takes and returns host buffers (the target copies to and from its device).
@@ -26,9 +40,17 @@ struct compile_options {
     // of input shapes that comes back this many times also gets a specialization of its
     // own, compiled in the background while the generic program serves its calls; shapes
     // at the inputs' optimals get one on their first call. 0 = never specialize (the
-    // generic program runs every shape). Where a target cannot build a generic program,
-    // every new set of shapes is specialized on its first call, as that call's compile.
+    // generic program runs every shape); the inputs' optimals are compiled at compile(),
+    // unless this is 0. Where a target cannot build a generic program, every new set of
+    // shapes is specialized on its first call, as that call's compile.
     std::size_t specialize_after = 2;
+    // Programs with dynamic inputs: for a named dim, sizes compiled ahead like optimals
+    // (a server's batch 1, 2, 4, 8). A call whose size lies between two buckets runs on
+    // the next larger bucket's program, its inputs padded (the last row repeated) and its
+    // outputs cut back, when the program treats that dim as independent rows (every op
+    // maps row i to row i: docs/architecture.md lists the ops); otherwise it runs as any
+    // other shape does. Bounds memory to the buckets' programs for any mix of sizes.
+    std::vector<dim_buckets> dynamic_buckets;
 };
 
 }  // namespace kiln

@@ -47,6 +47,7 @@ struct specialization_stats {
     std::size_t generic_runs = 0;     // calls the generic program served
     std::size_t background_compiles = 0;  // of `compiles`, those made in the background
     std::string generic_unavailable;  // why there is no generic program ("" when there is)
+    std::size_t padded_runs = 0;      // calls padded up to a bucket (compile_options::dynamic_buckets)
 };
 
 class program {

@@ -11,6 +11,7 @@
 #include <pybind11/stl.h>
 
 #include <future>
+#include <map>
 #include <sstream>
 
 namespace kiln::python {
@@ -147,7 +148,8 @@ void bind_program(py::module_& m) {
         .def("get_output_names", &program::get_output_names)
         .def("compile", [](program& p, const std::shared_ptr<const target>& t, bool offload_copy, int device_id,
                            bool fast_math, bool exhaustive_tune, std::size_t max_specializations,
-                           std::size_t specialize_after) {
+                           std::size_t specialize_after,
+                           const std::map<std::string, std::vector<std::size_t>>& dynamic_buckets) {
             compile_options o;
             o.offload_copy = offload_copy;
             o.device_id = device_id;
@@ -155,15 +157,18 @@ void bind_program(py::module_& m) {
             o.exhaustive_tune = exhaustive_tune;
             o.max_specializations = max_specializations;
             o.specialize_after = specialize_after;
+            for (auto& [dim, sizes] : dynamic_buckets) o.dynamic_buckets.push_back({dim, sizes});
             py::gil_scoped_release release;
             p.compile(*t, o);
         }, py::arg("target"), py::arg("offload_copy") = true, py::arg("device_id") = 0, py::arg("fast_math") = true,
            py::arg("exhaustive_tune") = false, py::arg("max_specializations") = compile_options{}.max_specializations,
            py::arg("specialize_after") = compile_options{}.specialize_after,
+           py::arg("dynamic_buckets") = std::map<std::string, std::vector<std::size_t>>{},
            "Compiles for a target (kiln.get_target('cpu')). A program with dynamic inputs compiles once into a "
            "generic program that runs every shape in range; a set of input shapes seen specialize_after times "
            "(0: never) also gets a specialization compiled in the background, keeping the max_specializations "
-           "most recently used (0: all).")
+           "most recently used (0: all). dynamic_buckets={'batch': [1, 2, 4, 8]}: sizes compiled ahead; a size in "
+           "between runs padded up to the next where the model keeps that dim's rows apart.")
         .def("is_compiled", &program::is_compiled)
         .def("target_name", &program::target_name)
         .def("run", &run, py::arg("inputs"), "Runs with {name: numpy array or kiln.argument}; returns a list of kiln.argument.")
@@ -197,6 +202,7 @@ void bind_program(py::module_& m) {
             d["generic_runs"] = s.generic_runs;
             d["background_compiles"] = s.background_compiles;
             d["generic_unavailable"] = s.generic_unavailable;
+            d["padded_runs"] = s.padded_runs;
             return d;
         }, "A dynamic program's specializations: compiles so far (background_compiles of them in the background), "
            "failed_compiles, cached now, evictions, hits, max_specializations (0: unbounded), compile_ms, whether "

@@ -71,6 +71,7 @@ struct specialization_cache {
         spec_ptr compiled;
     };
     std::vector<partial> partials;
+    std::vector<bucket_padding> padding;  // the buckets whose dims can be padded
     // The names of the inputs' dims (or "#input:axis" for unnamed ones): the value each had
     // in the last call and how many calls changed it. A name that keeps changing (a
     // decoder's past length) while the others stay (batch, sequence 1) is worth a program
@@ -219,7 +220,8 @@ specialization_cache::shape_map fix_dims(const module& main, const std::map<std:
 // optimals of the dims that have them (at most `limit`), with those dims fixed and the
 // others left as ranges. Dims that share a name are fixed together; a dim spelled as an
 // expression ("past + sequence") is fixed when all its names are.
-std::vector<specialization_cache::shape_map> optimal_shape_sets(const module& main, std::size_t limit) {
+std::vector<specialization_cache::shape_map> optimal_shape_sets(const module& main, std::size_t limit,
+                                                                const std::vector<dim_buckets>& buckets) {
     struct dim_at {
         std::string input;
         std::size_t axis;
@@ -241,6 +243,10 @@ std::vector<specialization_cache::shape_map> optimal_shape_sets(const module& ma
             }
             groups[*name].push_back({ins.param_name(), i});
             optimals[*name].insert(dd[i].optimals.begin(), dd[i].optimals.end());
+            for (auto& b : buckets)
+                if (b.dim == *name)
+                    for (auto v : b.sizes)
+                        if (dd[i].contains(v)) optimals[*name].insert(v);
         }
     }
     std::vector<std::map<std::string, std::int64_t>> combos{{}};
@@ -379,8 +385,12 @@ specialization_cache::shape_map compiled_for(const specialization_cache& cache, 
 // the fully static sets are compiled (a CNN's default batch): each other shape is
 // specialized on its first call anyway.
 void compile_partials(specialization_cache& cache, const target& t) {
-    const std::size_t limit = std::max<std::size_t>(1, std::min<std::size_t>(4, cache.max ? cache.max : 4));
-    for (auto& set : optimal_shape_sets(*cache.source->get_main_module(), limit)) {
+    // At most 4 combinations of optimals (and the cache's bound), or every bucket (up to 16).
+    std::size_t limit = std::max<std::size_t>(1, std::min<std::size_t>(4, cache.max ? cache.max : 4));
+    std::size_t buckets = 1;
+    for (auto& b : cache.options.dynamic_buckets) buckets *= std::max<std::size_t>(1, b.sizes.size());
+    if (!cache.options.dynamic_buckets.empty()) limit = std::max(limit, std::min<std::size_t>(buckets, 16));
+    for (auto& set : optimal_shape_sets(*cache.source->get_main_module(), limit, cache.options.dynamic_buckets)) {
         if (!cache.generic &&
             std::any_of(set.begin(), set.end(), [](const auto& kv) { return kv.second.dynamic(); }))
             continue;
@@ -673,7 +683,8 @@ std::shared_ptr<specialization_cache> make_specialization_cache(std::shared_ptr<
     } catch (const std::exception& e) {
         cache->stats.generic_unavailable = e.what();
     }
-    // The shapes the inputs name as optimal, compiled ahead.
+    cache->padding = paddable_buckets(*cache->source->get_main_module(), options.dynamic_buckets);
+    // The shapes the inputs name as optimal (and the buckets), compiled ahead.
     if (ahead) restore_partials(*cache, std::move(*ahead));
     else if (options.specialize_after != 0) compile_partials(*cache, t);
     return cache;
@@ -685,6 +696,16 @@ std::vector<std::shared_ptr<const program>> compiled_ahead(specialization_cache&
     for (auto& p : cache.partials)
         if (p.ahead) out.push_back(std::shared_ptr<const program>(p.compiled, &p.compiled->prog));
     return out;
+}
+
+std::optional<padded_call> pad_to_buckets(specialization_cache& cache, const param_map& checked) {
+    if (cache.padding.empty()) return std::nullopt;
+    auto call = pad_call(cache.padding, checked);
+    if (call) {
+        std::lock_guard<std::mutex> lock(cache.mutex);
+        ++cache.stats.padded_runs;
+    }
+    return call;
 }
 
 specialization_stats stats_of(specialization_cache& cache) {

@@ -4,6 +4,8 @@
 // background for shapes that recur, in one cache shared by the program's copies.
 // program.cpp owns the program; this is the part that chooses what a call runs on.
 #pragma once
+#include "core/dynamic_padding.hpp"
+
 #include <kiln/dim_expr.hpp>
 #include <kiln/program.hpp>
 #include <kiln/target.hpp>
@@ -58,6 +60,11 @@ std::vector<std::shared_ptr<const program>> compiled_ahead(specialization_cache&
 // The program to run a call on, its inputs checked against the ranges (`info`'s).
 std::shared_ptr<const specialization> specialization_for(specialization_cache& cache, const parameter_info& info,
                                                          const param_map& checked);
+
+// The call padded up to the next bucket of its dims (compile_options::dynamic_buckets,
+// where the program keeps their rows apart), counted as a padded run; nullopt when no
+// padding applies.
+std::optional<padded_call> pad_to_buckets(specialization_cache& cache, const param_map& checked);
 
 specialization_stats stats_of(specialization_cache& cache);
 void wait_for_background_compiles(specialization_cache& cache);

@@ -395,6 +395,10 @@ std::vector<argument> program::run_checked(param_map checked, std::vector<instru
     const auto& I = *impl_;
     if (I.source) {
         // Checked against the ranges here; the program chosen takes them as they are.
+        if (auto padded = pad_to_buckets(*I.specializations, checked)) {
+            auto spec = specialization_for(*I.specializations, *I.params, padded->inputs);
+            return cut_outputs(spec->prog.run_checked(std::move(padded->inputs), profile), *padded);
+        }
         auto spec = specialization_for(*I.specializations, *I.params, checked);  // held until this eval ends, even if evicted meanwhile
         return spec->prog.run_checked(std::move(checked), profile);
     }

@@ -42,6 +42,7 @@ void for_each_option(Options& o, F f) {
     // Files from before this option load with its default.
     f(o.max_specializations, "max_specializations");
     f(o.specialize_after, "specialize_after");
+    f(o.dynamic_buckets, "dynamic_buckets");
 }
 
 // For tests and tools: the payload of a .kiln file as a value (after the header and

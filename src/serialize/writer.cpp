@@ -113,7 +113,7 @@ void write_compiled(packer& pk, const program& p) {
     pack_string(pk, "options");
     value options = value::make_object();
     auto o = p.get_compile_options();
-    for_each_option(o, [&](const auto& field, const char* name) { options[name] = value(field); });
+    for_each_option(o, [&](const auto& field, const char* name) { options[name] = kiln::to_value(field); });
     pack_value(pk, options);
     if (dynamic) {
         // The programs compiled for the optimals, so that loading does not compile them

@@ -22,6 +22,9 @@ const std::vector<option_spec>& option_table() {
         {"--specialize-after", "N", "2",
          "dynamic inputs: shapes seen N times get a specialization compiled in the background (0: never)"},
         {"--max-specializations", "N", "8", "dynamic inputs: specializations kept (least recently used dropped; 0: all)"},
+        {"--dynamic-buckets", "NAME=N,N,...", "",
+         "dynamic inputs: sizes of a named dim compiled ahead; sizes in between run padded up to the next "
+         "when the model keeps that dim's rows apart (repeatable)"},
         {"--fp16", "", "off", "quantize to float16 (not implemented yet)"},
         {"--bf16", "", "off", "quantize to bfloat16 (not implemented yet)"},
         {"--int8", "", "off", "quantize to int8 with calibration (not implemented yet)"},
@@ -64,7 +67,7 @@ const std::vector<std::string> shape_opts = {"--batch", "--default-dim-value", "
 const std::vector<std::string> compile_opts = {"--target", "--fp16", "--bf16", "--int8", "--calibration",
                                                "--fast-math", "--no-fast-math", "--exhaustive-tune", "--device-id",
                                                "--offload-copy", "--no-offload-copy", "--threads",
-                                               "--specialize-after", "--max-specializations"};
+                                               "--specialize-after", "--max-specializations", "--dynamic-buckets"};
 const std::vector<std::string> input_opts = {"--input", "--input-file", "--seed"};
 
 std::vector<std::string> join(std::initializer_list<std::vector<std::string>> parts) {
@@ -313,6 +316,23 @@ options parse(const std::string& command, const std::vector<std::string>& args) 
         else if (a == "--threads") o.threads = to_size(a, value());
         else if (a == "--specialize-after") o.specialize_after = to_size(a, value());
         else if (a == "--max-specializations") o.max_specializations = to_size(a, value());
+        else if (a == "--dynamic-buckets") {
+            auto text = value();
+            auto eq = text.find('=');
+            if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+                throw usage_error("--dynamic-buckets wants NAME=N,N,... (e.g. batch=1,2,4,8), got '" + text + "'");
+            dim_buckets b;
+            b.dim = text.substr(0, eq);
+            std::size_t start = eq + 1;
+            while (start <= text.size()) {
+                auto comma = text.find(',', start);
+                auto item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+                b.sizes.push_back(to_size(a, item));
+                if (comma == std::string::npos) break;
+                start = comma + 1;
+            }
+            o.dynamic_buckets.push_back(std::move(b));
+        }
         else if (a == "-n" || a == "--iterations") o.iterations = std::max<std::size_t>(1, to_size(a, value()));
         else if (a == "--warmup") o.warmup = to_size(a, value());
         else if (a == "--seed") o.seed = to_size(a, value());

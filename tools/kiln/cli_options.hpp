@@ -29,6 +29,7 @@ struct options {
     bool offload_copy = true;
     std::size_t threads = 0;
     std::size_t specialize_after = compile_options{}.specialize_after;
+    std::vector<dim_buckets> dynamic_buckets;
     std::size_t max_specializations = compile_options{}.max_specializations;
     std::size_t iterations = 50;
     std::size_t warmup = 5;

@@ -172,7 +172,7 @@ json stats_json(const specialization_stats& s) {
             {"cached", s.cached},           {"evictions", s.evictions},
             {"hits", s.hits},               {"max_specializations", s.max_specializations},
             {"compile_ms", s.compile_ms},   {"background_compiles", s.background_compiles},
-            {"generic", s.generic},         {"generic_runs", s.generic_runs},
+            {"generic", s.generic},         {"generic_runs", s.generic_runs}, {"padded_runs", s.padded_runs},
             {"generic_unavailable", s.generic_unavailable}};
 }
 

@@ -120,6 +120,7 @@ compile_options make_compile_options(const options& o) {
     c.threads = o.threads;
     c.specialize_after = o.specialize_after;
     c.max_specializations = o.max_specializations;
+    c.dynamic_buckets = o.dynamic_buckets;
     return c;
 }
 
