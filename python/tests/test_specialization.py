@@ -83,3 +83,28 @@ def test_bound_survives_save_and_load(test_model, tmp_path):
         again.finish_specializations()
     s = again.get_specialization_stats()
     assert (s["max_specializations"], s["cached"], s["evictions"]) == (3, 3, 2)
+
+
+def test_default_dims_stay_dynamic_and_buckets_pad_between(test_model, tmp_path):
+    """With no option mlp_dynamic's symbolic batch is dynamic (lens() gives the default shape);
+    with buckets, a batch in between runs padded on the next bucket's program and gives what a
+    static program for that batch gives."""
+    path = test_model("mlp_dynamic.onnx")
+    model = kiln.parse_onnx(path)
+    assert model.get_inputs()["x"].lens() == [1, 4]
+    model.compile(kiln.get_target("cpu"), dynamic_buckets={"batch": [2, 8]})
+    rng = np.random.RandomState(5)
+    for rows in (3, 8, 1, 6):
+        x = rng.randn(rows, 4).astype(np.float32)
+        static = kiln.parse_onnx(path, default_dim_value=rows)
+        static.compile(kiln.get_target("cpu"))
+        got = np.asarray(model.run({"x": x})[0])
+        assert got.shape == (rows, 3)
+        np.testing.assert_allclose(got, np.asarray(static.run({"x": x})[0]), rtol=1e-5, atol=1e-6)
+    s = model.get_specialization_stats()
+    assert s["padded_runs"] == 3
+    kiln.save(model, str(tmp_path / "m.kiln"))
+    again = kiln.load(str(tmp_path / "m.kiln"))
+    x = rng.randn(5, 4).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(again.run({"x": x})[0]), np.asarray(model.run({"x": x})[0]), rtol=0, atol=0)
+    assert again.get_specialization_stats()["padded_runs"] == 1
