@@ -270,6 +270,7 @@ std::optional<shape> infer_dynamic_shape(const std::string& op_name, const std::
     std::vector<std::string> names;
     std::vector<std::int64_t> step;
     std::vector<point> moved;
+    std::vector<std::pair<assignment, point>> joint;  // named dims moved with the unnamed ones
     bool all_ran = true;
     for (auto& [name, r] : sym.ranges) {
         auto v = a0[name];
@@ -283,6 +284,23 @@ std::optional<shape> infer_dynamic_shape(const std::string& op_name, const std::
         // one (a mask of computed size added to scores of "past + sequence"): the sample
         // at which it is 1 broadcasts, and the result does not depend on it.
         if (!p.s && anonymous(name)) continue;
+        if (!p.s) {
+            // A named dim the op refuses to move on its own must match unnamed ones (a Concat
+            // with an Expand to a computed shape): move them together. A dim that changes
+            // there cannot be told apart by name, so it becomes unknown (never a static size
+            // seen only at the points that ran); if even that fails, this op cannot be shaped.
+            auto aj = a;
+            for (auto& [other, r2] : sym.ranges)
+                if (anonymous(other)) aj[other] = clamp_to(r2, a[name]);
+            auto pj = run(aj);
+            if (pj.dynamic) return std::nullopt;
+            if (!pj.s)
+                throw_error(error_code::shape, op_name + ": cannot infer a shape for dynamic inputs: dim '" + name +
+                                                   "' cannot change on its own" +
+                                                   (first_error.empty() ? "" : " (" + first_error + ")"));
+            joint.emplace_back(std::move(aj), std::move(pj));
+            continue;
+        }
         names.push_back(name);
         step.push_back(d);
         all_ran = all_ran && p.s.has_value();
@@ -330,15 +348,28 @@ std::optional<shape> infer_dynamic_shape(const std::string& op_name, const std::
             const auto v0 = static_cast<std::int64_t>(l0[j]);
             bool same = std::all_of(results.begin(), results.end(),
                                     [&](const shape* r) { return static_cast<std::int64_t>(r->lens()[j]) == v0; });
-            if (same) {
+            // The value at each joint point (-1 where it has no usable tensor here).
+            auto joint_value = [&](const std::pair<assignment, point>& jp) -> std::int64_t {
+                const shape* t = jp.second.s ? pick(*jp.second.s) : nullptr;
+                return t && t->is_tensor() && !t->dynamic() && t->ndim() == t0.ndim()
+                           ? static_cast<std::int64_t>(t->lens()[j])
+                           : -1;
+            };
+            const bool joint_same = std::all_of(joint.begin(), joint.end(),
+                                                [&](const auto& jp) { return joint_value(jp) == v0; });
+            if (same && joint_same) {
                 dims.push_back({l0[j], l0[j], {}});
                 continue;
             }
             any_dyn = true;
-            if (all_ran) {
+            if (all_ran && !same) {
                 std::vector<std::int64_t> mv;
                 for (auto& m : moved) mv.push_back(static_cast<std::int64_t>(pick(*m.s)->lens()[j]));
-                if (auto e = fit(v0, names, step, mv, a0, av, static_cast<std::int64_t>(pick(*rv.s)->lens()[j]))) {
+                auto e = fit(v0, names, step, mv, a0, av, static_cast<std::int64_t>(pick(*rv.s)->lens()[j]));
+                // The names that moved must explain the joint points too.
+                for (auto& jp : joint)
+                    if (e && e->evaluate(jp.first) != joint_value(jp)) e.reset();
+                if (e) {
                     auto known = sym.by_expr.find(e->to_string());
                     if (known != sym.by_expr.end()) {
                         dims.push_back(known->second);
@@ -400,6 +431,9 @@ std::optional<shape> infer_dynamic_shape(const std::string& op_name, const std::
             if (have) mv.push_back(*m.values[j]);
         }
         if (have) e = fit(*r0.values[j], names, step, mv, a0, av, *rv.values[j]);
+        for (auto& [aj, pj] : joint)
+            if (e && (pj.values.size() != r0.values.size() || !pj.values[j] || e->evaluate(aj) != *pj.values[j]))
+                e.reset();
         // A value of an unnamed dim is not worth keeping: nothing else can refer to it.
         if (e && std::any_of(e->terms().begin(), e->terms().end(), [](auto& t) { return anonymous(t.first); }))
             e.reset();

@@ -170,3 +170,20 @@ TEST(core_dim_expr, huge_known_sizes_are_not_materialized) {
     EXPECT_EQ(small->get_shape(), shape(type::int64, {3}));
     EXPECT_EQ(small->get_shape().values(), (std::vector<std::string>{"2", "5", "8"}));
 }
+
+// A named dim that must equal unnamed ones (a class token expanded to a size the sampling
+// does not know, concatenated with the patches) cannot move on its own; the dims that change
+// when it moves together with them are unknown, never the size seen at the base point
+// (vit_tiny once got a static batch of 1 here and failed at batch 2).
+TEST(core_dim_expr, a_name_that_cannot_move_alone_leaves_its_dims_unknown) {
+    module m("main");
+    dynamic_dimension any{0, dynamic_dimension::unbounded, {}};
+    auto token = m.add_parameter("token", shape::make_dynamic(type::float32, {any, any, fixed(192)}));
+    auto patches = m.add_parameter("patches", shape::make_dynamic(type::float32, {named("batch", 1, 64), fixed(196), fixed(192)}));
+    auto cat = m.add_instruction(make_op("concat", {{"axis", 1}}), {token, patches});
+    const auto& s = cat->get_shape();
+    ASSERT_TRUE(s.dynamic()) << s.to_string();
+    EXPECT_FALSE(s.dyn_dims()[0].is_fixed()) << s.to_string();
+    EXPECT_FALSE(s.dyn_dims()[1].is_fixed()) << s.to_string();
+    EXPECT_EQ(s.dyn_dims()[2], fixed(192)) << s.to_string();
+}
