@@ -16,13 +16,13 @@ step() { printf '\n== %s\n' "$*"; }
 step "the model's inputs and outputs"
 "$KILN" params "$MODEL"
 
-step "compile for $TARGET at batch 16 (the 16 test images) and save the compiled program"
-"$KILN" compile "$MODEL" --target "$TARGET" --batch 16 -o "$OUT/fashion_resnet.kiln"
+step "compile for $TARGET and save the compiled program (its batch stays dynamic: one .kiln for any batch)"
+"$KILN" compile "$MODEL" --target "$TARGET" -o "$OUT/fashion_resnet.kiln"
 
 step "run the ONNX model on 16 test images"
 "$KILN" run "$MODEL" --target "$TARGET" --input "$DATA" --output "$OUT/from_onnx"
 
-step "load the saved program and run it on the same images"
+step "load the saved program and run it on the same 16 images (batch 16: compiled on this first call)"
 "$KILN" run "$OUT/fashion_resnet.kiln" --input "$DATA" --output "$OUT/from_kiln"
 
 step "outputs of the loaded program are identical to the freshly compiled one"
