@@ -1,3 +1,5 @@
+#include "core/buffer_recycler.hpp"
+
 #include <kiln/allocation_limit.hpp>
 #include <kiln/argument.hpp>
 #include <kiln/errors.hpp>
@@ -32,11 +34,20 @@ std::shared_ptr<char> allocate_buffer(type t, std::size_t count) {
     std::size_t bytes = count * type_size(t);
     std::size_t rounded = (bytes + 63) / 64 * 64;
     if (rounded == 0) rounded = 64;
+    auto* recycler = detail::active_recycler();
+    if (recycler)
+        if (auto reused = recycler->take(rounded)) {
+            std::memset(reused.get(), 0, rounded);  // as fresh: zeros
+            return reused;
+        }
     void* p = std::aligned_alloc(64, rounded);
     if (p == nullptr)
         throw_error(error_code::out_of_memory, "cannot allocate " + std::to_string(bytes) + " bytes");
+    detail::count_fresh_allocation();
     std::memset(p, 0, rounded);
-    return std::shared_ptr<char>(static_cast<char*>(p), [](char* q) { std::free(q); });
+    std::shared_ptr<char> buffer(static_cast<char*>(p), [](char* q) { std::free(q); });
+    if (recycler) recycler->keep(buffer, rounded);
+    return buffer;
 }
 
 argument::argument(const shape& s) : shape_(s), has_shape_(true) {

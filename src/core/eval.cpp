@@ -49,6 +49,12 @@ exec_plan::exec_plan(const module& m) : module_name_(m.name()) {
     }
 }
 
+bool exec_plan::has_dynamic_steps() const {
+    for (auto& s : steps_)
+        if (s.dynamic) return true;
+    return false;
+}
+
 namespace {
 instruction_profile& profile_entry(std::vector<instruction_profile>& profile, const std::string& module_name,
                                    std::size_t index, const instruction& ins) {

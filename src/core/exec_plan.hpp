@@ -21,6 +21,8 @@ public:
     std::vector<argument> run(context& ctx, const param_map& params,
                               const std::function<const exec_plan&(const module*)>& get_plan,
                               std::vector<instruction_profile>* profile = nullptr) const;
+    // Whether some step gets its shape at run time (an instruction of a generic program).
+    bool has_dynamic_steps() const;
 
 private:
     enum class step_kind : std::uint8_t { param, literal, op, ret };

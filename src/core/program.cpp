@@ -1,3 +1,4 @@
+#include "core/buffer_recycler.hpp"
 #include "core/dynamic_program.hpp"
 #include "core/exec_plan.hpp"
 
@@ -107,6 +108,8 @@ struct program::impl {
     std::shared_ptr<std::mutex> plans_mutex = std::make_shared<std::mutex>();
 
     std::shared_ptr<const parameter_info> params;  // of a compiled program (else worked out per eval)
+    // A generic program's: the buffers its dynamic steps allocate, kept for the next eval.
+    std::shared_ptr<detail::recycler_pool> recyclers;
 
     // Dynamic programs: the parsed program and its compiled specializations.
     std::shared_ptr<const program> source;
@@ -143,6 +146,7 @@ program& program::operator=(const program& other) {
     fresh->options = other.impl_->options;
     fresh->arenas = other.impl_->arenas;
     fresh->scratch_shape = other.impl_->scratch_shape;
+    fresh->recyclers = other.impl_->recyclers;
     fresh->source = other.impl_->source;
     fresh->specializations = other.impl_->specializations;
     if (fresh->compiled) fresh->params = describe_parameters(*fresh->modules.front());
@@ -276,6 +280,9 @@ void program::restore_compiled(const target& t, const compile_options& options) 
     impl_->scratch_shape = scratch != get_main_module()->end() ? scratch->get_shape() : shape();
     impl_->plans = std::make_shared<std::map<const module*, std::unique_ptr<exec_plan>>>();
     for (auto m : get_modules()) impl_->plans->emplace(m, std::make_unique<exec_plan>(*m));
+    impl_->recyclers.reset();
+    for (auto& [m, plan] : *impl_->plans)
+        if (plan->has_dynamic_steps()) impl_->recyclers = std::make_shared<detail::recycler_pool>();
     impl_->params = describe_parameters(*get_main_module());
     impl_->compiled = true;
 }
@@ -420,7 +427,18 @@ std::vector<argument> program::run_checked(param_map checked, std::vector<instru
             std::function<const exec_plan&(const module*)> get_plan = [&](const module* m) -> const exec_plan& {
                 return *I.plans->at(m);
             };
-            results = get_plan(get_main_module()).run(ctx, checked, get_plan, profile);
+            // A generic program's steps allocate their results as they run: from the buffers
+            // of its last eval (see buffer_recycler).
+            std::unique_ptr<detail::buffer_recycler> recycler;
+            if (I.recyclers) recycler = I.recyclers->acquire();
+            try {
+                detail::recycling_scope scope(recycler.get());
+                results = get_plan(get_main_module()).run(ctx, checked, get_plan, profile);
+            } catch (...) {
+                if (I.recyclers) I.recyclers->release(std::move(recycler));
+                throw;
+            }
+            if (I.recyclers) I.recyclers->release(std::move(recycler));
         } else {
             exec_plan plan(*get_main_module());
             std::unordered_map<const module*, std::unique_ptr<exec_plan>> plans;

@@ -4,6 +4,7 @@
 // generic program serves their calls, so no call waits for a compile; a failed background
 // compile leaves the shapes on the generic program; the option survives .kiln save and
 // load.
+#include "core/buffer_recycler.hpp"
 #include "specialization_gate.hpp"
 
 #include <kiln/errors.hpp>
@@ -287,4 +288,22 @@ TEST(generic_program, recurring_shapes_on_a_mostly_dynamic_range_program_are_spe
     EXPECT_EQ(s.compiles, 2u);
     EXPECT_EQ(s.background_compiles, 1u);
     EXPECT_EQ(s.hits, 3u);  // twice on the range program, then on the specialization
+}
+
+// A warm generic program allocates nothing from the system for its intermediate results:
+// the buffers of its last evals serve the next ones (buffer_recycler), for the same shapes
+// and for smaller ones; only a larger shape grows them.
+TEST(generic_program, a_warm_generic_eval_allocates_no_intermediate_buffers) {
+    auto p = make_model(8);
+    p.compile(*get_target("ref"), after(0));
+    (void)p.eval({{"x", rows_of(20, 8)}});
+    for (std::size_t rows : {20, 7, 20, 1}) {
+        auto x = rows_of(rows, 8);
+        const auto before = detail::fresh_allocations();
+        auto r = p.eval({{"x", x}});
+        // At most the result handed to the caller (it may not alias a kept buffer).
+        EXPECT_LE(detail::fresh_allocations() - before, 1u) << rows << " rows";
+        expect_tripled(r[0], rows, 8);
+    }
+    EXPECT_EQ(p.get_specialization_stats().generic_runs, 5u);
 }
