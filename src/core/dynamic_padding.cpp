@@ -67,15 +67,22 @@ bool any_axis_0(const std::vector<std::int64_t>& axes, std::size_t rank) {
     return std::any_of(axes.begin(), axes.end(), [&](std::int64_t a) { return is_axis_0(a, rank); });
 }
 
-// The product of the dims after axis 0, when all are static.
-std::optional<std::size_t> row_elements(const shape& s) {
+// The number of elements in a row (the dims after axis 0) as a constant times named dims
+// (bert's [sequence, 256] and [sequence, 4, 64] agree); nullopt with an unnamed range.
+std::optional<std::pair<std::size_t, std::vector<std::string>>> row_elements(const shape& s) {
     std::size_t n = 1;
+    std::vector<std::string> names;
     const auto& dd = s.to_dynamic_dims();
     for (std::size_t i = 1; i < dd.size(); ++i) {
-        if (!dd[i].is_fixed()) return std::nullopt;
-        n *= dd[i].min;
+        if (dd[i].is_fixed()) {
+            n *= dd[i].min;
+            continue;
+        }
+        if (dd[i].symbol.empty()) return std::nullopt;
+        names.push_back(dd[i].symbol);
     }
-    return n;
+    std::sort(names.begin(), names.end());
+    return std::make_pair(n, names);
 }
 
 // Ops whose value inputs only size their result (a Reshape's shape).

@@ -209,7 +209,8 @@ specialization_cache::shape_map fix_dims(const module& main, const std::map<std:
             } else if (auto e = dim_expr::parse(dims[i].symbol)) {
                 v = e->evaluate(values);
             }
-            if (v && *v >= 0) dims[i] = dynamic_dimension{std::size_t(*v), std::size_t(*v), {}};
+            if (v && *v >= 0 && dims[i].contains(static_cast<std::size_t>(*v)))
+                dims[i] = dynamic_dimension{std::size_t(*v), std::size_t(*v), {}};
         }
         set.emplace(ins.param_name(), shape::make_dynamic(ins.get_shape().get_type(), dims));
     }
@@ -220,8 +221,7 @@ specialization_cache::shape_map fix_dims(const module& main, const std::map<std:
 // optimals of the dims that have them (at most `limit`), with those dims fixed and the
 // others left as ranges. Dims that share a name are fixed together; a dim spelled as an
 // expression ("past + sequence") is fixed when all its names are.
-std::vector<specialization_cache::shape_map> optimal_shape_sets(const module& main, std::size_t limit,
-                                                                const std::vector<dim_buckets>& buckets) {
+std::vector<specialization_cache::shape_map> optimal_shape_sets(const module& main, std::size_t limit) {
     struct dim_at {
         std::string input;
         std::size_t axis;
@@ -243,10 +243,6 @@ std::vector<specialization_cache::shape_map> optimal_shape_sets(const module& ma
             }
             groups[*name].push_back({ins.param_name(), i});
             optimals[*name].insert(dd[i].optimals.begin(), dd[i].optimals.end());
-            for (auto& b : buckets)
-                if (b.dim == *name)
-                    for (auto v : b.sizes)
-                        if (dd[i].contains(v)) optimals[*name].insert(v);
         }
     }
     std::vector<std::map<std::string, std::int64_t>> combos{{}};
@@ -265,6 +261,41 @@ std::vector<specialization_cache::shape_map> optimal_shape_sets(const module& ma
     std::vector<specialization_cache::shape_map> sets;
     if (combos.size() == 1 && combos.front().empty()) return sets;  // no optimals at all
     for (auto& values : combos) sets.push_back(fix_dims(main, values));
+    return sets;
+}
+
+// The input shapes of the buckets' programs: each combination of the buckets' sizes (at
+// most `limit`), those dims fixed and every other dim a range. Sizes outside a dim's range
+// are left out.
+std::vector<specialization_cache::shape_map> bucket_shape_sets(const module& main, const std::vector<dim_buckets>& buckets,
+                                                               std::size_t limit) {
+    std::vector<std::map<std::string, std::int64_t>> combos{{}};
+    for (auto& b : buckets) {
+        if (b.dim.empty() || b.sizes.empty()) continue;
+        std::vector<std::map<std::string, std::int64_t>> next;
+        for (auto& c : combos)
+            for (auto v : b.sizes) {
+                if (next.size() >= limit) break;
+                auto d = c;
+                d[b.dim] = static_cast<std::int64_t>(v);
+                next.push_back(std::move(d));
+            }
+        combos = std::move(next);
+    }
+    std::vector<specialization_cache::shape_map> sets;
+    if (combos.size() == 1 && combos.front().empty()) return sets;
+    for (auto& values : combos) {
+        auto set = fix_dims(main, values);
+        // A size outside its dim's range leaves the dim a range: not this bucket's program.
+        bool fixed = true;
+        for (auto& [name, v] : values)
+            for (auto& [input, sh] : set) {
+                const auto& dd = sh.to_dynamic_dims();
+                for (std::size_t i = 0; i < dd.size(); ++i)
+                    if (dd[i].symbol == name && !dd[i].is_fixed()) fixed = false;
+            }
+        if (fixed) sets.push_back(std::move(set));
+    }
     return sets;
 }
 
@@ -385,12 +416,14 @@ specialization_cache::shape_map compiled_for(const specialization_cache& cache, 
 // the fully static sets are compiled (a CNN's default batch): each other shape is
 // specialized on its first call anyway.
 void compile_partials(specialization_cache& cache, const target& t) {
-    // At most 4 combinations of optimals (and the cache's bound), or every bucket (up to 16).
-    std::size_t limit = std::max<std::size_t>(1, std::min<std::size_t>(4, cache.max ? cache.max : 4));
-    std::size_t buckets = 1;
-    for (auto& b : cache.options.dynamic_buckets) buckets *= std::max<std::size_t>(1, b.sizes.size());
-    if (!cache.options.dynamic_buckets.empty()) limit = std::max(limit, std::min<std::size_t>(buckets, 16));
-    for (auto& set : optimal_shape_sets(*cache.source->get_main_module(), limit, cache.options.dynamic_buckets)) {
+    // At most 4 combinations of optimals (and the cache's bound), then up to 16 of buckets
+    // (the other dims free), each set once.
+    const auto& main = *cache.source->get_main_module();
+    const std::size_t limit = std::max<std::size_t>(1, std::min<std::size_t>(4, cache.max ? cache.max : 4));
+    auto sets = optimal_shape_sets(main, limit);
+    for (auto& set : bucket_shape_sets(main, cache.options.dynamic_buckets, 16))
+        if (std::find(sets.begin(), sets.end(), set) == sets.end()) sets.push_back(std::move(set));
+    for (auto& set : sets) {
         if (!cache.generic &&
             std::any_of(set.begin(), set.end(), [](const auto& kv) { return kv.second.dynamic(); }))
             continue;
@@ -701,10 +734,11 @@ std::vector<std::shared_ptr<const program>> compiled_ahead(specialization_cache&
 std::optional<padded_call> pad_to_buckets(specialization_cache& cache, const param_map& checked) {
     if (cache.padding.empty()) return std::nullopt;
     auto call = pad_call(cache.padding, checked);
-    if (call) {
-        std::lock_guard<std::mutex> lock(cache.mutex);
-        ++cache.stats.padded_runs;
-    }
+    if (!call) return std::nullopt;
+    // Only onto a bucket's program compiled ahead: the generic program runs any size as it is.
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    if (!matching_partial(cache, call->inputs)) return std::nullopt;
+    ++cache.stats.padded_runs;
     return call;
 }
 
