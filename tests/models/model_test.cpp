@@ -93,6 +93,19 @@ TEST_P(model_test, matches_onnx_runtime) {
     }
 }
 
+// Runs every data set of `dir` through the one program `p` and compares with ONNX Runtime's
+// outputs (`label` names the way it was compiled in failures).
+void expect_every_data_set_matches(const program& p, const fs::path& dir, const std::string& label) {
+    auto names = p.get_parameter_names();
+    for (std::size_t k = 0; k < count_data_sets(dir); ++k) {
+        auto d = read_data_set(dir, k, names);
+        auto out = p.eval(d.inputs);
+        ASSERT_EQ(out.size(), d.outputs.size());
+        for (std::size_t i = 0; i < out.size(); ++i)
+            expect_close(out[i], d.outputs[i], label + " set " + std::to_string(k) + " output " + std::to_string(i));
+    }
+}
+
 // As a new user runs it: parsed with no dim option (its symbolic dims stay dynamic), compiled
 // once, saved and loaded; that one program runs every data set (batch 1 and 2, several
 // sequence lengths) and matches ONNX Runtime.
@@ -101,18 +114,10 @@ TEST_P(model_test, one_program_with_the_default_dims_runs_every_data_set) {
     if (!fs::exists(dir / "model.onnx")) GTEST_SKIP() << dir << " is not there";
     auto p = parse_onnx((dir / "model.onnx").string());
     p.compile(*get_target(target_under_test()));
-    auto names = p.get_parameter_names();
     auto bytes = save_buffer(p);
     auto q = load_buffer(bytes.data(), bytes.size());
     EXPECT_EQ(q.compiled_ahead().size(), p.compiled_ahead().size());
-    for (std::size_t k = 0; k < count_data_sets(dir); ++k) {
-        auto d = read_data_set(dir, k, names);
-        auto out = q.eval(d.inputs);
-        ASSERT_EQ(out.size(), d.outputs.size());
-        for (std::size_t i = 0; i < out.size(); ++i)
-            expect_close(out[i], d.outputs[i], GetParam() + " (default dims) set " + std::to_string(k) + " output " +
-                                                   std::to_string(i));
-    }
+    expect_every_data_set_matches(q, dir, GetParam() + " (default dims)");
 }
 
 // With a batch bucket of 4, the data sets' batches 1 and 2 run padded on the bucket's
@@ -125,15 +130,7 @@ TEST_P(model_test, batch_buckets_pad_only_where_rows_stay_apart) {
     compile_options o;
     o.dynamic_buckets = {dim_buckets{"batch", {4}}};
     p.compile(*get_target(target_under_test()), o);
-    auto names = p.get_parameter_names();
-    for (std::size_t k = 0; k < count_data_sets(dir); ++k) {
-        auto d = read_data_set(dir, k, names);
-        auto out = p.eval(d.inputs);
-        ASSERT_EQ(out.size(), d.outputs.size());
-        for (std::size_t i = 0; i < out.size(); ++i)
-            expect_close(out[i], d.outputs[i], GetParam() + " (batch bucket 4) set " + std::to_string(k) + " output " +
-                                                   std::to_string(i));
-    }
+    expect_every_data_set_matches(p, dir, GetParam() + " (batch bucket 4)");
     const bool rows_apart = GetParam() != "vit_tiny" && GetParam() != "lstm_seq";
     EXPECT_EQ(p.get_specialization_stats().padded_runs > 0, rows_apart) << GetParam();
 }
