@@ -423,10 +423,19 @@ def aggregate(records):
         "matches_reference": [r.get("matches_reference") for r in records],
         "foreign_load": max((r.get("foreign_load") or 0.0) for r in records),
         "rounds": len(records),
+        "records": records,
         "compile_ms": statistics.median(r["compile_ms"] for r in records) if "compile_ms" in records[0] else None,
         "session_create_ms": (statistics.median(r["session_create_ms"] for r in records)
                               if "session_create_ms" in records[0] else None),
     }
+
+
+def paired_ratios(kiln_records, ort_records):
+    """Kiln/ORT step medians of the same round: the machine's speed drifts over minutes (a whole
+    process runs 1.5-2x slower at times, prefill included), so a ratio of two processes run seconds
+    apart is steadier than the ratio of medians taken over all rounds."""
+    ort_by_round = {r["round"]: r["median_ms"] for r in ort_records}
+    return [k["median_ms"] / ort_by_round[k["round"]] for k in kiln_records if ort_by_round.get(k["round"])]
 
 
 def first_difference(a, b):
@@ -451,7 +460,7 @@ def render(args, results, notes, ort_version):
              f"(Kiln target `{args.target}`, ONNX Runtime {ort_version or '1.30'} with graph optimization "
              f"`{args.opt}`), {datetime.date.today().isoformat()}.", "", report.cpu_header(), ""]
     header = ["model", "engine", "first call ms", "prefill ms", "step median ms", "step p90 ms", "step min ms",
-              "Kiln/ORT median", "Kiln/ORT p90", "peak RSS MB", "tokens = reference", "foreign load"]
+              "Kiln/ORT median", "Kiln/ORT p90", "paired Kiln/ORT median (range)", "peak RSS MB", "tokens = reference", "foreign load"]
     rows, agree = [], []
     for name, per in results.items():
         k, o = per.get("kiln"), per.get("ort")
@@ -459,14 +468,17 @@ def render(args, results, notes, ort_version):
             if engine not in args.engines:
                 continue
             if agg is None:
-                rows.append([name, label] + ["fail" if per.get(engine + "_error") else "n/a"] * 9 + [""])
+                rows.append([name, label] + ["fail" if per.get(engine + "_error") else "n/a"] * 10 + [""])
                 continue
-            ratio_m = ratio_p = ""
+            ratio_m = ratio_p = paired = ""
             if engine == "kiln" and o:
                 ratio_m = f"{agg['median_ms'] / o['median_ms']:.2f}x"
                 ratio_p = f"{agg['p90_ms'] / o['p90_ms']:.2f}x"
+                pairs = paired_ratios(agg["records"], o["records"])
+                if pairs:
+                    paired = f"{statistics.median(pairs):.2f}x ({min(pairs):.2f}-{max(pairs):.2f})"
             rows.append([name, label, fmt(agg["first_call_ms"]), fmt(agg["prefill_ms"]), fmt(agg["median_ms"], 3),
-                         fmt(agg["p90_ms"], 3), fmt(agg["min_ms"], 3), ratio_m, ratio_p, fmt(agg["peak_rss_mb"]),
+                         fmt(agg["p90_ms"], 3), fmt(agg["min_ms"], 3), ratio_m, ratio_p, paired, fmt(agg["peak_rss_mb"]),
                          ref_cell(agg), f"{agg['foreign_load']:.0%}"])
         if k and o:
             if k["tokens"] is None or o["tokens"] is None:
@@ -480,6 +492,8 @@ def render(args, results, notes, ort_version):
     lines.append("First call: Kiln parse + compile + prefill (in the same process, cold), ORT session creation + "
                  "prefill. Step: one `run` of one token (sequence 1) at past lengths P to P + steps - 2 "
                  "(P: prompt length), outputs in host memory; median over rounds of each round's median (p90 likewise), min over all steps. "
+                 "Paired: the median (and range) over rounds of that round's Kiln/ORT step-median ratio; the engines "
+                 "alternate which runs first. "
                  "Foreign load: the largest share of the CPUs that other processes took during a round.")
     lines += [""] + agree + [f"- {n}" for n in notes]
     return "\n".join(lines).rstrip() + "\n"
@@ -537,7 +551,9 @@ def main():
     errors, notes, ort_version, raw = {}, [], None, []
     for r in range(args.rounds):
         for name, path in models:
-            for engine in args.engines:
+            # Alternate which engine goes first so that a drift of the machine's speed within a round
+            # does not always favour the same engine.
+            for engine in (args.engines if r % 2 == 0 else list(reversed(args.engines))):
                 if (name, engine) in errors:
                     continue
                 if args.idle_wait > 0:
