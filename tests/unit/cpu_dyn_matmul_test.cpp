@@ -104,3 +104,37 @@ TEST(cpu_dyn_matmul, generic_program_matmuls_match_ref) {
     for (auto& e : profile) dyn += e.op_name == "cpu::dyn_matmul";
     EXPECT_EQ(dyn, 2u);
 }
+
+// A classifier's last layer with a dynamic batch (Gemm, transB, bias): a cpu::dyn_matmul
+// plus the bias in the generic program, matching ref at every batch.
+TEST(cpu_dyn_matmul, generic_program_gemm_matches_ref) {
+    const auto weights = random_literal({6, 8});  // [N, K], read transposed
+    const auto bias = random_literal({6});
+    auto make = [&] {
+        program p;
+        auto* m = p.get_main_module();
+        auto x = m->add_parameter("x", shape::make_dynamic(type::float32, {{1, 64, {}}, {8, 8, {}}}));
+        m->add_return({m->add_instruction(make_op("gemm", {{"trans_b", true}}),
+                                          {x, m->add_literal(weights), m->add_literal(bias)})});
+        return p;
+    };
+    auto p = make(), r = make();
+    compile_options o;
+    o.specialize_after = 0;
+    p.compile(*get_target("cpu"), o);
+    r.compile(*get_target("ref"), o);
+    ASSERT_TRUE(p.get_specialization_stats().generic) << p.get_specialization_stats().generic_unavailable;
+    for (std::size_t rows : {1, 3, 40}) {
+        auto x = random_arg({rows, 8});
+        expect_close(p.eval({{"x", x}})[0], r.eval({{"x", x}})[0]);
+    }
+    std::vector<instruction_profile> profile;
+    p.eval({{"x", random_arg({5, 8})}}, profile);
+    std::size_t dyn = 0, gemm = 0;
+    for (auto& e : profile) {
+        dyn += e.op_name == "cpu::dyn_matmul";
+        gemm += e.op_name == "gemm";
+    }
+    EXPECT_EQ(dyn, 1u);
+    EXPECT_EQ(gemm, 0u);
+}

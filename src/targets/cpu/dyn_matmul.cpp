@@ -1,6 +1,7 @@
 #include "targets/cpu/dyn_matmul.hpp"
 
 #include "ops/nn_matmul.hpp"
+#include "ops/tensor_views.hpp"
 
 #include <kiln/errors.hpp>
 #include <kiln/register_op.hpp>
@@ -128,6 +129,34 @@ bool lower_dyn_matmul(lower_env& env, instruction_ref ins) {
     std::vector<instruction_ref> args;
     for (auto in : ins->inputs()) args.push_back(in_dnnl_layout(env, in) ? plain(env, in) : in);
     env.m.replace_instruction(ins, dyn_matmul{}, args);
+    return true;
+}
+
+bool lower_dyn_gemm(lower_env& env, instruction_ref ins) {
+    const auto* g = ins->get_operator().any_cast<op::gemm>();
+    if (!g || g->alpha != 1.0f || ins->inputs().size() < 2 || !ins->get_shape().is_tensor() ||
+        !ins->get_shape().dynamic())
+        return false;
+    for (auto in : ins->inputs()) {
+        const auto& s = in->get_shape();
+        if (!s.is_tensor() || s.get_type() != type::float32) return false;
+    }
+    const bool bias = ins->inputs().size() == 3 && g->beta != 0.0f;
+    if (bias && g->beta != 1.0f) return false;
+    auto operand = [&](instruction_ref x, bool trans) {
+        if (in_dnnl_layout(env, x)) x = plain(env, x);
+        // A transposed view: sgemm reads it in place with its transpose flag.
+        return trans ? env.m.insert_instruction(ins, op::transpose{{1, 0}}, {x}) : x;
+    };
+    auto a = operand(ins->inputs()[0], g->trans_a);
+    auto b = operand(ins->inputs()[1], g->trans_b);
+    if (a->get_shape().ndim() != 2 || b->get_shape().ndim() != 2) return false;
+    if (!bias) {
+        env.m.replace_instruction(ins, dyn_matmul{}, {a, b});
+        return true;
+    }
+    auto product = env.m.insert_instruction(ins, dyn_matmul{}, {a, b});
+    env.m.replace_instruction(ins, make_op("add"), {product, ins->inputs()[2]});
     return true;
 }
 

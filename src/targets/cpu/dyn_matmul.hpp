@@ -31,5 +31,9 @@ struct dyn_matmul {
 // Replaces a float32 matmul with a dynamic result by a cpu::dyn_matmul; false, changing
 // nothing, when it does not apply.
 bool lower_dyn_matmul(lower_env& env, instruction_ref ins);
+// The same for a dynamic float32 Gemm with alpha 1 (a classifier's last layer with a
+// dynamic batch): a cpu::dyn_matmul over its operands (transposed ones as views), plus
+// the bias C when beta is 1.
+bool lower_dyn_gemm(lower_env& env, instruction_ref ins);
 
 }  // namespace kiln::cpu

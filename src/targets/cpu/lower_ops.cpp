@@ -271,6 +271,7 @@ bool lower_simple(lower_env& env, instruction_ref ins) {
     }
     if (n == "gather") return lower_gather(env, ins) || lower_gather_blocks(env, ins);  // its indices are integers
     if (n == "matmul" && lower_dyn_matmul(env, ins)) return true;  // a generic program's: sizes at run time
+    if (n == "gemm" && lower_dyn_gemm(env, ins)) return true;
     if (!all_f32_static(ins)) return false;
     if (n == "pooling") return lower_pooling(env, ins);
     if (n == "softmax" || n == "log_softmax") return lower_softmax(env, ins, n == "log_softmax");

@@ -1,10 +1,13 @@
 #include "targets/cpu/lowering.hpp"
 
+#include "targets/cpu/dyn_primitive.hpp"
+
 #include "targets/cpu/anchor_plan.hpp"
 #include "targets/cpu/attention.hpp"
 #include "targets/cpu/conv_gemm.hpp"
 #include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/dw_fusion.hpp"
+#include "targets/cpu/dyn_primitive.hpp"
 #include "targets/cpu/fusion.hpp"
 #include "targets/cpu/lowering_util.hpp"
 #include "targets/cpu/op_conv.hpp"
@@ -389,9 +392,10 @@ void blocked_for_depthwise_fusion(lower_env& env) {
     }
 }
 
-// A convolution over a range of shapes would run on the reference kernel, orders of
-// magnitude slower than a specialization's oneDNN primitive: the cpu target builds no
-// generic program for it, and the program is specialized per set of shapes instead.
+// A convolution over a range of shapes that cpu::dyn_conv does not take (run-time weights,
+// a transposed convolution) would run on the reference kernel, orders of magnitude slower
+// than a specialization's oneDNN primitive: the cpu target builds no generic program for
+// it, and the program is specialized per set of shapes instead.
 void refuse_dynamic_convolutions(const module& m) {
     for (auto& ins : m) {
         if (ins.name() != "convolution" && ins.name() != "deconvolution") continue;
@@ -407,9 +411,10 @@ void refuse_dynamic_convolutions(const module& m) {
 
 void lowering::apply(module& m) const {
     if (!ctx) throw_error(error_code::runtime, "cpu::lowering: no cpu context");
-    refuse_dynamic_convolutions(m);
     omp_threads_scope threads(ctx->threads());
     lower_env env{m, *ctx, {}, {}, {}, {}, {}};
+    lower_dyn_primitives(env);  // a generic program's convolutions and poolings: primitives per shape
+    refuse_dynamic_convolutions(m);
     fold_layer_norm_patterns(m);
     fuse_attention(env);  // before the matmuls are planned: they are attention's parts
     blocked_for_depthwise_fusion(env);

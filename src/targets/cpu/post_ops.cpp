@@ -120,9 +120,9 @@ std::optional<float> scalar_constant(instruction_ref ins) {
     return static_cast<float>(ins->get_literal().get_argument().get_double(0));
 }
 
-std::optional<std::vector<post_op>> eltwise_post_ops(instruction_ref ins) {
+std::optional<std::vector<post_op>> eltwise_post_ops(instruction_ref ins, bool dynamic_ok) {
     const auto& s = ins->get_shape();
-    if (!s.is_tensor() || s.dynamic() || s.get_type() != type::float32) return std::nullopt;
+    if (!s.is_tensor() || (s.dynamic() && !dynamic_ok) || s.get_type() != type::float32) return std::nullopt;
     const std::string n = ins->name();
     const auto& inputs = ins->inputs();
     const value attrs = ins->get_operator().to_value();

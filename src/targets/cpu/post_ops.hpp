@@ -61,8 +61,9 @@ dnnl::primitive_attr make_attr(const std::vector<post_op>& ops, const std::vecto
                                std::size_t dst_rank, const std::vector<md_record>& layouts = {});
 
 // The eltwise post-ops equal to a unary pointwise instruction (relu, clip with constant
-// bounds, gelu, sigmoid, ...), or nothing when it has no exact oneDNN form.
-std::optional<std::vector<post_op>> eltwise_post_ops(instruction_ref ins);
+// bounds, gelu, sigmoid, ...), or nothing when it has no exact oneDNN form. A dynamic
+// instruction only `dynamic_ok` (cpu::dyn_conv takes its sizes at run time).
+std::optional<std::vector<post_op>> eltwise_post_ops(instruction_ref ins, bool dynamic_ok = false);
 // The kind Kiln's own kernels apply for post-op `p`, or nothing when they do not implement it.
 // GELU (gelu_erf, its erf a polynomial within fast_math's error) only where `with_gelu`:
 // the packed GEMM's epilogue has it, the Winograd one does not.
