@@ -12,6 +12,8 @@
 
 #include <kiln/program.hpp>
 
+#include <thread>
+
 using namespace kiln;
 using namespace kiln::cpu_test;
 
@@ -153,4 +155,29 @@ TEST(cpu_dyn_primitive, keeps_at_most_max_cached_shapes) {
         expect_close(d.compute(ctx, out, {x}), mp.compute(out, {x}));
     }
     EXPECT_EQ(d.cached_shapes(), cpu::dyn_primitive::max_cached);
+}
+
+// Two threads on one generic program, each with its own sizes (new ones and ones the other
+// made the primitive for), at the same time: both match ref.
+TEST(cpu_dyn_primitive, two_threads_with_different_sizes_at_once) {
+    KILN_CPU_NEEDS_OPS("convolution", "pooling", "relu", "add");
+    const auto w1 = random_literal({8, 3, 3, 3}, 0.3f), b1 = random_literal({8}), w2 = random_literal({8, 8, 3, 3}, 0.2f);
+    auto p = residual_cnn(w1, b1, w2), r = residual_cnn(w1, b1, w2);
+    compile_options o;
+    o.specialize_after = 0;
+    p.compile(*get_target("cpu"), o);
+    r.compile(*get_target("ref"), o);
+    std::vector<std::vector<argument>> xs(2);
+    for (std::size_t t = 0; t < 2; ++t)
+        for (std::size_t i = 0; i < 6; ++i) xs[t].push_back(random_arg({1 + (i + t) % 4, 3, 8 + 4 * t, 8 + 4 * (i % 2)}));
+    std::vector<std::vector<argument>> got(2);
+    std::vector<std::thread> threads;
+    for (std::size_t t = 0; t < 2; ++t)
+        threads.emplace_back([&, t] {
+            for (auto& x : xs[t]) got[t].push_back(p.eval({{"x", x}})[0]);
+        });
+    for (auto& th : threads) th.join();
+    for (std::size_t t = 0; t < 2; ++t)
+        for (std::size_t i = 0; i < xs[t].size(); ++i) expect_close(got[t][i], r.eval({{"x", xs[t][i]}})[0]);
+    EXPECT_EQ(p.get_specialization_stats().compiles, 0u);
 }
