@@ -192,6 +192,8 @@ def kiln_worker(args):
     compile_kw = {}
     if plan.get("max_specializations") is not None:
         compile_kw["max_specializations"] = plan["max_specializations"]
+    if plan.get("specialize_after") is not None:
+        compile_kw["specialize_after"] = plan["specialize_after"]
     if plan.get("buckets"):
         compile_kw["dynamic_buckets"] = {"batch": plan["buckets"]}
 
@@ -321,6 +323,7 @@ def engine_cmd(args, engine, plan_file):
 def write_plan(path, args, part, engine, mode, cases, **extra):
     plan = {"model": model_path(args, part), "mode": mode, "kiln_mode": "static" if engine == "static" else "dyn",
             "dyn_dims": dyn_dims(args, part), "max_specializations": args.max_specializations,
+            "specialize_after": args.specialize_after,
             "buckets": [int(b) for b in args.buckets.split(",")] if args.buckets else [],
             "cases": [{"name": c["name"], "dir": c["dir"], "inputs": c["inputs"]} for c in cases],
             "warmup": args.warmup[part], "iterations": args.iterations[part]}
@@ -553,6 +556,8 @@ def main():
     p.add_argument("--mem-sample", type=int, default=10, help="resnet memory: the early RSS sample, after this many calls")
     p.add_argument("--mem-engines", default="kiln", help="resnet memory: kiln and/or ort")
     p.add_argument("--max-specializations", type=int, default=None, help="Kiln compile option (default: Kiln's)")
+    p.add_argument("--specialize-after", type=int, default=None,
+                   help="Kiln compile option (default: Kiln's; 0: every shape on the generic program)")
     p.add_argument("--buckets", default="", help="Kiln compile option dynamic_buckets for the batch, e.g. 1,2,4,8 "
                    "(sizes compiled ahead; others padded up to the next)")
     p.add_argument("--id-high", type=int, default=100, help="bert: token ids uniform in [0, N)")
