@@ -20,12 +20,12 @@ import os
 import shlex
 import shutil
 import signal
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import quiet  # noqa: E402  (bench/quiet.py)
+import processes  # noqa: E402  (bench/processes.py)
 import report  # noqa: E402  (bench/report.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -136,28 +136,7 @@ def raise_priority(nice):
 
 def run_json(cmd, env, timeout, nice=0):
     """Runs one benchmark process; returns (parsed last JSON line or None, note on failure)."""
-    try:
-        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, timeout=timeout, preexec_fn=raise_priority(nice) if nice else None)
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {timeout} s"
-    except OSError as e:
-        return None, str(e)
-    result = None
-    for line in reversed(proc.stdout.splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                result = json.loads(line)
-                break
-            except ValueError:
-                continue
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-        return None, f"exit {proc.returncode}: {tail[:200]}"
-    if result is None:
-        return None, "no JSON line on stdout"
-    return result, None
+    return processes.run_json(cmd, env, timeout, preexec_fn=raise_priority(nice) if nice else None)
 
 
 def timed_run(args, cmd, env, what):
@@ -220,13 +199,10 @@ def pick_iterations(args, env, model_path, input_dir, threads):
 
 
 def ensure_ort(args):
-    env = dict(os.environ)
-    if "ORT_NODE_MODULE" not in env:
-        proc = subprocess.run(["bash", os.path.join(BENCH, "install_ort.sh")], stdout=subprocess.PIPE, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError("bench/install_ort.sh failed")
-        env["ORT_NODE_MODULE"] = proc.stdout.strip().splitlines()[-1]
-    return env
+    try:
+        return processes.ensure_ort(dict(os.environ))
+    except SystemExit as e:
+        raise RuntimeError(str(e))
 
 
 def kiln_state(args):

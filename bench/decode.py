@@ -40,7 +40,6 @@ import datetime
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -49,6 +48,7 @@ ROOT = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
 import quiet  # noqa: E402  (bench/quiet.py)
 import report  # noqa: E402  (bench/report.py)
+from processes import ensure_ort, run_json  # noqa: E402  (bench/processes.py)
 
 ORT_DECODE = os.path.join(BENCH, "ort", "ort_decode.js")
 DYNAMIC_MODELS = os.path.join(ROOT, "tests", "data", "dynamic_models")
@@ -347,41 +347,6 @@ def resolve_model(entry):
     if not os.path.isfile(path):
         raise SystemExit(f"no model at {path}")
     return path
-
-
-def run_json(cmd, env, timeout):
-    try:
-        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {timeout} s"
-    except OSError as e:
-        return None, str(e)
-    result = None
-    for line in reversed(proc.stdout.splitlines()):
-        if line.strip().startswith("{"):
-            try:
-                result = json.loads(line)
-                break
-            except ValueError:
-                continue
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-        return None, f"exit {proc.returncode}: {tail[:300]}"
-    if result is None:
-        return None, "no JSON line on stdout"
-    return result, None
-
-
-def ensure_ort(env):
-    if "ORT_NODE_MODULE" in env:
-        return env
-    proc = subprocess.run(["bash", os.path.join(BENCH, "install_ort.sh")], stdout=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        raise SystemExit("bench/install_ort.sh failed")
-    env = dict(env)
-    env["ORT_NODE_MODULE"] = proc.stdout.strip().splitlines()[-1]
-    return env
 
 
 def common_args(args):

@@ -38,7 +38,6 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,6 +47,7 @@ ROOT = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
 import quiet  # noqa: E402  (bench/quiet.py)
 import report  # noqa: E402  (bench/report.py)
+from processes import ensure_ort, run_json  # noqa: E402  (bench/processes.py)
 
 ORT_SHAPES = os.path.join(BENCH, "ort", "ort_shapes.js")
 PARTS = ("bert", "resnet")
@@ -275,41 +275,6 @@ def kiln_worker(args):
 # --------------------------------------------------------------------------------------
 # The driver
 # --------------------------------------------------------------------------------------
-def run_json(cmd, env, timeout):
-    try:
-        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {timeout:.0f} s"
-    except OSError as e:
-        return None, str(e)
-    result = None
-    for line in reversed(proc.stdout.splitlines()):
-        if line.strip().startswith("{"):
-            try:
-                result = json.loads(line)
-                break
-            except ValueError:
-                continue
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-        return None, f"exit {proc.returncode}: {tail[:300]}"
-    if result is None:
-        return None, "no JSON line on stdout"
-    return result, None
-
-
-def ensure_ort(env):
-    if "ORT_NODE_MODULE" in env:
-        return env
-    proc = subprocess.run(["bash", os.path.join(BENCH, "install_ort.sh")], stdout=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        raise SystemExit("bench/install_ort.sh failed")
-    env = dict(env)
-    env["ORT_NODE_MODULE"] = proc.stdout.strip().splitlines()[-1]
-    return env
-
-
 ENGINE_LABELS = {"kiln": "Kiln", "static": "Kiln static", "ort": "ORT"}
 
 
