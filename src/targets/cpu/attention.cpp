@@ -1,6 +1,7 @@
 #include "targets/cpu/attention.hpp"
 
 #include "targets/cpu/attention_geometry.hpp"
+#include "targets/cpu/dnnl_util.hpp"
 
 #include "targets/cpu/packed_gemm_args.hpp"
 #include "targets/cpu/vec_exp.hpp"
@@ -292,7 +293,9 @@ argument attention::compute(context&, const shape&, const std::vector<argument>&
     auto kp_of = [&](std::size_t b) { return scratch + b * g.per_batch(); };
     auto vp_of = [&](std::size_t b) { return kp_of(b) + g.packed_k(); };
     auto s_of = [&](std::size_t b) { return vp_of(b) + g.packed_v(); };
-#pragma omp parallel if (tasks > 1)
+    // A small attention (a decode step's: one query row) on the calling thread alone.
+    const bool parallel = tasks > 1 && g.batches * g.sq * g.sk * (g.d + g.dv) >= single_thread_macs;
+#pragma omp parallel if (parallel)
     {
 #pragma omp for schedule(static)
         for (std::int64_t job = 0; job < packs; ++job) {

@@ -33,6 +33,9 @@ namespace kiln::cpu {
 
 template <class Derived>
 struct dnnl_op {
+    // Whether the op's work grows with its result's elements (false for products:
+    // convolutions, matmuls, LSTMs, whose depth the result does not show).
+    static constexpr bool work_per_element = true;
     // Input index of the scratchpad buffer; -1 when the primitive needs none.
     std::int64_t scratchpad = -1;
     // Activations in oneDNN's own (blocked) layouts: the layout of operand i when it is
@@ -106,11 +109,15 @@ struct dnnl_op {
                   const std::vector<argument>& constants) {
         const auto& self = static_cast<const Derived&>(*this);
         auto& c = as_cpu_context(ctx, self.name());
-        omp_threads_scope threads(c.threads());
+        // Elementwise-sized work on a small result runs on the calling thread alone (made and
+        // run with one thread: oneDNN sizes its parallel loops by the threads it sees).
+        const bool alone = Derived::work_per_element && out.elements() < single_thread_elements;
+        omp_threads_scope threads(alone ? 1 : c.threads());
         auto ops = operands(inputs);
         try {
             auto pd = self.make_pd(c.engine(), ops, out);
             auto k = std::make_shared<primitive_kernel>(dnnl::primitive(pd.get()), impl_name(pd));
+            k->set_alone(alone);
             self.bind_operands(*k, pd, ops, constants, c.engine());
             k->bind(DNNL_ARG_DST, inputs.size() - 1, pd.dst_desc());
             if (!dst_layout.empty() && pd.dst_desc() != dst_layout.to_md())

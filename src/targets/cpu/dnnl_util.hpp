@@ -90,6 +90,13 @@ void expect_pixel_channels_input(const std::string& op, const shape& x, const md
 
 // Sets the calling thread's OpenMP team size while oneDNN creates primitives (their
 // kernels are laid out for the thread count seen at creation), then restores it.
+// Work below which a kernel runs on the calling thread alone: a parallel region costs a few
+// microseconds on idle cores and a scheduler time slice when the other cores are busy (a
+// gpt_kv decode step took 13-21 ms with 2 threads on a loaded 2-core machine, 0.1 ms with
+// one). Elements for elementwise-sized work, multiply-adds for products.
+inline constexpr std::size_t single_thread_elements = std::size_t{1} << 13;
+inline constexpr std::size_t single_thread_macs = std::size_t{1} << 18;
+
 class omp_threads_scope {
 public:
     explicit omp_threads_scope(std::size_t threads);

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <mutex>
 
 namespace kiln::cpu {
@@ -103,6 +104,9 @@ argument dyn_matmul::compute(context&, const shape& out, const std::vector<argum
     };
     std::vector<std::size_t> idx(batch_rank, 0);
     const std::size_t batches = result.elements() / (M * N);
+    // A small product (a decode step's) on the calling thread alone (single_thread_macs).
+    std::optional<omp_threads_scope> one_thread;
+    if (batches * M * N * K < single_thread_macs) one_thread.emplace(1);
     for (std::size_t b = 0; b < batches; ++b) {
         auto status = dnnl::sgemm(A.trans, B.trans, static_cast<dnnl_dim_t>(M), static_cast<dnnl_dim_t>(N),
                                   static_cast<dnnl_dim_t>(K), 1.0f, A.data + offset_of(A, idx), A.ld,

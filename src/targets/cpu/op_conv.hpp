@@ -44,6 +44,7 @@ struct depthwise_post_op {
 };
 
 struct convolution : dnnl_op<convolution> {
+    static constexpr bool work_per_element = false;  // a product: the result hides its depth
     operation op;  // op::convolution or op::deconvolution
     shape weights_shape;
     md_record weights;

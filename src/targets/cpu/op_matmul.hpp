@@ -14,6 +14,7 @@
 namespace kiln::cpu {
 
 struct matmul : dnnl_op<matmul> {
+    static constexpr bool work_per_element = false;  // a product: the result hides its depth
     bool trans_a = false;
     bool trans_b = false;
     bool has_bias = false;

@@ -18,6 +18,7 @@
 namespace kiln::cpu {
 
 struct lstm : dnnl_op<lstm> {
+    static constexpr bool work_per_element = false;  // a product: the result hides its depth
     std::size_t hidden_size = 0;
     bool reverse = false;
     bool has_initial_h = false;

@@ -2,6 +2,7 @@
 
 #include "targets/cpu/context.hpp"
 #include "targets/cpu/cpu_features.hpp"
+#include "targets/cpu/dnnl_util.hpp"
 #include "targets/cpu/packed_gemm_args.hpp"
 
 #include <kiln/builtin_ops.hpp>
@@ -130,7 +131,9 @@ void run_all(const args& given, part_fn part) {
     args g = given;
     g.tall = g.m >= tall_rows;
     const std::size_t np = panels(g.n);
-    const auto threads = static_cast<std::size_t>(omp_get_max_threads());
+    // A small product (a decode step's projection) on the calling thread alone.
+    const auto threads = g.m * g.n * g.k < single_thread_macs ? std::size_t{1}
+                                                               : static_cast<std::size_t>(omp_get_max_threads());
     const cut c = g.tall ? cut{threads, 1} : plan_cut(g.m, np, threads);
     const std::size_t parts = c.row_parts * c.col_parts;
     // Whole tiles per part (12 rows in the tall order: the AVX-512 tiles' height).

@@ -1,9 +1,11 @@
 #include "targets/cpu/primitive_kernel.hpp"
 
 #include "targets/cpu/context.hpp"
+#include "targets/cpu/dnnl_util.hpp"
 
 #include <kiln/errors.hpp>
 
+#include <optional>
 #include <unordered_map>
 
 namespace kiln::cpu {
@@ -58,6 +60,8 @@ void primitive_kernel::run(context& ctx, const std::vector<argument>& args, cons
     }
     const arg_map& m = *cached;
     auto& s = c.stream();
+    std::optional<omp_threads_scope> one_thread;
+    if (alone_) one_thread.emplace(1);
     try {
         if (serialize_) {
             std::lock_guard<std::mutex> lock(*serialize_);

@@ -40,6 +40,8 @@ public:
                         const dnnl::engine& eng);
 
     void run(context& ctx, const std::vector<argument>& args, const std::string& op_name) const;
+    // Runs on the calling thread alone (small work; see single_thread_elements).
+    void set_alone(bool alone) { alone_ = alone; }
     const std::string& impl() const { return impl_; }
 
 private:
@@ -53,6 +55,7 @@ private:
     std::vector<input_binding> inputs_;
     std::vector<std::pair<int, dnnl::memory>> owned_;
     std::unique_ptr<std::mutex> serialize_;
+    bool alone_ = false;
     // The argument maps of earlier runs, with their dnnl::memory objects: a run takes one
     // and re-points its memories at this run's buffers (set_data_handle: ~0.05 us for three)
     // instead of creating them (~1.5 us for three, per primitive and run; EfficientNet-B0
