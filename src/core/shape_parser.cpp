@@ -4,6 +4,7 @@
 #include <kiln/errors.hpp>
 
 #include <cctype>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -52,13 +53,17 @@ private:
         while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) ++pos_;
         return std::string(s_.substr(b, pos_ - b));
     }
-    std::size_t number() {
+    // Sizes stay below 2^60 (so products of a few cannot wrap); `any_size_t` allows the
+    // whole range, for optimals, which print whatever they hold.
+    std::size_t number(bool any_size_t = false) {
         skip();
         if (pos_ >= s_.size() || !std::isdigit(static_cast<unsigned char>(s_[pos_]))) fail("expected a number");
+        const std::size_t limit = any_size_t ? std::numeric_limits<std::size_t>::max() : std::size_t{1} << 60;
         std::size_t v = 0;
         while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) {
-            if (v > (std::size_t{1} << 60)) fail("number too large");
-            v = v * 10 + static_cast<std::size_t>(s_[pos_++] - '0');
+            auto digit = static_cast<std::size_t>(s_[pos_++] - '0');
+            if (v > (limit - digit) / 10) fail("number too large");
+            v = v * 10 + digit;
         }
         return v;
     }
@@ -107,7 +112,7 @@ private:
                     if (eat(':')) {
                         expect('[');
                         if (!eat(']')) {
-                            do d.optimals.insert(number());
+                            do d.optimals.insert(number(true));
                             while (eat(','));
                             expect(']');
                         }
