@@ -4,7 +4,6 @@
 // instruction's shape can be computed).
 #include "core/shape_parser.hpp"
 
-#include <kiln/builtin_ops.hpp>
 #include <kiln/errors.hpp>
 #include <kiln/module_text.hpp>
 #include <kiln/register_op.hpp>
