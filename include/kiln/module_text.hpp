@@ -10,7 +10,8 @@
 // What the reader accepts beyond what print writes (so hand-written text stays short):
 // any instruction names (`w = @literal{...}`, `y = relu(x)`: names are labels, print
 // numbers them again), a missing `-> shape` (computed; a given one must match the op's
-// shape function), blank lines and `//` comment lines.
+// shape function), blank lines and `//` comments (a line of its own, or after an
+// instruction).
 //
 // Literals: print writes at most six values, then `...`. Such a literal's values come
 // from a `literal_source` (below) that the caller passes: a test names its weights
@@ -18,7 +19,10 @@
 // program's own print back gives it the program's literals. That keeps texts short and
 // the values exact, where printing every value in full would bury a test's structure
 // under hundreds of numbers and need decimal text that round-trips every element type.
-// A literal whose values are all written is built from them.
+// A literal whose values are all written is built from them (print writes six
+// significant digits, so a float read back that way may differ in its last bits; a
+// source gives exact values, and a source that answers for every literal, as
+// literals_of does, makes the read-back program the same as the printed one).
 //
 // Not read back: what the text does not hold (a program's output names, parameter
 // defaults, metadata), binary attributes of more than 32 bytes (printed as `<N bytes>`),
