@@ -5,6 +5,7 @@
 #include <kiln/errors.hpp>
 
 #include <cstdlib>
+#include <iomanip>
 #include <new>
 #include <sstream>
 
@@ -207,7 +208,8 @@ std::string argument::to_string(std::size_t max_elements) const {
         using C = std::remove_reference_t<decltype(v[0])>;
         for (std::size_t i = 0; i < n && i < max_elements; ++i) {
             if (i) ss << ", ";
-            if constexpr (std::is_same_v<C, std::string>) ss << '"' << v[i] << '"';
+            // Quotes and backslashes escaped, so the text form reads strings back whole.
+            if constexpr (std::is_same_v<C, std::string>) ss << std::quoted(v[i]);
             else if constexpr (std::is_same_v<C, bool>) ss << (v[i] ? "true" : "false");
             else if constexpr (std::is_same_v<C, std::int8_t> || std::is_same_v<C, std::uint8_t>) ss << int(v[i]);
             else ss << convert<double>(v[i]);

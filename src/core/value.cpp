@@ -11,6 +11,9 @@
 namespace kiln {
 
 namespace {
+// Binary values up to this size print as hex ("0x0000803f"), larger ones as "<N bytes>".
+constexpr std::size_t max_printed_binary_bytes = 32;
+
 [[noreturn]] void wrong_kind(value::kind want, value::kind got) {
     throw_error(error_code::parse, "expected a value of kind " + std::string(kind_name(want)) + ", got " +
                                        std::string(kind_name(got)));
@@ -209,7 +212,16 @@ std::ostream& operator<<(std::ostream& os, const value& v) {
             return os << ss.str();
         }
         case value::kind::string: return os << std::quoted(v.get_string());
-        case value::kind::binary: return os << "<" << v.get_binary().bytes.size() << " bytes>";
+        case value::kind::binary: {
+            // Small ones (a constant_of_shape's one value) in full, so the text form reads
+            // them back; large ones (weights) only by size.
+            const auto& bytes = v.get_binary().bytes;
+            if (bytes.size() > max_printed_binary_bytes) return os << "<" << bytes.size() << " bytes>";
+            static constexpr char digits[] = "0123456789abcdef";
+            os << "0x";
+            for (unsigned char c : bytes) os << digits[c >> 4] << digits[c & 15];
+            return os;
+        }
         case value::kind::array: {
             os << "[";
             bool first = true;

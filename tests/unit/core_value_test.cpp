@@ -108,7 +108,9 @@ TEST(core_value, printing) {
     EXPECT_EQ(value(0.1).to_string(), "0.1");
     EXPECT_EQ(value(2.0).to_string(), "2");
     EXPECT_EQ(value("a\"b").to_string(), "\"a\\\"b\"");
-    EXPECT_EQ(value(value::binary{std::string(5, '\0')}).to_string(), "<5 bytes>");
+    // Small binaries in hex (the text form reads them back), large ones by size.
+    EXPECT_EQ(value(value::binary{std::string("\0\x80?\xff", 4)}).to_string(), "0x00803fff");
+    EXPECT_EQ(value(value::binary{std::string(33, '\0')}).to_string(), "<33 bytes>");
     EXPECT_EQ(value({{"x", value{1, 2}}, {"y", value::make_object()}}).to_string(), "{x: [1, 2], y: {}}");
     std::ostringstream os;
     os << value{1, 2.5};

@@ -1,6 +1,8 @@
 // Helpers for the pass tests: random non-zero inputs, and running a program before and
 // after a pass with the reference evaluator.
 #pragma once
+#include "pass_text_util.hpp"
+
 #include <kiln/literal.hpp>
 #include <kiln/program.hpp>
 #include <kiln/register_op.hpp>
@@ -52,12 +54,15 @@ inline void expect_close(const argument& a, const argument& b, double rtol = 1e-
 
 // Runs `pass_fn` on a copy of p's main module and checks that reference evaluation on
 // random non-zero inputs gives the same numbers before and after (bitwise when
-// rtol is 0). Returns the program after the pass.
+// rtol is 0). Returns the program after the pass. Both programs' text forms must also
+// read back (every module these tests build is a round trip test of the text form).
 inline program check_same_results(const program& p, const std::function<void(module&)>& pass_fn,
                                   double rtol = 1e-5, double atol = 1e-6) {
     program after = p;
     pass_fn(*after.get_main_module());
     after.get_main_module()->validate();
+    pass_text::expect_text_round_trip(p);
+    pass_text::expect_text_round_trip(after);
     auto in = random_inputs(p);
     auto r0 = p.eval(in);
     auto r1 = after.eval(in);

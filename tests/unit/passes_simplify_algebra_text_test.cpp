@@ -1,0 +1,208 @@
+// simplify_algebra as before/after text (pass_text_util.hpp), each also checked on random
+// data against the reference results before the pass. Folds into Conv/Gemm weights name
+// the weights they expect (computed here in double, as the pass does), so those compare
+// whole; the batch-norm folds stay in passes_simplify_algebra_test.cpp.
+#include "pass_text_util.hpp"
+#include "passes/dead_code_elimination.hpp"
+#include "passes/simplify_algebra.hpp"
+#include "passes_test_util.hpp"
+
+using namespace kiln;
+using pass_text::literal_map;
+using passes_test::random_literal;
+
+namespace {
+
+shape f32(std::vector<std::size_t> lens) { return shape(type::float32, std::move(lens)); }
+literal lit(std::vector<std::size_t> lens, std::vector<double> v) { return literal(f32(std::move(lens)), v); }
+
+void simplify(module& m) {
+    simplify_algebra{true}.apply(m);
+    dead_code_elimination{}.apply(m);
+}
+void simplify_exact(module& m) {
+    simplify_algebra{false}.apply(m);
+    dead_code_elimination{}.apply(m);
+}
+
+// The rewrite as text, and the same results before and after (bitwise when rtol is 0).
+void expect_simplified(std::string_view before, std::string_view after, const literal_map& literals = {},
+                       double rtol = 0, double atol = 0, const pass_text::pass_fn& pass = simplify) {
+    auto p = pass_text::parse(before, literals);
+    auto q = passes_test::check_same_results(p, pass, rtol, atol);
+    EXPECT_TRUE(pass_text::module_matches(*q.get_main_module(), after, literals));
+}
+
+// w (M, ...) with each output channel's rows times s[channel].
+literal scaled_rows(const literal& w, const std::vector<double>& s) {
+    auto v = w.to_vector<double>();
+    const std::size_t per = v.size() / s.size();
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] *= s[i / per];
+    return literal(w.get_shape(), v);
+}
+
+}  // namespace
+
+TEST(simplify_algebra_text, channel_scale_and_bias_fold_into_conv) {
+    // conv(x, w) * s[1,4,1,1] + c[4,1,1] - 0.75 -> conv(x, w*s, c - 0.75)
+    literal_map l{{"w", random_literal(f32({4, 3, 3, 3}), 51)},
+                  {"s", random_literal(f32({1, 4, 1, 1}), 52)},
+                  {"c", random_literal(f32({4, 1, 1}), 53)}};
+    l["w_scaled"] = scaled_rows(l["w"], l["s"].to_vector<double>());
+    auto c = l["c"].to_vector<double>();
+    for (auto& v : c) v -= 0.75;
+    l["bias"] = lit({4}, c);
+    expect_simplified(R"(
+        module main
+          x = @param -> float32[1, 3, 5, 5]
+          w = @literal{float32[4, 3, 3, 3] {...}}
+          y = convolution{padding=[1, 1, 1, 1]}(x, w)
+          s = @literal{float32[1, 4, 1, 1] {...}}
+          scaled = mul(y, s)
+          c = @literal{float32[4, 1, 1] {...}}
+          biased = add(c, scaled)
+          d = @literal{float32[1] {0.75}}
+          shifted = sub(biased, d)
+          @return(shifted)
+    )", R"(
+        module main
+          x = @param -> float32[1, 3, 5, 5]
+          w_scaled = @literal{float32[4, 3, 3, 3] {...}}
+          bias = @literal{float32[4] {...}}
+          y = convolution{padding=[1, 1, 1, 1]}(x, w_scaled, bias) -> float32[1, 4, 5, 5]
+          @return(y)
+    )", l, 1e-5, 1e-5);
+}
+
+TEST(simplify_algebra_text, gemm_bias_add_and_scalar_scale) {
+    literal_map l{{"b", random_literal(f32({5, 4}), 61)}, {"d", random_literal(f32({4}), 62)}};
+    l["b3"] = scaled_rows(l["b"], std::vector<double>(5, 3.0));
+    expect_simplified(R"(
+        module main
+          a = @param -> float32[3, 5]
+          b = @literal{float32[5, 4] {...}}
+          y = gemm(a, b)
+          three = @literal{float32[] {3}}
+          z = mul(y, three)
+          d = @literal{float32[4] {...}}
+          r = add(z, d)
+          @return(r)
+    )", R"(
+        module main
+          a = @param -> float32[3, 5]
+          b3 = @literal{float32[5, 4] {...}}
+          d = @literal{float32[4] {...}}
+          y = gemm(a, b3, d) -> float32[3, 4]
+          @return(y)
+    )", l, 1e-5, 1e-5);
+}
+
+TEST(simplify_algebra_text, constant_chains_reassociate) {
+    expect_simplified(R"(
+        module main
+          x = @param -> float32[2, 3]
+          k = @literal{float32[3] {2, 3, 4}}
+          a = mul(x, k)
+          half = @literal{float32[] {0.5}}
+          b = mul(half, a)           // x*[1, 1.5, 2]
+          one = @literal{float32[1] {1}}
+          c = add(b, one)
+          three = @literal{float32[1] {3}}
+          d = sub(c, three)          // + (1 - 3)
+          five = @literal{float32[1] {5}}
+          e = sub(d, five)           // + (-2 - 5)
+          @return(e)
+    )", R"(
+        module main
+          x = @param -> float32[2, 3]
+          k = @literal{float32[3] {1, 1.5, 2}}
+          a = mul(x, k)
+          k2 = @literal{float32[1] {-7}}
+          b = add(a, k2)
+          @return(b)
+    )", {}, 1e-6, 1e-6);
+}
+
+TEST(simplify_algebra_text, identities_vanish) {
+    // convert's target_type is the number of type::float32.
+    expect_simplified(R"(
+        module main
+          x = @param -> float32[2, 3]
+          ones = @literal{float32[3] {1, 1, 1}}
+          a = mul(x, ones)
+          one = @literal{float32[] {1}}
+          b = mul(one, a)
+          one_1 = @literal{float32[1] {1}}
+          c = div(b, one_1)
+          minus_zero = @literal{float32[1] {-0}}
+          d = add(c, minus_zero)
+          zeros = @literal{float32[2, 1] {0, 0}}
+          e = sub(d, zeros)
+          f = reshape{dims=[2, 3]}(e)
+          g = transpose{perm=[0, 1]}(f)
+          h = convert{target_type=11}(g)
+          i = broadcast{dims=[2, 3]}(h)
+          j = relu(i)
+          @return(j)
+    )", R"(
+        module main
+          x = @param -> float32[2, 3]
+          y = relu(x)
+          @return(y)
+    )", {}, 0, 0, simplify_exact);
+}
+
+TEST(simplify_algebra_text, chain_kept_when_inner_result_is_shared) {
+    pass_text::expect_unchanged(R"(
+        module main
+          x = @param -> float32[2, 3]
+          two = @literal{float32[1] {2}}
+          a = mul(x, two)
+          three = @literal{float32[1] {3}}
+          b = mul(a, three)
+          @return(a, b)
+    )", simplify);
+}
+
+TEST(simplify_algebra_text, batch_norm_kept_when_weights_are_not_constant) {
+    literal_map l{{"scale", random_literal(f32({4}), 5)}, {"bias", random_literal(f32({4}), 6)},
+                  {"mean", random_literal(f32({4}), 7)}, {"var", passes_test::positive_literal(f32({4}), 8)}};
+    pass_text::expect_unchanged(R"(
+        module main
+          x = @param -> float32[1, 3, 5, 5]
+          w = @param -> float32[4, 3, 3, 3]
+          c = convolution{padding=[1, 1, 1, 1]}(x, w)
+          scale = @literal{float32[4] {...}}
+          bias = @literal{float32[4] {...}}
+          mean = @literal{float32[4] {...}}
+          var = @literal{float32[4] {...}}
+          y = batch_norm_inference{epsilon=0.001}(c, scale, bias, mean, var)
+          @return(y)
+    )", simplify, l);
+}
+
+TEST(simplify_algebra_text, bias_varying_over_space_is_not_folded) {
+    literal_map l{{"w", random_literal(f32({4, 3, 3, 3}), 1)}, {"b", random_literal(f32({5, 5}), 2)}};
+    pass_text::expect_unchanged(R"(
+        module main
+          x = @param -> float32[1, 3, 5, 5]
+          w = @literal{float32[4, 3, 3, 3] {...}}
+          y = convolution{padding=[1, 1, 1, 1]}(x, w)
+          b = @literal{float32[5, 5] {...}}
+          r = add(y, b)
+          @return(r)
+    )", simplify, l);
+}
+
+TEST(simplify_algebra_text, scale_of_a_matmul_operand_with_other_users_stays) {
+    pass_text::expect_unchanged(R"(
+        module main
+          q = @param -> float32[5, 4]
+          k = @param -> float32[4, 6]
+          half = @literal{float32[1] {0.5}}
+          qs = mul(q, half)
+          y = matmul(qs, k)
+          r = relu(qs)
+          @return(y, r)
+    )", simplify);
+}
