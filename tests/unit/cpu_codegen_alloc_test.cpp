@@ -96,7 +96,7 @@ TEST(cpu_codegen_alloc, the_counter_counts) {
 }
 
 TEST(cpu_codegen_alloc, compiled_kernels_allocate_nothing) {
-    if (!cpu::codegen::find_compiler()) GTEST_SKIP() << "no C++ compiler";
+    if (!cpu::codegen::find_compiler(cpu::read_cpu_options({}))) GTEST_SKIP() << "no C++ compiler";
     scratch_cache cache;
     check(8, 1, "compiled");
     check(1024, 2, "compiled");  // large enough to run in parallel chunks

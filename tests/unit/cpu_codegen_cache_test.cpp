@@ -17,7 +17,7 @@ namespace cg = kiln::cpu::codegen;
 
 namespace {
 
-bool have_compiler() { return cg::find_compiler().has_value(); }
+bool have_compiler() { return cg::find_compiler(cpu::read_cpu_options({})).has_value(); }
 
 struct model {
     program p;
@@ -214,7 +214,7 @@ TEST(cpu_codegen_cache, isa_detection_is_consistent) {
     EXPECT_FALSE(cg::can_run("x86-64-v9"));
     {
         env_override isa("KILN_CPU_ISA", "not-an-isa");
-        EXPECT_EQ(cg::target_isa(), host);
+        EXPECT_EQ(cg::target_isa(cpu::read_cpu_options({})), host);
     }
     for (const auto& f : cg::compile_flags(host, true)) EXPECT_NE(f, "-march=native");
 }

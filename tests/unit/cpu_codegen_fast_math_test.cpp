@@ -108,7 +108,7 @@ TEST(cpu_codegen_fast_math, helpers_special_values) {
 }
 
 TEST(cpu_codegen_fast_math, generated_kernels_within_1e_5_relative) {
-    if (!cpu::codegen::find_compiler()) GTEST_SKIP() << "no C++ compiler";
+    if (!cpu::codegen::find_compiler(cpu::read_cpu_options({}))) GTEST_SKIP() << "no C++ compiler";
     scratch_cache cache;
     for (const auto& c : cases()) {
         auto x = dense(c.lo, c.hi, 1'000'001);

@@ -14,7 +14,7 @@ using namespace kiln::test;
 
 namespace {
 
-bool have_compiler() { return cpu::codegen::find_compiler().has_value(); }
+bool have_compiler() { return cpu::codegen::find_compiler(cpu::read_cpu_options({})).has_value(); }
 
 // Equal bit for bit, except that any NaN matches any NaN (which NaN an operation
 // returns when both operands are NaN is not fixed across instruction sets).

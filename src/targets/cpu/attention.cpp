@@ -4,6 +4,7 @@
 #include "targets/cpu/dnnl_util.hpp"
 
 #include "targets/cpu/packed_gemm_args.hpp"
+#include "targets/cpu/primitive_kernel.hpp"
 #include "targets/cpu/vec_exp.hpp"
 
 #include <kiln/errors.hpp>
@@ -266,7 +267,9 @@ shape attention::compute_shape(const std::vector<shape>& inputs) const {
     return out;
 }
 
-void attention::finalize(context&, const shape&, const std::vector<shape>&) { part = pgemm::chosen_part(); }
+void attention::finalize(context& ctx, const shape&, const std::vector<shape>&) {
+    part = pgemm::chosen_part(as_cpu_context(ctx, name()).options().packed_gemm_isa);
+}
 
 argument attention::compute(context&, const shape&, const std::vector<argument>& args) const {
     if (part == nullptr) throw_error(error_code::runtime, name() + ": run before it was finalized");

@@ -85,15 +85,12 @@ bool fits(const match& mt, shape& dst) {
     return true;
 }
 
-bool attention_enabled() {
-    const char* sw = std::getenv("KILN_CPU_ATTENTION");
-    return !(sw && std::string(sw) == "0") && has_avx2_fma();
-}
+bool attention_enabled(const lower_env& env) { return env.ctx.options().attention && has_avx2_fma(); }
 
 }  // namespace
 
 void fuse_attention(lower_env& env) {
-    if (!attention_enabled()) return;
+    if (!attention_enabled(env)) return;
     std::vector<match> found;
     for (auto ins = env.m.begin(); ins != env.m.end(); ++ins)
         if (ins->name() == "softmax")

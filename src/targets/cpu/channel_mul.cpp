@@ -87,7 +87,7 @@ argument channel_mul::compute(context&, const shape& out, const std::vector<argu
 }
 
 bool lower_channel_mul(lower_env& env, instruction_ref ins) {
-    if (const char* sw = std::getenv("KILN_CPU_CHANNEL_MUL"); sw && std::string(sw) == "dnnl") return false;
+    if (!env.ctx.options().channel_mul) return false;
     if (ins->name() != "mul" || ins->inputs().size() != 2 || !f32_static(ins)) return false;
     for (std::size_t k = 0; k < 2; ++k) {
         auto x = ins->inputs()[k], s = ins->inputs()[1 - k];

@@ -3,30 +3,15 @@
 #include <kiln/errors.hpp>
 
 #include <omp.h>
-#include <sched.h>
 
 #include <condition_variable>
-#include <cstdlib>
 #include <mutex>
-#include <string>
 #include <thread>
 
 namespace kiln::cpu {
 
-std::size_t default_thread_count(std::size_t requested) {
-    if (requested > 0) return requested;
-    if (const char* env = std::getenv("KILN_NUM_THREADS")) {
-        char* end = nullptr;
-        auto n = std::strtoul(env, &end, 10);
-        if (end != env && *end == '\0' && n > 0) return n;
-    }
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) return static_cast<std::size_t>(CPU_COUNT(&set));
-    return std::max(1u, std::thread::hardware_concurrency());
-}
-
 cpu_context::cpu_context(const compile_options& opts)
-    : threads_(default_thread_count(opts.threads)), fast_math_(opts.fast_math), engine_(dnnl::engine::kind::cpu, 0) {}
+    : options_(read_cpu_options(opts)), engine_(dnnl::engine::kind::cpu, 0) {}
 
 dnnl::stream cpu_context::make_stream() { return dnnl::stream(engine_); }
 
@@ -37,14 +22,14 @@ dnnl::stream& cpu_context::stream() {
     return it->second;
 }
 
-std::shared_ptr<void> cpu_context::begin_run() { return std::make_shared<core_lease>(threads_); }
+std::shared_ptr<void> cpu_context::begin_run() { return std::make_shared<core_lease>(options_.threads); }
 
 namespace {
 struct core_budget {
     std::mutex mutex;
     std::condition_variable cv;
     std::size_t in_use = 0;
-    std::size_t total = default_thread_count(0);
+    std::size_t total = process_cpu_options().threads;  // KILN_NUM_THREADS or the cores
 };
 core_budget& budget() {
     static core_budget b;

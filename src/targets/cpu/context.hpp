@@ -1,7 +1,9 @@
-// Execution state of the cpu target: the oneDNN engine and stream, and the number of
-// worker threads. Kernels (oneDNN's and Kiln's generated ones) run on one OpenMP pool;
+// Execution state of the cpu target: the oneDNN engine and stream, and the options
+// (cpu_options.hpp: worker threads, fast math, every switch) read once when it is made. Kernels (oneDNN's and Kiln's generated ones) run on one OpenMP pool;
 // a process-wide core lease keeps concurrent evals from oversubscribing the cores.
 #pragma once
+#include "targets/cpu/cpu_options.hpp"
+
 #include <kiln/compile_options.hpp>
 #include <kiln/context.hpp>
 
@@ -15,17 +17,15 @@
 
 namespace kiln::cpu {
 
-// Threads to use: compile_options::threads, else KILN_NUM_THREADS, else the cores
-// this process may run on.
-std::size_t default_thread_count(std::size_t requested);
-
 class cpu_context final : public context {
 public:
     explicit cpu_context(const compile_options& opts);
     std::string target_name() const override { return "cpu"; }
 
-    std::size_t threads() const { return threads_; }
-    bool fast_math() const { return fast_math_; }
+    // The switches the lowering and the kernels follow, read when this context was made.
+    const cpu_options& options() const { return options_; }
+    std::size_t threads() const { return options_.threads; }
+    bool fast_math() const { return options_.fast_math; }
     dnnl::engine& engine() { return engine_; }
     // A stream for the calling thread's eval (oneDNN streams are not shared across
     // threads that execute concurrently).
@@ -35,8 +35,7 @@ public:
     std::shared_ptr<void> begin_run() override;
 
 private:
-    std::size_t threads_;
-    bool fast_math_;
+    cpu_options options_;
     dnnl::engine engine_;
     std::mutex streams_mutex_;
     std::unordered_map<std::thread::id, dnnl::stream> streams_;

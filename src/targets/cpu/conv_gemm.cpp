@@ -187,9 +187,9 @@ shape conv_gemm::compute_shape(const std::vector<shape>& inputs) const {
 }
 
 void conv_gemm::finalize(context& ctx, const shape&, const std::vector<shape>&) {
-    as_cpu_context(ctx, name());
+    const auto cap = as_cpu_context(ctx, name()).options().packed_gemm_isa;
     auto p = std::make_shared<plan>();
-    p->part = pgemm::chosen_part();  // at load time: a program saved on one machine runs on another
+    p->part = pgemm::chosen_part(cap);  // at load time: a program saved on one machine runs on another
     p->accumulate = accumulates(*this);
     p->epilogue = epilogue_ops(*this);
     p->post = packed_post_steps(p->epilogue, name(), [&](std::size_t in) { return full_operand(*this, in); });
@@ -234,8 +234,9 @@ argument conv_gemm::compute(context&, const shape&, const std::vector<argument>&
 
 bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<instruction_ref>& operands,
                      instruction_ref pos, const std::vector<instruction_ref>& replaced) {
-    const std::string mode = std::getenv("KILN_CPU_CONV_GEMM") ? std::getenv("KILN_CPU_CONV_GEMM") : "";
-    if (mode == "0" || !has_avx2_fma()) return false;
+    const auto& o = env.ctx.options();
+    const auto mode = o.conv_gemm;
+    if (mode == conv_gemm_choice::off || !has_avx2_fma()) return false;
     const auto* conv = c.op.any_cast<op::convolution>();
     if (!conv || c.transposed() || c.dw.active() || operands.size() < 2 || !operands[1]->is_literal()) return false;
     const shape& x = operands[0]->get_shape();
@@ -251,23 +252,22 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
     // output pixels and a window of 2 taps or more. =1x1 adds 1x1 layers with few pixels,
     // =all everything that fits.
     // With AVX-512, strided 1x1 layers with few pixels too (module comment).
-    const char* strided_sw = std::getenv("KILN_CPU_CONV_GEMM_STRIDED");
-    const bool strided_1x1 = has_avx512() && !(strided_sw && std::string(strided_sw) == "0") &&
+    const bool strided_1x1 = has_avx512() && o.conv_gemm_strided &&
                              geo.kernel == std::vector<std::int64_t>{1, 1} &&
                              geo.stride != std::vector<std::int64_t>{1, 1};
     // ... and, with AVX-512, windows over very few pixels (a 7x7 layer at batch 1: oneDNN's
     // direct kernels have too few rows for their register blocking) and very deep 1x1
     // layers over few pixels (K = 2048: its brgemm kernels' rows share L1 sets).
     const bool taps = geo.kernel[0] * geo.kernel[1] >= 2;
-    const char* tiny_sw = std::getenv("KILN_CPU_CONV_GEMM_TINY");
-    const bool tiny = has_avx512() && !(tiny_sw && std::string(tiny_sw) == "0") && rows <= max_rows_any_window &&
+    const bool tiny = has_avx512() && o.conv_gemm_tiny && rows <= max_rows_any_window &&
                       (taps || (pointwise && geo.in_channels >= min_deep_depth));
-    const bool few_rows = rows <= max_rows && (taps || mode == "1x1" || strided_1x1 || tiny);
+    const bool few_rows = rows <= max_rows && (taps || mode == conv_gemm_choice::pointwise || strided_1x1 || tiny);
     // ... and strided 1x1 layers with many pixels whose strided rows of x share L1 cache
     // sets (4 KiB apart: oneDNN's kernels read them in place), gathered into padded rows.
     const bool strided_tall = strided_1x1 && (geo.stride[1] * geo.in_channels * 4) % 4096 == 0;
     const bool tall = has_avx512() && (pointwise || strided_tall) && rows >= static_cast<std::int64_t>(pgemm::tall_rows) && !few_rows;
-    if (has_avx512() ? !(tall || (few_rows && (mode == "all" || mode == "1x1" || strided_1x1 || tiny))) : !few_rows)
+    const bool wider = mode == conv_gemm_choice::all || mode == conv_gemm_choice::pointwise;
+    if (has_avx512() ? !(tall || (few_rows && (wider || strided_1x1 || tiny))) : !few_rows)
         return false;
     conv_gemm op;
     op.kernel = geo.kernel;
@@ -312,7 +312,7 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
         // residual, oneDNN's kernels are as fast or faster on deep 1x1 layers (K > 256).
         const auto bytes = static_cast<std::size_t>(rows) * sizeof(float) *
                            static_cast<std::size_t>(geo.in_channels + geo.out_channels * (residual ? 2 : 1));
-        if (mode != "tall" && !strided_tall && (bytes < min_streamed_bytes || (!residual && geo.in_channels > max_plain_depth))) return false;
+        if (mode != conv_gemm_choice::tall && !strided_tall && (bytes < min_streamed_bytes || (!residual && geo.in_channels > max_plain_depth))) return false;
     }
     // B[k][n]: k = (kh, kw, input channel) as A's columns, n = output channel.
     const auto g = geometry_of(op);

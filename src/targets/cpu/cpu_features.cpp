@@ -1,7 +1,6 @@
 #include "targets/cpu/cpu_features.hpp"
 
-#include <cstdlib>
-#include <string>
+#include "targets/cpu/cpu_options.hpp"
 
 namespace kiln::cpu {
 
@@ -10,10 +9,9 @@ namespace {
 // KILN_CPU_MAX_ISA=avx2 or generic: Kiln's own kernels behave as on a CPU without AVX-512
 // (or without AVX2 too), whatever cpuid says; with ONEDNN_MAX_CPU_ISA set alike, a machine
 // runs as an older one would (how the AVX2 behaviour is tested on an AVX-512 machine).
-const std::string& cap() {
-    static const std::string value = std::getenv("KILN_CPU_MAX_ISA") ? std::getenv("KILN_CPU_MAX_ISA") : "";
-    return value;
-}
+// Process-wide: the answers below are asked by kernels that have no context at hand
+// (and are cached, as cpuid's answers do not change).
+isa_cap cap() { return process_cpu_options().max_isa; }
 
 }  // namespace
 
@@ -22,7 +20,7 @@ bool has_avx2_fma() {
 #if defined(__x86_64__)
     static const bool yes = [] {
         __builtin_cpu_init();
-        return cap() != "generic" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        return cap() != isa_cap::generic && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     }();
     return yes;
 #else
@@ -34,7 +32,7 @@ bool has_avx512() {
 #if defined(__x86_64__)
     static const bool yes = [] {
         __builtin_cpu_init();
-        return cap() != "avx2" && has_avx2_fma() && __builtin_cpu_supports("avx512f") &&
+        return cap() != isa_cap::avx2 && has_avx2_fma() && __builtin_cpu_supports("avx512f") &&
                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("avx512bw");
     }();

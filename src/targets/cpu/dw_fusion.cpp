@@ -2,15 +2,7 @@
 
 #include "ops/nn_conv.hpp"
 
-#include <cstdlib>
-#include <string>
-
 namespace kiln::cpu {
-
-bool dw_fusion_enabled() {
-    const char* v = std::getenv("KILN_CPU_DW_FUSION");
-    return !(v && std::string(v) == "0");
-}
 
 namespace {
 

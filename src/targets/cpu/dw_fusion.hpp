@@ -17,7 +17,6 @@
 
 namespace kiln::cpu {
 
-bool dw_fusion_enabled();
 
 // The plan of `first` (a 1x1 convolution) with `second` (the depthwise convolution
 // reading its result) as a depthwise post-op, when the pair qualifies and oneDNN runs

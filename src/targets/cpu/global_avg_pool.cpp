@@ -80,7 +80,7 @@ argument global_avg_pool::compute(context&, const shape& out, const std::vector<
 }
 
 bool lower_global_avg_pool(lower_env& env, instruction_ref ins) {
-    if (const char* sw = std::getenv("KILN_CPU_GLOBAL_POOL"); sw && std::string(sw) == "dnnl") return false;
+    if (!env.ctx.options().global_pool) return false;
     const auto* p = ins->get_operator().any_cast<op::pooling>();
     if (!p || p->mode != op::pooling_mode::average || ins->inputs().size() != 1) return false;
     auto x = ins->inputs()[0];

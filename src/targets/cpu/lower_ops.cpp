@@ -284,7 +284,7 @@ bool lower_simple(lower_env& env, instruction_ref ins) {
     if ((n == "reshape" || n == "flatten") && ins->inputs().size() == 1) return lower_reshape_copy(env, ins);
     // SiLU left over from a convolution's or matmul's post-ops (a big result, see silu.hpp):
     // the sigmoid waits for its product, which becomes one cpu::silu.
-    if (own_silu_enabled(env.ctx.fast_math())) {
+    if (own_silu_enabled(env.ctx.options())) {
         if (n == "sigmoid" && ins->outputs().size() == 1 && silu_sigmoid(ins->outputs().front())) return false;
         if (auto s = silu_sigmoid(ins); s && lower_silu(env, ins, *s)) return true;
     }

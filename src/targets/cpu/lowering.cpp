@@ -165,7 +165,7 @@ std::optional<anchor_plan> plan_conv(lower_env& env, instruction_ref ins,
     c.dst_layout = md_record::from(dst_md);
     p.wanted.assign(p.operands.size(), std::nullopt);
     p.wanted[0] = c.layouts[0];
-    auto chain = find_post_ops(ins, 1, !c.has_bias, claimed, own_silu_enabled(env.ctx.fast_math()));
+    auto chain = find_post_ops(ins, 1, !c.has_bias, claimed, own_silu_enabled(env.ctx.options()));
     return finish_plan(env, p, c, chain, 2, c.dst_layout);
 }
 
@@ -242,7 +242,7 @@ std::optional<anchor_plan> plan_matmul(lower_env& env, instruction_ref ins,
         }
     }
     auto chain = find_post_ops(ins, p.dst.ndim() - 1, chain_may_take_bias && !mm.has_bias, claimed,
-                               own_silu_enabled(env.ctx.fast_math()));
+                               own_silu_enabled(env.ctx.options()));
     p.wanted.assign(p.operands.size(), std::nullopt);
     auto plan = finish_plan(env, p, mm, chain, 2, std::nullopt);
     if (plan) write_through_transpose(env, *plan);
@@ -360,8 +360,8 @@ void fuse_depthwise_pairs(lower_env& env, std::unordered_map<const instruction*,
 // can run as one kernel and the expanded tensor is never written whole.
 void blocked_for_depthwise_fusion(lower_env& env) {
     constexpr std::size_t fuse_min_bytes = 4u << 20;
-    const char* sw = std::getenv("KILN_CPU_DW_BLOCKED");
-    if (!has_avx512() || (sw && std::string(sw) == "0") || !dw_fusion_enabled()) return;
+    const auto& o = env.ctx.options();
+    if (!has_avx512() || !o.dw_blocked || !o.dw_fusion) return;
     auto is_conv = [](instruction_ref i) { return i->name() == "convolution" && i->get_shape().ndim() == 4; };
     auto skip_activations = [](instruction_ref i) {
         while (i->outputs().size() == 1 && (i->outputs().front()->name() == "relu" || i->outputs().front()->name() == "clip"))
@@ -432,7 +432,7 @@ void lowering::apply(module& m) const {
         auto last = p->chain.members.empty() ? ins : p->chain.members.back();
         at_last.emplace(&*last, std::move(*p));
     }
-    if (dw_fusion_enabled()) fuse_depthwise_pairs(env, at_last);
+    if (env.ctx.options().dw_fusion) fuse_depthwise_pairs(env, at_last);
     for (auto ins = m.begin(); ins != m.end(); ++ins) {
         if (auto it = at_last.find(&*ins); it != at_last.end()) {
             materialize(env, std::move(it->second), ins);

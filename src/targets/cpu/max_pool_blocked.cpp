@@ -163,8 +163,8 @@ argument max_pool_blocked::compute(context&, const shape& out, const std::vector
 }
 
 bool lower_max_pool_blocked(lower_env& env, instruction_ref ins) {
-    const std::string mode = std::getenv("KILN_CPU_MAX_POOL") ? std::getenv("KILN_CPU_MAX_POOL") : "";
-    if (mode == "dnnl") return false;
+    const auto mode = env.ctx.options().max_pool;
+    if (mode == max_pool_choice::dnnl) return false;
     const auto* p = ins->get_operator().any_cast<op::pooling>();
     if (!p || p->mode != op::pooling_mode::max || p->global || ins->inputs().size() != 1) return false;
     auto x = ins->inputs()[0];
@@ -172,7 +172,7 @@ bool lower_max_pool_blocked(lower_env& env, instruction_ref ins) {
     if (it == env.layout.end() || pixel_channels(it->second) == 0) return false;
     // Channels-last (AVX-512 machines): oneDNN's pooling is the faster there (resnet50's
     // 3x3/2 pool of 64x112x112 on a Zen 5 EPYC, 2 threads: 0.071 ms against 0.096 here).
-    if (channel_block(it->second) == 0 && mode != "all") return false;
+    if (channel_block(it->second) == 0 && mode != max_pool_choice::all) return false;
     if (!f32_static(x) || !f32_static(ins) || x->get_shape().ndim() != 4) return false;
     const auto g = p->geom(x->get_shape());
     if (g.kernel.size() != 2) return false;

@@ -109,7 +109,7 @@ argument nchw_to_pixel_channels::compute(context&, const shape& out, const std::
 
 std::optional<instruction_ref> lower_nchw_to_pixel_channels(lower_env& env, instruction_ref pos, instruction_ref x,
                                                             const dnnl::memory::desc& want) {
-    if (const char* sw = std::getenv("KILN_CPU_INPUT_REORDER"); sw && std::string(sw) == "dnnl") return std::nullopt;
+    if (!env.ctx.options().input_reorder) return std::nullopt;
     if (in_dnnl_layout(env, x) || !f32_static(x)) return std::nullopt;
     const auto& s = x->get_shape();
     if (s.ndim() != 4 || !s.standard() || !md_record::representable(want)) return std::nullopt;

@@ -78,11 +78,6 @@ void lstm::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& p
 
 namespace {
 
-const char* lstm_mode() {
-    const char* m = std::getenv("KILN_CPU_LSTM");
-    return m ? m : "";
-}
-
 // The users of an IR lstm's outputs Y, Y_h, Y_c (get_tuple_elem 0, 1, 2) that are used,
 // or nothing when something else reads the tuple.
 std::optional<std::vector<std::vector<instruction_ref>>> lstm_users(instruction_ref ins) {
@@ -288,7 +283,7 @@ bool lower_lstm_dnnl(lower_env& env, instruction_ref ins, std::vector<instructio
 }  // namespace
 
 bool lower_lstm(lower_env& env, instruction_ref ins, std::vector<instruction_ref>& dead) {
-    if (std::strcmp(lstm_mode(), "dnnl") != 0 && lower_lstm_packed(env, ins, dead)) return true;
+    if (env.ctx.options().lstm != lstm_choice::dnnl && lower_lstm_packed(env, ins, dead)) return true;
     return lower_lstm_dnnl(env, ins, dead);
 }
 
@@ -346,7 +341,7 @@ argument lstm_packed::compute(context& ctx, const shape&, const std::vector<argu
     const float* c0 = has_initial_c ? f(next++) : nullptr;
     auto* ws = reinterpret_cast<float*>(args[args.size() - 2].data());
     auto* y = reinterpret_cast<float*>(args.back().data());
-    const auto isa = std::strcmp(lstm_mode(), "portable") == 0 ? lstm_isa::portable : lstm_isa::best;
+    const auto isa = c.options().lstm == lstm_choice::portable ? lstm_isa::portable : lstm_isa::best;
     lstm_run(d, f(0), f(1), f(2), f(3), peep, h0, c0, ws, y, c.threads(), isa,
              final_states ? y + d.T * d.D * d.N * d.H : nullptr);
     return args.back();

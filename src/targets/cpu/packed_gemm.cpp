@@ -107,11 +107,9 @@ std::vector<float> pack_gemm_weights(const std::vector<float>& b, std::size_t k,
 
 namespace pgemm {
 
-part_fn chosen_part() {
-    const char* env = std::getenv("KILN_CPU_PACKED_GEMM_ISA");
-    const std::string isa = env ? env : "";
-    if (isa == "generic" || !has_avx2_fma()) return generic_part();
-    if (isa == "avx2" || !has_avx512()) return avx2_part();
+part_fn chosen_part(isa_cap cap) {
+    if (cap == isa_cap::generic || !has_avx2_fma()) return generic_part();
+    if (cap == isa_cap::avx2 || !has_avx512()) return avx2_part();
     return avx512_part();
 }
 
@@ -220,9 +218,9 @@ shape packed_gemm::compute_shape(const std::vector<shape>& inputs) const {
 }
 
 void packed_gemm::finalize(context& ctx, const shape&, const std::vector<shape>& inputs) {
-    as_cpu_context(ctx, name());
+    const auto cap = as_cpu_context(ctx, name()).options().packed_gemm_isa;
     auto p = std::make_shared<plan>();
-    p->part = pgemm::chosen_part();  // at load time: a program saved on one machine runs on another
+    p->part = pgemm::chosen_part(cap);  // at load time: a program saved on one machine runs on another
     p->isa = pgemm::part_name(p->part);
     std::vector<std::size_t> lens(out_lens.begin(), out_lens.end());
     p->post = packed_post_steps(post_ops, name(), [&](std::size_t in) {
@@ -260,9 +258,9 @@ argument packed_gemm::compute(context&, const shape&, const std::vector<argument
 
 bool lower_packed_gemm(lower_env& env, const matmul& mm, const std::vector<instruction_ref>& operands,
                        const shape& dst, instruction_ref pos) {
-    const char* sw = std::getenv("KILN_CPU_PACKED_GEMM");
-    const std::string mode = sw ? sw : "";
-    if (mode == "0") return false;
+    const auto& o = env.ctx.options();
+    const auto mode = o.packed_gemm;
+    if (mode == packed_gemm_choice::off) return false;
     if (mm.trans_a || !mm.weights.empty() || operands.size() < 2 || !operands[1]->is_literal()) return false;
     if (!dst.is_tensor() || dst.dynamic() || dst.get_type() != type::float32 || !dst.standard() || dst.ndim() < 2)
         return false;
@@ -283,7 +281,7 @@ bool lower_packed_gemm(lower_env& env, const matmul& mm, const std::vector<instr
     // The timings behind min_rows are the AVX2 kernels'; the baseline ones (about 30 GFLOPS
     // on one core here, against 95 for AVX2) are there for loading a saved program on an
     // older CPU, not to replace oneDNN's SSE4.1 kernels, so without AVX2 products stay there.
-    if (mode != "all" && (m < fewest_rows() || !has_avx2_fma())) return false;
+    if (mode != packed_gemm_choice::all && (m < fewest_rows() || !has_avx2_fma())) return false;
     if (mm.post_ops.size() > static_cast<std::size_t>(pgemm::max_post_steps)) return false;
     if (mm.has_bias && (operands.size() < 3 || operands[2]->get_shape().elements() != n)) return false;
     for (const auto& p : mm.post_ops) {
@@ -305,9 +303,7 @@ bool lower_packed_gemm(lower_env& env, const matmul& mm, const std::vector<instr
     const auto packed = pack_gemm_weights(operands[1]->get_literal().to_vector<float>(), k, n, mm.trans_b);
     auto args = operands;
     args[1] = env.constant(pos, literal(shape(type::float32, {packed.size()}), packed));
-    const char* copy_sw = std::getenv("KILN_CPU_PACKED_GEMM_COPY_A");
-    const bool may_copy = !(copy_sw && std::string(copy_sw) == "0");
-    if (const std::size_t lda = pgemm::padded_a_stride(k, m); may_copy && lda != k) {
+    if (const std::size_t lda = pgemm::padded_a_stride(k, m); o.packed_gemm_copy_a && lda != k) {
         op.a_copy_stride = static_cast<std::int64_t>(lda);
         const std::size_t bytes = m * lda * sizeof(float);
         args.push_back(env.m.insert_instruction(pos, builtin::allocate{shape(type::uint8, {bytes})}, {}));

@@ -2,6 +2,7 @@
 // epilogue, and the part-runner each ISA variant provides. Plain data only, so that the
 // variants (compiled with different target attributes) share nothing but this header.
 #pragma once
+#include "targets/cpu/cpu_options.hpp"
 #include "targets/cpu/fused_post_kind.hpp"
 
 #include <cstddef>
@@ -83,9 +84,9 @@ inline std::size_t panels(std::size_t n) { return (n + panel - 1) / panel; }
 // cpu::has_avx2_fma(), cpu_features.hpp):
 // the kernels for this CPU, asked of cpuid (a saved program runs on another machine):
 // avx512_part where it has AVX-512, else avx2_part where it has AVX2 and FMA, else
-// generic_part; KILN_CPU_PACKED_GEMM_ISA=avx2 or generic caps the choice (for testing the
+// generic_part; `cap` (KILN_CPU_PACKED_GEMM_ISA=avx2 or generic) lowers the choice (for testing the
 // other kernels and for measurements);
-part_fn chosen_part();
+part_fn chosen_part(isa_cap cap);
 // "avx512", "avx2" or "generic";
 const char* part_name(part_fn part);
 // the k block for depth k (g.kc);

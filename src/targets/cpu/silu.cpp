@@ -147,10 +147,7 @@ argument silu::compute(context&, const shape& out, const std::vector<argument>& 
     return args.back().reshape(out);
 }
 
-bool own_silu_enabled(bool fast_math) {
-    if (const char* sw = std::getenv("KILN_CPU_SILU"); sw && std::string(sw) == "dnnl") return false;
-    return fast_math;
-}
+bool own_silu_enabled(const cpu_options& o) { return o.silu && o.fast_math; }
 
 std::optional<instruction_ref> silu_sigmoid(instruction_ref mul) {
     if (mul->name() != "mul" || mul->inputs().size() != 2) return std::nullopt;

@@ -47,8 +47,8 @@ struct silu {
 };
 
 // Whether Kiln's own SiLU kernel is wanted (fast_math on, not switched off by
-// KILN_CPU_SILU=dnnl).
-bool own_silu_enabled(bool fast_math);
+// KILN_CPU_SILU=dnnl: cpu_options::silu).
+bool own_silu_enabled(const cpu_options& o);
 
 // Replaces `mul` = x * `sig` (sig = sigmoid(x), used only by mul) by a cpu::silu of x
 // and removes sig; false, changing nothing, when it does not apply.

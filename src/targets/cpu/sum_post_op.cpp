@@ -9,11 +9,6 @@ namespace kiln::cpu {
 
 namespace {
 
-bool switched_off() {
-    const char* v = std::getenv("KILN_CPU_SUM_POST_OP");
-    return v && std::string(v) == "0";
-}
-
 // Each instruction's place in the module (program order).
 using positions = std::unordered_map<const instruction*, std::size_t>;
 
@@ -70,7 +65,7 @@ std::optional<instruction_ref> residual_for_sum(lower_env& env, std::vector<post
                                                 std::vector<instruction_ref>& operands, const md_record& dst_layout,
                                                 instruction_ref pos, const std::vector<instruction_ref>& replaced,
                                                 const std::function<bool(std::size_t)>& accept) {
-    if (switched_off() || dst_layout.empty()) return std::nullopt;
+    if (!env.ctx.options().sum_post_op || dst_layout.empty()) return std::nullopt;
     const auto out_bytes = dst_layout.to_md().get_size();
     std::optional<positions> at;  // built once, when a candidate gets that far
     for (std::size_t i = 0; i < post_ops.size(); ++i) {

@@ -8,7 +8,6 @@
 
 #include <kiln/pipeline.hpp>
 
-#include <cstdlib>
 #include <string>
 #include <kiln/target.hpp>
 
@@ -23,23 +22,23 @@ public:
         return std::make_shared<cpu_context>(opts);
     }
     std::vector<pass> get_passes(context& ctx, const compile_options& opts) const override {
+        auto& cpu = dynamic_cast<cpu_context&>(ctx);
+        const cpu_options& o = cpu.options();
         std::vector<pass> passes;
         // 0. A batched CNN's first layers image by image, where one image's activations
         //    stay in the caches and the batch's do not (passes/split_batch.hpp);
         //    KILN_CPU_SPLIT_BATCH=0 keeps the whole batch together.
-        const char* split_env = std::getenv("KILN_CPU_SPLIT_BATCH");
-        if (!split_env || std::string(split_env) != "0") passes.push_back(make_pass("split_batch"));
+        if (o.split_batch) passes.push_back(make_pass("split_batch"));
         // 1. Elementwise chains and reductions into fused groups; the ops oneDNN takes as
         //    post-ops of a convolution or matmul are left out of the groups (codegen/reserve).
-        passes.push_back(codegen::make_fusion_pass(opts));
+        passes.push_back(codegen::make_fusion_pass(o));
         // 2. oneDNN primitives for what they cover (with fused post-ops), activations in
         //    the layouts oneDNN chooses around convolutions. KILN_CPU_DNNL=0 leaves
         //    everything to the generated and reference kernels (for measuring and testing
         //    the generated kernels on their own, as KILN_CPU_FUSION=0 does for grouping).
-        const char* dnnl_env = std::getenv("KILN_CPU_DNNL");
-        if (!dnnl_env || std::string(dnnl_env) != "0") passes.push_back(lowering{&dynamic_cast<cpu_context&>(ctx)});
+        if (o.dnnl) passes.push_back(lowering{&cpu});
         // 3. One generated kernel per fused group.
-        passes.push_back(codegen::lowering{opts.fast_math});
+        passes.push_back(codegen::lowering{&o});
         // Whatever the cpu lowering did not claim runs on the reference kernels.
         passes.push_back(ref::lowering{});
         // Identical constants stored once (split_batch's copies each stored their own

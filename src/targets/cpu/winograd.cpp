@@ -198,15 +198,13 @@ shape winograd_conv::compute_shape(const std::vector<shape>& inputs) const {
 }
 
 void winograd_conv::finalize(context& ctx, const shape&, const std::vector<shape>& inputs) {
-    as_cpu_context(ctx, name());
     auto p = std::make_shared<plan>();
     p->geo = geometry_of(*this, inputs.at(0));
     // cpuid at load time: a program saved on one machine runs on another.
     // KILN_CPU_WINOGRAD_ISA=avx2 or generic caps the choice (for testing those kernels).
-    const char* env = std::getenv("KILN_CPU_WINOGRAD_ISA");
-    const std::string isa = env ? env : "";
-    if (isa == "generic" || !has_avx2_fma()) p->ph = wino::generic_phases();
-    else if (isa == "avx2" || !has_avx512()) p->ph = wino::avx2_phases();
+    const isa_cap cap = as_cpu_context(ctx, name()).options().winograd_isa;
+    if (cap == isa_cap::generic || !has_avx2_fma()) p->ph = wino::generic_phases();
+    else if (cap == isa_cap::avx2 || !has_avx512()) p->ph = wino::avx2_phases();
     else p->ph = wino::avx512_phases();
     for (const auto& po : post_ops) {
         wino::post_step s;
@@ -285,9 +283,8 @@ argument winograd_conv::compute(context&, const shape&, const std::vector<argume
 
 bool lower_winograd(lower_env& env, const convolution& c, const std::vector<instruction_ref>& operands,
                     const shape& dst, instruction_ref pos) {
-    const char* sw = std::getenv("KILN_CPU_WINOGRAD");
-    const std::string mode = sw ? sw : "";
-    if (mode == "0") return false;
+    const auto mode = env.ctx.options().winograd;
+    if (mode == winograd_choice::off) return false;
     const auto* conv = c.op.any_cast<op::convolution>();
     if (!conv || c.transposed() || operands.size() < 2 || !operands[1]->is_literal()) return false;
     const shape& x = operands[0]->get_shape();
@@ -299,7 +296,7 @@ bool lower_winograd(lower_env& env, const convolution& c, const std::vector<inst
         if (geo.stride[i] != 1 || geo.dilation[i] != 1 || geo.pad_begin[i] < 0 || geo.pad_begin[i] > 2) return false;
     if (geo.in_channels < min_channels || geo.out_channels < min_channels) return false;
     winograd_conv op;
-    op.m = mode == "2" ? 2 : 4;
+    op.m = mode == winograd_choice::f2 ? 2 : 4;
     op.pads = {geo.pad_begin[0], geo.pad_begin[1], geo.out[0] + 2 - geo.in[0] - geo.pad_begin[0],
                geo.out[1] + 2 - geo.in[1] - geo.pad_begin[1]};
     if (op.pads[2] < 0 || op.pads[2] > 2 || op.pads[3] < 0 || op.pads[3] > 2) return false;
@@ -320,14 +317,15 @@ bool lower_winograd(lower_env& env, const convolution& c, const std::vector<inst
     }
     auto g = geometry_of(op, x);
     std::size_t tiles = g.n * g.tiles_h * g.tiles_w;
-    if (tiles < min_tiles(4) && mode != "all" && mode != "4" && op.m == 4 && has_avx512()) {
+    if (tiles < min_tiles(4) && mode != winograd_choice::all && mode != winograd_choice::f4 && op.m == 4 &&
+        has_avx512()) {
         // Too few 4x4 tiles for F(4x4)'s weights (4x the direct ones): F(2x2, 3x3) (1.8x)
         // where its 2x2 tiles are enough (resnet50's 256 channels at 14x14, batch 1: 49).
         op.m = 2;
         g = geometry_of(op, x);
         tiles = g.n * g.tiles_h * g.tiles_w;
     }
-    if (tiles < (mode == "all" ? 1 : min_tiles(op.m))) return false;
+    if (tiles < (mode == winograd_choice::all ? 1 : min_tiles(op.m))) return false;
     const cut cw = plan_cut(g, tiles, env.ctx.threads());
     op.tile_parts = static_cast<std::int64_t>(cw.tile_parts);
     op.col_parts = static_cast<std::int64_t>(cw.col_parts);

@@ -29,11 +29,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool verbose() {
-    const char* v = std::getenv("KILN_CODEGEN_VERBOSE");
-    return v && *v && std::string(v) != "0";
-}
-
 std::optional<std::string> read_file(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     if (!f) return std::nullopt;
@@ -67,7 +62,7 @@ std::string sum_of(const std::string& bytes) { return std::to_string(bytes.size(
 std::string entry_path(const std::string& dir, const std::string& key) { return dir + "/" + key + ".so"; }
 
 // The cached object for `key` when its sum matches; a mismatching entry is deleted.
-std::optional<std::string> cached_object(const std::string& dir, const std::string& key) {
+std::optional<std::string> cached_object(const std::string& dir, const std::string& key, bool verbose) {
     if (dir.empty()) return std::nullopt;
     const auto so = entry_path(dir, key);
     auto bytes = read_file(so);
@@ -75,7 +70,7 @@ std::optional<std::string> cached_object(const std::string& dir, const std::stri
     auto sum = read_file(dir + "/" + key + ".sum");
     if (sum && *sum == sum_of(*bytes)) return bytes;
     ++stats().cache_rejects;
-    if (verbose()) std::cerr << "[kiln] codegen: ignoring corrupt cache entry " << so << "\n";
+    if (verbose) std::cerr << "[kiln] codegen: ignoring corrupt cache entry " << so << "\n";
     std::error_code ec;
     fs::remove(so, ec);
     fs::remove(dir + "/" + key + ".sum", ec);
@@ -91,10 +86,10 @@ bool store_object(const std::string& dir, const std::string& key, const std::str
 
 // dlopen of an object: the cache entry when it holds these bytes, else a memory file.
 std::shared_ptr<library> open_object(const std::string& dir, const std::string& key, const std::string& isa,
-                                     const std::string& bytes) {
+                                     const std::string& bytes, bool verbose) {
     void* h = nullptr;
     if (!dir.empty()) {
-        auto cached = cached_object(dir, key);
+        auto cached = cached_object(dir, key, verbose);
         if (cached && *cached == bytes) h = ::dlopen(entry_path(dir, key).c_str(), RTLD_NOW | RTLD_LOCAL);
         else if (store_object(dir, key, bytes)) h = ::dlopen(entry_path(dir, key).c_str(), RTLD_NOW | RTLD_LOCAL);
     }
@@ -109,7 +104,7 @@ std::shared_ptr<library> open_object(const std::string& dir, const std::string& 
         }
     }
     if (!h) {
-        if (verbose()) std::cerr << "[kiln] codegen: cannot load kernels: " << ::dlerror() << "\n";
+        if (verbose) std::cerr << "[kiln] codegen: cannot load kernels: " << ::dlerror() << "\n";
         return nullptr;
     }
     return std::make_shared<library>(h, key, isa);
@@ -124,14 +119,13 @@ std::unordered_map<std::string, std::weak_ptr<library>>& table() {
     return t;
 }
 
-std::optional<std::string> resolve(const std::string& name) {
+std::optional<std::string> resolve(const std::string& name, const std::string& search_path) {
     auto runnable = [](const std::string& p) {
         struct stat st {};
         return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
     };
     if (name.find('/') != std::string::npos) return runnable(name) ? std::optional<std::string>(name) : std::nullopt;
-    const char* path = std::getenv("PATH");
-    std::stringstream dirs(path ? path : "/usr/bin:/bin");
+    std::stringstream dirs(search_path);
     std::string d;
     while (std::getline(dirs, d, ':'))
         if (!d.empty() && runnable(d + "/" + name)) return d + "/" + name;
@@ -161,7 +155,8 @@ bool run_compiler(const std::string& cxx, const std::vector<std::string>& args, 
 
 }  // namespace
 
-build_result build_library_impl(const std::string& source, const std::string& isa, bool fast_math);
+build_result build_library_impl(const std::string& source, const std::string& isa, bool fast_math,
+                                const cpu_options& o);
 
 library::library(void* handle, std::string key, std::string isa)
     : handle_(handle), key_(std::move(key)), isa_(std::move(isa)) {}
@@ -175,14 +170,13 @@ codegen_stats& stats() {
     return s;
 }
 
-std::optional<compiler_info> find_compiler() {
-    const char* env = std::getenv("KILN_CXX");
+std::optional<compiler_info> find_compiler(const cpu_options& o) {
     std::optional<std::string> path;
-    if (env && *env) {
-        path = resolve(env);
+    if (!o.cxx.empty()) {
+        path = resolve(o.cxx, o.search_path);
     } else {
-        path = resolve("g++");
-        if (!path) path = resolve("c++");
+        path = resolve("g++", o.search_path);
+        if (!path) path = resolve("c++", o.search_path);
     }
     if (!path) return std::nullopt;
     struct stat st {};
@@ -191,13 +185,6 @@ std::optional<compiler_info> find_compiler() {
     c.path = *path;
     c.id = *path + "|" + std::to_string(st.st_size) + "|" + std::to_string(st.st_mtim.tv_sec);
     return c;
-}
-
-std::string cache_dir() {
-    if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return d;
-    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/kiln";
-    if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/kiln";
-    return {};
 }
 
 std::vector<std::string> compile_flags(const std::string& isa, bool fast_math) {
@@ -221,19 +208,21 @@ void register_library(const std::string& key, const std::shared_ptr<library>& li
     table()[key] = lib;
 }
 
-build_result build_library(const std::string& source, const std::string& isa, bool fast_math) {
+build_result build_library(const std::string& source, const std::string& isa, bool fast_math,
+                           const cpu_options& o) {
     // Nothing here may fail a compilation: any trouble means "no machine code".
     try {
-        return build_library_impl(source, isa, fast_math);
+        return build_library_impl(source, isa, fast_math, o);
     } catch (const std::exception& e) {
         std::cerr << "[kiln] warning: fused kernels not built: " << e.what() << "\n";
         return {};
     }
 }
 
-build_result build_library_impl(const std::string& source, const std::string& isa, bool fast_math) {
+build_result build_library_impl(const std::string& source, const std::string& isa, bool fast_math,
+                                const cpu_options& o) {
     build_result r;
-    auto cxx = find_compiler();
+    auto cxx = find_compiler(o);
     if (!cxx) return r;
     const auto flags = compile_flags(isa, fast_math);
     std::string keyed = source + "\n";
@@ -245,14 +234,14 @@ build_result build_library_impl(const std::string& source, const std::string& is
         if (auto lib = find_library(r.key)) {
             r.lib = lib;
             // The bytes are needed for saved programs; the cache has them.
-            if (auto bytes = cached_object(cache_dir(), r.key)) {
+            if (auto bytes = cached_object(o.cache_dir, r.key, o.codegen_verbose)) {
                 r.object = *bytes;
                 return r;
             }
             r.lib = nullptr;
         }
-    const std::string dir = cache_dir();
-    if (auto bytes = cached_object(dir, r.key)) {
+    const std::string& dir = o.cache_dir;
+    if (auto bytes = cached_object(dir, r.key, o.codegen_verbose)) {
         ++stats().cache_hits;
         r.object = *bytes;
     } else {
@@ -292,17 +281,18 @@ build_result build_library_impl(const std::string& source, const std::string& is
         if (r.object.empty()) return r;
     }
     if (runs) {
-        r.lib = open_object(dir, r.key, isa, r.object);
+        r.lib = open_object(dir, r.key, isa, r.object, o.codegen_verbose);
         if (r.lib) register_library(r.key, r.lib);
     }
     return r;
 }
 
-std::shared_ptr<library> load_object(const std::string& key, const std::string& isa, const std::string& object) {
+std::shared_ptr<library> load_object(const std::string& key, const std::string& isa, const std::string& object,
+                                     const cpu_options& o) {
     if (object.empty() || !can_run(isa)) return nullptr;
     try {
     if (auto lib = find_library(key)) return lib;
-    auto lib = open_object(cache_dir(), key, isa, object);
+    auto lib = open_object(o.cache_dir, key, isa, object, o.codegen_verbose);
     if (lib) {
         ++stats().embedded_loads;
         register_library(key, lib);

@@ -2,6 +2,8 @@
 // loading shared objects (also from the bytes embedded in a saved program), and a
 // process-wide table so that programs with equal kernels share one loaded library.
 //
+// The settings below come from cpu_options (cpu_options.hpp: read from the environment
+// once per context, so a program compiles and loads with the settings it started with).
 // Compiler: $KILN_CXX (a path or a name on PATH), else g++, else c++. None found (or
 // $KILN_CXX naming nothing runnable) means "no compiler": kernels then come from the
 // cache or a saved program, or run in the interpreter.
@@ -12,6 +14,8 @@
 // Files are written under temporary names and renamed, so concurrent processes never
 // see half an object.
 #pragma once
+#include "targets/cpu/cpu_options.hpp"
+
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -41,10 +45,8 @@ struct compiler_info {
     std::string path;
     std::string id;  // path, size and modification time: part of cache keys
 };
-std::optional<compiler_info> find_compiler();
-
-// The cache folder ("" when no location is known).
-std::string cache_dir();
+// The compiler o.cxx names (looked for on o.search_path), or g++, or c++.
+std::optional<compiler_info> find_compiler(const cpu_options& o);
 
 std::vector<std::string> compile_flags(const std::string& isa, bool fast_math);
 
@@ -56,11 +58,14 @@ struct build_result {
 // The library for `source` at ISA level `isa`: from this process's table, the cache,
 // or the compiler (one run for all of a program's kernels). Without a compiler and a
 // cache entry, the result is empty; a failing compiler prints one warning to stderr.
-build_result build_library(const std::string& source, const std::string& isa, bool fast_math);
+// The cache folder is o.cache_dir (none when it is "").
+build_result build_library(const std::string& source, const std::string& isa, bool fast_math,
+                           const cpu_options& o);
 
 // A library from the bytes of an embedded object: loaded through the cache folder (or an
 // anonymous memory file when there is none); nullptr when it cannot run on this CPU.
-std::shared_ptr<library> load_object(const std::string& key, const std::string& isa, const std::string& object);
+std::shared_ptr<library> load_object(const std::string& key, const std::string& isa, const std::string& object,
+                                     const cpu_options& o);
 
 // The table of loaded libraries by key (weak: libraries go when their kernels go).
 std::shared_ptr<library> find_library(const std::string& key);

@@ -1,6 +1,7 @@
 #include "targets/cpu/codegen/isa.hpp"
 
-#include <cstdlib>
+#include "targets/cpu/cpu_options.hpp"
+
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -64,8 +65,8 @@ bool known_isa(const std::string& tag) {
 #endif
 }
 
-std::string target_isa() {
-    if (const char* env = std::getenv("KILN_CPU_ISA"); env && known_isa(env)) return env;
+std::string target_isa(const cpu_options& o) {
+    if (!o.codegen_isa.empty()) return o.codegen_isa;  // known: read_cpu_options drops others
     return host_isa();
 }
 

@@ -9,13 +9,17 @@
 #include <string>
 #include <vector>
 
+namespace kiln::cpu {
+struct cpu_options;
+}
+
 namespace kiln::cpu::codegen {
 
 // The best level this CPU and OS support (cpuid; never overridden).
 const std::string& host_isa();
-// The level to generate code for: $KILN_CPU_ISA when set to a known level (tests use it
-// to play a machine of another kind), else host_isa().
-std::string target_isa();
+// The level to generate code for: o.codegen_isa ($KILN_CPU_ISA when set to a known level;
+// tests use it to play a machine of another kind), else host_isa().
+std::string target_isa(const cpu_options& o);
 // Whether code compiled for `tag` runs here (its level is at most the host's).
 bool can_run(const std::string& tag);
 // Whether `tag` names a level Kiln knows.

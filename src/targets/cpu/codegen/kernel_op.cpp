@@ -35,15 +35,15 @@ const std::string& bytes_of(const value& v) {
 }
 
 // The first kernel of a module brings its library in (see the header for the order).
-std::shared_ptr<codegen::library> load_library(const fused_kernel& k) {
+std::shared_ptr<codegen::library> load_library(const fused_kernel& k, const cpu_options& o) {
     using namespace codegen;
     const auto& object = bytes_of(k.object);
     const auto& source = bytes_of(k.source);
-    const std::string target = target_isa();
+    const std::string target = target_isa(o);
     std::shared_ptr<library> lib;
-    if (!object.empty() && k.object_isa == target) lib = load_object(k.library, k.object_isa, object);
-    if (!lib && !source.empty()) lib = build_library(source, target, k.fast_math).lib;
-    if (!lib && !object.empty()) lib = load_object(k.library, k.object_isa, object);
+    if (!object.empty() && k.object_isa == target) lib = load_object(k.library, k.object_isa, object, o);
+    if (!lib && !source.empty()) lib = build_library(source, target, k.fast_math, o).lib;
+    if (!lib && !object.empty()) lib = load_object(k.library, k.object_isa, object, o);
     return lib;
 }
 
@@ -61,7 +61,8 @@ shape fused_kernel::compute_shape(const std::vector<shape>& inputs) const {
 
 void fused_kernel::finalize(context& ctx, const shape& output, const std::vector<shape>& inputs) {
     auto r = std::make_shared<runtime>();
-    if (auto* c = dynamic_cast<cpu_context*>(&ctx)) r->threads = std::max<std::size_t>(1, c->threads());
+    auto* c = dynamic_cast<cpu_context*>(&ctx);
+    if (c) r->threads = std::max<std::size_t>(1, c->threads());
     std::vector<shape> in(inputs.begin(), inputs.end() - (inputs.empty() ? 0 : 1));
     try {
         r->plan = codegen::make_plan(body, in, output, fast_math);
@@ -72,7 +73,9 @@ void fused_kernel::finalize(context& ctx, const shape& output, const std::vector
     if (r->has_plan && !symbol.empty()) {
         r->lib = lib;
         if (!r->lib && (!bytes_of(object).empty() || !bytes_of(source).empty())) {
-            r->lib = load_library(*this);
+            // Outside a cpu context (a kernel run by another target), the environment as
+            // it is now, as a cpu context made here would read it.
+            r->lib = load_library(*this, c ? c->options() : read_cpu_options(compile_options{}));
             if (r->lib) codegen::register_library(library, r->lib);
         }
         if (!r->lib) r->lib = codegen::find_library(library);

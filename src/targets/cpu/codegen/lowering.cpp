@@ -9,6 +9,7 @@
 #include "targets/cpu/codegen/kernel_op.hpp"
 
 #include <kiln/builtin_ops.hpp>
+#include <kiln/errors.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -19,11 +20,6 @@
 namespace kiln::cpu::codegen {
 
 namespace {
-
-bool env_off(const char* name) {
-    const char* v = std::getenv(name);
-    return v && std::string(v) == "0";
-}
 
 bool static_tensor(const shape& s) { return s.is_tensor() && !s.dynamic(); }
 
@@ -68,11 +64,11 @@ bool kernel_can_run(instruction_ref ins) {
     return kernel_supports(ins->name(), ins->get_operator().to_value(), in, ins->get_shape().get_type());
 }
 
-pass make_fusion_pass(const compile_options&) {
+pass make_fusion_pass(const cpu_options& opts) {
     fuse_pointwise f;
     f.supported = [](instruction_ref ins) { return kernel_can_run(ins); };
     f.reserved = [](module& m) { return post_op_chains(m); };
-    if (env_off("KILN_CPU_FUSION")) f.min_size = static_cast<std::size_t>(-1);
+    if (!opts.fusion) f.min_size = static_cast<std::size_t>(-1);
     return f;
 }
 
@@ -89,6 +85,9 @@ struct lowering::batch {
 std::shared_ptr<lowering::batch> lowering::make_batch() { return std::make_shared<batch>(); }
 
 void lowering::apply(module& m) const {
+    if (!options) throw_error(error_code::runtime, name() + ": made without the cpu context's options");
+    const cpu_options& o = *options;
+    const bool fast_math = o.fast_math;
     const auto start = std::chrono::steady_clock::now();
     std::vector<planned> work;
     for (auto ins = m.begin(); ins != m.end(); ++ins) {
@@ -124,7 +123,7 @@ void lowering::apply(module& m) const {
         for (auto& [sym, text] : ks) texts.push_back(text);
         return library_source(texts);
     };
-    const std::string isa = target_isa();
+    const std::string isa = target_isa(o);
     // A sub-module: its kernels carry their own source (for finalize, should no main
     // module follow) and wait for the main module's library.
     codegen::build_result built;
@@ -132,7 +131,7 @@ void lowering::apply(module& m) const {
     if (last) {
         for (auto& [sym, text] : kernels) batch.texts.emplace(sym, text);
         source = source_of(batch.texts);
-        built = build_library(source, isa, fast_math);
+        built = build_library(source, isa, fast_math, o);
     } else {
         source = source_of(kernels);
         for (auto& [sym, text] : kernels) batch.texts.emplace(sym, text);
@@ -178,7 +177,7 @@ void lowering::apply(module& m) const {
         batch.kernels.clear();
         batch.texts.clear();
     }
-    if (const char* v = std::getenv("KILN_CODEGEN_VERBOSE"); v && std::string(v) != "0")
+    if (o.codegen_verbose)
         std::cerr << "[kiln] codegen: module " << m.name() << ": " << work.size() << " fused kernels, "
                   << kernels.size() << " distinct, "
                   << (!last ? "deferred to the main module" : built.lib ? "compiled" : "interpreted") << " for " << isa

@@ -7,9 +7,11 @@
 //     elementwise op oneDNN did not take, becomes a cpu::fused_kernel; the module's
 //     kernels are generated and compiled together, once per program (see kernel_op.hpp).
 //
-// KILN_CPU_FUSION=0 turns grouping off (single ops still get kernels), for measuring.
+// KILN_CPU_FUSION=0 (cpu_options::fusion) turns grouping off (single ops still get
+// kernels), for measuring.
 #pragma once
-#include <kiln/compile_options.hpp>
+#include "targets/cpu/cpu_options.hpp"
+
 #include <kiln/module.hpp>
 #include <kiln/pass.hpp>
 
@@ -19,7 +21,7 @@
 
 namespace kiln::cpu::codegen {
 
-pass make_fusion_pass(const compile_options& opts);
+pass make_fusion_pass(const cpu_options& opts);
 
 // One compiler run per program: passes run module by module, sub-modules first and the
 // main module ("main") last, so the kernels of sub-modules (control-flow bodies) wait in
@@ -27,7 +29,9 @@ pass make_fusion_pass(const compile_options& opts);
 // same library. A module lowered on its own under another name keeps its source, and
 // finalize compiles it (through the cache) if nothing else did.
 struct lowering {
-    bool fast_math = true;
+    // The cpu context's options (it outlives the passes): fast_math, the kernels' ISA
+    // level, the compiler and the cache.
+    const cpu_options* options = nullptr;
     struct batch;
     static std::shared_ptr<batch> make_batch();
     std::shared_ptr<batch> pending = make_batch();
