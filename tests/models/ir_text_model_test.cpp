@@ -3,6 +3,8 @@
 // read back (with the program's own weights, see module_text.hpp) and printed again give
 // the same text. The shared models also go through the ref target, so lowered modules
 // (kernels wrapping ops, planned loads from the arena) read back too.
+#include "shared_models.hpp"
+
 #include <kiln/module_text.hpp>
 #include <kiln/onnx.hpp>
 #include <kiln/program.hpp>
@@ -45,13 +47,11 @@ std::vector<fs::path> onnx_files_under(const fs::path& dir) {
 }
 
 TEST(ir_text_models, shared_models_parsed_and_compiled_for_ref) {
-    const fs::path models = fs::path(KILN_SHARED_DIR) / "models";
-    if (!fs::exists(models)) GTEST_SKIP() << "no " << models;
+    const auto files = test::shared_model_files();
+    if (files.empty()) GTEST_SKIP() << "no shared models";
     std::size_t n = 0;
-    for (auto& entry : fs::directory_iterator(models)) {
-        auto onnx = entry.path() / "model.onnx";
-        if (!fs::exists(onnx)) continue;
-        SCOPED_TRACE(entry.path().filename().string());
+    for (const auto& onnx : files) {
+        SCOPED_TRACE(onnx.parent_path().filename().string());
         program p = parse_onnx(onnx.string());
         EXPECT_EQ(round_trip_failure(p), "");
         p.compile(*get_target("ref"));

@@ -3,16 +3,13 @@
 // the weights of real graphs: text form, every literal bit for bit, compiled state.
 // Once the ops land, add an eval comparison here (expect_same_outputs).
 #include "../unit/serialize_helpers.hpp"
+#include "shared_models.hpp"
 
 #include <kiln/onnx.hpp>
 #include <kiln/program.hpp>
 #include <kiln/serialize.hpp>
 
 #include <gtest/gtest.h>
-
-#include <filesystem>
-
-namespace fs = std::filesystem;
 
 namespace kiln::test {
 namespace {
@@ -36,13 +33,11 @@ void expect_same_literals(const program& a, const program& b) {
 }
 
 TEST(serialize_models, round_trip) {
-    const fs::path models = fs::path(KILN_SHARED_DIR) / "models";
-    if (!fs::exists(models)) GTEST_SKIP() << "no " << models;
+    const auto files = shared_model_files();
+    if (files.empty()) GTEST_SKIP() << "no shared models";
     std::size_t n = 0;
-    for (auto& entry : fs::directory_iterator(models)) {
-        auto onnx = entry.path() / "model.onnx";
-        if (!fs::exists(onnx)) continue;
-        SCOPED_TRACE(entry.path().filename().string());
+    for (const auto& onnx : files) {
+        SCOPED_TRACE(onnx.parent_path().filename().string());
         onnx_options options;
         options.skip_unknown_operators = true;
         program p = parse_onnx(onnx.string(), options);
