@@ -78,7 +78,7 @@ public:
     std::size_t size() const;
     void push_back(value v);
 
-    std::string to_string() const;  // JSON-like, binary shown by length
+    std::string to_string() const;  // JSON-like; binary as hex up to 32 bytes, else by length
     std::size_t hash() const;
     friend bool operator==(const value& a, const value& b);
     friend bool operator!=(const value& a, const value& b) { return !(a == b); }
