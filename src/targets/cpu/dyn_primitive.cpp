@@ -6,6 +6,8 @@
 
 #include "ops/nn_conv.hpp"
 #include "ops/nn_pooling.hpp"
+#include "ops/pointwise_binary.hpp"
+#include "ops/pointwise_unary.hpp"
 
 #include <kiln/errors.hpp>
 #include <kiln/register_op.hpp>
@@ -17,7 +19,7 @@ namespace kiln::cpu {
 
 namespace {
 
-bool is_conv(const operation& op) { return op.name() == "convolution"; }
+bool is_conv(const operation& op) { return op.any_cast<op::convolution>() != nullptr; }
 
 // The shapes that decide a primitive: every operand's dims and strides, and the weights'
 // address (copies of the op in programs with other weights share the cache).
@@ -235,6 +237,12 @@ bool f32_tensor(instruction_ref x) {
     return s.is_tensor() && s.get_type() == type::float32;
 }
 
+// A typed matcher: whether ins runs the IR op Op.
+template <class Op>
+bool is(instruction_ref ins) {
+    return ins->get_operator().any_cast<Op>() != nullptr;
+}
+
 bool f32_constant(instruction_ref x) { return x->is_literal() && f32_tensor(x) && !x->get_shape().dynamic(); }
 
 bool dynamic(instruction_ref ins) {
@@ -248,8 +256,8 @@ bool dynamic(instruction_ref ins) {
 std::optional<std::pair<instruction_ref, instruction_ref>> silu_of(instruction_ref x) {
     if (x->outputs().size() != 2) return std::nullopt;
     auto sig = x->outputs()[0], mul = x->outputs()[1];
-    if (sig->name() != "sigmoid") std::swap(sig, mul);
-    if (sig->name() != "sigmoid" || mul->name() != "mul" || sig->outputs().size() != 1 ||
+    if (!is<op::sigmoid_op>(sig)) std::swap(sig, mul);
+    if (!is<op::sigmoid_op>(sig) || !is<op::mul_op>(mul) || sig->outputs().size() != 1 ||
         sig->outputs().front() != mul || mul->inputs().size() != 2 || !f32_tensor(mul))
         return std::nullopt;
     const auto& in = mul->inputs();
@@ -263,7 +271,7 @@ std::optional<dyn_primitive> candidate(instruction_ref ins) {
     const auto& in = ins->inputs();
     dyn_primitive d;
     d.op = ins->get_operator();
-    if (ins->name() == "convolution") {
+    if (is<op::convolution>(ins)) {
         // Run-time weights stay: the program is specialized per shape instead.
         if (in.size() < 2 || in.size() > 3 || !f32_tensor(in[0]) || !f32_constant(in[1]) ||
             (in.size() == 3 && !f32_constant(in[2])))
@@ -271,7 +279,7 @@ std::optional<dyn_primitive> candidate(instruction_ref ins) {
         d.has_bias = in.size() == 3;
         return d;
     }
-    if (ins->name() == "pooling") {
+    if (is<op::pooling>(ins)) {
         const auto* p = d.op.any_cast<op::pooling>();
         if (!p || p->mode == op::pooling_mode::lp || in.size() != 1 || !f32_tensor(in[0]) ||
             in[0]->get_shape().ndim() < 3)
@@ -306,7 +314,7 @@ void lower_dyn_primitives(lower_env& env) {
             auto next = cur->outputs().front();
             if (auto e = eltwise_post_ops(next, true); e && next->inputs().front() == cur) {
                 op.post_ops.insert(op.post_ops.end(), e->begin(), e->end());
-            } else if (next->name() == "add" && next->inputs().size() == 2 && f32_tensor(next)) {
+            } else if (is<op::add_op>(next) && next->inputs().size() == 2 && f32_tensor(next)) {
                 auto other = next->inputs()[0] == cur ? next->inputs()[1] : next->inputs()[0];
                 // The same dims as the result (the same symbols): no broadcasting.
                 if (other == cur || !(other->get_shape() == cur->get_shape())) break;
