@@ -233,10 +233,11 @@ argument conv_gemm::compute(context&, const shape&, const std::vector<argument>&
 }
 
 bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<instruction_ref>& operands,
-                     instruction_ref pos, const std::vector<instruction_ref>& replaced) {
+                     instruction_ref pos, const std::vector<instruction_ref>& replaced, bool rules) {
     const auto& o = env.ctx.options();
-    const auto mode = o.conv_gemm;
-    if (mode == conv_gemm_choice::off || !has_avx2_fma()) return false;
+    if (o.conv_gemm == conv_gemm_choice::off || !has_avx2_fma()) return false;
+    // Without the rules, every convolution that fits (as =all, with =tall's sizes).
+    const auto mode = rules ? o.conv_gemm : conv_gemm_choice::all;
     const auto* conv = c.op.any_cast<op::convolution>();
     if (!conv || c.transposed() || c.dw.active() || operands.size() < 2 || !operands[1]->is_literal()) return false;
     const shape& x = operands[0]->get_shape();
@@ -312,7 +313,7 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
         // residual, oneDNN's kernels are as fast or faster on deep 1x1 layers (K > 256).
         const auto bytes = static_cast<std::size_t>(rows) * sizeof(float) *
                            static_cast<std::size_t>(geo.in_channels + geo.out_channels * (residual ? 2 : 1));
-        if (mode != conv_gemm_choice::tall && !strided_tall && (bytes < min_streamed_bytes || (!residual && geo.in_channels > max_plain_depth))) return false;
+        if (rules && mode != conv_gemm_choice::tall && !strided_tall && (bytes < min_streamed_bytes || (!residual && geo.in_channels > max_plain_depth))) return false;
     }
     // B[k][n]: k = (kh, kw, input channel) as A's columns, n = output channel.
     const auto g = geometry_of(op);

@@ -99,7 +99,9 @@ struct conv_gemm {
 // post-ops, layouts) over `operands` (x, the IR weights literal, [bias], post-op inputs),
 // when the geometry, layouts and post-ops suit it; false, changing nothing, otherwise.
 // `replaced`: the instructions the op replaces (sum_post_op.hpp: a residual it may write into).
+// `rules` false: whenever it can (the tuner measures it), not only where the rules above
+// choose it.
 bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<instruction_ref>& operands,
-                     instruction_ref pos, const std::vector<instruction_ref>& replaced);
+                     instruction_ref pos, const std::vector<instruction_ref>& replaced, bool rules = true);
 
 }  // namespace kiln::cpu

@@ -1,13 +1,7 @@
-// Lowering of the ops that are not convolutions or matrix products (see lowering.hpp).
-#include "targets/cpu/channel_mul.hpp"
-#include "targets/cpu/concat_plain.hpp"
-#include "targets/cpu/dyn_matmul.hpp"
-#include "targets/cpu/gather_blocks.hpp"
-#include "targets/cpu/global_avg_pool.hpp"
+// The oneDNN forms of the ops that are not convolutions or matrix products (lower_ops.hpp).
+#include "targets/cpu/lower_ops.hpp"
 #include "targets/cpu/lowering_util.hpp"
-#include "targets/cpu/max_pool_blocked.hpp"
 #include "targets/cpu/op_misc.hpp"
-#include "targets/cpu/silu.hpp"
 
 #include "ops/nn_pooling.hpp"
 #include "ops/normalization.hpp"
@@ -39,10 +33,11 @@ std::optional<shape> same_layout(lower_env& env, instruction_ref x, Op& op) {
     return same_layout(x);
 }
 
+}  // namespace
+
 bool lower_pooling(lower_env& env, instruction_ref ins) {
     const auto* p = ins->get_operator().any_cast<op::pooling>();
     if (!p || p->mode == op::pooling_mode::lp || ins->inputs().size() != 1) return false;
-    if (lower_max_pool_blocked(env, ins) || lower_global_avg_pool(env, ins)) return true;
     auto x = ins->inputs()[0];
     if (x->get_shape().ndim() < 3) return false;
     const auto& out = ins->get_shape().lens();
@@ -255,43 +250,6 @@ bool lower_reshape_copy(lower_env& env, instruction_ref ins) {
     reorder op;
     op.out_lens = ins->get_shape().lens();
     return emit(env, ins, op, {x}, ins->get_shape().as_standard());
-}
-
-}  // namespace
-
-bool lower_simple(lower_env& env, instruction_ref ins) {
-    if (ins->is_param() || ins->is_literal() || ins->is_return()) return false;
-    const auto& op = ins->get_operator();
-    if (op.traits().builtin || !ins->module_inputs().empty()) return false;
-    const std::string n = ins->name();
-    if (n.rfind("cpu::", 0) == 0) return false;
-    if (n == "clip" || n == "pow") {
-        // Bounds and exponents are separate (constant) inputs: only the eltwise form applies.
-        return f32_static(ins) && f32_static(ins->inputs()[0]) && lower_eltwise(env, ins);
-    }
-    if (n == "gather") return lower_gather(env, ins) || lower_gather_blocks(env, ins);  // its indices are integers
-    if (n == "matmul" && lower_dyn_matmul(env, ins)) return true;  // a generic program's: sizes at run time
-    if (n == "gemm" && lower_dyn_gemm(env, ins)) return true;
-    if (!all_f32_static(ins)) return false;
-    if (n == "pooling") return lower_pooling(env, ins);
-    if (n == "softmax" || n == "log_softmax") return lower_softmax(env, ins, n == "log_softmax");
-    if (n == "layer_norm") return lower_layer_norm(env, ins);
-    if (n == "batch_norm_inference") return lower_batch_norm(env, ins);
-    if (n == "lrn") return lower_lrn(env, ins);
-    if (n.rfind("reduce_", 0) == 0) return lower_reduce(env, ins, n);
-    if (n == "concat") return lower_concat_plain(env, ins) || lower_concat(env, ins);
-    if (n == "resize") return lower_resize(env, ins);
-    if ((n == "reshape" || n == "flatten") && ins->inputs().size() == 1) return lower_reshape_copy(env, ins);
-    // SiLU left over from a convolution's or matmul's post-ops (a big result, see silu.hpp):
-    // the sigmoid waits for its product, which becomes one cpu::silu.
-    if (own_silu_enabled(env.ctx.options())) {
-        if (n == "sigmoid" && ins->outputs().size() == 1 && silu_sigmoid(ins->outputs().front())) return false;
-        if (auto s = silu_sigmoid(ins); s && lower_silu(env, ins, *s)) return true;
-    }
-    if (n == "mul" && lower_channel_mul(env, ins)) return true;
-    if (n == "add" || n == "sub" || n == "mul" || n == "div" || n == "max" || n == "min")
-        return lower_binary(env, ins, n);
-    return lower_eltwise(env, ins);
 }
 
 }  // namespace kiln::cpu

@@ -1,10 +1,7 @@
 #include "targets/cpu/lowering.hpp"
 
-#include "targets/cpu/dyn_primitive.hpp"
-
 #include "targets/cpu/anchor_plan.hpp"
 #include "targets/cpu/attention.hpp"
-#include "targets/cpu/conv_gemm.hpp"
 #include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/dw_fusion.hpp"
 #include "targets/cpu/dyn_primitive.hpp"
@@ -12,19 +9,14 @@
 #include "targets/cpu/lowering_util.hpp"
 #include "targets/cpu/op_conv.hpp"
 #include "targets/cpu/op_matmul.hpp"
-#include "targets/cpu/packed_gemm.hpp"
-#include "targets/cpu/pixel_rows_view.hpp"
+#include "targets/cpu/selection.hpp"
 #include "targets/cpu/silu.hpp"
-#include "targets/cpu/sum_post_op.hpp"
-#include "targets/cpu/winograd.hpp"
 
 #include "ops/nn_matmul.hpp"
 #include "ops/tensor_views.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <optional>
-#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -249,30 +241,14 @@ std::optional<anchor_plan> plan_matmul(lower_env& env, instruction_ref ins,
     return plan;
 }
 
-// The IR weights in the layout `op` wants on this CPU, as a literal; op records it.
-template <class Op>
-void relayout_weights(lower_env& env, anchor_plan& p, Op& op, instruction_ref pos) {
-    auto wanted = op.make_pd(env.ctx.engine(), p.shapes, p.dst, true).weights_desc();
-    if (!md_record::representable(wanted)) return;  // stays plain; the primitive takes it so
-    dnnl::memory::desc plain;
-    if constexpr (std::is_same_v<Op, convolution>) plain = op.weights_md(false);
-    else plain = op.weights_md(p.dst.ndim(), false);
-    p.operands[1] = env.derive(pos, p.operands[1], "dnnl " + to_value(md_record::from(wanted)).to_string(), [&] {
-        const auto& w = p.operands[1]->get_literal().get_argument();
-        auto mem = reorder_constant(env.ctx.engine(), plain, w.data(), wanted);
-        return literal(shape(type::float32, {wanted.get_size() / sizeof(float)}), mem.get_data_handle());
-    });
-    op.weights = md_record::from(wanted);
-}
-
-// Rewrites the plan's last chain member (or the anchor itself) into the cpu op.
-template <class Op>
-void materialize(lower_env& env, anchor_plan p, Op op, instruction_ref pos) {
+// Rewrites the plan's last chain member (or the anchor itself) into the kernel the
+// selection table picks (selection.hpp).
+void materialize(lower_env& env, anchor_plan p, instruction_ref pos) {
     auto& m = env.m;
     for (std::size_t i = 0; i < p.operands.size(); ++i) {
         const bool scaled = p.scaled_operand && p.scaled_operand->first == i;
         const bool vec = std::find(p.vector_operands.begin(), p.vector_operands.end(), i) != p.vector_operands.end();
-        if (p.dw_weights_operand == i) continue;  // relaid out below
+        if (p.dw_weights_operand == i) continue;  // relaid out by the kernel
         if (vec || scaled) {
             // A constant of one value per channel as the 1-D vector oneDNN wants, or
             // multiplied by gemm's beta.
@@ -291,38 +267,18 @@ void materialize(lower_env& env, anchor_plan p, Op op, instruction_ref pos) {
     // compile's peak memory near one copy of the weights instead of two.
     const bool drop_parsed_weights = p.constant_weights;
     const instruction_ref parsed_weights = p.operands.at(1);
-    bool done = false;
-    auto replaced = p.chain.members;  // what the cpu op replaces (readers of a residual it may overwrite)
-    replaced.push_back(p.anchor);
-    if constexpr (std::is_same_v<Op, convolution>)
-        done = p.constant_weights && !op.dw.active() &&
-               (lower_winograd(env, op, p.operands, p.dst, pos) || lower_conv_gemm(env, op, p.operands, pos, replaced));
-    if constexpr (std::is_same_v<Op, matmul>)
-        done = p.constant_weights && lower_packed_gemm(env, op, p.operands, p.dst, pos);
-    if (!done) {
-        if (p.constant_weights) relayout_weights(env, p, op, pos);
-        if constexpr (std::is_same_v<Op, convolution>)
-            if (p.dw_weights_operand) relayout_dw_weights(env, p, op, pos);
-        std::optional<instruction_ref> out;
-        if constexpr (std::is_same_v<Op, convolution>) out = sum_into_residual(env, op, p.operands, p.dst, pos, replaced);
-        if (!emit(env, pos, op, p.operands, p.dst, out)) return;  // left to the reference kernels, chain and all
-    }
-    for (auto it = p.chain.members.rbegin(); it != p.chain.members.rend(); ++it)
+    const auto members = p.chain.members;
+    const auto anchor = p.anchor;
+    auto replaced = members;  // what the kernel replaces (readers of a residual it may overwrite)
+    replaced.push_back(anchor);
+    anchor_site site{env, p, pos, replaced};
+    if (lower_anchor(site).empty()) return;  // left to the reference kernels, chain and all
+    for (auto it = members.rbegin(); it != members.rend(); ++it)
         if (*it != pos && (*it)->outputs().empty()) m.remove_instruction(*it);
-    if (p.anchor != pos && p.anchor->outputs().empty()) m.remove_instruction(p.anchor);
+    if (anchor != pos && anchor->outputs().empty()) m.remove_instruction(anchor);
     if (drop_parsed_weights && parsed_weights->is_literal() && parsed_weights->outputs().empty()) {
         env.forget_derived(parsed_weights);
         m.remove_instruction(parsed_weights);
-    }
-}
-
-void materialize(lower_env& env, anchor_plan p, instruction_ref pos) {
-    if (const auto* c = p.op.any_cast<convolution>()) {
-        convolution op = *c;
-        materialize(env, std::move(p), op, pos);
-    } else if (const auto* mm = p.op.any_cast<matmul>()) {
-        matmul op = *mm;
-        materialize(env, std::move(p), op, pos);
     }
 }
 
@@ -407,44 +363,76 @@ void refuse_dynamic_convolutions(const module& m) {
     }
 }
 
+// The anchors in program order, so each elementwise op is fused at most once.
+void plan_anchors(lowering_state::per_module& s);
+void lower_instructions(lowering_state::per_module& s);
+void insert_reorders(lowering_state::per_module& s);
+
 }  // namespace
 
-void lowering::apply(module& m) const {
-    if (!ctx) throw_error(error_code::runtime, "cpu::lowering: no cpu context");
+struct lowering_state::per_module {
+    lower_env env;
+    std::unordered_set<const instruction*> claimed;            // anchors and their chains' members
+    std::unordered_map<const instruction*, anchor_plan> at_last;  // plans by their chain's last member
+};
+
+lowering_state::lowering_state() = default;
+lowering_state::~lowering_state() = default;
+
+lowering_state::per_module& lowering_state::of(module& m, cpu_context& ctx) {
+    auto& s = modules_[&m];
+    if (!s) s.reset(new per_module{lower_env{m, ctx, {}, {}, {}, {}, {}, {}}, {}, {}});
+    return *s;
+}
+
+void lowering_state::release(const module& m) { modules_.erase(&m); }
+
+void lowering_phase::apply(module& m) const {
+    if (!ctx || !state) throw_error(error_code::runtime, phase + ": no cpu context");
     omp_threads_scope threads(ctx->threads());
-    lower_env env{m, *ctx, {}, {}, {}, {}, {}};
-    lower_dyn_primitives(env);  // a generic program's convolutions and poolings: primitives per shape
-    refuse_dynamic_convolutions(m);
-    fold_layer_norm_patterns(m);
-    fuse_attention(env);  // before the matmuls are planned: they are attention's parts
-    blocked_for_depthwise_fusion(env);
-    // Plan the anchors first, in program order, so each elementwise op is fused at most once.
-    std::unordered_set<const instruction*> claimed;
-    std::unordered_map<const instruction*, anchor_plan> at_last;
-    std::vector<instruction_ref> dead;
-    for (auto ins = m.begin(); ins != m.end(); ++ins) {
-        if (claimed.count(&*ins)) continue;
-        auto p = plan_conv(env, ins, claimed);
-        if (!p) p = plan_matmul(env, ins, claimed);
+    run(state->of(m, *ctx));
+    if (last) state->release(m);
+}
+
+namespace {
+
+void plan_anchors(lowering_state::per_module& s) {
+    auto& env = s.env;
+    for (auto ins = env.m.begin(); ins != env.m.end(); ++ins) {
+        if (s.claimed.count(&*ins)) continue;
+        auto p = plan_conv(env, ins, s.claimed);
+        if (!p) p = plan_matmul(env, ins, s.claimed);
         if (!p) continue;
-        claimed.insert(&*ins);
-        for (auto mem : p->chain.members) claimed.insert(&*mem);
+        s.claimed.insert(&*ins);
+        for (auto mem : p->chain.members) s.claimed.insert(&*mem);
         auto last = p->chain.members.empty() ? ins : p->chain.members.back();
-        at_last.emplace(&*last, std::move(*p));
+        s.at_last.emplace(&*last, std::move(*p));
     }
-    if (env.ctx.options().dw_fusion) fuse_depthwise_pairs(env, at_last);
+    if (env.ctx.options().dw_fusion) fuse_depthwise_pairs(env, s.at_last);
+}
+
+void lower_instructions(lowering_state::per_module& s) {
+    auto& env = s.env;
+    auto& m = env.m;
     for (auto ins = m.begin(); ins != m.end(); ++ins) {
-        if (auto it = at_last.find(&*ins); it != at_last.end()) {
+        if (auto it = s.at_last.find(&*ins); it != s.at_last.end()) {
             materialize(env, std::move(it->second), ins);
             continue;
         }
-        if (claimed.count(&*ins)) continue;  // lowered with its chain's last member
-        if (ins->name() == "lstm") lower_lstm(env, ins, dead);
-        else if (!lower_pixel_rows_view(env, ins)) lower_simple(env, ins);
+        if (s.claimed.count(&*ins)) continue;  // lowered with its chain's last member
+        lower_op(env, ins);
     }
+    s.at_last.clear();
+    s.claimed.clear();
     // Users before what they use (tuple elements, then the tuple).
-    for (auto d : dead)
+    for (auto d : env.dead)
         if (d->outputs().empty()) m.remove_instruction(d);
+    env.dead.clear();
+}
+
+void insert_reorders(lowering_state::per_module& s) {
+    auto& env = s.env;
+    auto& m = env.m;
     // Whatever is not a oneDNN op reads activations in oneDNN layouts through a reorder
     // to row-major (the real layout boundaries).
     for (auto ins = m.begin(); ins != m.end(); ++ins) {
@@ -459,11 +447,38 @@ void lowering::apply(module& m) const {
     auto ret = m.get_return();
     if (ret == m.end()) return;
     for (auto out : std::vector<instruction_ref>(ret->inputs())) {
-        const auto& s = out->get_shape();
-        if (!s.is_tensor() || s.dynamic() || s.standard() || s.elements() == 0) continue;
-        if (!dnnl_type_supported(s.get_type())) continue;
-        m.replace_argument(ret, out, ensure_layout(env, ret, out, s.as_standard()));
+        const auto& sh = out->get_shape();
+        if (!sh.is_tensor() || sh.dynamic() || sh.standard() || sh.elements() == 0) continue;
+        if (!dnnl_type_supported(sh.get_type())) continue;
+        m.replace_argument(ret, out, ensure_layout(env, ret, out, sh.as_standard()));
     }
+}
+
+}  // namespace
+
+std::vector<pass> lowering_passes(cpu_context& ctx) {
+    auto state = std::make_shared<lowering_state>();
+    using phase_fn = void (*)(lowering_state::per_module&);
+    const std::pair<const char*, phase_fn> phases[] = {
+        {"cpu::lower_dynamic",
+         [](lowering_state::per_module& s) {
+             lower_dyn_primitives(s.env);
+             refuse_dynamic_convolutions(s.env.m);
+         }},
+        {"cpu::fold_layer_norm", [](lowering_state::per_module& s) { fold_layer_norm_patterns(s.env.m); }},
+        {"cpu::fuse_attention", [](lowering_state::per_module& s) { fuse_attention(s.env); }},
+        {"cpu::plan_layouts", [](lowering_state::per_module& s) { blocked_for_depthwise_fusion(s.env); }},
+        {"cpu::plan_anchors", plan_anchors},
+        {"cpu::lower_instructions", lower_instructions},
+        {"cpu::insert_reorders", insert_reorders},
+    };
+    std::vector<pass> passes;
+    for (std::size_t i = 0; i < std::size(phases); ++i) {
+        // The last phase releases the module's state (its maps of instructions and constants).
+        const bool last = i + 1 == std::size(phases);
+        passes.push_back(lowering_phase{phases[i].first, phases[i].second, &ctx, state, last});
+    }
+    return passes;
 }
 
 }  // namespace kiln::cpu

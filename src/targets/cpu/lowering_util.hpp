@@ -48,6 +48,9 @@ struct lower_env {
     }
     // Before `source` is removed: its address may come back for another literal.
     void forget_derived(instruction_ref source) { derived.erase(&*source); }
+    // Instructions a lowering left dead that must go before the walk ends (an LSTM's tuple
+    // and its unused elements: users before what they use).
+    std::vector<instruction_ref> dead;
 };
 
 // Packed strides for `lens`, nesting the dims in the order of `ref`'s strides
@@ -129,12 +132,10 @@ bool emit(lower_env& env, instruction_ref ins, Op op, std::vector<instruction_re
     return true;
 }
 
-// Lowers a non-anchor op (pooling, softmax, layer_norm, batch_norm, lrn, reductions,
-// concat, resize, eltwise, binary, gather, reshape copies); false when it stays on the
-// reference kernels.
-bool lower_simple(lower_env& env, instruction_ref ins);
-// Lowers an ONNX LSTM whose Y alone is used (op_rnn.cpp); the instructions it leaves
-// dead (the tuple and its unused elements) go to `dead`, removed after the walk.
-bool lower_lstm(lower_env& env, instruction_ref ins, std::vector<instruction_ref>& dead);
+// An ONNX LSTM whose Y alone is used (op_rnn.cpp) on Kiln's packed kernel (cpu::lstm_packed)
+// or on oneDNN's (cpu::lstm); the instructions it leaves dead (the tuple and its unused
+// elements) go to env.dead, removed after the walk.
+bool lower_lstm_kiln(lower_env& env, instruction_ref ins);
+bool lower_lstm_onednn(lower_env& env, instruction_ref ins);
 
 }  // namespace kiln::cpu

@@ -282,10 +282,11 @@ bool lower_lstm_dnnl(lower_env& env, instruction_ref ins, std::vector<instructio
 
 }  // namespace
 
-bool lower_lstm(lower_env& env, instruction_ref ins, std::vector<instruction_ref>& dead) {
-    if (env.ctx.options().lstm != lstm_choice::dnnl && lower_lstm_packed(env, ins, dead)) return true;
-    return lower_lstm_dnnl(env, ins, dead);
+bool lower_lstm_kiln(lower_env& env, instruction_ref ins) {
+    return env.ctx.options().lstm != lstm_choice::dnnl && lower_lstm_packed(env, ins, env.dead);
 }
+
+bool lower_lstm_onednn(lower_env& env, instruction_ref ins) { return lower_lstm_dnnl(env, ins, env.dead); }
 
 shape lstm_packed::compute_shape(const std::vector<shape>& inputs) const {
     const std::size_t want = 6 + (has_peephole ? 1 : 0) + (has_initial_h ? 1 : 0) + (has_initial_c ? 1 : 0);

@@ -257,10 +257,11 @@ argument packed_gemm::compute(context&, const shape&, const std::vector<argument
 }
 
 bool lower_packed_gemm(lower_env& env, const matmul& mm, const std::vector<instruction_ref>& operands,
-                       const shape& dst, instruction_ref pos) {
+                       const shape& dst, instruction_ref pos, bool rules) {
     const auto& o = env.ctx.options();
-    const auto mode = o.packed_gemm;
-    if (mode == packed_gemm_choice::off) return false;
+    if (o.packed_gemm == packed_gemm_choice::off) return false;
+    // Without the rules, every product that fits (as =all).
+    const auto mode = rules ? o.packed_gemm : packed_gemm_choice::all;
     if (mm.trans_a || !mm.weights.empty() || operands.size() < 2 || !operands[1]->is_literal()) return false;
     if (!dst.is_tensor() || dst.dynamic() || dst.get_type() != type::float32 || !dst.standard() || dst.ndim() < 2)
         return false;

@@ -96,7 +96,8 @@ std::vector<float> pack_gemm_weights(const std::vector<float>& b, std::size_t k,
 // post-ops) over `operands` (a, the IR weights literal, [bias vector], post-op inputs)
 // into `dst`, when the layouts, post-ops and sizes suit it; false, changing nothing,
 // otherwise.
+// `rules` false: whenever it can (the tuner measures it), not only where the rules choose it.
 bool lower_packed_gemm(lower_env& env, const matmul& mm, const std::vector<instruction_ref>& operands,
-                       const shape& dst, instruction_ref pos);
+                       const shape& dst, instruction_ref pos, bool rules = true);
 
 }  // namespace kiln::cpu

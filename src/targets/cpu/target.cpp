@@ -4,7 +4,6 @@
 #include "targets/cpu/codegen/lowering.hpp"
 #include "targets/cpu/context.hpp"
 #include "targets/cpu/lowering.hpp"
-#include "targets/ref/lowering.hpp"
 
 #include <kiln/pipeline.hpp>
 
@@ -32,15 +31,21 @@ public:
         // 1. Elementwise chains and reductions into fused groups; the ops oneDNN takes as
         //    post-ops of a convolution or matmul are left out of the groups (codegen/reserve).
         passes.push_back(codegen::make_fusion_pass(o));
-        // 2. oneDNN primitives for what they cover (with fused post-ops), activations in
-        //    the layouts oneDNN chooses around convolutions. KILN_CPU_DNNL=0 leaves
-        //    everything to the generated and reference kernels (for measuring and testing
-        //    the generated kernels on their own, as KILN_CPU_FUSION=0 does for grouping).
-        if (o.dnnl) passes.push_back(lowering{&cpu});
+        // 2. oneDNN primitives and Kiln's kernels for what they cover (with fused post-ops),
+        //    activations in the layouts oneDNN chooses around convolutions: seven named
+        //    passes (lowering.hpp). KILN_CPU_DNNL=0 leaves everything to the generated and
+        //    reference kernels (for measuring and testing the generated kernels on their
+        //    own, as KILN_CPU_FUSION=0 does for grouping).
+        if (o.dnnl)
+            for (auto& p : lowering_passes(cpu)) passes.push_back(std::move(p));
         // 3. One generated kernel per fused group.
         passes.push_back(codegen::lowering{&o});
-        // Whatever the cpu lowering did not claim runs on the reference kernels.
-        passes.push_back(ref::lowering{});
+        // 4. Whatever the lowerings did not claim runs on the reference kernels: the ref
+        //    target's lowering, through the target interface (its memory planning left out,
+        //    it comes below).
+        compile_options fallback = opts;
+        fallback.memory_planning = false;
+        for (auto& p : get_target("ref")->get_passes(ctx, fallback)) passes.push_back(std::move(p));
         // Identical constants stored once (split_batch's copies each stored their own
         // reordered weights).
         passes.push_back(make_pass("merge_literals"));

@@ -282,9 +282,10 @@ argument winograd_conv::compute(context&, const shape&, const std::vector<argume
 }
 
 bool lower_winograd(lower_env& env, const convolution& c, const std::vector<instruction_ref>& operands,
-                    const shape& dst, instruction_ref pos) {
-    const auto mode = env.ctx.options().winograd;
-    if (mode == winograd_choice::off) return false;
+                    const shape& dst, instruction_ref pos, bool rules) {
+    if (env.ctx.options().winograd == winograd_choice::off) return false;
+    // Without the rules, every convolution that fits (as =all).
+    const auto mode = rules ? env.ctx.options().winograd : winograd_choice::all;
     const auto* conv = c.op.any_cast<op::convolution>();
     if (!conv || c.transposed() || operands.size() < 2 || !operands[1]->is_literal()) return false;
     const shape& x = operands[0]->get_shape();

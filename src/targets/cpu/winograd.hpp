@@ -81,8 +81,9 @@ std::vector<float> winograd_weights(const std::vector<float>& w, std::size_t cou
 // Replaces `pos` by a winograd_conv computing convolution `c` (planned by the lowering:
 // its layouts, bias and post-ops) over `operands` (x in its layout, the IR weights
 // literal, [bias vector], post-op inputs), when the geometry and sizes suit it; false,
-// changing nothing, otherwise.
+// changing nothing, otherwise. `rules` false: whenever it can (the tuner measures it), not
+// only where the thresholds above choose it.
 bool lower_winograd(lower_env& env, const convolution& c, const std::vector<instruction_ref>& operands,
-                    const shape& dst, instruction_ref pos);
+                    const shape& dst, instruction_ref pos, bool rules = true);
 
 }  // namespace kiln::cpu

@@ -1,0 +1,26 @@
+// The oneDNN forms of the ops that are not convolutions or matrix products: each replaces
+// `ins` by its cpu:: op and returns true, or changes nothing and returns false (oneDNN has
+// no kernel for it; selection.cpp then tries the next candidate, or the reference kernel).
+#pragma once
+#include "targets/cpu/lowering_util.hpp"
+
+#include <string>
+
+namespace kiln::cpu {
+
+bool lower_pooling(lower_env& env, instruction_ref ins);
+bool lower_softmax(lower_env& env, instruction_ref ins, bool log);
+bool lower_layer_norm(lower_env& env, instruction_ref ins);
+bool lower_batch_norm(lower_env& env, instruction_ref ins);
+bool lower_lrn(lower_env& env, instruction_ref ins);
+bool lower_reduce(lower_env& env, instruction_ref ins, const std::string& n);
+bool lower_concat(lower_env& env, instruction_ref ins);
+bool lower_resize(lower_env& env, instruction_ref ins);
+// add, sub, mul, div, max, min (`n`) with numpy broadcasting.
+bool lower_binary(lower_env& env, instruction_ref ins, const std::string& n);
+bool lower_eltwise(lower_env& env, instruction_ref ins);
+bool lower_gather(lower_env& env, instruction_ref ins);
+// A reshape or flatten whose input is not row-major (a copy into row-major order).
+bool lower_reshape_copy(lower_env& env, instruction_ref ins);
+
+}  // namespace kiln::cpu

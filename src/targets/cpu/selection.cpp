@@ -1,0 +1,234 @@
+// The candidate lists (selection.hpp). Each kernel's header has the measurements behind
+// its rule; the rules here are their one-line summaries.
+#include "targets/cpu/selection.hpp"
+
+#include "targets/cpu/channel_mul.hpp"
+#include "targets/cpu/concat_plain.hpp"
+#include "targets/cpu/conv_gemm.hpp"
+#include "targets/cpu/dw_fusion.hpp"
+#include "targets/cpu/dyn_matmul.hpp"
+#include "targets/cpu/gather_blocks.hpp"
+#include "targets/cpu/global_avg_pool.hpp"
+#include "targets/cpu/lower_ops.hpp"
+#include "targets/cpu/max_pool_blocked.hpp"
+#include "targets/cpu/op_conv.hpp"
+#include "targets/cpu/op_matmul.hpp"
+#include "targets/cpu/packed_gemm.hpp"
+#include "targets/cpu/pixel_rows_view.hpp"
+#include "targets/cpu/silu.hpp"
+#include "targets/cpu/sum_post_op.hpp"
+#include "targets/cpu/winograd.hpp"
+
+#include <type_traits>
+
+namespace kiln::cpu {
+
+namespace {
+
+// The IR weights in the layout `op` wants on this CPU, as a literal; op records it.
+template <class Op>
+void relayout_weights(lower_env& env, anchor_plan& p, Op& op, instruction_ref pos) {
+    auto wanted = op.make_pd(env.ctx.engine(), p.shapes, p.dst, true).weights_desc();
+    if (!md_record::representable(wanted)) return;  // stays plain; the primitive takes it so
+    dnnl::memory::desc plain;
+    if constexpr (std::is_same_v<Op, convolution>) plain = op.weights_md(false);
+    else plain = op.weights_md(p.dst.ndim(), false);
+    p.operands[1] = env.derive(pos, p.operands[1], "dnnl " + to_value(md_record::from(wanted)).to_string(), [&] {
+        const auto& w = p.operands[1]->get_literal().get_argument();
+        auto mem = reorder_constant(env.ctx.engine(), plain, w.data(), wanted);
+        return literal(shape(type::float32, {wanted.get_size() / sizeof(float)}), mem.get_data_handle());
+    });
+    op.weights = md_record::from(wanted);
+}
+
+// A plain convolution with constant weights (no depthwise convolution fused after it).
+const convolution* own_conv(const anchor_site& s) {
+    const auto* c = s.plan.op.any_cast<convolution>();
+    return c && s.plan.constant_weights && !c->dw.active() ? c : nullptr;
+}
+
+bool take_winograd(anchor_site& s, bool rules) {
+    const auto* c = own_conv(s);
+    return c && lower_winograd(s.env, *c, s.plan.operands, s.plan.dst, s.pos, rules);
+}
+
+bool take_conv_gemm(anchor_site& s, bool rules) {
+    const auto* c = own_conv(s);
+    return c && lower_conv_gemm(s.env, *c, s.plan.operands, s.pos, s.replaced, rules);
+}
+
+bool take_onednn_convolution(anchor_site& s, bool) {
+    const auto* c = s.plan.op.any_cast<convolution>();
+    if (!c) return false;
+    convolution op = *c;
+    auto& p = s.plan;
+    if (p.constant_weights) relayout_weights(s.env, p, op, s.pos);
+    if (p.dw_weights_operand) relayout_dw_weights(s.env, p, op, s.pos);
+    auto out = sum_into_residual(s.env, op, p.operands, p.dst, s.pos, s.replaced);
+    return emit(s.env, s.pos, op, p.operands, p.dst, out);
+}
+
+bool take_packed_gemm(anchor_site& s, bool rules) {
+    const auto* mm = s.plan.op.any_cast<matmul>();
+    return mm && s.plan.constant_weights && lower_packed_gemm(s.env, *mm, s.plan.operands, s.plan.dst, s.pos, rules);
+}
+
+bool take_onednn_matmul(anchor_site& s, bool) {
+    const auto* mm = s.plan.op.any_cast<matmul>();
+    if (!mm) return false;
+    matmul op = *mm;
+    if (s.plan.constant_weights) relayout_weights(s.env, s.plan, op, s.pos);
+    return emit(s.env, s.pos, op, s.plan.operands, s.plan.dst);
+}
+
+// A sigmoid whose product with its input becomes one cpu::silu: it waits for the product
+// (lowered with it, see silu.hpp).
+bool take_sigmoid_of_silu(lower_env& env, instruction_ref ins) {
+    return own_silu_enabled(env.ctx.options()) && ins->outputs().size() == 1 && silu_sigmoid(ins->outputs().front());
+}
+
+bool take_silu(lower_env& env, instruction_ref ins) {
+    if (!own_silu_enabled(env.ctx.options())) return false;
+    auto s = silu_sigmoid(ins);
+    return s && lower_silu(env, ins, *s);
+}
+
+bool take_clip_or_pow(lower_env& env, instruction_ref ins) {
+    // Bounds and exponents are separate (constant) inputs: only the eltwise form applies.
+    return f32_static(ins) && f32_static(ins->inputs()[0]) && lower_eltwise(env, ins);
+}
+
+bool take_binary(lower_env& env, instruction_ref ins) { return lower_binary(env, ins, ins->name()); }
+bool take_reduce(lower_env& env, instruction_ref ins) { return lower_reduce(env, ins, ins->name()); }
+bool take_softmax(lower_env& env, instruction_ref ins) { return lower_softmax(env, ins, false); }
+bool take_log_softmax(lower_env& env, instruction_ref ins) { return lower_softmax(env, ins, true); }
+bool take_reshape_copy(lower_env& env, instruction_ref ins) {
+    return ins->inputs().size() == 1 && lower_reshape_copy(env, ins);
+}
+
+bool names(const op_candidate& c, const std::string& n) {
+    const std::string op = c.op;
+    if (!op.empty() && op.back() == '*') return n.rfind(op.substr(0, op.size() - 1), 0) == 0;
+    return op == n;
+}
+
+}  // namespace
+
+const std::vector<anchor_candidate>& anchor_candidates() {
+    static const std::vector<anchor_candidate> list = {
+        {"convolution", "winograd",
+         "3x3, stride 1, group 1, 16+ channels each side, constant weights, enough tiles (F(4x4); F(2x2) on "
+         "AVX-512 where 4x4 tiles are too few) (winograd.hpp)",
+         take_winograd},
+        {"convolution", "conv_gemm",
+         "AVX2+FMA, constant weights: few output pixels and a window of 2+ taps; on AVX-512 instead 1x1 "
+         "layers streaming 8+ MiB (K <= 256 or a residual), strided 1x1 with few rows, tiny layers "
+         "(conv_gemm.hpp)",
+         take_conv_gemm},
+        {"convolution", "onednn",
+         "any other oneDNN builds (its own implementation; a 1x1 + depthwise pair as one kernel, a residual "
+         "add as the in-place sum)",
+         take_onednn_convolution},
+        {"matmul", "packed_gemm",
+         "constant 2-D weights, row-major A, 2+ rows with AVX2+FMA (any with AVX-512), post-ops the epilogue "
+         "has (packed_gemm.hpp)",
+         take_packed_gemm},
+        {"matmul", "onednn", "any other oneDNN builds (weights reordered once when constant)", take_onednn_matmul},
+    };
+    return list;
+}
+
+const std::vector<op_candidate>& op_candidates() {
+    static const std::vector<op_candidate> list = {
+        {"lstm", "lstm_packed", "default activations, no clip or sequence lengths (lstm_kernel.hpp)", false,
+         lower_lstm_kiln},
+        {"lstm", "onednn", "forward or reverse, time-major, no peepholes", false, lower_lstm_onednn},
+        {"transpose", "pixel_rows_view",
+         "perm (0, 2, 1) of a reshape to [N, C, HW] of a channels-last activation: a view (pixel_rows_view.hpp)",
+         false, lower_pixel_rows_view},
+        {"clip", "onednn_eltwise", "static float32 input and result", false, take_clip_or_pow},
+        {"pow", "onednn_eltwise", "static float32 input and result", false, take_clip_or_pow},
+        {"gather", "onednn", "one constant index: a strided window of the data, copied", false, lower_gather},
+        {"gather", "gather_blocks", "rows of a blocked activation (gather_blocks.hpp)", false, lower_gather_blocks},
+        {"matmul", "dyn_matmul", "a generic program's product: sizes read at run time (dyn_matmul.hpp)", false,
+         lower_dyn_matmul},
+        {"gemm", "dyn_matmul", "a generic program's gemm with alpha 1: the product plus its bias", false,
+         lower_dyn_gemm},
+        {"pooling", "max_pool_blocked", "max over a channel-blocked activation (max_pool_blocked.hpp)", true,
+         lower_max_pool_blocked},
+        {"pooling", "global_avg_pool", "average over each whole image (global_avg_pool.hpp)", true,
+         lower_global_avg_pool},
+        {"pooling", "onednn", "max or average, 3+ dims", true, lower_pooling},
+        {"softmax", "onednn", "", true, take_softmax},
+        {"log_softmax", "onednn", "", true, take_log_softmax},
+        {"layer_norm", "onednn", "", true, lower_layer_norm},
+        {"batch_norm_inference", "onednn", "", true, lower_batch_norm},
+        {"lrn", "onednn", "", true, lower_lrn},
+        {"reduce_*", "onednn", "sum, mean, l1, l2, ... (max and min stay on ref: -inf rows)", true, take_reduce},
+        {"concat", "concat_plain", "copies into row-major or channel-blocked results (concat_plain.hpp)", true,
+         lower_concat_plain},
+        {"concat", "onednn", "", true, lower_concat},
+        {"resize", "onednn", "nearest or linear modes oneDNN has", true, lower_resize},
+        {"reshape", "reshape_copy", "an input that is not row-major: one copy", true, take_reshape_copy},
+        {"flatten", "reshape_copy", "an input that is not row-major: one copy", true, take_reshape_copy},
+        {"sigmoid", "silu", "with fast_math, the sigmoid of x * sigmoid(x): lowered with the product", true,
+         take_sigmoid_of_silu},
+        {"sigmoid", "onednn_eltwise", "", true, lower_eltwise},
+        {"mul", "silu", "with fast_math, x * sigmoid(x) over a big result (silu.hpp)", true, take_silu},
+        {"mul", "channel_mul", "x times one value per channel (channel_mul.hpp)", true, lower_channel_mul},
+        {"mul", "onednn_binary", "", true, take_binary},
+        {"add", "onednn_binary", "", true, take_binary},
+        {"sub", "onednn_binary", "", true, take_binary},
+        {"div", "onednn_binary", "", true, take_binary},
+        {"max", "onednn_binary", "", true, take_binary},
+        {"min", "onednn_binary", "", true, take_binary},
+        {"other", "onednn_eltwise", "elementwise ops with a oneDNN algorithm (not log, softplus)", true,
+         lower_eltwise},
+    };
+    return list;
+}
+
+std::string anchor_kind(const anchor_plan& p) {
+    if (p.op.any_cast<convolution>()) return "convolution";
+    if (p.op.any_cast<matmul>()) return "matmul";
+    return {};
+}
+
+std::string lower_anchor(anchor_site& site) {
+    const auto kind = anchor_kind(site.plan);
+    for (const auto& c : anchor_candidates())
+        if (c.anchor == kind && c.lower(site, true)) return c.name;
+    return {};
+}
+
+std::string lower_op(lower_env& env, instruction_ref ins) {
+    if (ins->is_param() || ins->is_literal() || ins->is_return()) return {};
+    if (ins->get_operator().traits().builtin || !ins->module_inputs().empty()) return {};
+    const std::string n = ins->name();
+    if (n.rfind("cpu::", 0) == 0) return {};
+    const auto& list = op_candidates();
+    bool named = false;
+    for (const auto& c : list) named = named || names(c, n);
+    std::optional<bool> static_f32;
+    for (const auto& c : list) {
+        if (!(named ? names(c, n) : std::string(c.op) == "other")) continue;
+        if (c.f32_static) {
+            if (!static_f32) static_f32 = all_f32_static(ins);
+            if (!*static_f32) continue;
+        }
+        if (c.lower(env, ins)) return c.name;
+    }
+    return {};
+}
+
+std::string selection_table_markdown() {
+    std::string out = "| op | kernel | taken when |\n|---|---|---|\n";
+    auto row = [&](const std::string& op, const std::string& name, const std::string& rule) {
+        out += "| " + op + " | " + name + " | " + (rule.empty() ? "oneDNN has a kernel for it" : rule) + " |\n";
+    };
+    for (const auto& c : anchor_candidates()) row(c.anchor, c.name, c.rule);
+    for (const auto& c : op_candidates()) row(c.op, c.name, c.rule);
+    return out;
+}
+
+}  // namespace kiln::cpu
