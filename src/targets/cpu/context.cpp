@@ -56,4 +56,9 @@ core_lease::~core_lease() {
     b.cv.notify_all();
 }
 
+tuning_table& cpu_context::tuning() {
+    std::call_once(tuning_once_, [&] { tuning_ = std::make_unique<tuning_table>(options_.tuning_cache); });
+    return *tuning_;
+}
+
 }  // namespace kiln::cpu

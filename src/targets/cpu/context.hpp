@@ -3,6 +3,7 @@
 // a process-wide core lease keeps concurrent evals from oversubscribing the cores.
 #pragma once
 #include "targets/cpu/cpu_options.hpp"
+#include "targets/cpu/tuning_table.hpp"
 
 #include <kiln/compile_options.hpp>
 #include <kiln/context.hpp>
@@ -33,9 +34,13 @@ public:
     // The calling thread's stream on this context's engine, created on first use.
     dnnl::stream& stream();
     std::shared_ptr<void> begin_run() override;
+    // exhaustive_tune's choices (tuning.hpp), loaded from options().tuning_cache on first use.
+    tuning_table& tuning();
 
 private:
     cpu_options options_;
+    std::once_flag tuning_once_;
+    std::unique_ptr<tuning_table> tuning_;
     dnnl::engine engine_;
     std::mutex streams_mutex_;
     std::unordered_map<std::thread::id, dnnl::stream> streams_;

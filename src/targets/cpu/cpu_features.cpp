@@ -2,6 +2,12 @@
 
 #include "targets/cpu/cpu_options.hpp"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include <cstring>
+
 namespace kiln::cpu {
 
 namespace {
@@ -40,6 +46,43 @@ bool has_avx512() {
 #else
     return false;
 #endif
+}
+
+const std::string& cpu_model() {
+    static const std::string model = [] {
+#if defined(__x86_64__)
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        if (!__get_cpuid(0, &a, &b, &c, &d)) return std::string("unknown");
+        char vendor[13] = {};
+        std::memcpy(vendor, &b, 4);
+        std::memcpy(vendor + 4, &d, 4);
+        std::memcpy(vendor + 8, &c, 4);
+        __get_cpuid(1, &a, &b, &c, &d);
+        const unsigned base_family = (a >> 8) & 0xf, base_model = (a >> 4) & 0xf;
+        const unsigned family = base_family == 0xf ? base_family + ((a >> 20) & 0xff) : base_family;
+        const unsigned model = base_family == 0x6 || base_family == 0xf ? base_model + (((a >> 16) & 0xf) << 4)
+                                                                          : base_model;
+        std::string out = std::string(vendor) + " " + std::to_string(family) + " " + std::to_string(model);
+        unsigned max_ext = 0;
+        __get_cpuid(0x80000000, &max_ext, &b, &c, &d);
+        if (max_ext >= 0x80000004) {
+            char brand[49] = {};
+            for (unsigned i = 0; i < 3; ++i) {
+                unsigned r[4] = {};
+                __get_cpuid(0x80000002 + i, &r[0], &r[1], &r[2], &r[3]);
+                std::memcpy(brand + 16 * i, r, 16);
+            }
+            std::string s(brand);
+            while (!s.empty() && (s.back() == ' ' || s.back() == '\0')) s.pop_back();
+            const auto first = s.find_first_not_of(' ');
+            if (first != std::string::npos) out += " " + s.substr(first);
+        }
+        return out;
+#else
+        return std::string("unknown");
+#endif
+    }();
+    return model;
 }
 
 }  // namespace kiln::cpu

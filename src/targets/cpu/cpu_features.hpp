@@ -3,6 +3,7 @@
 // GEMM, Winograd, LSTM, SiLU) choose between their AVX-512, AVX2+FMA and portable versions
 // by it.
 #pragma once
+#include <string>
 
 namespace kiln::cpu {
 
@@ -13,5 +14,9 @@ bool has_avx2_fma();
 // AVX-512 F, DQ, VL and BW (with AVX2 and FMA), the OS saving the zmm and mask registers
 // (false off x86-64). Every AVX-512 CPU since Skylake-SP has these four; Zen 4 and later too.
 bool has_avx512();
+
+// The CPU's vendor, family, model and brand string ("AuthenticAMD 25 17 AMD EPYC ..."), as
+// cpuid reports them: what tuned choices are keyed by ("unknown" off x86-64).
+const std::string& cpu_model();
 
 }  // namespace kiln::cpu

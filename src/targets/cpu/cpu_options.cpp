@@ -58,6 +58,8 @@ cpu_options read_cpu_options(const compile_options& opts) {
     cpu_options o;
     o.threads = thread_count(opts.threads);
     o.fast_math = opts.fast_math;
+    o.exhaustive_tune = opts.exhaustive_tune;
+    o.tuning_cache = env_string("KILN_TUNING_CACHE");
 
     o.split_batch = on_unless("KILN_CPU_SPLIT_BATCH", "0");
     o.dnnl = on_unless("KILN_CPU_DNNL", "0");

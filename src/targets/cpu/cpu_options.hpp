@@ -41,6 +41,12 @@ struct cpu_options {
     std::size_t threads = 1;
     // compile_options::fast_math (default on): faster approximations in the kernels.
     bool fast_math = true;
+    // compile_options::exhaustive_tune (default off): each convolution and matrix product
+    // times every kernel that can take it and keeps the fastest (tuning.hpp).
+    bool exhaustive_tune = false;
+    // KILN_TUNING_CACHE (default "": none): a file of tuned choices (by CPU model, ISA and
+    // problem) read before tuning and written after, so a second compile does not measure.
+    std::string tuning_cache;
 
     // KILN_CPU_SPLIT_BATCH (default on; 0 = off): a batched CNN's first layers image by
     // image (passes/split_batch.hpp).

@@ -424,6 +424,7 @@ void lower_instructions(lowering_state::per_module& s) {
     }
     s.at_last.clear();
     s.claimed.clear();
+    if (env.ctx.options().exhaustive_tune) env.ctx.tuning().save();
     // Users before what they use (tuple elements, then the tuple).
     for (auto d : env.dead)
         if (d->outputs().empty()) m.remove_instruction(d);

@@ -17,6 +17,7 @@
 #include "targets/cpu/pixel_rows_view.hpp"
 #include "targets/cpu/silu.hpp"
 #include "targets/cpu/sum_post_op.hpp"
+#include "targets/cpu/tuning.hpp"
 #include "targets/cpu/winograd.hpp"
 
 #include <type_traits>
@@ -196,6 +197,13 @@ std::string anchor_kind(const anchor_plan& p) {
 
 std::string lower_anchor(anchor_site& site) {
     const auto kind = anchor_kind(site.plan);
+    if (site.env.ctx.options().exhaustive_tune) {
+        // The measured choice, taken whenever it can (not only where its rules would); the
+        // rules decide when it cannot (a record from another version of a kernel).
+        if (auto r = tuned_choice(site))
+            for (const auto& c : anchor_candidates())
+                if (c.anchor == kind && r->chosen == c.name && c.lower(site, false)) return c.name;
+    }
     for (const auto& c : anchor_candidates())
         if (c.anchor == kind && c.lower(site, true)) return c.name;
     return {};

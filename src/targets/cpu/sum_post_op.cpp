@@ -89,6 +89,11 @@ std::optional<instruction_ref> residual_for_sum(lower_env& env, std::vector<post
     return std::nullopt;
 }
 
+bool may_write_into(lower_env& env, instruction_ref r, instruction_ref pos, const std::vector<instruction_ref>& replaced) {
+    const auto at = positions_of(env.m);
+    return owns_planned_buffer(r, at) && read_only_before(r, pos, replaced, at);
+}
+
 std::optional<instruction_ref> sum_into_residual(lower_env& env, convolution& op, std::vector<instruction_ref>& operands,
                                                  const shape& dst, instruction_ref pos,
                                                  const std::vector<instruction_ref>& replaced) {

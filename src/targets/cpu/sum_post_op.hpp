@@ -35,6 +35,11 @@ std::optional<instruction_ref> residual_for_sum(lower_env& env, std::vector<post
                                                 instruction_ref pos, const std::vector<instruction_ref>& replaced,
                                                 const std::function<bool(std::size_t)>& accept);
 
+// The half of residual_for_sum's conditions that depends on the rest of the module: r
+// owns a planned buffer and nothing reads r after `pos` (but `replaced`). The tuner asks
+// it to give its trial the residual the real program would have.
+bool may_write_into(lower_env& env, instruction_ref r, instruction_ref pos, const std::vector<instruction_ref>& replaced);
+
 // Rewrites the first fitting binary add of `op` (planned over `operands`, to replace
 // `pos`) into a sum: drops the residual from `operands` and returns it, to be the output
 // buffer; nothing (changing nothing) when none fits.

@@ -1,0 +1,178 @@
+#include "targets/cpu/tuning.hpp"
+
+#include "targets/cpu/codegen/isa.hpp"
+#include "targets/cpu/cpu_features.hpp"
+#include "targets/cpu/sum_post_op.hpp"
+
+#include <kiln/builtin_ops.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <memory>
+#include <random>
+#include <unordered_map>
+
+namespace kiln::cpu {
+
+namespace {
+
+// A trial's operand: a buffer of the real operand's layout seen with its logical shape.
+// `owns`: the result aliases the buffer (so a residual may be written into it, as
+// sum_post_op.hpp requires of the real one).
+struct tuning_input {
+    shape logical;
+    bool owns = true;
+    template <class Self, class F>
+    static void reflect(Self& self, F f) {
+        f(self.logical, "logical");
+        f(self.owns, "owns");
+    }
+    std::string name() const { return "cpu::tuning_input"; }
+    shape compute_shape(const std::vector<shape>&) const { return logical; }
+    argument compute(context&, const shape& out, const std::vector<argument>& args) const {
+        return argument(out, args.at(0).buffer());
+    }
+    std::ptrdiff_t output_alias(const std::vector<shape>&) const { return owns ? 0 : -1; }
+};
+
+constexpr int warm_up_runs = 2;
+constexpr int rounds = 5;
+
+// One candidate lowered into its own module, ready to run.
+class trial {
+public:
+    trial(anchor_site& real, const anchor_candidate& c) : name_(c.name), module_("tuning") {
+        auto& env = real.env;
+        anchor_plan plan = real.plan;
+        lower_env scratch{module_, env.ctx, {}, {}, {}, {}, {}, {}};
+        std::unordered_map<const instruction*, instruction_ref> made;
+        for (auto& x : plan.operands) {
+            if (auto it = made.find(&*x); it != made.end()) {
+                x = it->second;
+                continue;
+            }
+            instruction_ref y;
+            if (x->is_literal()) {
+                y = module_.add_literal(x->get_literal());
+            } else {
+                const auto lay = env.layout.find(&*x);
+                const std::size_t bytes =
+                    lay != env.layout.end() ? lay->second.to_md().get_size() : x->get_shape().bytes();
+                auto buf = module_.add_instruction(builtin::allocate{shape(type::uint8, {std::max<std::size_t>(bytes, 1)})}, {});
+                y = module_.add_instruction(tuning_input{x->get_shape(), may_write_into(env, x, real.pos, real.replaced)},
+                                            {buf});
+                if (lay != env.layout.end()) scratch.layout[&*y] = lay->second;
+            }
+            made.emplace(&*x, y);
+            x = y;
+        }
+        // The kernel replaces this placeholder (a result of the anchor's shape).
+        auto pos = module_.add_instruction(builtin::allocate{real.pos->get_shape()}, {});
+        anchor_site site{scratch, plan, pos, {pos}};
+        ok_ = c.lower(site, false);
+        if (!ok_) return;
+        module_.add_return({pos});
+        module_.finalize_ops(env.ctx);
+        // Buffers made once (random values: no zeros or denormals to shortcut), then every
+        // step's arguments.
+        std::mt19937 rng(7);
+        std::uniform_real_distribution<float> dist(0.5f, 1.5f);
+        std::unordered_map<const instruction*, argument> values;
+        for (auto ins = module_.begin(); ins != module_.end(); ++ins) {
+            if (ins->is_return()) continue;
+            std::vector<argument> args;
+            for (auto in : ins->inputs()) args.push_back(values.at(&*in));
+            if (ins->is_literal()) {
+                values[&*ins] = ins->get_literal().get_argument();
+            } else if (ins->name() == "allocate") {
+                argument a(ins->get_shape());
+                auto* f = reinterpret_cast<float*>(a.data());
+                for (std::size_t i = 0; i < ins->get_shape().bytes() / sizeof(float); ++i) f[i] = dist(rng);
+                values[&*ins] = a;
+            } else if (ins->name() == "cpu::tuning_input") {
+                values[&*ins] = argument(ins->get_shape(), args.at(0).buffer());
+            } else {
+                const auto alias = ins->get_operator().output_alias(to_shapes(ins->inputs()));
+                values[&*ins] = alias >= 0 ? argument(ins->get_shape(), args.at(static_cast<std::size_t>(alias)).buffer())
+                                           : ins->get_operator().compute(env.ctx, ins->get_shape(), args);
+                steps_.push_back({ins, std::move(args)});
+            }
+        }
+    }
+
+    bool ok() const { return ok_; }
+    const std::string& name() const { return name_; }
+
+    // One run of the kernels (and the reorders the candidate put before them), in ms.
+    double run(context& ctx) const {
+        const auto start = std::chrono::steady_clock::now();
+        for (const auto& s : steps_) s.ins->get_operator().compute(ctx, s.ins->get_shape(), s.args);
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    }
+
+private:
+    struct step {
+        instruction_ref ins;
+        std::vector<argument> args;
+    };
+    std::string name_;
+    module module_;
+    bool ok_ = false;
+    std::vector<step> steps_;
+};
+
+std::optional<tuning_record> measure(anchor_site& site) {
+    const auto kind = anchor_kind(site.plan);
+    std::vector<std::unique_ptr<trial>> trials;
+    for (const auto& c : anchor_candidates()) {
+        if (c.anchor != kind) continue;
+        try {
+            auto t = std::make_unique<trial>(site, c);
+            if (t->ok()) trials.push_back(std::move(t));
+        } catch (const std::exception&) {
+            // A candidate that cannot build its kernel for this problem is no candidate.
+        }
+    }
+    if (trials.size() < 2) return std::nullopt;
+    auto& ctx = site.env.ctx;
+    std::vector<double> best(trials.size(), std::numeric_limits<double>::infinity());
+    for (int r = 0; r < warm_up_runs; ++r)
+        for (const auto& t : trials) t->run(ctx);
+    for (int r = 0; r < rounds; ++r)
+        for (std::size_t i = 0; i < trials.size(); ++i) best[i] = std::min(best[i], trials[i]->run(ctx));
+    tuning_record rec;
+    std::size_t win = 0;
+    for (std::size_t i = 0; i < trials.size(); ++i) {
+        rec.ms.emplace_back(trials[i]->name(), best[i]);
+        if (best[i] < best[win]) win = i;
+    }
+    rec.chosen = trials[win]->name();
+    return rec;
+}
+
+}  // namespace
+
+std::string tuning_key(const anchor_site& site) {
+    const auto& env = site.env;
+    std::string key = cpu_model() + "|" + codegen::host_isa() + (has_avx512() ? "" : " no-avx512") + "|" +
+                      std::to_string(env.ctx.threads()) + "|" + anchor_kind(site.plan) + "|" +
+                      site.plan.op.to_string() + "|";
+    for (auto x : site.plan.operands) {
+        key += x->get_shape().to_string();
+        if (auto it = env.layout.find(&*x); it != env.layout.end()) key += " in " + to_value(it->second).to_string();
+        key += x->is_literal() ? " const;" : ";";
+    }
+    return key + "|" + site.plan.dst.to_string();
+}
+
+std::optional<tuning_record> tuned_choice(anchor_site& site) {
+    auto& table = site.env.ctx.tuning();
+    const auto key = tuning_key(site);
+    if (auto r = table.find(key)) return r;
+    auto r = measure(site);
+    if (r) table.record(key, *r);
+    return r;
+}
+
+}  // namespace kiln::cpu

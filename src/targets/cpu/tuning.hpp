@@ -1,0 +1,31 @@
+// exhaustive_tune on the cpu target: a convolution or matrix product times every candidate
+// of its selection list that can take it (selection.hpp, with `rules` off) and keeps the
+// fastest, as MIGraphX's problem cache does for its GPU kernels.
+//
+// Each candidate is lowered into a trial module of its own: the anchor's operands as
+// buffers in the layouts the real program gives them (a residual that the real program
+// lets a kernel write into is such a buffer here too), its weights, its post-ops. The
+// trials' kernels are finalized once, then run in alternation (after two warm-up runs
+// each) for a few rounds, each scored by its fastest run. Buffers persist across runs, so
+// no run pays for fresh pages, as in the planned arena of a real program.
+//
+// The choice is recorded under the problem's key (machine, threads, anchor, its cpu op
+// with layouts and post-ops, operand shapes and layouts, result shape) in the context's
+// tuning_table, and from there in KILN_TUNING_CACHE; a compiled program holds the chosen
+// kernels themselves, so loading a saved .kiln never measures.
+#pragma once
+#include "targets/cpu/selection.hpp"
+
+#include <optional>
+#include <string>
+
+namespace kiln::cpu {
+
+// The problem's key in the tuning table.
+std::string tuning_key(const anchor_site& site);
+
+// The candidate to use for the site: the table's record, or measured now and recorded;
+// nullopt when fewer than two candidates can take it (nothing to choose).
+std::optional<tuning_record> tuned_choice(anchor_site& site);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,134 @@
+// exhaustive_tune on the cpu target (tuning.hpp): a small residual CNN with a linear layer,
+// tuned, matches the ref target; every problem with two or more candidates is measured and
+// recorded in KILN_TUNING_CACHE with the fastest as its choice; the compiled program runs
+// the recorded choices; a second compile reads the file (a choice written into it is
+// followed, nothing is measured or written again); without exhaustive_tune nothing is
+// measured or written.
+#include "cpu_test_util.hpp"
+#include "env_override.hpp"
+
+#include "targets/cpu/cpu_features.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
+using namespace kiln;
+using namespace kiln::cpu_test;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+value conv_attrs(std::int64_t pad) {
+    return value::object{{"padding", value(value::array{pad, pad, pad, pad})}, {"group", value(1)}};
+}
+
+// x [1, 32, 14, 14]: relu(conv3x3 32->64), relu(conv3x3 64->64 + that), 1x1 64->64,
+// global average, flatten, gemm 64->10.
+builder net() {
+    builder b;
+    auto x = b.param("x", {1, 32, 14, 14});
+    auto r = b.op("relu", {b.op("convolution", conv_attrs(1), {x, b.constant({64, 32, 3, 3}, 0.1f), b.constant({64})})});
+    auto c2 = b.op("convolution", conv_attrs(1), {r, b.constant({64, 64, 3, 3}, 0.05f), b.constant({64})});
+    auto y = b.op("relu", {b.op("add", {c2, r})});
+    auto z = b.op("convolution", conv_attrs(0), {y, b.constant({64, 64, 1, 1}, 0.1f)});
+    auto g = b.op("pooling", value::object{{"mode", value(0)}, {"global", value(true)}}, {z});
+    auto f = b.op("flatten", value::object{{"axis", value(1)}}, {g});
+    b.ret({b.op("gemm", {f, b.constant({64, 10}, 0.1f), b.constant({10})})});
+    return b;
+}
+
+std::string read(const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+struct line {
+    std::string key, chosen;
+    std::map<std::string, double> ms;
+};
+
+std::vector<line> lines_of(const std::string& text) {
+    std::vector<line> out;
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);) {
+        line x;
+        const auto t1 = l.find('\t'), t2 = l.find('\t', t1 + 1);
+        x.key = l.substr(0, t1);
+        x.chosen = l.substr(t1 + 1, t2 - t1 - 1);
+        std::istringstream ms(l.substr(t2 + 1));
+        for (std::string item; ms >> item;) x.ms[item.substr(0, item.find('='))] = std::stod(item.substr(item.find('=') + 1));
+        out.push_back(x);
+    }
+    return out;
+}
+
+// The cpu ops each candidate lowers to.
+const std::map<std::string, std::string> kernel_op = {
+    {"winograd", "cpu::winograd_conv"}, {"conv_gemm", "cpu::conv_gemm"}, {"packed_gemm", "cpu::packed_gemm"}};
+
+class cpu_tuning : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir = fs::temp_directory_path() / ("kiln_tuning_test_" + std::to_string(::getpid()));
+        fs::create_directories(dir);
+        cache = dir / "tuning.txt";
+    }
+    void TearDown() override { fs::remove_all(dir); }
+    fs::path dir, cache;
+};
+
+TEST_F(cpu_tuning, measures_records_and_runs_the_fastest) {
+    KILN_CPU_NEEDS_OPS("convolution", "pooling", "gemm", "relu", "add", "flatten");
+    test::env_override file("KILN_TUNING_CACHE", cache.c_str());
+    compile_options o;
+    o.exhaustive_tune = true;
+    auto r = run_both(net(), 1e-4, 1e-4, o);
+    const auto records = lines_of(read(cache));
+    // Both 3x3 convolutions have Winograd and oneDNN at least; the gemm packed_gemm and oneDNN.
+    ASSERT_GE(records.size(), 3u) << read(cache);
+    std::multiset<std::string> chosen_ops;
+    for (const auto& x : records) {
+        ASSERT_GE(x.ms.size(), 2u) << x.key;
+        ASSERT_TRUE(x.ms.count(x.chosen)) << x.key;
+        for (const auto& [name, ms] : x.ms) {
+            EXPECT_GT(ms, 0.0) << name;
+            EXPECT_LE(x.ms.at(x.chosen), ms) << x.key << ": " << x.chosen << " is not the fastest";
+        }
+        EXPECT_EQ(x.key.rfind(cpu::cpu_model(), 0), 0u) << x.key;
+        if (kernel_op.count(x.chosen)) chosen_ops.insert(kernel_op.at(x.chosen));
+    }
+    // Each chosen kernel of Kiln's own appears in the program at least as often as chosen.
+    for (const auto& op : chosen_ops) EXPECT_GE(count_ops(r.cpu, op), chosen_ops.count(op)) << op << "\n" << text(r.cpu);
+}
+
+TEST_F(cpu_tuning, second_compile_follows_the_file_without_measuring) {
+    KILN_CPU_NEEDS_OPS("convolution", "pooling", "gemm", "relu", "add", "flatten");
+    test::env_override file("KILN_TUNING_CACHE", cache.c_str());
+    compile_options o;
+    o.exhaustive_tune = true;
+    run_both(net(), 1e-4, 1e-4, o);
+    // Every choice turned to oneDNN, with times that would never make it the fastest.
+    std::string forced;
+    for (const auto& x : lines_of(read(cache))) forced += x.key + "\tonednn\tonednn=1000 other=1\n";
+    std::ofstream(cache, std::ios::trunc) << forced;
+    auto r = run_both(net(), 1e-4, 1e-4, o);
+    EXPECT_EQ(read(cache), forced);
+    for (const auto& [name, op] : kernel_op) EXPECT_EQ(count_ops(r.cpu, op), 0u) << op << "\n" << text(r.cpu);
+    EXPECT_GE(count_ops(r.cpu, "cpu::convolution"), 2u) << text(r.cpu);
+}
+
+TEST_F(cpu_tuning, off_measures_nothing) {
+    KILN_CPU_NEEDS_OPS("convolution", "pooling", "gemm", "relu", "add", "flatten");
+    test::env_override file("KILN_TUNING_CACHE", cache.c_str());
+    run_both(net(), 1e-4, 1e-4);
+    EXPECT_FALSE(fs::exists(cache));
+}
+
+}  // namespace
