@@ -6,6 +6,8 @@
 
 namespace kiln {
 
+class instruction;
+
 class context {
 public:
     virtual ~context() = default;
@@ -15,6 +17,9 @@ public:
     // Called at the start of each eval; the returned token is released when the eval
     // ends (the cpu target holds its cores with it).
     virtual std::shared_ptr<void> begin_run() { return nullptr; }
+    // What the target has to say about one of its compiled instructions, for profiles
+    // (the cpu target: the kernel exhaustive_tune chose and what the others measured).
+    virtual std::string instruction_note(const instruction*) const { return {}; }
 };
 
 // The context of targets that need no state (ref, and eval of uncompiled programs).

@@ -22,6 +22,7 @@ struct instruction_profile {
     std::string op_name;     // e.g. "ref::kernel" or "convolution"
     std::string op_text;     // the op with its attributes
     std::string shape;       // the result's shape
+    std::string note;        // the target's note on it (context::instruction_note), or ""
     double total_ms = 0;
     std::size_t calls = 0;
 };

@@ -57,7 +57,7 @@ bool exec_plan::has_dynamic_steps() const {
 
 namespace {
 instruction_profile& profile_entry(std::vector<instruction_profile>& profile, const std::string& module_name,
-                                   std::size_t index, const instruction& ins) {
+                                   std::size_t index, const instruction& ins, const context& ctx) {
     for (auto& p : profile)
         if (p.index == index && p.module == module_name) return p;
     instruction_profile p;
@@ -70,6 +70,7 @@ instruction_profile& profile_entry(std::vector<instruction_profile>& profile, co
         p.op_name += "(" + inner->at("name").get_string() + ")";
     p.op_text = ins.get_operator().to_string();
     p.shape = ins.get_shape().to_string();
+    p.note = ctx.instruction_note(&ins);
     profile.push_back(std::move(p));
     return profile.back();
 }
@@ -133,7 +134,7 @@ std::vector<argument> exec_plan::run(context& ctx, const param_map& params,
                     ctx.finish();
                     // Stamp before the bookkeeping: a new entry prints the op's text.
                     auto end = std::chrono::steady_clock::now();
-                    auto& e = profile_entry(*profile, module_name_, i, ins);
+                    auto& e = profile_entry(*profile, module_name_, i, ins, ctx);
                     e.total_ms += std::chrono::duration<double, std::milli>(end - start).count();
                     ++e.calls;
                 }

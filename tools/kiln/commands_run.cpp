@@ -380,7 +380,7 @@ int cmd_perf(const options& o) {
             for (auto& e : profile)
                 j["per_instruction"].push_back({{"module", e.module}, {"index", e.index}, {"op", e.op_name},
                                                 {"shape", e.shape}, {"ms", e.total_ms},
-                                                {"percent", 100.0 * e.total_ms / profiled_total}});
+                                                {"percent", 100.0 * e.total_ms / profiled_total}, {"note", e.note}});
             j["per_operation"] = json::array();
             for (auto& [k, v] : kind_list)
                 j["per_operation"].push_back({{"op", k}, {"count", v.second}, {"ms", v.first},
@@ -411,7 +411,7 @@ int cmd_perf(const options& o) {
         for (auto& e : profile)
             std::cout << "  " << std::setw(10) << e.total_ms << " ms  " << std::setw(6) << std::setprecision(1)
                       << 100.0 * e.total_ms / profiled_total << "%  " << e.module << " @" << e.index << "  "
-                      << e.op_name << " -> " << e.shape << "\n"
+                      << e.op_name << " -> " << e.shape << (e.note.empty() ? "" : "  [" + e.note + "]") << "\n"
                       << std::setprecision(3);
     }
     return exit_ok;

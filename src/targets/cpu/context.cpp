@@ -61,4 +61,15 @@ tuning_table& cpu_context::tuning() {
     return *tuning_;
 }
 
+void cpu_context::note_instruction(const instruction* ins, std::string note) {
+    std::lock_guard<std::mutex> lock(notes_mutex_);
+    notes_[ins] = std::move(note);
+}
+
+std::string cpu_context::instruction_note(const instruction* ins) const {
+    std::lock_guard<std::mutex> lock(notes_mutex_);
+    auto it = notes_.find(ins);
+    return it == notes_.end() ? std::string() : it->second;
+}
+
 }  // namespace kiln::cpu

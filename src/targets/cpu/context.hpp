@@ -36,11 +36,16 @@ public:
     std::shared_ptr<void> begin_run() override;
     // exhaustive_tune's choices (tuning.hpp), loaded from options().tuning_cache on first use.
     tuning_table& tuning();
+    // Notes on compiled instructions (instruction_note): the tuner's choice and measurements.
+    void note_instruction(const instruction* ins, std::string note);
+    std::string instruction_note(const instruction* ins) const override;
 
 private:
     cpu_options options_;
     std::once_flag tuning_once_;
     std::unique_ptr<tuning_table> tuning_;
+    mutable std::mutex notes_mutex_;
+    std::unordered_map<const instruction*, std::string> notes_;
     dnnl::engine engine_;
     std::mutex streams_mutex_;
     std::unordered_map<std::thread::id, dnnl::stream> streams_;

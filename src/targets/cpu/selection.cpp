@@ -202,7 +202,10 @@ std::string lower_anchor(anchor_site& site) {
         // rules decide when it cannot (a record from another version of a kernel).
         if (auto r = tuned_choice(site))
             for (const auto& c : anchor_candidates())
-                if (c.anchor == kind && r->chosen == c.name && c.lower(site, false)) return c.name;
+                if (c.anchor == kind && r->chosen == c.name && c.lower(site, false)) {
+                    site.env.ctx.note_instruction(&*site.pos, tuning_note(*r));
+                    return c.name;
+                }
     }
     for (const auto& c : anchor_candidates())
         if (c.anchor == kind && c.lower(site, true)) return c.name;

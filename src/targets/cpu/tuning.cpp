@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <limits>
 #include <memory>
 #include <random>
@@ -164,6 +165,21 @@ std::string tuning_key(const anchor_site& site) {
         key += x->is_literal() ? " const;" : ";";
     }
     return key + "|" + site.plan.dst.to_string();
+}
+
+std::string tuning_note(const tuning_record& r) {
+    auto ms = [](double v) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.3g", v);
+        return std::string(buf);
+    };
+    std::string chosen, others;
+    for (const auto& [name, v] : r.ms) {
+        if (name == r.chosen) chosen = r.chosen + " " + ms(v) + " ms";
+        else others += (others.empty() ? "" : ", ") + name + " " + ms(v);
+    }
+    if (chosen.empty()) chosen = r.chosen;
+    return "tuned: " + chosen + (others.empty() ? "" : " (" + others + ")");
 }
 
 std::optional<tuning_record> tuned_choice(anchor_site& site) {

@@ -28,4 +28,7 @@ std::string tuning_key(const anchor_site& site);
 // nullopt when fewer than two candidates can take it (nothing to choose).
 std::optional<tuning_record> tuned_choice(anchor_site& site);
 
+// "tuned: winograd 0.68 ms (conv_gemm 1.24, onednn 1.04)", for profiles.
+std::string tuning_note(const tuning_record& r);
+
 }  // namespace kiln::cpu
