@@ -1,4 +1,5 @@
 """`kiln verify` (pass, impossible tolerance, --expected) and `kiln perf` (latency, JSON, per instruction)."""
+import json
 import os
 import re
 import shutil
@@ -149,8 +150,30 @@ def test_perf_per_instruction_json():
     assert sum(e["count"] for e in ops) == len(insts)
     assert {e["op"] for e in ops} == {e["op"] for e in insts}
     for e in insts:
-        assert set(e) == {"module", "index", "op", "shape", "ms", "percent"} and e["ms"] >= 0
+        assert set(e) == {"module", "index", "op", "shape", "ms", "percent", "note"} and e["ms"] >= 0
+        assert e["note"] == ""  # untuned
     assert [e["ms"] for e in insts] == sorted((e["ms"] for e in insts), reverse=True)
+
+
+def test_exhaustive_tune_notes_its_choices_and_keeps_them(tmp_path):
+    """--exhaustive-tune: the tuned instructions say which kernel won and what the others
+    measured; the choices land in KILN_TUNING_CACHE; the tuned program verifies against ref."""
+    cache = tmp_path / "tuning.txt"
+    env = {"KILN_TUNING_CACHE": str(cache)}
+    j = json.loads(kiln("perf", FASHION, "--batch", "16", "--exhaustive-tune", "--per-instruction", "-n", "2",
+                        "--warmup", "0", "--json", extra_env=env).stdout)
+    notes = [e["note"] for e in j["per_instruction"] if e["note"]]
+    assert notes, "no instruction was tuned"
+    for n in notes:
+        m = re.fullmatch(r"tuned: (\w+) ([\d.e+-]+) ms \((.+)\)", n)
+        assert m, n
+        others = [o.rsplit(" ", 1) for o in m.group(3).split(", ")]
+        assert all(float(m.group(2)) <= float(ms) for _, ms in others), n
+    lines = cache.read_text().splitlines()
+    assert len(lines) >= len(set(notes)) > 0
+    assert all(len(l.split("\t")) == 3 for l in lines)
+    kiln("verify", FASHION, "--batch", "16", "--exhaustive-tune", extra_env=env)
+    assert cache.read_text().splitlines() == lines  # the second compile measured nothing new
 
 
 def test_perf_on_a_copy_named_bin(tmp_path, fashion_kiln):

@@ -7,7 +7,7 @@
 // layers over many pixels whose data streams through memory are taken by default.
 #include "cpu_test_util.hpp"
 
-#include "targets/cpu/conv_gemm.hpp"
+#include "targets/cpu/kernels/conv_gemm/conv_gemm.hpp"
 #include "targets/cpu/cpu_features.hpp"
 
 #include <kiln/serialize.hpp>

@@ -6,7 +6,7 @@
 
 #include "ops/nn_matmul.hpp"
 #include "ops/tensor_views.hpp"
-#include "targets/cpu/dyn_matmul.hpp"
+#include "targets/cpu/kernels/dynamic/dyn_matmul.hpp"
 
 #include <kiln/program.hpp>
 

@@ -8,7 +8,7 @@
 #include "ops/nn_conv.hpp"
 #include "ops/nn_pooling.hpp"
 #include "targets/cpu/context.hpp"
-#include "targets/cpu/dyn_primitive.hpp"
+#include "targets/cpu/kernels/dynamic/dyn_primitive.hpp"
 
 #include <kiln/program.hpp>
 

@@ -5,7 +5,7 @@
 // time-major and batch-first layouts.
 #include "cpu_test_util.hpp"
 
-#include "targets/cpu/lstm_kernel.hpp"
+#include "targets/cpu/kernels/lstm/lstm_kernel.hpp"
 
 #include <kiln/builtin_ops.hpp>
 #include <kiln/serialize.hpp>

@@ -8,7 +8,7 @@
 #include "cpu_test_util.hpp"
 
 #include "targets/cpu/cpu_features.hpp"
-#include "targets/cpu/nchw_to_pixel_channels.hpp"
+#include "targets/cpu/kernels/nchw_to_pixel_channels/nchw_to_pixel_channels.hpp"
 
 #include <kiln/errors.hpp>
 #include <kiln/serialize.hpp>

@@ -6,8 +6,8 @@
 // and a full-tensor residual; and C accumulated in place (args::accumulate: C holds the
 // residual) in both orders, the tall one (args::tall, run_all for many rows) included.
 #include "targets/cpu/cpu_features.hpp"
-#include "targets/cpu/packed_gemm.hpp"
-#include "targets/cpu/packed_gemm_args.hpp"
+#include "targets/cpu/kernels/packed_gemm/packed_gemm.hpp"
+#include "targets/cpu/kernels/packed_gemm/packed_gemm_args.hpp"
 
 #include <gtest/gtest.h>
 

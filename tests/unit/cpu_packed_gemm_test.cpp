@@ -7,7 +7,7 @@
 #include "cpu_test_util.hpp"
 
 #include "targets/cpu/cpu_features.hpp"
-#include "targets/cpu/packed_gemm.hpp"
+#include "targets/cpu/kernels/packed_gemm/packed_gemm.hpp"
 
 #include <kiln/serialize.hpp>
 

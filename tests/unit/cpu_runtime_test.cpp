@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "targets/cpu/context.hpp"
-#include "targets/cpu/op_conv.hpp"
+#include "targets/cpu/kernels/onednn/op_conv.hpp"
 
 #include <kiln/builtin_ops.hpp>
 

@@ -5,7 +5,7 @@
 // and KILN_CPU_SILU=dnnl keep oneDNN's post-op; a saved program loads and runs.
 #include "cpu_test_util.hpp"
 
-#include "targets/cpu/silu.hpp"
+#include "targets/cpu/kernels/silu/silu.hpp"
 
 #include <kiln/serialize.hpp>
 

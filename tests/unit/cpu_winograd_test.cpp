@@ -6,9 +6,9 @@
 #include "cpu_test_util.hpp"
 
 #include "targets/cpu/cpu_features.hpp"
-#include "targets/cpu/dnnl_util.hpp"
-#include "targets/cpu/op_conv.hpp"
-#include "targets/cpu/winograd.hpp"
+#include "targets/cpu/kernels/onednn/dnnl_util.hpp"
+#include "targets/cpu/kernels/onednn/op_conv.hpp"
+#include "targets/cpu/kernels/winograd/winograd.hpp"
 
 #include <kiln/serialize.hpp>
 

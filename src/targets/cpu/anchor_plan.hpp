@@ -2,7 +2,7 @@
 // plans it before any instruction changes (layouts are the ones the lowering will give
 // the operands).
 #pragma once
-#include "targets/cpu/dnnl_util.hpp"
+#include "targets/cpu/kernels/onednn/dnnl_util.hpp"
 #include "targets/cpu/fusion.hpp"
 
 #include <kiln/operation.hpp>

@@ -11,7 +11,7 @@
 #pragma once
 #include "targets/cpu/anchor_plan.hpp"
 #include "targets/cpu/lowering_util.hpp"
-#include "targets/cpu/op_conv.hpp"
+#include "targets/cpu/kernels/onednn/op_conv.hpp"
 
 #include <optional>
 

@@ -1,6 +1,6 @@
 #include "targets/cpu/fusion.hpp"
 
-#include "targets/cpu/silu.hpp"
+#include "targets/cpu/kernels/silu/silu.hpp"
 
 #include <kiln/register_op.hpp>
 

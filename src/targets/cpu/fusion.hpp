@@ -4,7 +4,7 @@
 // residual adds. As in ONNX Runtime, an intermediate result is fused away only when it
 // has a single user and is not a program output.
 #pragma once
-#include "targets/cpu/post_ops.hpp"
+#include "targets/cpu/kernels/onednn/post_ops.hpp"
 
 #include <kiln/module.hpp>
 

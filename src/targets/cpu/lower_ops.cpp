@@ -1,7 +1,7 @@
 // The oneDNN forms of the ops that are not convolutions or matrix products (lower_ops.hpp).
 #include "targets/cpu/lower_ops.hpp"
 #include "targets/cpu/lowering_util.hpp"
-#include "targets/cpu/op_misc.hpp"
+#include "targets/cpu/kernels/onednn/op_misc.hpp"
 
 #include "ops/nn_pooling.hpp"
 #include "ops/normalization.hpp"

@@ -1,7 +1,7 @@
 #include "targets/cpu/lowering_util.hpp"
 
-#include "targets/cpu/nchw_to_pixel_channels.hpp"
-#include "targets/cpu/op_misc.hpp"
+#include "targets/cpu/kernels/nchw_to_pixel_channels/nchw_to_pixel_channels.hpp"
+#include "targets/cpu/kernels/onednn/op_misc.hpp"
 
 #include "ops/tensor_views.hpp"
 

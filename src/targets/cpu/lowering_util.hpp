@@ -2,7 +2,7 @@
 // layouts of activations (oneDNN's blocked layouts, and reorders at their boundaries).
 #pragma once
 #include "targets/cpu/context.hpp"
-#include "targets/cpu/dnnl_util.hpp"
+#include "targets/cpu/kernels/onednn/dnnl_util.hpp"
 
 #include "passes/merge_literals.hpp"
 

@@ -16,7 +16,7 @@
 // KILN_CPU_SUM_POST_OP=0 keeps the binary add.
 #pragma once
 #include "targets/cpu/lowering_util.hpp"
-#include "targets/cpu/op_conv.hpp"
+#include "targets/cpu/kernels/onednn/op_conv.hpp"
 
 #include <kiln/instruction.hpp>
 

@@ -1,0 +1,366 @@
+#include "targets/cpu/kernels/attention/attention.hpp"
+
+#include "targets/cpu/kernels/attention/attention_geometry.hpp"
+#include "targets/cpu/kernels/onednn/dnnl_util.hpp"
+
+#include "targets/cpu/kernels/packed_gemm/packed_gemm_args.hpp"
+#include "targets/cpu/kernels/onednn/primitive_kernel.hpp"
+#include "targets/cpu/kernels/vec_exp.hpp"
+
+#include <kiln/errors.hpp>
+#include <kiln/register_op.hpp>
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+// GCC 12's AVX-512 max, shift and reduction intrinsics pass _mm512_undefined_*() as the
+// unused merge source, which its own flow analysis then reports as uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+namespace kiln::cpu {
+
+using namespace attention_detail;
+
+namespace {
+
+constexpr float exp_floor = -87.3f;  // exp(x - max) below this is under every normal float
+
+// Strides of `s` seen as a tensor of `lens` (right-aligned numpy broadcast: 0 along
+// broadcast dims).
+std::vector<std::size_t> broadcast_strides(const shape& s, const std::vector<std::size_t>& lens) {
+    std::vector<std::size_t> out(lens.size(), 0);
+    const std::size_t lead = lens.size() - s.ndim();
+    for (std::size_t i = 0; i < s.ndim(); ++i)
+        out[lead + i] = s.lens()[i] == 1 ? 0 : s.strides()[i];
+    return out;
+}
+
+// Offset of batch index b (row-major over g.batch_lens) in a tensor of these strides.
+std::size_t batch_offset(const geometry& g, const std::vector<std::size_t>& strides, std::size_t b) {
+    std::size_t off = 0;
+    for (std::size_t i = g.batch_lens.size(); i-- > 0;) {
+        off += (b % g.batch_lens[i]) * strides[i];
+        b /= g.batch_lens[i];
+    }
+    return off;
+}
+
+// Kp[p][d][c] = K[16 p + c][d] (kt[d][j] in the IR), zero beyond Sk.
+void pack_k(const geometry& g, const float* kt, std::size_t key_stride, float* kp) {
+    const std::size_t np = panels(g.sk);
+    std::fill(kp + (np - 1) * pgemm::panel * g.d, kp + np * pgemm::panel * g.d, 0.0f);
+    for (std::size_t j = 0; j < g.sk; ++j) {
+        const float* src = kt + j * key_stride;
+        float* dst = kp + (j / pgemm::panel) * pgemm::panel * g.d + j % pgemm::panel;
+        for (std::size_t k = 0; k < g.d; ++k) dst[k * pgemm::panel] = src[k];
+    }
+}
+
+#define ATT_TARGET __attribute__((target("avx512f")))
+
+// pack_k with AVX-512: 16 keys x 16 dims at a time, transposed in registers.
+ATT_TARGET void pack_k_avx512(const geometry& g, const float* kt, std::size_t key_stride, float* kp) {
+    const std::size_t np = panels(g.sk);
+    for (std::size_t p = 0; p < np; ++p) {
+        const std::size_t keys = std::min(pgemm::panel, g.sk - p * pgemm::panel);
+        float* panel_out = kp + p * pgemm::panel * g.d;
+        for (std::size_t k0 = 0; k0 < g.d; k0 += 16) {
+            const std::size_t dims = std::min<std::size_t>(16, g.d - k0);
+            const auto dm = static_cast<__mmask16>(dims == 16 ? 0xFFFFu : (1u << dims) - 1u);
+            __m512 r[16], a[16], b[16];
+            for (std::size_t j = 0; j < 16; ++j)
+                r[j] = j < keys ? _mm512_maskz_loadu_ps(dm, kt + (p * pgemm::panel + j) * key_stride + k0)
+                                : _mm512_setzero_ps();
+            // Rows are keys, columns dims: after the two unpacks, 128-bit lane L of b[4 i + m]
+            // holds column 4 L + m of keys 4 i .. 4 i + 3.
+            for (int i = 0; i < 16; i += 2) {
+                a[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+                a[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+            }
+            for (int i = 0; i < 16; i += 4) {
+                const __m512d a0 = _mm512_castps_pd(a[i]), a1 = _mm512_castps_pd(a[i + 1]);
+                const __m512d a2 = _mm512_castps_pd(a[i + 2]), a3 = _mm512_castps_pd(a[i + 3]);
+                b[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
+                b[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
+                b[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
+                b[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
+            }
+            // Column c = 4 L + m gathers lane L of b[m], b[4 + m], b[8 + m], b[12 + m].
+            for (int m = 0; m < 4; ++m) {
+                const __m512 x0 = _mm512_shuffle_f32x4(b[m], b[4 + m], 0x44), x1 = _mm512_shuffle_f32x4(b[m], b[4 + m], 0xEE);
+                const __m512 y0 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], 0x44);
+                const __m512 y1 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], 0xEE);
+                const __m512 cols[4] = {_mm512_shuffle_f32x4(x0, y0, 0x88), _mm512_shuffle_f32x4(x0, y0, 0xDD),
+                                        _mm512_shuffle_f32x4(x1, y1, 0x88), _mm512_shuffle_f32x4(x1, y1, 0xDD)};
+                for (std::size_t L = 0; L < 4; ++L) {
+                    const std::size_t c = 4 * L + static_cast<std::size_t>(m);
+                    if (c < dims) _mm512_storeu_ps(panel_out + (k0 + c) * pgemm::panel, cols[L]);
+                }
+            }
+        }
+    }
+}
+
+#undef ATT_TARGET
+
+// Vp[p][j][c] = V[j][16 p + c], zero beyond Dv.
+void pack_v(const geometry& g, const float* v, std::size_t row_stride, float* vp) {
+    const std::size_t np = panels(g.dv);
+    for (std::size_t p = 0; p < np; ++p) {
+        const std::size_t c0 = p * pgemm::panel, width = std::min(pgemm::panel, g.dv - c0);
+        for (std::size_t j = 0; j < g.sk; ++j) {
+            float* dst = vp + (p * g.sk + j) * pgemm::panel;
+            std::memcpy(dst, v + j * row_stride + c0, width * sizeof(float));
+            std::fill(dst + width, dst + pgemm::panel, 0.0f);
+        }
+    }
+}
+
+#define ATT_TARGET __attribute__((target("avx2,fma")))
+
+ATT_TARGET float hmax(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+ATT_TARGET float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+// The softmax of a score row without its normalization: x[j] = exp(y[j] - max y) with
+// y[j] = scale x[j] + mask[j] (the scale and the mask already applied when `fused`: the
+// scores' epilogue did that), returning the sum, by which the row's context is divided
+// afterwards (Dv values instead of Sk).
+ATT_TARGET float exp_row_avx2(float* x, const float* mask, std::size_t n, float scale, bool fused) {
+    __m256 vmax = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+    std::size_t j = 0;
+    if (fused) {
+        for (; j + 8 <= n; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + j));
+    } else {
+        const __m256 vs = _mm256_set1_ps(scale);
+        for (; j + 8 <= n; j += 8) {
+            __m256 t = _mm256_mul_ps(_mm256_loadu_ps(x + j), vs);
+            if (mask) t = _mm256_add_ps(t, _mm256_loadu_ps(mask + j));
+            _mm256_storeu_ps(x + j, t);
+            vmax = _mm256_max_ps(vmax, t);
+        }
+    }
+    float mx = hmax(vmax);
+    for (; j < n; ++j) {
+        if (!fused) x[j] = x[j] * scale + (mask ? mask[j] : 0.0f);
+        mx = std::max(mx, x[j]);
+    }
+    const __m256 vm = _mm256_set1_ps(mx), floor = _mm256_set1_ps(exp_floor);
+    __m256 vsum = _mm256_setzero_ps();
+    for (j = 0; j + 8 <= n; j += 8) {
+        // max returns its second operand when either is NaN: a NaN score stays NaN.
+        const __m256 e = vexp::exp_scaled8<0>(_mm256_max_ps(floor, _mm256_sub_ps(_mm256_loadu_ps(x + j), vm)));
+        _mm256_storeu_ps(x + j, e);
+        vsum = _mm256_add_ps(vsum, e);
+    }
+    float sum = hsum(vsum);
+    for (; j < n; ++j) {
+        const float d = x[j] - mx;
+        x[j] = d != d ? d : vexp::exp_scaled<0>(std::max(exp_floor, d));
+        sum += x[j];
+    }
+    return sum;
+}
+
+#undef ATT_TARGET
+
+#define ATT_TARGET __attribute__((target("avx512f,fma")))
+
+ATT_TARGET inline __mmask16 tail_mask(std::size_t left) {
+    return left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
+}
+
+// exp_row_avx2 with sixteen lanes, the row's last partial vector under a lane mask.
+ATT_TARGET float exp_row_avx512(float* x, const float* mask, std::size_t n, float scale, bool fused) {
+    const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    __m512 vmax = ninf;
+    if (fused) {
+        for (std::size_t j = 0; j < n; j += 16) {
+            const __mmask16 m = tail_mask(n - j);
+            vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(ninf, m, x + j));
+        }
+    } else {
+        const __m512 vs = _mm512_set1_ps(scale);
+        for (std::size_t j = 0; j < n; j += 16) {
+            const __mmask16 m = tail_mask(n - j);
+            __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), vs);
+            if (mask) t = _mm512_add_ps(t, _mm512_maskz_loadu_ps(m, mask + j));
+            _mm512_mask_storeu_ps(x + j, m, t);
+            vmax = _mm512_mask_max_ps(vmax, m, vmax, t);
+        }
+    }
+    const __m512 vm = _mm512_set1_ps(_mm512_reduce_max_ps(vmax)), floor = _mm512_set1_ps(exp_floor);
+    __m512 vsum = _mm512_setzero_ps();
+    for (std::size_t j = 0; j < n; j += 16) {
+        const __mmask16 m = tail_mask(n - j);
+        // max returns its second operand when either is NaN: a NaN score stays NaN.
+        const __m512 e = vexp::exp_scaled16<0>(_mm512_max_ps(floor, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + j), vm)));
+        _mm512_mask_storeu_ps(x + j, m, e);
+        vsum = _mm512_mask_add_ps(vsum, m, vsum, e);
+    }
+    return _mm512_reduce_add_ps(vsum);
+}
+
+#undef ATT_TARGET
+
+// The same without AVX2 (a saved program on another CPU), or with std::exp.
+float exp_row_scalar(float* x, const float* mask, std::size_t n, float scale, bool fused, bool exact) {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (std::size_t j = 0; j < n; ++j) {
+        if (!fused) x[j] = x[j] * scale + (mask ? mask[j] : 0.0f);
+        mx = std::max(mx, x[j]);
+    }
+    float sum = 0.0f;
+    for (std::size_t j = 0; j < n; ++j) {
+        const float d = x[j] - mx;
+        x[j] = exact || d != d ? std::exp(d) : vexp::exp_scaled<0>(std::max(exp_floor, d));
+        sum += x[j];
+    }
+    return sum;
+}
+
+}  // namespace
+
+shape attention::compute_shape(const std::vector<shape>& inputs) const {
+    auto bad = [&](const std::string& why) { throw_error(error_code::shape, name() + ": " + why); };
+    const std::size_t want = has_mask ? 6 : 5;
+    if (inputs.size() != want)
+        bad("expected q, kt, v, " + std::string(has_mask ? "mask, " : "") + "scratch and an output buffer, got " +
+            std::to_string(inputs.size()) + " inputs");
+    for (const auto& s : inputs)
+        if (!s.is_tensor() || s.dynamic()) bad("inputs must be static tensors, got " + s.to_string());
+    const shape &q = inputs[0], &kt = inputs[1], &v = inputs[2], &out = inputs.back();
+    const std::size_t r = q.ndim();
+    for (const auto* s : {&q, &kt, &v, &out})
+        if (s->get_type() != type::float32 || s->ndim() != r)
+            bad("q, kt, v and the output must be float32 tensors of one rank, got " + s->to_string());
+    if (auto why = operand_problem(q, kt, v); !why.empty()) bad(why);
+    const auto g = geometry_of(q, kt, v);
+    auto want_lens = g.batch_lens;
+    want_lens.push_back(g.sq);
+    want_lens.push_back(g.dv);
+    if (out.lens() != want_lens || (g.dv > 1 && out.strides()[r - 1] != 1))
+        bad("the output buffer " + out.to_string() + " must have the result's dims and unit stride along Dv");
+    if (has_mask && !mask_fits(g, inputs[3]))
+        bad("the mask " + inputs[3].to_string() + " must broadcast to the scores with unit stride along Sk");
+    if (inputs[inputs.size() - 2].bytes() < g.scratch_bytes()) bad("the scratch buffer is too small");
+    return out;
+}
+
+void attention::finalize(context& ctx, const shape&, const std::vector<shape>&) {
+    part = pgemm::chosen_part(as_cpu_context(ctx, name()).options().packed_gemm_isa);
+}
+
+argument attention::compute(context&, const shape&, const std::vector<argument>& args) const {
+    if (part == nullptr) throw_error(error_code::runtime, name() + ": run before it was finalized");
+    const shape &qs = args[0].get_shape(), &ks = args[1].get_shape(), &vs = args[2].get_shape();
+    const shape& os = args.back().get_shape();
+    const auto g = geometry_of(qs, ks, vs);
+    const std::size_t r = g.rank;
+    const auto* q = reinterpret_cast<const float*>(args[0].data());
+    const auto* kt = reinterpret_cast<const float*>(args[1].data());
+    const auto* v = reinterpret_cast<const float*>(args[2].data());
+    const float* mask = has_mask ? reinterpret_cast<const float*>(args[3].data()) : nullptr;
+    auto* scratch = reinterpret_cast<float*>(args[args.size() - 2].data());
+    auto* out = reinterpret_cast<float*>(args.back().data());
+    auto full_lens = g.batch_lens;
+    full_lens.push_back(g.sq);
+    full_lens.push_back(g.sk);
+    const auto mask_strides = has_mask ? broadcast_strides(args[3].get_shape(), full_lens) : std::vector<std::size_t>();
+    // The softmax rows follow the products' choice of kernels.
+    const bool vec = part != pgemm::generic_part(), vec16 = part == pgemm::avx512_part();
+    const std::size_t blocks = (g.sq + rows_per_task - 1) / rows_per_task;
+    const auto tasks = static_cast<std::int64_t>(g.batches * blocks);
+    const auto packs = static_cast<std::int64_t>(2 * g.batches);
+    const std::size_t ld_s = g.score_stride();
+    auto kp_of = [&](std::size_t b) { return scratch + b * g.per_batch(); };
+    auto vp_of = [&](std::size_t b) { return kp_of(b) + g.packed_k(); };
+    auto s_of = [&](std::size_t b) { return vp_of(b) + g.packed_v(); };
+    // A small attention (a decode step's: one query row) on the calling thread alone.
+    const bool parallel = tasks > 1 && g.batches * g.sq * g.sk * (g.d + g.dv) >= single_thread_macs;
+#pragma omp parallel if (parallel)
+    {
+#pragma omp for schedule(static)
+        for (std::int64_t job = 0; job < packs; ++job) {
+            const auto b = static_cast<std::size_t>(job) % g.batches;
+            if (job < static_cast<std::int64_t>(g.batches))
+                (vec16 ? pack_k_avx512 : pack_k)(g, kt + batch_offset(g, ks.strides(), b), ks.strides()[r - 1], kp_of(b));
+            else
+                pack_v(g, v + batch_offset(g, vs.strides(), b), vs.strides()[r - 2], vp_of(b));
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (std::int64_t t = 0; t < tasks; ++t) {
+            const std::size_t b = static_cast<std::size_t>(t) / blocks;
+            const std::size_t r0 = static_cast<std::size_t>(t) % blocks * rows_per_task;
+            const std::size_t r1 = std::min(r0 + rows_per_task, g.sq);
+            float* s = s_of(b);
+            pgemm::args sc;  // scores: Q K^T
+            sc.m = g.sq;
+            sc.n = g.sk;
+            sc.k = g.d;
+            sc.kc = pgemm::depth_block(g.d);
+            sc.a = q + batch_offset(g, qs.strides(), b);
+            sc.lda = qs.strides()[r - 2];
+            sc.b = kp_of(b);
+            sc.c = s;
+            sc.ldc = ld_s;
+            const float* mrow = mask ? mask + batch_offset(g, mask_strides, b) : nullptr;
+            // The scale, and a mask shared by all query rows, in the scores' epilogue.
+            const bool fused = !mask || mask_strides[r - 2] == 0;
+            if (fused) {
+                sc.post[sc.n_post++] = pgemm::post_step{pgemm::post_kind::linear, scale, 0.0f, nullptr, false};
+                if (mask) sc.post[sc.n_post++] = pgemm::post_step{pgemm::post_kind::add, 0.0f, 0.0f, mrow, false};
+            }
+            part(sc, r0, r1, 0, panels(g.sk));
+            float inv[rows_per_task];
+            for (std::size_t i = r0; i < r1; ++i) {
+                const float* m = mrow ? mrow + i * mask_strides[r - 2] : nullptr;
+                float* row = s + i * ld_s;
+                const float sum = exact_exp || !vec ? exp_row_scalar(row, m, g.sk, scale, fused, exact_exp)
+                                  : vec16           ? exp_row_avx512(row, m, g.sk, scale, fused)
+                                                    : exp_row_avx2(row, m, g.sk, scale, fused);
+                inv[i - r0] = 1.0f / sum;
+            }
+            pgemm::args ctx;  // context: exp(scores) V, then each row divided by its sum
+            ctx.m = g.sq;
+            ctx.n = g.dv;
+            ctx.k = g.sk;
+            ctx.kc = pgemm::depth_block(g.sk);
+            ctx.a = s;
+            ctx.lda = ld_s;
+            ctx.b = vp_of(b);
+            ctx.c = out + batch_offset(g, os.strides(), b);
+            ctx.ldc = os.strides()[r - 2];
+            part(ctx, r0, r1, 0, panels(g.dv));
+            for (std::size_t i = r0; i < r1; ++i) {
+                float* row = ctx.c + i * ctx.ldc;
+                for (std::size_t j = 0; j < g.dv; ++j) row[j] *= inv[i - r0];
+            }
+        }
+    }
+    return args.back();
+}
+
+KILN_REGISTER_OP(attention)
+
+}  // namespace kiln::cpu

@@ -1,0 +1,169 @@
+#include "targets/cpu/kernels/dynamic/dyn_matmul.hpp"
+
+#include "ops/nn_matmul.hpp"
+#include "ops/tensor_views.hpp"
+
+#include <kiln/errors.hpp>
+#include <kiln/register_op.hpp>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <mutex>
+
+namespace kiln::cpu {
+
+namespace {
+
+// One operand's matrices as sgemm reads them: rows x cols at `data` + the batch offset,
+// row-major with leading dimension `ld`, or its transpose.
+struct matrix_operand {
+    const float* data = nullptr;
+    std::vector<std::size_t> batch_lens, batch_strides;  // in elements
+    char trans = 'N';
+    dnnl_dim_t ld = 0;
+};
+
+// `a` holds its matrices in place when the last two dims have a unit stride on one side
+// (row-major, or a transposed view); otherwise `keep` gets a row-major copy.
+matrix_operand operand_of(const argument& a, argument& keep) {
+    const shape* s = &a.get_shape();
+    auto place = [&](const shape& sh) {
+        const auto& l = sh.lens();
+        const auto& st = sh.strides();
+        const std::size_t r = l.size(), rows = l[r - 2], cols = l[r - 1];
+        matrix_operand m;
+        if (st[r - 1] == 1 || cols == 1) {
+            m.trans = 'N';
+            m.ld = static_cast<dnnl_dim_t>(std::max<std::size_t>({st[r - 2], cols, 1}));
+            if (rows > 1 && st[r - 2] < cols) return std::optional<matrix_operand>{};
+        } else if (st[r - 2] == 1 || rows == 1) {
+            m.trans = 'T';
+            m.ld = static_cast<dnnl_dim_t>(std::max<std::size_t>({st[r - 1], rows, 1}));
+            if (cols > 1 && st[r - 1] < rows) return std::optional<matrix_operand>{};
+        } else {
+            return std::optional<matrix_operand>{};
+        }
+        m.batch_lens.assign(l.begin(), l.end() - 2);
+        m.batch_strides.assign(st.begin(), st.end() - 2);
+        return std::optional<matrix_operand>{m};
+    };
+    auto m = place(*s);
+    if (!m) {
+        keep = a.copy();
+        s = &keep.get_shape();
+        m = place(*s);
+        m->data = keep.data_as<float>();
+        return *m;
+    }
+    m->data = a.data_as<float>();
+    return *m;
+}
+
+}  // namespace
+
+void dyn_matmul::finalize(context&, const shape&, const std::vector<shape>&) {
+    static std::once_flag warmed;
+    std::call_once(warmed, [] {
+        std::vector<float> a(16 * 16, 1.0f), b(16 * 16, 1.0f), c(16 * 16);
+        (void)dnnl::sgemm('N', 'N', 16, 16, 16, 1.0f, a.data(), 16, b.data(), 16, 0.0f, c.data(), 16);
+    });
+}
+
+shape dyn_matmul::compute_shape(const std::vector<shape>& inputs) const { return op::matmul{}.compute_shape(inputs); }
+
+argument dyn_matmul::compute(context&, const shape& out, const std::vector<argument>& args) const {
+    const auto& as = args.at(0).get_shape();
+    const auto& bs = args.at(1).get_shape();
+    shape result = out.dynamic() ? compute_shape({as, bs}) : out.as_standard();
+    if (as.ndim() < 2 || bs.ndim() < 2 || as.get_type() != type::float32 || bs.get_type() != type::float32)
+        return op::matmul{}.compute(result, args);
+    argument y(result);
+    const auto& yl = result.lens();
+    const std::size_t r = yl.size(), M = yl[r - 2], N = yl[r - 1], K = as.lens().back();
+    if (result.elements() == 0) return y;
+    float* c = y.data_as<float>();
+    if (K == 0) {
+        std::memset(c, 0, result.bytes());
+        return y;
+    }
+    argument keep_a, keep_b;
+    auto A = operand_of(args[0], keep_a);
+    auto B = operand_of(args[1], keep_b);
+    // Out batch index -> each operand's offset (NumPy broadcasting: dims aligned right,
+    // a size-1 dim repeats).
+    const std::size_t batch_rank = r - 2;
+    auto offset_of = [&](const matrix_operand& m, const std::vector<std::size_t>& idx) {
+        std::size_t off = 0;
+        const std::size_t skip = batch_rank - m.batch_lens.size();
+        for (std::size_t d = 0; d < m.batch_lens.size(); ++d)
+            if (m.batch_lens[d] != 1) off += idx[skip + d] * m.batch_strides[d];
+        return off;
+    };
+    std::vector<std::size_t> idx(batch_rank, 0);
+    const std::size_t batches = result.elements() / (M * N);
+    // A small product (a decode step's) on the calling thread alone (single_thread_macs).
+    std::optional<omp_threads_scope> one_thread;
+    if (batches * M * N * K < single_thread_macs) one_thread.emplace(1);
+    for (std::size_t b = 0; b < batches; ++b) {
+        auto status = dnnl::sgemm(A.trans, B.trans, static_cast<dnnl_dim_t>(M), static_cast<dnnl_dim_t>(N),
+                                  static_cast<dnnl_dim_t>(K), 1.0f, A.data + offset_of(A, idx), A.ld,
+                                  B.data + offset_of(B, idx), B.ld, 0.0f, c + b * M * N, static_cast<dnnl_dim_t>(N));
+        if (status != dnnl::status::success)
+            throw_error(error_code::runtime, "cpu::dyn_matmul: oneDNN sgemm failed for " + as.to_string() + " x " +
+                                                 bs.to_string());
+        for (std::size_t d = batch_rank; d-- > 0;) {
+            if (++idx[d] < yl[d]) break;
+            idx[d] = 0;
+        }
+    }
+    return y;
+}
+
+bool lower_dyn_matmul(lower_env& env, instruction_ref ins) {
+    if (ins->name() != "matmul" || ins->inputs().size() != 2 || !ins->get_shape().is_tensor() ||
+        !ins->get_shape().dynamic())
+        return false;
+    for (auto in : ins->inputs()) {
+        const auto& s = in->get_shape();
+        if (!s.is_tensor() || s.get_type() != type::float32 || s.ndim() < 2) return false;
+    }
+    std::vector<instruction_ref> args;
+    for (auto in : ins->inputs()) args.push_back(in_dnnl_layout(env, in) ? plain(env, in) : in);
+    env.m.replace_instruction(ins, dyn_matmul{}, args);
+    return true;
+}
+
+bool lower_dyn_gemm(lower_env& env, instruction_ref ins) {
+    const auto* g = ins->get_operator().any_cast<op::gemm>();
+    if (!g || g->alpha != 1.0f || ins->inputs().size() < 2 || !ins->get_shape().is_tensor() ||
+        !ins->get_shape().dynamic())
+        return false;
+    for (auto in : ins->inputs()) {
+        const auto& s = in->get_shape();
+        if (!s.is_tensor() || s.get_type() != type::float32) return false;
+    }
+    const bool bias = ins->inputs().size() == 3 && g->beta != 0.0f;
+    if (bias && g->beta != 1.0f) return false;
+    auto operand = [&](instruction_ref x, bool trans) {
+        if (in_dnnl_layout(env, x)) x = plain(env, x);
+        // A transposed view: sgemm reads it in place with its transpose flag.
+        return trans ? env.m.insert_instruction(ins, op::transpose{{1, 0}}, {x}) : x;
+    };
+    auto a = operand(ins->inputs()[0], g->trans_a);
+    auto b = operand(ins->inputs()[1], g->trans_b);
+    if (a->get_shape().ndim() != 2 || b->get_shape().ndim() != 2) return false;
+    if (!bias) {
+        env.m.replace_instruction(ins, dyn_matmul{}, {a, b});
+        return true;
+    }
+    auto product = env.m.insert_instruction(ins, dyn_matmul{}, {a, b});
+    env.m.replace_instruction(ins, make_op("add"), {product, ins->inputs()[2]});
+    return true;
+}
+
+KILN_REGISTER_OP(dyn_matmul)
+
+}  // namespace kiln::cpu

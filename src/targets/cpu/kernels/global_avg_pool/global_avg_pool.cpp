@@ -1,0 +1,111 @@
+#include "targets/cpu/kernels/global_avg_pool/global_avg_pool.hpp"
+
+#include "ops/nn_pooling.hpp"
+
+#include <kiln/builtin_ops.hpp>
+#include <kiln/errors.hpp>
+#include <kiln/register_op.hpp>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+namespace kiln::cpu {
+
+namespace {
+
+constexpr std::size_t chunk = 64;  // channels per task: four 16-lane accumulators
+
+// y[j] = mean over `pixels` pixels (`stride` floats apart) of x[p][j], j < width <= chunk.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void mean_pixels(const float* x, float* y,
+                                                                              std::size_t pixels,
+                                                                              std::size_t stride,
+                                                                              std::size_t width) {
+    float acc[chunk] = {};
+    if (width == chunk) {
+        for (std::size_t p = 0; p < pixels; ++p) {
+            const float* xp = x + p * stride;
+#pragma omp simd
+            for (std::size_t j = 0; j < chunk; ++j) acc[j] += xp[j];
+        }
+    } else {
+        for (std::size_t p = 0; p < pixels; ++p) {
+            const float* xp = x + p * stride;
+#pragma omp simd
+            for (std::size_t j = 0; j < width; ++j) acc[j] += xp[j];
+        }
+    }
+    const float inv = 1.0f / static_cast<float>(pixels);
+    for (std::size_t j = 0; j < width; ++j) y[j] = acc[j] * inv;
+}
+
+}  // namespace
+
+shape global_avg_pool::compute_shape(const std::vector<shape>& inputs) const {
+    auto bad = [&](const std::string& why) { throw_error(error_code::shape, name() + ": " + why); };
+    if (inputs.size() != 2) bad("expected x and an output buffer, got " + std::to_string(inputs.size()) + " inputs");
+    for (const auto& i : inputs)
+        if (!i.is_tensor() || i.dynamic()) bad("inputs must be static tensors, got " + i.to_string());
+    const shape& x = inputs[0];
+    expect_pixel_channels_input(name(), x, layout);
+    if (x.lens()[2] * x.lens()[3] == 0) bad("x has no pixels");
+    if (dst_layout.dims != std::vector<std::int64_t>{layout.dims[0], layout.dims[1], 1, 1} ||
+        dst_layout.padded_dims.at(1) != layout.padded_dims.at(1) || pixel_channels(dst_layout) <= 0)
+        bad("the result's layout does not match x's");
+    if (inputs[1].bytes() < dst_layout.to_md().get_size()) bad("the output buffer is too small");
+    return shape(type::float32, {x.lens()[0], x.lens()[1], 1, 1});
+}
+
+argument global_avg_pool::compute(context&, const shape& out, const std::vector<argument>& args) const {
+    // The arguments are the buffers: the sizes come from the recorded layout.
+    const auto& d = layout.dims;
+    const auto n = static_cast<std::size_t>(d.at(0));
+    const auto pixels = static_cast<std::size_t>(d.at(2) * d.at(3));
+    const auto g = static_cast<std::size_t>(pixel_channels(layout));
+    const auto cp = static_cast<std::size_t>(layout.padded_dims.at(1));  // channels with padding
+    const std::size_t blocks = cp / g, chunks = (g + chunk - 1) / chunk;
+    const auto* x = reinterpret_cast<const float*>(args[0].data());
+    auto* y = reinterpret_cast<float*>(args.back().data());
+    // x is [n][blocks][pixels][g], y [n][blocks][g] (= [n][cp]).
+    const auto tasks = static_cast<std::int64_t>(n * blocks * chunks);
+#pragma omp parallel for schedule(static) if (tasks > 1 && pixels * g * n * blocks > 16384)
+    for (std::int64_t t = 0; t < tasks; ++t) {
+        const std::size_t k = static_cast<std::size_t>(t) % chunks, nb = static_cast<std::size_t>(t) / chunks;
+        const std::size_t j0 = k * chunk, width = std::min(chunk, g - j0);
+        mean_pixels(x + nb * pixels * g + j0, y + nb * g + j0, pixels, g, width);
+    }
+    return args.back().reshape(out);
+}
+
+bool lower_global_avg_pool(lower_env& env, instruction_ref ins) {
+    if (!env.ctx.options().global_pool) return false;
+    const auto* p = ins->get_operator().any_cast<op::pooling>();
+    if (!p || p->mode != op::pooling_mode::average || ins->inputs().size() != 1) return false;
+    auto x = ins->inputs()[0];
+    if (!f32_static(x) || !f32_static(ins) || x->get_shape().ndim() != 4) return false;
+    const auto& xl = x->get_shape().lens();
+    const auto& ol = ins->get_shape().lens();
+    if (ol != std::vector<std::size_t>{xl[0], xl[1], 1, 1}) return false;
+    // The window covers each image exactly: global, or kernel = image without padding.
+    const auto g = p->geom(x->get_shape());
+    for (std::size_t i = 0; i < 2 && !p->global; ++i)
+        if (g.kernel.at(i) != static_cast<std::int64_t>(xl[2 + i]) || g.pad_begin.at(i) != 0 || g.pad_end.at(i) != 0 ||
+            g.dilation.at(i) != 1)
+            return false;
+    auto it = env.layout.find(&*x);
+    if (it == env.layout.end() || pixel_channels(it->second) <= 0) return false;
+    if (it->second.padded_dims.at(1) % pixel_channels(it->second) != 0) return false;
+    global_avg_pool op;
+    op.layout = it->second;
+    op.dst_layout = pixel_channels_layout_like(op.layout, {xl[0], xl[1], 1, 1});
+    auto buf = env.m.insert_instruction(ins, builtin::allocate{shape(type::uint8, {op.dst_layout.to_md().get_size()})}, {});
+    env.m.replace_instruction(ins, op, {x, buf});
+    env.layout[&*ins] = op.dst_layout;
+    return true;
+}
+
+KILN_REGISTER_OP(global_avg_pool)
+
+}  // namespace kiln::cpu

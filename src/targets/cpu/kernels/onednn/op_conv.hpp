@@ -1,0 +1,95 @@
+// cpu::convolution: an IR convolution or deconvolution (`op`, whose attributes give the
+// geometry) on oneDNN, with fused post-ops.
+//
+// Operands: (x, w[, b], post-op inputs...). When `weights` is set, w is a constant blob
+// already laid out the way the primitive wanted it at compile time (weights_shape is
+// its logical IR shape); if the primitive on this CPU wants another layout, finalize
+// relays it out once. When `weights` is empty, w is a plain IR tensor (run-time weights).
+//
+// With `dw` set (a 1x1 convolution followed by a depthwise one, oneDNN's depthwise
+// post-op) the operands are (x, w[, b], dw_w[, dw_b]) and the result is the depthwise
+// convolution's: the 1x1 result is never written to memory as a whole.
+#pragma once
+#include "targets/cpu/kernels/onednn/dnnl_op.hpp"
+#include "targets/cpu/kernels/onednn/post_ops.hpp"
+
+#include <kiln/operation.hpp>
+
+namespace kiln::cpu {
+
+// A depthwise kxk convolution (pad `pad` at the start of each spatial dim, stride
+// `stride`, output ceil(in / stride)) run inside the 1x1 convolution before it.
+struct depthwise_post_op {
+    std::int64_t kernel = 0;  // 0: none
+    std::int64_t stride = 1;
+    std::int64_t pad = 1;
+    shape weights_shape;  // IR [C, 1, k, k]
+    md_record weights;    // the stored (pre-laid-out) weights
+    bool has_bias = false;
+    std::vector<post_op> post_ops;  // eltwise only, after the depthwise convolution
+
+    template <class Self, class F>
+    static void reflect(Self& self, F f) {
+        f(self.kernel, "kernel");
+        f(self.stride, "stride");
+        f(self.pad, "pad");
+        f(self.weights_shape, "weights_shape");
+        f(self.weights, "weights");
+        f(self.has_bias, "has_bias");
+        f(self.post_ops, "post_ops");
+    }
+    bool active() const { return kernel > 0; }
+    // The plain (IR) layout of the weights as oneDNN sees them: [C, 1, 1, k, k].
+    dnnl::memory::desc plain_md() const;
+};
+
+struct convolution : dnnl_op<convolution> {
+    static constexpr bool work_per_element = false;  // a product: the result hides its depth
+    operation op;  // op::convolution or op::deconvolution
+    shape weights_shape;
+    md_record weights;
+    bool has_bias = false;
+    std::vector<post_op> post_ops;
+    std::string impl;  // oneDNN implementation to prefer (empty: oneDNN's first choice)
+    depthwise_post_op dw;
+
+    template <class Self, class F>
+    static void reflect(Self& self, F f) {
+        f(self.op, "op");
+        f(self.weights_shape, "weights_shape");
+        f(self.weights, "weights");
+        f(self.has_bias, "has_bias");
+        f(self.post_ops, "post_ops");
+        f(self.impl, "impl");
+        f(self.dw, "dw");
+        f(self.scratchpad, "scratchpad");
+        f(self.layouts, "layouts");
+        f(self.dst_layout, "dst_layout");
+    }
+    std::string name() const { return "cpu::convolution"; }
+    bool transposed() const { return op.name() == "deconvolution"; }
+    // Operand index of the depthwise weights (its bias follows).
+    std::size_t dw_operand() const { return 2 + (has_bias ? 1 : 0); }
+    // Operand index of the first post-op input.
+    std::size_t extra_operand() const { return dw_operand() + (dw.active() ? 1 + (dw.has_bias ? 1 : 0) : 0); }
+
+    shape logical_shape(const std::vector<shape>& operands) const;
+    // With `any_weights`, oneDNN picks the weights layout (what compile time does);
+    // otherwise the weights are plain, in the IR layout.
+    dnnl::primitive_desc_base make_pd(const dnnl::engine& eng, const std::vector<shape>& operands, const shape& dst,
+                                      bool any_weights) const;
+    dnnl::primitive_desc_base make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
+                                      const shape& dst) const {
+        return make_pd(eng, operands, dst, !weights.empty());
+    }
+    // The IR weights (weights_shape, any strides) as oneDNN sees them: groups split out.
+    dnnl::memory::desc weights_md(bool any) const;
+    void bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd, const std::vector<shape>& operands,
+                       const std::vector<argument>& constants, const dnnl::engine& eng) const;
+};
+
+// The record of the plain (IR) layout of a cpu::convolution's weights: what a CPU whose
+// kernels want plain weights would have stored (tests of the load-time relayout).
+md_record plain_weights_record(const operation& conv);
+
+}  // namespace kiln::cpu

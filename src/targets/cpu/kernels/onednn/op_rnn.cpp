@@ -1,0 +1,354 @@
+#include "targets/cpu/kernels/onednn/op_rnn.hpp"
+
+#include "targets/cpu/lowering_util.hpp"
+#include "targets/cpu/kernels/lstm/lstm_kernel.hpp"
+#include "targets/cpu/kernels/onednn/post_ops.hpp"
+
+#include "ops/control_rnn.hpp"
+
+#include <kiln/register_op.hpp>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace kiln::cpu {
+
+namespace {
+
+constexpr std::size_t gates = 4;
+// oneDNN's gate g (i, f, c~, o) is ONNX's gate onnx_gate[g] (ONNX order: i, o, f, c).
+constexpr std::size_t onnx_gate[gates] = {0, 2, 3, 1};
+
+dnnl::memory::desc with_any(const dnnl::memory::desc& md) {
+    return dnnl::memory::desc(md.dims(), md.data_type(), dnnl::memory::format_tag::any);
+}
+
+}  // namespace
+
+shape lstm::logical_shape(const std::vector<shape>& operands) const {
+    const std::size_t want = 4 + (has_initial_h ? 1 : 0) + (has_initial_c ? 1 : 0);
+    if (operands.size() != want)
+        throw_error(error_code::shape, name() + ": expected " + std::to_string(want) + " operands, got " +
+                                           std::to_string(operands.size()));
+    const auto& x = operands[0];
+    if (x.ndim() != 3 || x.get_type() != type::float32 || hidden_size == 0)
+        throw_error(error_code::shape, name() + ": x must be float32 [T, N, I], got " + x.to_string());
+    const auto& l = x.lens();
+    return shape(type::float32, {l[0], 1, l[1], hidden_size});
+}
+
+dnnl::primitive_desc_base lstm::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
+                                        const shape& dst) const {
+    expect_plain();
+    const auto& l = operands.at(0).lens();
+    using md = dnnl::memory::desc;
+    const auto f32 = dnnl::memory::data_type::f32;
+    const auto T = static_cast<dnnl::memory::dim>(l[0]), N = static_cast<dnnl::memory::dim>(l[1]);
+    const auto H = static_cast<dnnl::memory::dim>(hidden_size);
+    std::size_t next = 4;
+    md h0 = has_initial_h ? md_with_rank(operands.at(next++), 4) : md();
+    md c0 = has_initial_c ? md_with_rank(operands.at(next++), 4) : md();
+    md out({T, N, H}, f32, dnnl::memory::format_tag::tnc);
+    if (dst.elements() != static_cast<std::size_t>(T * N * H) || !dst.standard())
+        throw_error(error_code::shape, name() + ": output buffer " + dst.to_string() + " must be row-major");
+    dnnl::lstm_forward::desc d(dnnl::prop_kind::forward_inference,
+                               reverse ? dnnl::rnn_direction::unidirectional_right2left
+                                       : dnnl::rnn_direction::unidirectional_left2right,
+                               md_of(operands.at(0)), h0, c0, with_any(md_of(operands.at(1))),
+                               with_any(md_of(operands.at(2))), md_of(operands.at(3)), out, md(), md());
+    return dnnl::lstm_forward::primitive_desc(d, make_attr({}, operands, 3), eng);
+}
+
+void lstm::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd, const std::vector<shape>& operands,
+                         const std::vector<argument>& constants, const dnnl::engine& eng) const {
+    k.bind(DNNL_ARG_SRC_LAYER, 0, pd.src_desc(0));
+    // Weights are stored plain (ldigo); the primitive packs them its way, once, here.
+    bind_constant_weights(k, md_record::from(md_of(operands[1])), pd.weights_desc(0), 1, constants, eng, name(),
+                          DNNL_ARG_WEIGHTS_LAYER);
+    bind_constant_weights(k, md_record::from(md_of(operands[2])), pd.weights_desc(1), 2, constants, eng, name(),
+                          DNNL_ARG_WEIGHTS_ITER);
+    k.bind(DNNL_ARG_BIAS, 3, md_of(operands[3]));
+    std::size_t next = 4;
+    if (has_initial_h) {
+        k.bind(DNNL_ARG_SRC_ITER, next, md_with_rank(operands[next], 4));
+        ++next;
+    }
+    if (has_initial_c) k.bind(DNNL_ARG_SRC_ITER_C, next, md_with_rank(operands[next], 4));
+}
+
+namespace {
+
+// The users of an IR lstm's outputs Y, Y_h, Y_c (get_tuple_elem 0, 1, 2) that are used,
+// or nothing when something else reads the tuple.
+std::optional<std::vector<std::vector<instruction_ref>>> lstm_users(instruction_ref ins) {
+    std::vector<std::vector<instruction_ref>> users(3);
+    for (auto u : ins->outputs()) {
+        if (u->name() != "get_tuple_elem") return std::nullopt;
+        const auto index = u->get_operator().to_value().at("index").get_int64();
+        if (index < 0 || index > 2) return std::nullopt;
+        if (index == 0 || !u->outputs().empty()) users[static_cast<std::size_t>(index)].push_back(u);
+    }
+    return users;
+}
+
+bool default_activations(const op::lstm& a) {
+    for (std::size_t i = 0; i < a.activations.size(); ++i)
+        if (a.activations[i] != (i % 3 == 0 ? "Sigmoid" : "Tanh")) return false;
+    return a.activations.empty() || a.activations.size() == 3 * a.num_directions();
+}
+
+bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruction_ref>& dead) {
+    const auto* a = ins->get_operator().any_cast<op::lstm>();
+    if (!a || (a->layout != 0 && a->layout != 1) || a->clip != 0 || a->input_forget || a->has_sequence_lens ||
+        !default_activations(*a))
+        return false;
+    // layout 1 (batch first): X [N, T, I], initial states and Y_h, Y_c [N, D, H], Y [N, T, D, H]; the
+    // kernel runs time-major on transposed copies, and its results are transposed back.
+    const bool batch_first = a->layout == 1;
+    const auto& in = ins->inputs();
+    auto x = in.at(0), w = in.at(1), r = in.at(2);
+    std::size_t next = 3;
+    std::optional<instruction_ref> b, h0, c0, p;
+    if (a->has_bias) b = in.at(next++);
+    if (a->has_initial_h) h0 = in.at(next++);
+    if (a->has_initial_c) c0 = in.at(next++);
+    if (a->has_peephole) p = in.at(next++);
+    auto literal_f32 = [](std::optional<instruction_ref> i) { return !i || ((*i)->is_literal() && f32_static(*i)); };
+    if (!f32_static(x) || x->get_shape().ndim() != 3 || !literal_f32(w) || !literal_f32(r) || !literal_f32(b) ||
+        !literal_f32(p) || (h0 && !f32_static(*h0)) || (c0 && !f32_static(*c0)))
+        return false;
+    auto users = lstm_users(ins);
+    if (!users) return false;
+    const bool states = !(*users)[1].empty() || !(*users)[2].empty();
+    if ((*users)[0].empty() && !states) return false;
+    const instruction_ref at = std::next(ins);  // the kernel's place
+    const auto& xl = x->get_shape().lens();
+    lstm_dims d;
+    d.T = xl[batch_first ? 1 : 0];
+    d.N = xl[batch_first ? 0 : 1];
+    d.I = xl[2];
+    d.H = a->hidden_size;
+    d.D = a->num_directions();
+    d.reverse = a->direction == 1;
+    const std::size_t H = d.H, D = d.D;
+    auto lens_are = [](instruction_ref i, std::vector<std::size_t> want) { return i->get_shape().lens() == want; };
+    if (H == 0 || !lens_are(w, {D, 4 * H, d.I}) || !lens_are(r, {D, 4 * H, H}) || (b && !lens_are(*b, {D, 8 * H})) ||
+        (p && !lens_are(*p, {D, 3 * H})))
+        return false;
+    const std::vector<std::size_t> state_lens = batch_first ? std::vector<std::size_t>{d.N, D, H}
+                                                            : std::vector<std::size_t>{D, d.N, H};
+    if ((h0 && !lens_are(*h0, state_lens)) || (c0 && !lens_are(*c0, state_lens))) return false;
+    const std::vector<std::size_t> y_lens = batch_first ? std::vector<std::size_t>{d.N, d.T, D, H}
+                                                        : std::vector<std::size_t>{d.T, D, d.N, H};
+    for (std::size_t i = 0; i < 3; ++i)
+        for (auto u : (*users)[i])
+            if (!lens_are(u, i == 0 ? y_lens : state_lens)) return false;
+    auto wv = w->get_literal().to_vector<float>();
+    auto rv = r->get_literal().to_vector<float>();
+    std::vector<float> bv, pv;
+    if (b) bv = (*b)->get_literal().to_vector<float>();
+    if (p) pv = (*p)->get_literal().to_vector<float>();
+    auto packed = lstm_pack(d, wv.data(), rv.data(), b ? bv.data() : nullptr, p ? pv.data() : nullptr);
+    auto& m = env.m;
+    if (batch_first) {
+        auto swap01 = [&](instruction_ref i) {
+            const std::vector<std::int64_t> order{1, 0, 2};
+            return m.insert_instruction(
+                at, make_op("transpose", value::object{{"perm", value(value::array(order.begin(), order.end()))}}), {i});
+        };
+        x = swap01(x);
+        if (h0) h0 = swap01(*h0);
+        if (c0) c0 = swap01(*c0);
+    }
+    auto lit = [&](std::vector<float> v) {
+        const std::size_t n = v.size();
+        return m.insert_literal(at, literal(shape(type::float32, {n}), std::move(v)));
+    };
+    // The kernel reads row-major activations.
+    auto row_major = [&](instruction_ref i) { return ensure_layout(env, at, i, i->get_shape().as_standard()); };
+    std::vector<instruction_ref> args{row_major(x), lit(std::move(packed.w)), lit(std::move(packed.r)),
+                                      lit(std::move(packed.bias))};
+    if (p) args.push_back(lit(std::move(packed.peep)));
+    if (h0) args.push_back(row_major(*h0));
+    if (c0) args.push_back(row_major(*c0));
+    args.push_back(m.insert_instruction(at, builtin::allocate{shape(type::float32, {d.workspace()})}, {}));
+    const std::size_t rows = d.T + (states ? 2 : 0);
+    args.push_back(m.insert_instruction(at, builtin::allocate{shape(type::float32, {rows, D, d.N, H})}, {}));
+    lstm_packed op;
+    op.hidden_size = H;
+    op.directions = D;
+    op.reverse = d.reverse;
+    op.has_peephole = p.has_value();
+    op.has_initial_h = h0.has_value();
+    op.has_initial_c = c0.has_value();
+    op.final_states = states;
+    // Each output's users read their rows of the one result (all of it for Y without
+    // the states: a view).
+    auto all = m.insert_instruction(at, op, args);
+    auto rows_of = [](std::size_t begin, std::size_t end) {
+        auto one = [](std::size_t v) { return value(value::array{value(static_cast<std::int64_t>(v))}); };
+        return make_op("slice", value::object{{"axes", one(0)}, {"starts", one(begin)}, {"ends", one(end)}});
+    };
+    auto perm = [](std::vector<std::int64_t> v) {
+        return make_op("transpose", value::object{{"perm", value(value::array(v.begin(), v.end()))}});
+    };
+    // Batch first: the rows transposed back, as a row-major copy.
+    auto back = [&](instruction_ref u, instruction_ref rows, std::vector<std::int64_t> order) {
+        auto t = m.insert_instruction(u, perm(std::move(order)), {rows});
+        m.replace_instruction(u, ensure_layout(env, u, t, t->get_shape().as_standard()));
+    };
+    for (auto u : (*users)[0]) {
+        if (!batch_first) m.replace_instruction(u, rows_of(0, d.T), {all});
+        else back(u, m.insert_instruction(u, rows_of(0, d.T), {all}), {2, 0, 1, 3});
+    }
+    const std::vector<std::int64_t> dims{static_cast<std::int64_t>(D), static_cast<std::int64_t>(d.N),
+                                         static_cast<std::int64_t>(H)};
+    const auto state_shape = make_op("reshape", value::object{{"dims", value(value::array(dims.begin(), dims.end()))}});
+    for (std::size_t i = 1; i < 3; ++i)
+        for (auto u : (*users)[i]) {
+            auto s = m.insert_instruction(u, rows_of(d.T + i - 1, d.T + i), {all});
+            if (!batch_first) m.replace_instruction(u, state_shape, {s});
+            else back(u, m.insert_instruction(u, state_shape, {s}), {1, 0, 2});
+        }
+    for (auto u : std::vector<instruction_ref>(ins->outputs()))
+        if (u->name() == "get_tuple_elem") dead.push_back(u);
+    dead.push_back(ins);
+    return true;
+}
+
+bool lower_lstm_dnnl(lower_env& env, instruction_ref ins, std::vector<instruction_ref>& dead) {
+    const auto* a = ins->get_operator().any_cast<op::lstm>();
+    if (!a || a->direction == 2 || a->layout != 0 || a->clip != 0 || a->input_forget || a->has_peephole ||
+        a->has_sequence_lens)
+        return false;
+    const std::vector<std::string> defaults{"Sigmoid", "Tanh", "Tanh"};
+    if (!a->activations.empty() && a->activations != defaults) return false;
+    const auto& in = ins->inputs();
+    auto x = plain(env, in.at(0)), w = in.at(1), r = in.at(2);
+    std::size_t next = 3;
+    std::optional<instruction_ref> b, h0, c0;
+    if (a->has_bias) b = in.at(next++);
+    if (a->has_initial_h) h0 = plain(env, in.at(next++));
+    if (a->has_initial_c) c0 = plain(env, in.at(next++));
+    if (!f32_static(x) || !w->is_literal() || !r->is_literal() || !f32_static(w) || !f32_static(r) ||
+        (b && (!(*b)->is_literal() || !f32_static(*b))))
+        return false;
+    if ((h0 && !f32_static(*h0)) || (c0 && !f32_static(*c0)) || x->get_shape().ndim() != 3) return false;
+    // Only Y may be used: oneDNN does not write the final states here.
+    std::optional<instruction_ref> y;
+    for (auto u : ins->outputs()) {
+        if (u->name() != "get_tuple_elem") return false;
+        const auto index = u->get_operator().to_value().at("index").get_int64();
+        if (index == 0) y = u;
+        else if (!u->outputs().empty()) return false;
+    }
+    if (!y) return false;
+    const std::size_t H = a->hidden_size, I = x->get_shape().lens()[2];
+    auto wv = w->get_literal().to_vector<float>();
+    auto rv = r->get_literal().to_vector<float>();
+    if (wv.size() != gates * H * I || rv.size() != gates * H * H) return false;
+    std::vector<float> wl(I * gates * H), wi(H * gates * H), bias(gates * H, 0.0f);
+    for (std::size_t g = 0; g < gates; ++g)
+        for (std::size_t h = 0; h < H; ++h) {
+            const std::size_t row = onnx_gate[g] * H + h;
+            for (std::size_t c = 0; c < I; ++c) wl[(c * gates + g) * H + h] = wv[row * I + c];
+            for (std::size_t c = 0; c < H; ++c) wi[(c * gates + g) * H + h] = rv[row * H + c];
+        }
+    if (b) {
+        auto bv = (*b)->get_literal().to_vector<float>();
+        if (bv.size() != 2 * gates * H) return false;
+        for (std::size_t g = 0; g < gates; ++g)
+            for (std::size_t h = 0; h < H; ++h)
+                bias[g * H + h] = bv[onnx_gate[g] * H + h] + bv[gates * H + onnx_gate[g] * H + h];
+    }
+    auto& m = env.m;
+    std::vector<instruction_ref> operands{
+        x, m.insert_literal(*y, literal(shape(type::float32, {1, 1, I, gates, H}), wl)),
+        m.insert_literal(*y, literal(shape(type::float32, {1, 1, H, gates, H}), wi)),
+        m.insert_literal(*y, literal(shape(type::float32, {1, 1, gates, H}), bias))};
+    if (h0) operands.push_back(*h0);
+    if (c0) operands.push_back(*c0);
+    lstm op;
+    op.hidden_size = H;
+    op.reverse = a->direction == 1;
+    op.has_initial_h = h0.has_value();
+    op.has_initial_c = c0.has_value();
+    if (!emit(env, *y, op, operands, (*y)->get_shape().as_standard())) return false;
+    for (auto u : std::vector<instruction_ref>(ins->outputs()))
+        if (u != *y) dead.push_back(u);
+    dead.push_back(ins);
+    return true;
+}
+
+}  // namespace
+
+bool lower_lstm_kiln(lower_env& env, instruction_ref ins) {
+    return env.ctx.options().lstm != lstm_choice::dnnl && lower_lstm_packed(env, ins, env.dead);
+}
+
+bool lower_lstm_onednn(lower_env& env, instruction_ref ins) { return lower_lstm_dnnl(env, ins, env.dead); }
+
+shape lstm_packed::compute_shape(const std::vector<shape>& inputs) const {
+    const std::size_t want = 6 + (has_peephole ? 1 : 0) + (has_initial_h ? 1 : 0) + (has_initial_c ? 1 : 0);
+    if (inputs.size() != want)
+        throw_error(error_code::shape, name() + ": expected " + std::to_string(want) + " inputs, got " +
+                                           std::to_string(inputs.size()));
+    // Row-major, but dims of length 1 may carry any stride.
+    auto row_major = [](const shape& s) {
+        std::size_t expect = 1;
+        for (std::size_t i = s.ndim(); i-- > 0;) {
+            if (s.lens()[i] != 1 && s.strides()[i] != expect) return false;
+            expect *= s.lens()[i];
+        }
+        return true;
+    };
+    for (const auto& s : inputs)
+        if (!s.is_tensor() || s.dynamic() || s.get_type() != type::float32 || !row_major(s))
+            throw_error(error_code::shape, name() + ": inputs must be static row-major float32 tensors, got " +
+                                               s.to_string());
+    const auto& x = inputs[0];
+    if (x.ndim() != 3 || hidden_size == 0 || (directions != 1 && directions != 2))
+        throw_error(error_code::shape, name() + ": x must be [T, N, I] (got " + x.to_string() + "), hidden_size > 0, 1 or 2 directions");
+    lstm_dims d{x.lens()[0], x.lens()[1], x.lens()[2], hidden_size, directions, reverse};
+    const std::size_t H = hidden_size, D = directions, nb = d.blocks();
+    std::vector<std::size_t> sizes{d.I * D * d.columns(), D * nb * H * 32, D * d.columns()};
+    if (has_peephole) sizes.push_back(D * nb * 24);
+    if (has_initial_h) sizes.push_back(D * d.N * H);
+    if (has_initial_c) sizes.push_back(D * d.N * H);
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+        if (inputs[i + 1].elements() != sizes[i])
+            throw_error(error_code::shape, name() + ": input " + std::to_string(i + 1) + " " +
+                                               inputs[i + 1].to_string() + " should have " +
+                                               std::to_string(sizes[i]) + " elements");
+    if (inputs[inputs.size() - 2].elements() < d.workspace())
+        throw_error(error_code::shape, name() + ": workspace " + inputs[inputs.size() - 2].to_string() +
+                                           " smaller than " + std::to_string(d.workspace()) + " floats");
+    const shape& out = inputs.back();
+    const std::size_t rows = d.T + (final_states ? 2 : 0);
+    if (out.lens() != std::vector<std::size_t>{rows, D, d.N, H})
+        throw_error(error_code::shape, name() + ": output buffer " + out.to_string() + " is not [" +
+                                           (final_states ? "T + 2" : "T") + ", D, N, H]");
+    return out;
+}
+
+argument lstm_packed::compute(context& ctx, const shape&, const std::vector<argument>& args) const {
+    const auto& c = as_cpu_context(ctx, name());
+    const auto& xl = args[0].get_shape().lens();
+    lstm_dims d{xl[0], xl[1], xl[2], hidden_size, directions, reverse};
+    auto f = [&](std::size_t i) { return reinterpret_cast<const float*>(args[i].data()); };
+    std::size_t next = 4;
+    const float* peep = has_peephole ? f(next++) : nullptr;
+    const float* h0 = has_initial_h ? f(next++) : nullptr;
+    const float* c0 = has_initial_c ? f(next++) : nullptr;
+    auto* ws = reinterpret_cast<float*>(args[args.size() - 2].data());
+    auto* y = reinterpret_cast<float*>(args.back().data());
+    const auto isa = c.options().lstm == lstm_choice::portable ? lstm_isa::portable : lstm_isa::best;
+    lstm_run(d, f(0), f(1), f(2), f(3), peep, h0, c0, ws, y, c.threads(), isa,
+             final_states ? y + d.T * d.D * d.N * d.H : nullptr);
+    return args.back();
+}
+
+KILN_REGISTER_OP(lstm)
+KILN_REGISTER_OP(lstm_packed)
+
+}  // namespace kiln::cpu

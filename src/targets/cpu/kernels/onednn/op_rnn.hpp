@@ -1,0 +1,74 @@
+// cpu::lstm: a unidirectional ONNX LSTM (default activations, no clip, peepholes or
+// sequence lengths, time-major layout) on oneDNN's LSTM primitive, producing Y only.
+//
+// Operands: (x [T, N, I], w_layer, w_iter, bias[, h0 [1, N, H]][, c0 [1, N, H]]). The
+// lowering stores the weights once in oneDNN's plain gate order and layout (ldigo:
+// [1, 1, I or H, 4, H], gates i, f, c~, o; bias ldgo [1, 1, 4, H], ONNX's two biases
+// summed); finalize lets the primitive pack them for this CPU. The result Y has
+// ONNX's shape [T, 1, N, H] (the same memory as oneDNN's [T, N, H]).
+//
+// cpu::lstm_packed: the same LSTM (also bidirectional, with peepholes) on Kiln's own
+// kernel (lstm_kernel.hpp), the default; KILN_CPU_LSTM=dnnl keeps cpu::lstm instead.
+// Operands: (x [T, N, I], w, r, bias[, peep][, h0 [D, N, H]][, c0 [D, N, H]]) with the
+// weights packed by lstm_pack, then a float32 workspace and the output buffer Y
+// [T, D, N, H]. KILN_CPU_LSTM=portable runs the portable kernel instead of the vector one.
+#pragma once
+#include "targets/cpu/kernels/onednn/dnnl_op.hpp"
+
+namespace kiln::cpu {
+
+struct lstm : dnnl_op<lstm> {
+    static constexpr bool work_per_element = false;  // a product: the result hides its depth
+    std::size_t hidden_size = 0;
+    bool reverse = false;
+    bool has_initial_h = false;
+    bool has_initial_c = false;
+
+    template <class Self, class F>
+    static void reflect(Self& self, F f) {
+        f(self.hidden_size, "hidden_size");
+        f(self.reverse, "reverse");
+        f(self.has_initial_h, "has_initial_h");
+        f(self.has_initial_c, "has_initial_c");
+        f(self.scratchpad, "scratchpad");
+        f(self.layouts, "layouts");
+        f(self.dst_layout, "dst_layout");
+    }
+    std::string name() const { return "cpu::lstm"; }
+    shape logical_shape(const std::vector<shape>& operands) const;
+    dnnl::primitive_desc_base make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
+                                      const shape& dst) const;
+    void bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd, const std::vector<shape>& operands,
+                       const std::vector<argument>& constants, const dnnl::engine& eng) const;
+};
+
+struct lstm_packed {
+    std::size_t hidden_size = 0;
+    std::size_t directions = 1;
+    bool reverse = false;
+    bool has_peephole = false;
+    bool has_initial_h = false;
+    bool has_initial_c = false;
+    // The result is [T + 2, D, N, H]: Y, then Y_h and Y_c as rows T and T + 1 (the lowering
+    // gives each output's users a slice of it); without, just Y [T, D, N, H].
+    bool final_states = false;
+
+    template <class Self, class F>
+    static void reflect(Self& self, F f) {
+        f(self.hidden_size, "hidden_size");
+        f(self.directions, "directions");
+        f(self.reverse, "reverse");
+        f(self.has_peephole, "has_peephole");
+        f(self.has_initial_h, "has_initial_h");
+        f(self.has_initial_c, "has_initial_c");
+        f(self.final_states, "final_states");
+    }
+    std::string name() const { return "cpu::lstm_packed"; }
+    shape compute_shape(const std::vector<shape>& inputs) const;
+    argument compute(context& ctx, const shape& output, const std::vector<argument>& args) const;
+    std::ptrdiff_t output_alias(const std::vector<shape>& inputs) const {
+        return static_cast<std::ptrdiff_t>(inputs.size()) - 1;
+    }
+};
+
+}  // namespace kiln::cpu

@@ -1,0 +1,83 @@
+// A oneDNN primitive, created once (at compile or load time), and how each of its
+// arguments is found at run time: an input of the instruction (weights, activations,
+// the planned output and scratchpad buffers) or memory the kernel owns (weights relaid
+// out at load for another CPU). Running it allocates no buffers.
+#pragma once
+#include "targets/cpu/kernels/onednn/dnnl_util.hpp"
+
+#include <kiln/argument.hpp>
+#include <kiln/context.hpp>
+
+#include <dnnl.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace kiln::cpu {
+
+class cpu_context;
+
+// The cpu_context of a compiled cpu program (a kiln runtime error for any other).
+cpu_context& as_cpu_context(context& ctx, const std::string& op_name);
+
+class primitive_kernel {
+public:
+    primitive_kernel(dnnl::primitive p, std::string impl) : prim_(std::move(p)), impl_(std::move(impl)) {}
+
+    // Argument `arg` is input `input` of the instruction, seen through `md`.
+    void bind(int arg, std::size_t input, const dnnl::memory::desc& md);
+    // Argument `arg` is memory the kernel keeps (constant data).
+    void bind_owned(int arg, dnnl::memory mem);
+    // The primitive's scratchpad: input `input` when it is large enough (the planned
+    // buffer), otherwise memory of its own; then runs are serialized, since concurrent
+    // evals would share it. That only happens when a program compiled on one CPU is
+    // loaded on another whose kernels need more scratch memory.
+    void set_scratchpad(const dnnl::memory::desc& md, std::ptrdiff_t input, std::size_t input_bytes,
+                        const dnnl::engine& eng);
+
+    void run(context& ctx, const std::vector<argument>& args, const std::string& op_name) const;
+    // Runs on the calling thread alone (small work; see single_thread_elements).
+    void set_alone(bool alone) { alone_ = alone; }
+    const std::string& impl() const { return impl_; }
+
+private:
+    struct input_binding {
+        int arg;
+        std::size_t input;
+        dnnl::memory::desc md;
+    };
+    dnnl::primitive prim_;
+    std::string impl_;
+    std::vector<input_binding> inputs_;
+    std::vector<std::pair<int, dnnl::memory>> owned_;
+    std::unique_ptr<std::mutex> serialize_;
+    bool alone_ = false;
+    // The argument maps of earlier runs, with their dnnl::memory objects: a run takes one
+    // and re-points its memories at this run's buffers (set_data_handle: ~0.05 us for three)
+    // instead of creating them (~1.5 us for three, per primitive and run; EfficientNet-B0
+    // runs ~130 primitives). One map per run in flight, so concurrent evals stay apart.
+    using arg_map = std::unordered_map<int, dnnl::memory>;
+    struct arg_cache {
+        std::mutex mutex;
+        std::vector<std::unique_ptr<arg_map>> free;
+    };
+    std::unique_ptr<arg_cache> cache_ = std::make_unique<arg_cache>();
+};
+
+// The reorder of `src` (in layout `from`) into a new memory in layout `to`, run once at
+// compile or load time.
+dnnl::memory reorder_constant(const dnnl::engine& eng, const dnnl::memory::desc& from, const void* src,
+                              const dnnl::memory::desc& to);
+
+// Binds constant weights (input `input`), stored in the layout `weights` records: as they
+// are when the primitive wants that layout, else relaid out once into kernel-owned
+// memory (a program compiled on one CPU, loaded on another).
+void bind_constant_weights(primitive_kernel& k, const md_record& weights, const dnnl::memory::desc& wanted,
+                           std::size_t input, const std::vector<argument>& constants, const dnnl::engine& eng,
+                           const std::string& op_name, int arg = DNNL_ARG_WEIGHTS);
+
+}  // namespace kiln::cpu

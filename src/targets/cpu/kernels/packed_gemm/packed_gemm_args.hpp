@@ -1,0 +1,100 @@
+// What one run of a packed GEMM (packed_gemm.hpp) needs: sizes, pointers, the fused
+// epilogue, and the part-runner each ISA variant provides. Plain data only, so that the
+// variants (compiled with different target attributes) share nothing but this header.
+#pragma once
+#include "targets/cpu/cpu_options.hpp"
+#include "targets/cpu/kernels/fused_post_kind.hpp"
+
+#include <cstddef>
+
+namespace kiln::cpu::pgemm {
+
+constexpr std::size_t panel = 16;  // columns per packed panel of B
+constexpr std::size_t tile_rows = 6;  // rows per micro-tile (12 ymm accumulators)
+
+// A fused post-op as the epilogue applies it, in order, after the bias.
+using post_kind = fused_post_kind;
+struct post_step {
+    post_kind kind = post_kind::relu;
+    float alpha = 0.0f, beta = 0.0f;
+    const float* src = nullptr;  // binary: [n] per column (full false) or laid out as C
+    bool full = false;
+};
+constexpr int max_post_steps = 8;
+
+struct args {
+    std::size_t m = 0, n = 0, k = 0;  // C[m][n] = A[m][k] B[k][n]
+    std::size_t kc = 0;               // k block: the B micro-panel kc x 16 stays in L1
+    const float* a = nullptr;         // [m][k] row-major
+    const float* b = nullptr;         // [ceil(n/16)][k][16], zero-padded columns
+    const float* bias = nullptr;      // [n] or null
+    float* c = nullptr;               // [m][n] row-major, or blocked (see block)
+    // 0: C is row-major. 8 or 16: C is a channel-blocked activation, the rows its pixels
+    // (image by image, `image_rows` each), the columns its channels (n a multiple of
+    // block): [images][n / block][image_rows][block]. Full-tensor binary post-op operands
+    // are laid out as C.
+    std::size_t block = 0, image_rows = 0;
+    // Row strides of A and of a row-major C, in floats (0: k and n, the packed ones);
+    // attention's products read and write strided views of bigger tensors.
+    std::size_t lda = 0, ldc = 0;
+    post_step post[max_post_steps];
+    int n_post = 0;
+    // C already holds values the product adds to (a residual the result overwrites in
+    // place): the first k block starts from them instead of from zero. The bias and the
+    // post-ops follow the sum.
+    bool accumulate = false;
+    // Many rows (run_all decides): the kernels that can finish each row tile across all
+    // of K and a block of panels before the next tile, so that A and C stream through
+    // memory once (only the AVX-512 ones do; the others take it as a hint).
+    bool tall = false;
+};
+
+// A's row stride.
+inline std::size_t a_stride(const args& g) { return g.lda ? g.lda : g.k; }
+
+// The row stride to give a copy of A (rows of k floats, `rows` of them): rows 4 KiB apart
+// (or a multiple) share one L1 cache set, so an AVX-512 register tile's 12 rows evict each
+// other and B (packed_gemm.hpp has the measurement); from two tiles of rows up they are
+// padded by a cache line. k itself where nothing aliases.
+inline std::size_t padded_a_stride(std::size_t k, std::size_t rows) {
+    constexpr std::size_t aliasing_bytes = 4096, padding = 16, min_rows = 24;
+    return (k * sizeof(float)) % aliasing_bytes == 0 && rows >= min_rows ? k + padding : k;
+}
+// Where C's row i starts, and where its column j (a multiple of 8) is from there.
+inline std::size_t row_offset(const args& g, std::size_t i) {
+    if (g.block == 0) return i * (g.ldc ? g.ldc : g.n);
+    return (i / g.image_rows) * g.image_rows * g.n + (i % g.image_rows) * g.block;
+}
+inline std::size_t col_offset(const args& g, std::size_t j) {
+    return g.block == 0 ? j : (j / g.block) * g.image_rows * g.block + j % g.block;
+}
+
+// Computes C rows [m0, m1) x panels [p0, p1) completely (all k blocks, bias, post-ops).
+// Parts are independent: threads run disjoint parts without synchronization.
+using part_fn = void (*)(const args&, std::size_t m0, std::size_t m1, std::size_t p0, std::size_t p1);
+
+part_fn generic_part();
+part_fn avx2_part();    // only for CPUs with AVX2 and FMA
+part_fn avx512_part();  // only for CPUs with AVX-512 F, DQ, VL and BW (cpu::has_avx512())
+
+// Packed panels of B for n columns.
+inline std::size_t panels(std::size_t n) { return (n + panel - 1) / panel; }
+
+// Defined in packed_gemm.cpp, for every user of these kernels (avx2_part needs
+// cpu::has_avx2_fma(), cpu_features.hpp):
+// the kernels for this CPU, asked of cpuid (a saved program runs on another machine):
+// avx512_part where it has AVX-512, else avx2_part where it has AVX2 and FMA, else
+// generic_part; `cap` (KILN_CPU_PACKED_GEMM_ISA=avx2 or generic) lowers the choice (for testing the
+// other kernels and for measurements);
+part_fn chosen_part(isa_cap cap);
+// "avx512", "avx2" or "generic";
+const char* part_name(part_fn part);
+// the k block for depth k (g.kc);
+std::size_t depth_block(std::size_t k);
+// all of C, on the current OpenMP team: each thread its own B panels (at least two
+// each), then rows in whole tiles; tall products (tall_rows and more) by rows only, each
+// thread a contiguous range of whole tiles, in the kernels' tall order (args::tall).
+constexpr std::size_t tall_rows = 256;
+void run_all(const args& g, part_fn part);
+
+}  // namespace kiln::cpu::pgemm
