@@ -36,7 +36,8 @@ using param_map = std::unordered_map<std::string, argument>;
 // Runs a sub-module with the given parameters and returns its results.
 using run_module_fn = std::function<std::vector<argument>(module_ref, const param_map&)>;
 
-// Properties passes ask about, rather than keeping lists of op names.
+// Properties passes ask about, rather than keeping lists of op names: each op's
+// traits() declares its own, so a list of the ops with a property exists only there.
 struct op_traits {
     bool pointwise = false;       // elementwise over (broadcast) inputs of one shape
     bool commutative = false;     // binary op whose inputs may be swapped
@@ -44,6 +45,16 @@ struct op_traits {
     bool side_effects = false;    // never removed by dead-code elimination
     bool handles_dynamic = false; // compute_shape understands dynamic input shapes itself
     bool builtin = false;         // @param, @literal, @return and other structural ops
+    // One input (in its static form); the result is the input's elements in the same
+    // row-major order under other lens: reshape, flatten, squeeze, unsqueeze.
+    bool reshape_like = false;
+    // Reduces input 0 over the axes of its `axes` attribute, keeping them as 1s when its
+    // `keepdims` attribute is true: the reduce_* family.
+    bool reduction = false;
+    // Axis 0 of input 0 and of the result is a batch: image b of the result is computed
+    // from image b of input 0 alone, any other inputs are weights read whole by every
+    // image (convolution, pooling). split_batch may run such an op image by image.
+    bool batch_separable = false;
 };
 
 namespace detail {

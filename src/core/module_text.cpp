@@ -417,8 +417,12 @@ private:
         if (written && *written != computed)
             r_.fail_at(start, op_name + " gives " + computed.to_string() + ", the text says " + written->to_string());
         // The written shape is kept whole: it may carry values (int64[2]<batch, 4>) that
-        // equality ignores, and it is what printing the module must give back.
-        return m_.insert_instruction_with_shape(m_.end(), op, written ? *written : computed, std::move(args),
+        // equality ignores, and it is what printing the module must give back. Print
+        // leaves out values that are all numbers (int64[2] for shape_of of a float32[2, 3]),
+        // so a written shape without values takes the computed ones: they print the same,
+        // and the ops after it (a reshape to those values) read them as they did before.
+        const bool keep_written = written && (written->has_values() || !computed.has_values());
+        return m_.insert_instruction_with_shape(m_.end(), op, keep_written ? *written : computed, std::move(args),
                                                 std::move(mods));
     }
 

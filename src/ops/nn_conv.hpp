@@ -37,6 +37,7 @@ struct conv_attributes {
 
 struct convolution : conv_attributes {
     std::string name() const { return "convolution"; }
+    op_traits traits() const { return {.batch_separable = true}; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     argument compute(const shape& out, const std::vector<argument>& args) const;
 };

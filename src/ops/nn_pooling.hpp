@@ -39,6 +39,7 @@ struct pooling {
         f(self.padding_mode, "padding_mode");
     }
     std::string name() const { return "pooling"; }
+    op_traits traits() const { return {.batch_separable = true}; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     argument compute(const shape& out, const std::vector<argument>& args) const;
 

@@ -36,7 +36,7 @@ struct reduce_op : reduce_base {
         f(self.noop_with_empty_axes, "noop_with_empty_axes");
     }
     std::string name() const;
-    op_traits traits() const { return {.handles_dynamic = true}; }
+    op_traits traits() const { return {.handles_dynamic = true, .reduction = true}; }
     shape compute_shape(const std::vector<shape>& inputs) const { return reduce_base::compute_shape(K, name(), inputs); }
     argument compute(const shape&, const std::vector<argument>& args) const {
         return reduce_base::compute(K, name(), args);

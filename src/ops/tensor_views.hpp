@@ -18,6 +18,7 @@ struct reshape {
         f(self.allowzero, "allowzero");
     }
     std::string name() const { return "reshape"; }
+    op_traits traits() const { return {.reshape_like = true}; }
     shape compute_shape(const std::vector<shape>& in) const;
     argument compute(const shape& out, const std::vector<argument>& args) const;
     std::ptrdiff_t output_alias(const std::vector<shape>& in) const;
@@ -47,6 +48,7 @@ struct flatten {
     template <class Self, class F>
     static void reflect(Self& self, F f) { f(self.axis, "axis"); }
     std::string name() const { return "flatten"; }
+    op_traits traits() const { return {.reshape_like = true}; }
     shape compute_shape(const std::vector<shape>& in) const;
     argument compute(const shape& out, const std::vector<argument>& args) const;
     std::ptrdiff_t output_alias(const std::vector<shape>& in) const;
@@ -58,6 +60,7 @@ struct squeeze {
     template <class Self, class F>
     static void reflect(Self& self, F f) { f(self.axes, "axes"); }
     std::string name() const { return "squeeze"; }
+    op_traits traits() const { return {.reshape_like = true}; }
     shape compute_shape(const std::vector<shape>& in) const;
     argument compute(const shape& out, const std::vector<argument>& args) const { return args[0].reshape(out); }
     std::ptrdiff_t output_alias(const std::vector<shape>&) const { return 0; }
@@ -69,6 +72,7 @@ struct unsqueeze {
     template <class Self, class F>
     static void reflect(Self& self, F f) { f(self.axes, "axes"); }
     std::string name() const { return "unsqueeze"; }
+    op_traits traits() const { return {.reshape_like = true}; }
     shape compute_shape(const std::vector<shape>& in) const;
     argument compute(const shape& out, const std::vector<argument>& args) const { return args[0].reshape(out); }
     std::ptrdiff_t output_alias(const std::vector<shape>&) const { return 0; }

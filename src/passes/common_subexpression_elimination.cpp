@@ -1,5 +1,9 @@
 #include "passes/common_subexpression_elimination.hpp"
 
+#include "passes/rewrite_utils.hpp"
+
+#include <kiln/builtin_ops.hpp>
+
 #include <unordered_map>
 #include <vector>
 
@@ -11,7 +15,7 @@ bool mergeable(const instruction& ins) {
     auto t = ins.get_operator().traits();
     if (t.nondeterministic || t.side_effects) return false;
     // Buffers are distinct by design: merging two allocations would alias two results.
-    return ins.name() != "allocate" && ins.name() != "load";
+    return !rewrite::is<builtin::allocate>(ins) && !rewrite::is<builtin::load>(ins);
 }
 
 std::size_t key_of(const instruction& ins) {

@@ -1,6 +1,9 @@
 #include "passes/fuse_pointwise.hpp"
 
+#include "passes/rewrite_utils.hpp"
+
 #include "ops/fused.hpp"
+#include "ops/reduce.hpp"
 
 #include <algorithm>
 #include <optional>
@@ -9,10 +12,6 @@
 namespace kiln {
 
 namespace {
-
-const char* const fusible_reductions[] = {"reduce_sum", "reduce_mean", "reduce_max",        "reduce_min",
-                                          "reduce_prod", "reduce_l1",  "reduce_l2", "reduce_sum_square",
-                                          "reduce_log_sum"};
 
 bool static_tensor(const shape& s) { return s.is_tensor() && !s.dynamic(); }
 
@@ -89,7 +88,7 @@ bool try_join(group& g, instruction_ref ins) {
     return true;
 }
 
-void rewrite(module& m, group& g, const std::unordered_map<const instruction*, std::size_t>& pos) {
+void rewrite_group(module& m, group& g, const std::unordered_map<const instruction*, std::size_t>& pos) {
     std::sort(g.members.begin(), g.members.end(),
               [&](instruction_ref a, instruction_ref b) { return pos.at(&*a) < pos.at(&*b); });
     std::unordered_set<const instruction*> in_group;
@@ -130,9 +129,9 @@ void rewrite(module& m, group& g, const std::unordered_map<const instruction*, s
 }  // namespace
 
 bool is_fusible_reduction(instruction_ref ins) {
-    const auto n = ins->name();
-    if (std::find(std::begin(fusible_reductions), std::end(fusible_reductions), n) == std::end(fusible_reductions))
-        return false;
+    // Every reduction but log_sum_exp, which shifts by the row's max before it sums (a
+    // pass of its own that the fused kernels do not make).
+    if (!ins->get_operator().traits().reduction || rewrite::is<op::reduce_log_sum_exp>(ins)) return false;
     if (ins->inputs().size() != 1) return false;
     const auto& s = ins->inputs()[0]->get_shape();
     if (!static_tensor(s)) return false;
@@ -191,7 +190,7 @@ void fuse_pointwise::apply(module& m) const {
         groups.push_back(start_group(it));
     }
     for (auto& g : groups)
-        if (g.members.size() >= std::max<std::size_t>(min_size, 1)) rewrite(m, g, pos);
+        if (g.members.size() >= std::max<std::size_t>(min_size, 1)) rewrite_group(m, g, pos);
 }
 
 }  // namespace kiln

@@ -40,8 +40,9 @@ struct fuse_pointwise {
     void apply(module& m) const;
 };
 
-// Reductions a group may hold: reduce_{sum, mean, max, min, prod, l1, l2, sum_square,
-// log_sum} with constant axes (the one-input form) over at least one axis.
+// Reductions a group may hold: ops with traits().reduction but reduce_log_sum_exp
+// (reduce_{sum, mean, max, min, prod, l1, l2, sum_square, log_sum}) with constant axes
+// (the one-input form) over at least one axis.
 bool is_fusible_reduction(instruction_ref ins);
 // The reduced axes (sorted) and keepdims of such a reduction op.
 std::vector<std::size_t> reduction_axes(const operation& op, std::size_t rank);

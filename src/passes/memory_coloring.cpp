@@ -1,5 +1,7 @@
 #include "passes/memory_coloring.hpp"
 
+#include "passes/rewrite_utils.hpp"
+
 #include <kiln/builtin_ops.hpp>
 
 #include <algorithm>
@@ -24,7 +26,7 @@ analysis analyze(const module& m) {
     std::size_t i = 0;
     for (auto& ins : m) {
         index.emplace(&ins, i);
-        if (ins.name() == "allocate") {
+        if (rewrite::is<builtin::allocate>(ins)) {
             root.emplace(&ins, &ins);
             slot.emplace(&ins, a.intervals.size());
             a.allocations.push_back(&ins);

@@ -113,6 +113,4 @@ std::vector<double> broadcast_values(const literal& c, const std::vector<std::si
     return r;
 }
 
-bool is_op(instruction_ref ins, const std::string& name) { return ins->name() == name; }
-
 }  // namespace kiln::rewrite

@@ -1,7 +1,8 @@
 // Helpers shared by the rewriting passes (simplify_algebra, simplify_reshapes): the
 // checks ONNX Runtime's graph transformers make before fusing (a value has a single
 // consumer, it is not a graph output, an operand is a constant) and reading and
-// writing constants as doubles.
+// writing constants as doubles; and the typed matchers every pass uses instead of
+// comparing op names.
 #pragma once
 #include <kiln/literal.hpp>
 #include <kiln/module.hpp>
@@ -54,7 +55,19 @@ std::vector<double> broadcast_values(const literal& c, const std::vector<std::si
 std::optional<std::vector<std::size_t>> broadcast_lens(const std::vector<std::size_t>& a,
                                                        const std::vector<std::size_t>& b);
 
-// True when the op of `ins` is named `name`.
-bool is_op(instruction_ref ins, const std::string& name);
+// Typed matchers: true when the op of `ins` is an `Op` (its struct, e.g. op::mul_op or
+// builtin::allocate), asked of the type and not of the name.
+template <class Op>
+bool is(const instruction& ins) {
+    return ins.get_operator().any_cast<Op>() != nullptr;
+}
+template <class Op>
+bool is(instruction_ref ins) {
+    return is<Op>(*ins);
+}
+template <class... Ops>
+bool is_any(instruction_ref ins) {
+    return (is<Ops>(*ins) || ...);
+}
 
 }  // namespace kiln::rewrite

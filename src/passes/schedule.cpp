@@ -1,6 +1,7 @@
 #include "passes/schedule.hpp"
 
 #include "passes/memory_coloring.hpp"
+#include "passes/rewrite_utils.hpp"
 
 #include <kiln/builtin_ops.hpp>
 
@@ -56,7 +57,7 @@ graph build_graph(module& m) {
             g.kinds[i] = kind::fixed;
             continue;
         }
-        if (ins->name() == "allocate") {
+        if (rewrite::is<builtin::allocate>(ins)) {
             g.kinds[i] = kind::allocate;
             root[i] = i;
             g.bytes[i] = ins->get_shape().bytes();

@@ -5,8 +5,13 @@
 #include "passes/rewrite_utils.hpp"
 #include "passes/simplify_algebra_rules.hpp"
 
+#include "ops/convert.hpp"
+#include "ops/nn_matmul.hpp"
+#include "ops/pointwise_binary.hpp"
+#include "ops/tensor_views.hpp"
+
 #include <kiln/context.hpp>
-#include <kiln/register_op.hpp>
+#include <kiln/errors.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -18,7 +23,7 @@ namespace algebra {
 namespace {
 
 using rewrite::constant_of;
-using rewrite::is_op;
+using rewrite::is;
 
 // For a commutative binary op, the (non-constant, constant) operands in either order;
 // for others only (x, c) with the constant second.
@@ -36,12 +41,32 @@ std::optional<operands> split_constant(instruction_ref ins, bool commutative) {
     return std::nullopt;
 }
 
-bool commutative_name(const std::string& n) { return n == "add" || n == "mul"; }
+bool commutative(instruction_ref ins) { return ins->get_operator().traits().commutative; }
+
+// The arithmetic ops the constant rules know.
+enum class arith { none, add, sub, mul, div };
+arith arith_of(instruction_ref ins) {
+    if (is<op::add_op>(ins)) return arith::add;
+    if (is<op::sub_op>(ins)) return arith::sub;
+    if (is<op::mul_op>(ins)) return arith::mul;
+    if (is<op::div_op>(ins)) return arith::div;
+    return arith::none;
+}
+operation make_arith(arith a) {
+    switch (a) {
+        case arith::add: return op::add_op{};
+        case arith::sub: return op::sub_op{};
+        case arith::mul: return op::mul_op{};
+        case arith::div: return op::div_op{};
+        case arith::none: break;
+    }
+    throw_error(error_code::runtime, "simplify_algebra: no arithmetic op");
+}
 
 // op(a, b) on constants, with the op's reference compute (the same arithmetic the
 // program would have done at run time).
-literal compute_constant(const std::string& op_name, const literal& a, const literal& b) {
-    auto op = make_op(op_name);
+literal compute_constant(arith a_op, const literal& a, const literal& b) {
+    const operation op = make_arith(a_op);
     host_context ctx;
     auto s = op.compute_shape({a.get_shape(), b.get_shape()});
     return literal(op.compute(ctx, s, {a.get_argument(), b.get_argument()}));
@@ -67,37 +92,38 @@ bool exact_reciprocal(double c, type t) {
 // once where the original rounded twice: the result may differ in the last bit, as with
 // any reassociation (the same folds ONNX Runtime and TensorRT make).
 bool reassociate_constants(module& m, instruction_ref ins) {
-    const std::string outer = ins->name();
-    if (outer != "add" && outer != "sub" && outer != "mul") return false;
-    auto o = split_constant(ins, commutative_name(outer));
+    const arith outer = arith_of(ins);
+    if (outer != arith::add && outer != arith::sub && outer != arith::mul) return false;
+    auto o = split_constant(ins, commutative(ins));
     if (!o) return false;
     auto inner = o->x;
-    const std::string in_name = inner->name();
-    if (in_name != "add" && in_name != "sub" && in_name != "mul") return false;
+    const arith in_op = arith_of(inner);
+    if (in_op != arith::add && in_op != arith::sub && in_op != arith::mul) return false;
     if (!rewrite::only_used_by(m, inner, ins)) return false;
-    auto i = split_constant(inner, commutative_name(in_name));
+    auto i = split_constant(inner, commutative(inner));
     if (!i) return false;
     const literal& a = i->c;
     const literal& b = o->c;
-    std::string new_op;
+    arith new_op = arith::none;
     std::optional<literal> k;
-    if (outer == "mul" && in_name == "mul") {
-        new_op = "mul", k = compute_constant("mul", a, b);           // (x*a)*b = x*(a*b)
-    } else if (outer == "add" && in_name == "add") {
-        new_op = "add", k = compute_constant("add", a, b);           // (x+a)+b = x+(a+b)
-    } else if (outer == "add" && in_name == "sub") {
-        new_op = "add", k = compute_constant("sub", b, a);           // (x-a)+b = x+(b-a)
-    } else if (outer == "sub" && in_name == "add") {
-        new_op = "add", k = compute_constant("sub", a, b);           // (x+a)-b = x+(a-b)
-    } else if (outer == "sub" && in_name == "sub") {
-        new_op = "sub", k = compute_constant("add", a, b);           // (x-a)-b = x-(a+b)
+    using enum arith;
+    if (outer == mul && in_op == mul) {
+        new_op = mul, k = compute_constant(mul, a, b);           // (x*a)*b = x*(a*b)
+    } else if (outer == add && in_op == add) {
+        new_op = add, k = compute_constant(add, a, b);           // (x+a)+b = x+(a+b)
+    } else if (outer == add && in_op == sub) {
+        new_op = add, k = compute_constant(sub, b, a);           // (x-a)+b = x+(b-a)
+    } else if (outer == sub && in_op == add) {
+        new_op = add, k = compute_constant(sub, a, b);           // (x+a)-b = x+(a-b)
+    } else if (outer == sub && in_op == sub) {
+        new_op = sub, k = compute_constant(add, a, b);           // (x-a)-b = x-(a+b)
     } else {
         return false;  // mixing + and * would distribute: not done here
     }
     // Broadcasting is associative, so the result keeps ins's shape; the new constant
     // must not be larger than the ones it replaces.
     if (k->get_shape().elements() > std::max(a.get_shape().elements(), b.get_shape().elements())) return false;
-    auto op = make_op(new_op);
+    const operation op = make_arith(new_op);
     auto s = op.compute_shape({i->x->get_shape(), k->get_shape()});
     if (s != ins->get_shape()) return false;
     m.replace_instruction(ins, op, {i->x, m.insert_literal(ins, *k)});
@@ -109,7 +135,7 @@ bool reassociate_constants(module& m, instruction_ref ins) {
 // from x/c in the last ulp: done only under fast_math, and only for float32/float64
 // (in float16/bfloat16 the rounded reciprocal would cost far more than an ulp).
 bool divide_by_reciprocal(module& m, instruction_ref ins, bool fast_math) {
-    if (!is_op(ins, "div")) return false;
+    if (!is<op::div_op>(ins)) return false;
     auto o = split_constant(ins, false);
     if (!o) return false;
     const type t = o->c.get_shape().get_type();
@@ -129,7 +155,7 @@ bool divide_by_reciprocal(module& m, instruction_ref ins, bool fast_math) {
             if (!std::isnormal(r)) return false;  // 1/c overflows or underflows in t
     }
     auto r = m.insert_literal(ins, rewrite::make_literal(o->c.get_shape(), rs));
-    m.replace_instruction(ins, make_op("mul"), {o->x, r});
+    m.replace_instruction(ins, op::mul_op{}, {o->x, r});
     return true;
 }
 
@@ -137,27 +163,27 @@ bool divide_by_reciprocal(module& m, instruction_ref ins, bool fast_math) {
 // input unchanged. Only when the result has exactly x's shape (lens and strides): a
 // constant that broadcasts x to a larger shape is not an identity.
 bool remove_identity(module& m, instruction_ref ins, bool fast_math) {
-    const std::string n = ins->name();
+    const arith n = arith_of(ins);
     instruction_ref x = m.end();
-    if (n == "mul" || n == "div" || n == "add" || n == "sub") {
-        auto o = split_constant(ins, commutative_name(n));
+    if (n != arith::none) {
+        auto o = split_constant(ins, commutative(ins));
         if (!o) return false;
         const bool int_type = !rewrite::is_float(o->c.get_shape().get_type());
         bool identity = false;
-        if (n == "mul" || n == "div") {
+        if (n == arith::mul || n == arith::div) {
             identity = rewrite::all_equal(o->c, 1.0);
         } else if (int_type) {
             identity = rewrite::all_equal(o->c, 0.0);
         } else {
             // x + (-0) and x - (+0) are exact for every x; x + (+0) and x - (-0) turn
             // -0 into +0, so they go only under fast_math.
-            const bool exact_zero = rewrite::all_signed_zero(o->c, n == "sub" ? false : true);
+            const bool exact_zero = rewrite::all_signed_zero(o->c, n == arith::sub ? false : true);
             identity = exact_zero || (fast_math && rewrite::all_equal(o->c, 0.0));
         }
         if (!identity) return false;
         x = o->x;
-    } else if (n == "reshape" || n == "flatten" || n == "squeeze" || n == "unsqueeze" || n == "transpose" ||
-               n == "broadcast" || n == "convert" || n == "identity") {
+    } else if (ins->get_operator().traits().reshape_like ||
+               rewrite::is_any<op::transpose, op::broadcast, op::convert_op>(ins)) {
         if (ins->inputs().size() != 1) return false;
         x = ins->inputs().front();
     } else {
@@ -175,11 +201,11 @@ bool remove_identity(module& m, instruction_ref ins, bool fast_math) {
 // Exact when c is a power of two (barring overflow); otherwise the result may differ in
 // the last bits, so only under fast_math.
 bool scale_after_matmul(module& m, instruction_ref ins, bool fast_math) {
-    if (!is_op(ins, "matmul") || ins->inputs().size() != 2 || !rewrite::is_float(ins->get_shape().get_type()))
+    if (!is<op::matmul>(ins) || ins->inputs().size() != 2 || !rewrite::is_float(ins->get_shape().get_type()))
         return false;
     for (std::size_t k = 0; k < 2; ++k) {
         auto scaled = ins->inputs()[k];
-        if (!is_op(scaled, "mul") || !rewrite::only_used_by(m, scaled, ins)) continue;
+        if (!is<op::mul_op>(scaled) || !rewrite::only_used_by(m, scaled, ins)) continue;
         auto xc = split_constant(scaled, true);
         if (!xc || xc->c.get_shape().elements() != 1) continue;
         if (xc->x->get_shape().lens() != scaled->get_shape().lens()) continue;  // c would broadcast x
@@ -190,7 +216,7 @@ bool scale_after_matmul(module& m, instruction_ref ins, bool fast_math) {
         args[k] = xc->x;
         auto product = m.insert_instruction(ins, ins->get_operator(), args);
         auto scale = m.insert_literal(ins, rewrite::make_literal(shape(t), {c}));
-        m.replace_instruction(ins, make_op("mul"), {product, scale});
+        m.replace_instruction(ins, op::mul_op{}, {product, scale});
         return true;
     }
     return false;

@@ -14,8 +14,7 @@
 #include "ops/nn_conv.hpp"
 #include "ops/nn_matmul.hpp"
 #include "ops/normalization.hpp"
-
-#include <kiln/register_op.hpp>
+#include "ops/pointwise_binary.hpp"
 
 #include <cmath>
 
@@ -24,6 +23,7 @@ namespace kiln::algebra {
 namespace {
 
 using rewrite::constant_of;
+using rewrite::is;
 
 // s (empty: all 1) and t (empty: all 0), one value per output channel.
 struct channel_affine {
@@ -54,7 +54,7 @@ std::size_t weight_channel(const std::vector<std::size_t>& lens, std::size_t i, 
 }
 
 bool fold_into_conv(module& m, instruction_ref producer, instruction_ref ins, const channel_affine& a) {
-    const bool deconv = rewrite::is_op(producer, "deconvolution");
+    const bool deconv = is<op::deconvolution>(producer);
     const std::int64_t group = deconv ? producer->get_operator().get<op::deconvolution>().group
                                       : producer->get_operator().get<op::convolution>().group;
     const auto& in = producer->inputs();
@@ -87,7 +87,7 @@ std::vector<double> scale_columns(const literal& b, bool trans_b, const channel_
 
 bool fold_into_gemm(module& m, instruction_ref producer, instruction_ref ins, const channel_affine& a) {
     const auto& in = producer->inputs();
-    const bool is_matmul = rewrite::is_op(producer, "matmul");
+    const bool is_matmul = is<op::matmul>(producer);
     op::gemm g;
     if (!is_matmul) g = producer->get_operator().get<op::gemm>();
     auto b = constant_of(in[1]);
@@ -122,8 +122,7 @@ bool fold_into_gemm(module& m, instruction_ref producer, instruction_ref ins, co
 }
 
 bool is_weighted(instruction_ref p) {
-    return rewrite::is_op(p, "convolution") || rewrite::is_op(p, "deconvolution") || rewrite::is_op(p, "gemm") ||
-           rewrite::is_op(p, "matmul");
+    return rewrite::is_any<op::convolution, op::deconvolution, op::gemm, op::matmul>(p);
 }
 
 // Rewrites `ins` = producer*s + t (per output channel) into producer's op with folded
@@ -132,7 +131,7 @@ bool fold_channel_affine(module& m, instruction_ref producer, instruction_ref in
     if (!is_weighted(producer) || !rewrite::only_used_by(m, producer, ins)) return false;
     const auto& ps = producer->get_shape();
     if (ps.dynamic() || ps.ndim() < 2 || !ins->get_shape().same_lens_and_type(ps)) return false;
-    if (rewrite::is_op(producer, "convolution") || rewrite::is_op(producer, "deconvolution"))
+    if (rewrite::is_any<op::convolution, op::deconvolution>(producer))
         return fold_into_conv(m, producer, ins, a);
     if (ps.ndim() != 2) return false;
     return fold_into_gemm(m, producer, ins, a);
@@ -159,7 +158,7 @@ bool fold_batch_norm(module& m, instruction_ref ins) {
 }
 
 bool fold_affine_into_weights(module& m, instruction_ref ins) {
-    const bool mul = rewrite::is_op(ins, "mul"), add = rewrite::is_op(ins, "add"), sub = rewrite::is_op(ins, "sub");
+    const bool mul = is<op::mul_op>(ins), add = is<op::add_op>(ins), sub = is<op::sub_op>(ins);
     if (!(mul || add || sub) || ins->inputs().size() != 2) return false;
     if (!rewrite::is_float(ins->get_shape().get_type()) || ins->get_shape().ndim() < 2) return false;
     for (std::size_t k = 0; k < 2; ++k) {

@@ -2,6 +2,7 @@
 
 #include "passes/rewrite_utils.hpp"
 
+#include "ops/tensor_gather.hpp"
 #include "ops/tensor_slice.hpp"
 #include "ops/tensor_views.hpp"
 
@@ -16,9 +17,8 @@ bool static_tensor(instruction_ref ins) { return ins->get_shape().is_tensor() &&
 
 // Ops whose result is the input's elements in the same row-major order, under new lens.
 bool reshape_like(instruction_ref ins) {
-    const auto n = ins->name();
-    return (n == "reshape" || n == "flatten" || n == "squeeze" || n == "unsqueeze") && ins->inputs().size() == 1 &&
-           static_tensor(ins) && static_tensor(ins->inputs().front());
+    return ins->get_operator().traits().reshape_like && ins->inputs().size() == 1 && static_tensor(ins) &&
+           static_tensor(ins->inputs().front());
 }
 
 operation reshape_to(const std::vector<std::size_t>& lens) {
@@ -129,13 +129,14 @@ bool transpose_to_reshape(module& m, instruction_ref ins) {
 // reads strided memory (a oneDNN matmul reading the q, k and v of a packed projection)
 // reads the window in place. Module outputs keep their own row-major buffer.
 bool gather_constant_to_slice(module& m, instruction_ref ins) {
-    if (ins->name() != "gather" || ins->inputs().size() != 2 || !static_tensor(ins)) return false;
+    auto* g = ins->get_operator().any_cast<op::gather>();
+    if (g == nullptr || ins->inputs().size() != 2 || !static_tensor(ins)) return false;
     auto data = ins->inputs()[0], idx = ins->inputs()[1];
     if (!static_tensor(data) || !idx->is_literal() || rewrite::is_output(m, ins)) return false;
     const auto& is = idx->get_shape();
     if (is.elements() != 1 || is.ndim() > 1) return false;
     const auto rank = static_cast<std::int64_t>(data->get_shape().ndim());
-    auto axis = ins->get_operator().to_value().at("axis").get_int64();
+    auto axis = g->axis;
     if (axis < 0) axis += rank;
     if (axis < 0 || axis >= rank) return false;
     const auto len = static_cast<std::int64_t>(data->get_shape().lens()[static_cast<std::size_t>(axis)]);

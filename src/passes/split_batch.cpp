@@ -1,7 +1,9 @@
 #include "passes/split_batch.hpp"
 
 #include "passes/dead_code_elimination.hpp"
+#include "passes/rewrite_utils.hpp"
 
+#include "ops/nn_conv.hpp"
 #include "ops/tensor_slice.hpp"
 
 #include <algorithm>
@@ -27,35 +29,36 @@ bool shared_constant(const shape& c, std::size_t out_rank) {
 }
 
 // Whether `ins` computes image b of its result from image b of its inputs only, reading
-// no non-constant value without the batch.
+// no non-constant value without the batch: batch-separable ops (traits) with constant
+// weights, pointwise ops, concatenations off the batch axis.
 bool separable(const instruction& ins, std::size_t batch, std::size_t min_pixels, const batched_set& batched) {
     if (!ins.module_inputs().empty() || !static_tensor(ins.get_shape())) return false;
     const auto& out = ins.get_shape().lens();
     if (out.size() < 3 || out[0] != batch) return false;
-    const std::string name = ins.name();
     const auto traits = ins.get_operator().traits();
     const bool pointwise = traits.pointwise && !traits.nondeterministic && !traits.side_effects;
-    if (name == "convolution") {
+    // Image b of input 0 makes image b of the result; inputs 1... are weights.
+    const bool per_image = traits.batch_separable && !pointwise;
+    if (rewrite::is<op::convolution>(ins)) {
         std::size_t pixels = 1;
         for (std::size_t d = 2; d < out.size(); ++d) pixels *= out[d];
         if (pixels < min_pixels) return false;
-    } else if (name == "concat") {
-        auto axis = ins.get_operator().any_cast<op::concat>()->axis;
+    } else if (auto* concat = ins.get_operator().any_cast<op::concat>()) {
+        auto axis = concat->axis;
         if (axis < 0) axis += static_cast<std::int64_t>(out.size());
         if (axis <= 0) return false;
-    } else if (name != "pooling" && !pointwise) {
+    } else if (!per_image && !pointwise) {
         return false;
     }
     for (std::size_t i = 0; i < ins.inputs().size(); ++i) {
         const auto& in = *ins.inputs()[i];
         if (in.is_literal()) {
-            // A convolution's weights and bias; a pointwise op's broadcast constants.
-            if (name == "convolution" ? i == 0 : !(pointwise && shared_constant(in.get_shape(), out.size())))
-                return false;
+            // Weights (a convolution's, shared by the copies); a pointwise op's broadcast constants.
+            if (per_image ? i == 0 : !(pointwise && shared_constant(in.get_shape(), out.size()))) return false;
             continue;
         }
-        // A convolution's weights and bias must be constants (shared by the copies).
-        if (name == "convolution" && i > 0) return false;
+        // Weights must be constants (shared by the copies).
+        if (per_image && i > 0) return false;
         if (!batched.count(&in) || in.get_shape().ndim() != out.size()) return false;
     }
     return true;
@@ -83,7 +86,7 @@ void split_batch::apply(module& m) const {
         if (batch < 2 || !separable(*it, batch, min_pixels, batched)) break;
         batched.insert(&*it);
         prefix.push_back(it);
-        has_conv = has_conv || it->name() == "convolution";
+        has_conv = has_conv || rewrite::is<op::convolution>(it);
         largest = std::max(largest, it->get_shape().bytes());
     }
     if (!has_conv || largest < min_bytes) return;
@@ -115,7 +118,7 @@ void split_batch::apply(module& m) const {
     }
     // Only worth it where a convolution is inside the cut.
     if (len == 0 || std::none_of(prefix.begin(), prefix.begin() + static_cast<std::ptrdiff_t>(len),
-                                 [](auto ins) { return ins->name() == "convolution"; }))
+                                 [](auto ins) { return rewrite::is<op::convolution>(ins); }))
         return;
     const auto results = results_of(len);
 

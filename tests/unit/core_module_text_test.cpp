@@ -85,6 +85,26 @@ TEST(module_text, symbolic_dims_and_shape_values) {
     expect_text_round_trip(p);
 }
 
+TEST(module_text, shape_values_that_are_numbers_read_back_from_the_ops) {
+    // shape_of of a static x carries its values {2, 3} in its shape; print writes them only
+    // when one is symbolic, so the reader computes them again: without them the
+    // reshape_dynamic after the gather would be shaped dynamic, against its written shape.
+    program p = pass_text::parse(R"(
+        module main
+          x = @param -> float32[2, 3]
+          y = @param -> float32[3, 2, 4]
+          s = shape_of(x)
+          i = @literal{int64[2] {1, 0}}
+          g = gather(s, i)
+          m1 = @literal{int64[1] {-1}}
+          c = concat(g, m1)
+          r = reshape_dynamic(y, c)
+          @return(r)
+    )");
+    EXPECT_EQ(p.get_main_module()->get_output_shapes()[0], f32({3, 2, 4}));
+    expect_text_round_trip(p);
+}
+
 TEST(module_text, reads_a_program_with_sub_modules_in_print_order) {
     auto text = R"(module main
   c = @param -> bool[]
