@@ -229,7 +229,7 @@ def benchmark(args):
                 f"(+{warmup} warm-up), inputs {os.path.relpath(input_dir, ROOT)}")
             common = ["--threads", str(threads), "--iterations", str(iterations), "--warmup", str(warmup)]
             kiln_cmd = [args.kiln, "perf", model_path, "--target", args.target, *common, "--json",
-                        "--input", input_dir]
+                        "--input", input_dir, *shlex.split(args.kiln_args)]
             ort_cmd = node_cmd(args, model_path, ["--input-dir", input_dir, *common])
             got = {"kiln": [], "ort": []}
             kiln_note = kiln_missing
@@ -326,6 +326,8 @@ def main():
     p.add_argument("--target-ms", type=float, default=2000.0, help="timed milliseconds per round when "
                    "--iterations is not given")
     p.add_argument("--engines", default="kiln,ort", help="kiln,ort (default) or just one of them")
+    p.add_argument("--kiln-args", default="", help="more options for `kiln perf`, e.g. '--exhaustive-tune' "
+                   "(with KILN_TUNING_CACHE set, only the first round measures the candidates)")
     p.add_argument("--kiln", default=os.path.join(ROOT, "build", "bin", "kiln"))
     p.add_argument("--target", default="cpu")
     p.add_argument("--node", default=shutil.which("node") or "node")

@@ -83,6 +83,9 @@ public:
     // cached: every eval waiting on it gets the error, and the next eval with those
     // shapes compiles again.
     void compile(const target& t, const compile_options& options = {});
+    // The same with a context the caller made (target::derive_context): how a dynamic
+    // program's specializations share its options and tuning; nullptr makes one.
+    void compile(const target& t, const compile_options& options, std::shared_ptr<context> ctx);
     bool is_compiled() const;
     std::string target_name() const;  // "" before compile
     const compile_options& get_compile_options() const;
@@ -144,8 +147,9 @@ public:
 private:
     // The passes and the finalization of compile(), for the module as it is (a dynamic
     // one becomes the generic program).
-    void compile_pipeline(const target& t, const compile_options& options);
-    void compile_dynamic(const target& t, const compile_options& options, std::optional<std::vector<program>> ahead);
+    void compile_pipeline(const target& t, const compile_options& options, std::shared_ptr<context> ctx = nullptr);
+    void compile_dynamic(const target& t, const compile_options& options, std::optional<std::vector<program>> ahead,
+                         std::shared_ptr<context> ctx = nullptr);
     std::vector<argument> eval_impl(const param_map& params, std::vector<instruction_profile>* profile) const;
     // eval_impl after the inputs were checked (and defaults added): a dynamic program
     // hands them to the program it chose without checking them again.

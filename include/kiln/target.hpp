@@ -22,6 +22,14 @@ public:
     virtual std::string unavailable_reason() const { return {}; }
 
     virtual std::shared_ptr<context> make_context(const compile_options& opts) const = 0;
+    // A context for a program compiled on behalf of one whose context is `parent` (a
+    // dynamic program's specializations, compiled later, maybe in the background): the
+    // cpu target hands down the options it read (not the environment as it is by then)
+    // and its tuning table. By default, a new context.
+    virtual std::shared_ptr<context> derive_context(const context& parent, const compile_options& opts) const {
+        (void)parent;
+        return make_context(opts);
+    }
     // The lowering pipeline, run after the target-independent passes.
     virtual std::vector<pass> get_passes(context& ctx, const compile_options& opts) const = 0;
 

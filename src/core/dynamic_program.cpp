@@ -58,6 +58,8 @@ struct specialization_cache {
 
     // What compiles start from.
     std::shared_ptr<const program> source;
+    // The dynamic program's context: every compile's is derived from it (target::derive_context).
+    std::shared_ptr<context> parent;
     std::shared_ptr<const target> tgt;
     compile_options options;
     spec_ptr generic;  // null where the target could not build it
@@ -133,11 +135,11 @@ shape_map parameter_shapes(module& main, const param_map& params) {
 
 // Compiles `source` for the concrete `shapes` of its parameters.
 std::shared_ptr<const specialization> compile_specialization(const program& source, const target& t,
-                                                             const compile_options& options,
+                                                             const compile_options& options, const context& parent,
                                                              const shape_map& shapes) {
     auto s = new_specialization(source);
     s->prog.get_main_module()->set_parameter_shapes(shapes);
-    s->prog.compile(t, options);
+    s->prog.compile(t, options, t.derive_context(parent, options));
     s->usage = s->prog.get_memory_usage();
     return s;
 }
@@ -215,7 +217,7 @@ std::optional<specialization_cache::partial> compile_partial(const specializatio
         s->prog.get_main_module()->set_parameter_shapes(set);
         auto options = cache.options;
         options.specialize_after = 0;  // its free dims run on its own generic program
-        s->prog.compile(t, options);
+        s->prog.compile(t, options, t.derive_context(*cache.parent, options));
         if (!part.fully_static && !s->prog.get_specialization_stats().generic) return std::nullopt;
         s->usage = s->prog.get_memory_usage();
         part.compiled = std::move(s);
@@ -326,7 +328,7 @@ void compile_entry(specialization_cache& cache, const std::string& key, std::uin
                    bool background) {
     auto t0 = std::chrono::steady_clock::now();
     try {
-        auto spec = compile_specialization(*cache.source, *cache.tgt, cache.options, shapes);
+        auto spec = compile_specialization(*cache.source, *cache.tgt, cache.options, *cache.parent, shapes);
         {
             std::lock_guard<std::mutex> lock(cache.mutex);
             ++cache.stats.compiles;
@@ -539,8 +541,10 @@ std::shared_ptr<const specialization> specialization_for(specialization_cache& c
 std::shared_ptr<specialization_cache> make_specialization_cache(std::shared_ptr<const program> source,
                                                                 const target& t, const compile_options& options,
                                                                 const std::function<void(program&)>& compile_generic,
+                                                                std::shared_ptr<context> parent,
                                                                 std::optional<std::vector<program>> ahead) {
     auto cache = std::make_shared<specialization_cache>();
+    cache->parent = std::move(parent);
     cache->max = options.max_specializations;
     cache->stats.max_specializations = options.max_specializations;
     cache->source = std::move(source);

@@ -51,6 +51,7 @@ struct specialization_cache;
 std::shared_ptr<specialization_cache> make_specialization_cache(std::shared_ptr<const program> source,
                                                                 const target& t, const compile_options& options,
                                                                 const std::function<void(program&)>& compile_generic,
+                                                                std::shared_ptr<context> parent,
                                                                 std::optional<std::vector<program>> ahead = {});
 
 // The programs compiled for the optimals (not those added later for shapes seen at run

@@ -223,14 +223,16 @@ context& program::get_context() const {
     return impl_->ctx ? *impl_->ctx : uncompiled;
 }
 
-void program::compile(const target& t, const compile_options& options) {
+void program::compile(const target& t, const compile_options& options) { compile(t, options, nullptr); }
+
+void program::compile(const target& t, const compile_options& options, std::shared_ptr<context> ctx) {
     if (impl_->compiled) throw_error(error_code::invalid_argument, "program is already compiled for " + target_name());
     if (auto why = t.unavailable_reason(); !why.empty())
         throw_error(error_code::unsupported, "target " + t.name() + " is not available: " + why);
     impl_->tgt = kiln::get_target(t.name());
     impl_->options = options;
-    if (has_dynamic_parameters(*get_main_module())) return compile_dynamic(t, options, std::nullopt);
-    compile_pipeline(t, options);
+    if (has_dynamic_parameters(*get_main_module())) return compile_dynamic(t, options, std::nullopt, std::move(ctx));
+    compile_pipeline(t, options, std::move(ctx));
 }
 
 void program::restore_dynamic(const target& t, const compile_options& options, std::vector<program> ahead) {
@@ -243,16 +245,19 @@ void program::restore_dynamic(const target& t, const compile_options& options, s
 }
 
 void program::compile_dynamic(const target& t, const compile_options& options,
-                              std::optional<std::vector<program>> ahead) {
+                              std::optional<std::vector<program>> ahead, std::shared_ptr<context> ctx) {
     auto source = std::make_shared<program>(*this);
     // Its copies, the generic program and the specializations, share one pool of
-    // arenas (see arena_pool).
+    // arenas (see arena_pool), and compile with contexts derived from this one.
     source->impl_->arenas = std::make_shared<arena_pool>();
+    impl_->ctx = ctx ? std::move(ctx) : t.make_context(options);
+    auto parent = impl_->ctx;
     impl_->specializations = make_specialization_cache(
-        source, t, options, [&](program& generic) { generic.compile_pipeline(t, options); }, std::move(ahead));
+        source, t, options,
+        [&](program& generic) { generic.compile_pipeline(t, options, t.derive_context(*parent, options)); },
+        parent, std::move(ahead));
     impl_->source = std::move(source);
     impl_->params = describe_parameters(*get_main_module());
-    impl_->ctx = t.make_context(options);
     impl_->compiled = true;
 }
 
@@ -261,8 +266,8 @@ std::vector<std::shared_ptr<const program>> program::compiled_ahead() const {
     return kiln::compiled_ahead(*impl_->specializations);
 }
 
-void program::compile_pipeline(const target& t, const compile_options& options) {
-    auto ctx = t.make_context(options);
+void program::compile_pipeline(const target& t, const compile_options& options, std::shared_ptr<context> ctx) {
+    if (!ctx) ctx = t.make_context(options);
     run_passes(*this, target_independent_passes(options));
     run_passes(*this, t.get_passes(*ctx, options));
     impl_->ctx = ctx;

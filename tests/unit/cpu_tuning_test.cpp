@@ -132,3 +132,51 @@ TEST_F(cpu_tuning, off_measures_nothing) {
 }
 
 }  // namespace
+
+namespace {
+
+// x [?, 32, 14, 14] (batch 1 to 4) through a 3x3 convolution 32 -> 64: Winograd's by the rules.
+program dynamic_conv() {
+    program p;
+    auto* m = p.get_main_module();
+    auto x = m->add_parameter("x", shape::make_dynamic(type::float32, {{1, 4, {}}, {32, 32, {}}, {14, 14, {}}, {14, 14, {}}}));
+    auto w = m->add_literal(random_literal({64, 32, 3, 3}, 0.1f));
+    m->add_return({m->add_instruction(make_op("convolution", conv_attrs(1)), {x, w})});
+    return p;
+}
+
+std::vector<std::string> ops_that_ran(const program& p, const param_map& in) {
+    std::vector<instruction_profile> profile;
+    p.eval(in, profile);
+    std::vector<std::string> names;
+    for (const auto& e : profile) names.push_back(e.op_name);
+    return names;
+}
+
+}  // namespace
+
+// A specialization compiled later, in the background, follows the switches the dynamic
+// program was compiled with, not the environment as it is by then.
+TEST(cpu_derived_context, specializations_keep_the_compile_time_switches) {
+    KILN_CPU_NEEDS_OPS("convolution");
+    program p = dynamic_conv();
+    compile_options o;
+    o.specialize_after = 1;
+    {
+        test::env_override no_winograd("KILN_CPU_WINOGRAD", "0");
+        p.compile(*get_target("cpu"), o);
+    }
+    const param_map in{{"x", random_literal({2, 32, 14, 14}).get_argument()}};
+    p.eval(in);  // queues the specialization for batch 2
+    p.finish_specializations();
+    ASSERT_EQ(p.get_specialization_stats().compiles, 1u);
+    const auto ran = ops_that_ran(p, in);
+    EXPECT_EQ(std::count(ran.begin(), ran.end(), "cpu::winograd_conv"), 0) << ::testing::PrintToString(ran);
+    // The same program compiled without the switch does take Winograd there.
+    program q = dynamic_conv();
+    q.compile(*get_target("cpu"), o);
+    q.eval(in);
+    q.finish_specializations();
+    const auto ran_q = ops_that_ran(q, in);
+    EXPECT_EQ(std::count(ran_q.begin(), ran_q.end(), "cpu::winograd_conv"), 1) << ::testing::PrintToString(ran_q);
+}

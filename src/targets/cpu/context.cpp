@@ -13,6 +13,21 @@ namespace kiln::cpu {
 cpu_context::cpu_context(const compile_options& opts)
     : options_(read_cpu_options(opts)), engine_(dnnl::engine::kind::cpu, 0) {}
 
+cpu_context::cpu_context(const cpu_context& parent, const compile_options& opts)
+    : options_(parent.options_), engine_(dnnl::engine::kind::cpu, 0) {
+    if (opts.threads > 0) options_.threads = opts.threads;
+    options_.fast_math = opts.fast_math;
+    options_.exhaustive_tune = opts.exhaustive_tune;
+    tuning_ = parent.tuning_shared();
+}
+
+std::shared_ptr<tuning_table> cpu_context::tuning_shared() const {
+    std::call_once(tuning_once_, [&] {
+        if (!tuning_) tuning_ = std::make_shared<tuning_table>(options_.tuning_cache);
+    });
+    return tuning_;
+}
+
 dnnl::stream cpu_context::make_stream() { return dnnl::stream(engine_); }
 
 dnnl::stream& cpu_context::stream() {
@@ -56,10 +71,7 @@ core_lease::~core_lease() {
     b.cv.notify_all();
 }
 
-tuning_table& cpu_context::tuning() {
-    std::call_once(tuning_once_, [&] { tuning_ = std::make_unique<tuning_table>(options_.tuning_cache); });
-    return *tuning_;
-}
+tuning_table& cpu_context::tuning() { return *tuning_shared(); }
 
 void cpu_context::note_instruction(const instruction* ins, std::string note) {
     std::lock_guard<std::mutex> lock(notes_mutex_);

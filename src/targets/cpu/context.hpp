@@ -21,6 +21,9 @@ namespace kiln::cpu {
 class cpu_context final : public context {
 public:
     explicit cpu_context(const compile_options& opts);
+    // For a program compiled on behalf of `parent`'s (a specialization): its options,
+    // with opts' threads (when set), fast_math and exhaustive_tune, and its tuning table.
+    cpu_context(const cpu_context& parent, const compile_options& opts);
     std::string target_name() const override { return "cpu"; }
 
     // The switches the lowering and the kernels follow, read when this context was made.
@@ -36,14 +39,15 @@ public:
     std::shared_ptr<void> begin_run() override;
     // exhaustive_tune's choices (tuning.hpp), loaded from options().tuning_cache on first use.
     tuning_table& tuning();
+    std::shared_ptr<tuning_table> tuning_shared() const;
     // Notes on compiled instructions (instruction_note): the tuner's choice and measurements.
     void note_instruction(const instruction* ins, std::string note);
     std::string instruction_note(const instruction* ins) const override;
 
 private:
     cpu_options options_;
-    std::once_flag tuning_once_;
-    std::unique_ptr<tuning_table> tuning_;
+    mutable std::once_flag tuning_once_;
+    mutable std::shared_ptr<tuning_table> tuning_;
     mutable std::mutex notes_mutex_;
     std::unordered_map<const instruction*, std::string> notes_;
     dnnl::engine engine_;

@@ -20,6 +20,10 @@ public:
     std::shared_ptr<context> make_context(const compile_options& opts) const override {
         return std::make_shared<cpu_context>(opts);
     }
+    std::shared_ptr<context> derive_context(const context& parent, const compile_options& opts) const override {
+        if (const auto* cpu = dynamic_cast<const cpu_context*>(&parent)) return std::make_shared<cpu_context>(*cpu, opts);
+        return make_context(opts);
+    }
     std::vector<pass> get_passes(context& ctx, const compile_options& opts) const override {
         auto& cpu = dynamic_cast<cpu_context&>(ctx);
         const cpu_options& o = cpu.options();
