@@ -3,9 +3,9 @@
 
 Suites: unit (GoogleTest), capi (GoogleTest over the C API and kiln.hpp), conformance (the ONNX
 backend tests on each target), python (pytest), tools (pytest over the kiln command-line tool),
-clang (one step: the sources compile with clang 14, which the fuzz build needs;
-scripts/clang_check.py). A suite whose program is not built yet is reported as failed, never
-silently dropped.
+install (cmake --install, then a C and a C++ program built against the prefix), clang (one step:
+the sources compile with clang 14, which the fuzz build needs; scripts/clang_check.py). A suite
+whose program is not built yet is reported as failed, never silently dropped.
 """
 import argparse
 import json
@@ -159,6 +159,7 @@ def main():
         "models": lambda: gtest_suite(build, "models", "kiln_model_tests"),
         "python": lambda: pytest_suite(build, "python", "python/tests"),
         "tools": lambda: pytest_suite(build, "tools", "tests/tools"),
+        "install": lambda: pytest_suite(build, "install", "tests/install"),
         "clang": lambda: clang_suite(build),
     }
     only = [s for s in args.only.split(",") if s]
