@@ -99,8 +99,9 @@ typedef struct kiln_program_t* kiln_program;
 
 /* ---- errors and version ---- */
 /* The message of the last call that failed on this thread ("" if none), e.g.
- * "shape error: input 'x': expected float32[1, 3], got float32[2, 3]". Valid until
- * the next failing call on this thread. */
+ * "shape error: input 'x': expected float32[2, 3], got float32[3, 2] (in kiln_program_run)"
+ * (docs/errors.md: the codes and the messages' shape). Valid until the next failing call
+ * on this thread; successful calls leave it alone. */
 const char* kiln_last_error_message(void);
 /* "success", "parse error", ... ("unknown status" for other numbers). */
 const char* kiln_status_name(kiln_status status);
@@ -222,7 +223,9 @@ kiln_status kiln_program_is_compiled(kiln_program program, int* compiled);
 /* Runs a compiled program; every input by name. The outputs' memory is Kiln's. */
 kiln_status kiln_program_run(kiln_program program, kiln_params params, kiln_arguments* outputs);
 /* Runs and writes output i into outputs[i] (e.g. kiln_argument_wrap of the caller's
- * buffer), whose type and lens must be the run's; count must be the output count. */
+ * buffer), whose type and lens must be the run's; count must be the output count. The
+ * values are copied there from the run's results (the targets do not yet compute into
+ * caller memory); the buffers are checked before the run. */
 kiln_status kiln_program_run_into(kiln_program program, kiln_params params, const kiln_argument* outputs,
                                   size_t count);
 /* Bytes of the compiled program (a dynamic one: of the shapes run last). */

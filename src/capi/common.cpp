@@ -2,6 +2,7 @@
 #include "handles.hpp"
 
 #include <cstring>
+#include <iterator>
 
 namespace kiln::capi {
 
