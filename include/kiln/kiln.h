@@ -228,6 +228,17 @@ kiln_status kiln_program_run(kiln_program program, kiln_params params, kiln_argu
  * caller memory); the buffers are checked before the run. */
 kiln_status kiln_program_run_into(kiln_program program, kiln_params params, const kiln_argument* outputs,
                                   size_t count);
+/* Called once when an asynchronous run ends, on a thread of Kiln's: with the outputs
+ * (the callback's to destroy) and KILN_STATUS_SUCCESS, or with NULL and the failure's
+ * status, whose message kiln_last_error_message() gives inside the callback. */
+typedef void (*kiln_run_callback)(void* user_data, kiln_status status, kiln_arguments outputs);
+/* Starts a run on a new thread and returns at once; `callback` gets its result. The run
+ * holds the program and the inputs' memory, so the caller may destroy both handles at
+ * once (borrowed memory, kiln_argument_wrap, must stay alive until the callback). A
+ * failure to start is this call's status, and the callback is then never called. The
+ * callback must not throw (C++) and the process must not exit before it has run. */
+kiln_status kiln_program_run_async(kiln_program program, kiln_params params, kiln_run_callback callback,
+                                   void* user_data);
 /* Bytes of the compiled program (a dynamic one: of the shapes run last). */
 kiln_status kiln_program_memory_usage(kiln_program program, size_t* arena_bytes, size_t* parameter_bytes,
                                       size_t* literal_bytes, size_t* output_bytes);

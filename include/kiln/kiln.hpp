@@ -12,6 +12,8 @@
 #include <kiln/kiln.h>
 
 #include <cstddef>
+#include <exception>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -296,12 +298,16 @@ public:
 
     std::vector<argument> run(const std::map<std::string, argument>& inputs) const {
         auto params = make_params(inputs);
-        auto outs = detail::out<kiln_arguments>(kiln_program_run, get(), params.get());
-        detail::handle<kiln_arguments, kiln_arguments_destroy> hold(outs);
-        std::vector<argument> result;
-        for (std::size_t i = 0, n = detail::out<std::size_t>(kiln_arguments_size, outs); i < n; ++i)
-            result.emplace_back(detail::out<kiln_argument>(kiln_arguments_get, outs, i));
-        return result;
+        return take(detail::out<kiln_arguments>(kiln_program_run, get(), params.get()));
+    }
+    // Runs on a thread of Kiln's; the future gives the outputs or throws the run's error.
+    std::future<std::vector<argument>> run_async(const std::map<std::string, argument>& inputs) const {
+        auto params = make_params(inputs);
+        auto promise = std::make_unique<std::promise<std::vector<argument>>>();
+        auto future = promise->get_future();
+        check(kiln_program_run_async(get(), params.get(), &on_async_result, promise.get()));
+        promise.release();  // the callback owns it now
+        return future;
     }
     // Writes output i into outputs[i] (e.g. argument::wrap of the caller's buffer).
     void run_into(const std::map<std::string, argument>& inputs, const std::vector<argument>& outputs) const {
@@ -320,6 +326,24 @@ public:
     void save(const std::string& path) const { check(kiln_save(get(), path.c_str())); }
 
 private:
+    static void on_async_result(void* user, kiln_status status, kiln_arguments outs) {
+        std::unique_ptr<std::promise<std::vector<argument>>> promise(
+            static_cast<std::promise<std::vector<argument>>*>(user));
+        try {
+            check(status);
+            promise->set_value(take(outs));
+        } catch (...) {
+            promise->set_exception(std::current_exception());
+        }
+    }
+    // The arguments of a run's outputs; destroys the list.
+    static std::vector<argument> take(kiln_arguments outs) {
+        detail::handle<kiln_arguments, kiln_arguments_destroy> hold(outs);
+        std::vector<argument> result;
+        for (std::size_t i = 0, n = detail::out<std::size_t>(kiln_arguments_size, outs); i < n; ++i)
+            result.emplace_back(detail::out<kiln_argument>(kiln_arguments_get, outs, i));
+        return result;
+    }
     using params = detail::handle<kiln_params, kiln_params_destroy>;
     static params make_params(const std::map<std::string, argument>& inputs) {
         params p(detail::out<kiln_params>(kiln_params_create));

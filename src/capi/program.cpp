@@ -1,6 +1,8 @@
 // kiln_params, kiln_target, kiln_program, parse, run, save and load.
 #include "handles.hpp"
 
+#include <thread>
+
 using namespace kiln::capi;
 using kiln::error_code;
 using kiln::throw_error;
@@ -235,6 +237,25 @@ kiln_status kiln_program_run_into(kiln_program program, kiln_params params, cons
         // The targets allocate their own results; this copy is what writing into the
         // caller's memory costs until eval takes destination buffers.
         for (size_t i = 0; i < count; ++i) results[i].copy_to(dest[i]);
+    });
+}
+
+kiln_status kiln_program_run_async(kiln_program program, kiln_params params, kiln_run_callback callback,
+                                   void* user_data) {
+    return guarded(__func__, [&] {
+        auto& p = get(program, "program");
+        auto& in = get(params, "params");
+        need(callback, "callback");
+        // Copies: the caller may destroy its handles as soon as this returns.
+        std::thread([prog = p.program, inputs = in.map, callback, user_data] {
+            kiln_arguments outputs = nullptr;
+            auto status = guarded("kiln_program_run_async", [&] {
+                auto h = std::make_unique<kiln_arguments_t>();
+                h->items = prog->eval(inputs);
+                outputs = h.release();
+            });
+            callback(user_data, status, outputs);
+        }).detach();
     });
 }
 

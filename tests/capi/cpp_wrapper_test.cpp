@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <future>
 
 namespace fs = std::filesystem;
 namespace api = kiln::api;
@@ -88,4 +89,28 @@ TEST(capi_cpp_wrapper, errors_map_to_exception_classes) {
     auto names = api::target::names();
     EXPECT_NE(std::find(names.begin(), names.end(), "cpu"), names.end());
     EXPECT_TRUE(api::target("cpu").available());
+}
+
+// run_async through kiln_program_run_async: results, errors (with the C message),
+// several runs at once, and a program whose last handle goes while the runs are on.
+TEST(capi_cpp_wrapper, run_async) {
+    api::shape s(KILN_TYPE_FLOAT32, {2, 3});
+    std::vector<float> x{1, -2, 3, -4, 5, -6}, y{1, 1, 1, 1, 1, 1};
+    std::vector<std::future<std::vector<api::argument>>> runs;
+    {
+        auto p = api::parse_onnx(add_relu.string());
+        p.compile(api::target("cpu"));
+        for (int i = 0; i < 4; ++i)
+            runs.push_back(p.run_async({{"x", api::argument(s, x)}, {"y", api::argument(s, y)}}));
+        api::shape wrong(KILN_TYPE_FLOAT32, {3, 2});
+        auto bad = p.run_async({{"x", api::argument(wrong)}, {"y", api::argument(wrong)}});
+        try {
+            bad.get();
+            ADD_FAILURE() << "no exception";
+        } catch (const api::shape_error& e) {
+            EXPECT_NE(std::string(e.what()).find("input 'x'"), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find("kiln_program_run_async"), std::string::npos) << e.what();
+        }
+    }  // the program handle is gone; the runs hold the program
+    for (auto& r : runs) EXPECT_EQ(r.get()[0].to_vector<float>(), (std::vector<float>{2, 0, 4, 0, 6, 0}));
 }

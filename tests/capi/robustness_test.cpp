@@ -20,6 +20,9 @@
 using namespace capi_test;
 
 namespace {
+// The callback of the runs that must not start.
+void never_called(void*, kiln_status, kiln_arguments) { ADD_FAILURE() << "a refused run_async called back"; }
+
 struct handle_call {
     const char* function;
     const char* kind;  // which handle the lambda's parameter stands for
@@ -154,6 +157,10 @@ TEST_F(capi_robustness, bad_handles) {
              kiln_argument o = (kiln_argument)h;
              return kiln_program_run_into(program, params, &o, 1);
          }},
+        {"kiln_program_run_async", "program",
+         [&](void* h) { return kiln_program_run_async((kiln_program)h, params, never_called, nullptr); }},
+        {"kiln_program_run_async", "params",
+         [&](void* h) { return kiln_program_run_async(program, (kiln_params)h, never_called, nullptr); }},
         {"kiln_program_memory_usage", "program",
          [&](void* h) { return kiln_program_memory_usage((kiln_program)h, &a, &b, &c, &d); }},
         {"kiln_program_to_string", "program", [&](void* h) { return kiln_program_to_string((kiln_program)h, &s); }},
@@ -227,6 +234,7 @@ TEST_F(capi_robustness, null_pointers) {
         {"kiln_program_input_shape", [&] { return kiln_program_input_shape(program, nullptr, nullptr); }},
         {"kiln_program_run", [&] { return kiln_program_run(program, params, nullptr); }},
         {"kiln_program_run_into", [&] { return kiln_program_run_into(program, params, nullptr, 1); }},
+        {"kiln_program_run_async", [&] { return kiln_program_run_async(program, params, nullptr, nullptr); }},
         {"kiln_program_memory_usage", [&] { return kiln_program_memory_usage(program, &n, &n, nullptr, &n); }},
         {"kiln_save", [&] { return kiln_save(program, nullptr); }},
         {"kiln_load", [&] { return kiln_load(nullptr, fopts, nullptr); }},
