@@ -23,5 +23,7 @@ void run_workflow(const std::string& model, int data_sets) {
 
 // Trained weights, batch 16 and 1: a small, well-conditioned check.
 TEST(capi_c_workflow, fashion_resnet) { run_workflow("fashion_resnet", 2); }
+// The deployment guide's model (ResNet-50 v1.5, 102 MB): parse, compile, run, save and load from C.
+TEST(capi_c_workflow, resnet50) { run_workflow("resnet50", 2); }
 // A real CNN (depthwise convolutions, Clip), batch 1 and 2.
 TEST(capi_c_workflow, mobilenet_v2) { run_workflow("mobilenet_v2", 2); }
