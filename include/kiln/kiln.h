@@ -8,8 +8,10 @@
  *   docs/errors.md; then kiln_last_error_message() says what went wrong (per thread).
  *   Only kiln_last_error_message() and kiln_status_name() return something else.
  * - never lets an exception, abort or exit through, whatever the input.
- * - a NULL, destroyed-looking or wrong-kind handle, and a NULL pointer where one is
- *   required, give KILN_STATUS_INVALID_ARGUMENT; outputs are left untouched on failure.
+ * - a NULL handle, one of another kind, one already destroyed (found by a tag the
+ *   destroy clears, so as long as its memory was not reused), and a NULL pointer where
+ *   one is required give KILN_STATUS_INVALID_ARGUMENT; outputs are left untouched on
+ *   failure.
  * - every handle a function hands out is the caller's and is freed with its
  *   kiln_<kind>_destroy; handles share the data they were made from (an argument taken
  *   from a run's outputs stays valid after the outputs are destroyed).
