@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Runs every test suite of Kiln and prints one summary line: N passed, N failed[, N skipped].
 
-Suites: unit (GoogleTest), conformance (the ONNX backend tests on each target), python (pytest),
-tools (pytest over the kiln command-line tool), clang (one step: the sources compile with clang 14,
-which the fuzz build needs; scripts/clang_check.py). A suite whose program is not built yet is
-reported as failed, never silently dropped.
+Suites: unit (GoogleTest), capi (GoogleTest over the C API and kiln.hpp), conformance (the ONNX
+backend tests on each target), python (pytest), tools (pytest over the kiln command-line tool),
+install (cmake --install, then a C and a C++ program built against the prefix), clang (one step:
+the sources compile with clang 14, which the fuzz build needs; scripts/clang_check.py). A suite
+whose program is not built yet is reported as failed, never silently dropped.
 """
 import argparse
 import json
@@ -152,11 +153,13 @@ def main():
         "unit": lambda: gtest_suite(build, "unit", "kiln_unit_tests"),
         "unit-cpu-as-avx2": lambda: gtest_suite(build, "unit-cpu-as-avx2", "kiln_unit_tests", ["--gtest_filter=cpu_*"],
                                                 AS_AVX2) if cpu_has_avx512() else (0, 0, 0),
+        "capi": lambda: gtest_suite(build, "capi", "kiln_capi_tests"),
         "conformance-ref": lambda: summary_line_suite(build, "conformance-ref", ["kiln_conformance", "--target", "ref"]),
         "conformance-cpu": lambda: summary_line_suite(build, "conformance-cpu", ["kiln_conformance", "--target", "cpu"]),
         "models": lambda: gtest_suite(build, "models", "kiln_model_tests"),
         "python": lambda: pytest_suite(build, "python", "python/tests"),
         "tools": lambda: pytest_suite(build, "tools", "tests/tools"),
+        "install": lambda: pytest_suite(build, "install", "tests/install"),
         "clang": lambda: clang_suite(build),
     }
     only = [s for s in args.only.split(",") if s]
