@@ -6,6 +6,7 @@ Run by hand, not by `make test`:
     /usr/bin/python3 bench/ab.py mobilenet_v2 --a KILN_CPU_INPUT_REORDER=dnnl --b "" --rounds 6
     /usr/bin/python3 bench/ab.py resnet50 --a KILN_CPU_CONV_GEMM_STRIDED=0 --input DIR
     /usr/bin/python3 bench/ab.py resnet50 --a KILN_CPU_CONV_GEMM=1x1 --each   # per instruction
+    KILN_TUNING_CACHE=/tmp/t.txt /usr/bin/python3 bench/ab.py resnet50 --a-args=--exhaustive-tune
 
 Each round runs `kiln perf --per-instruction` once with A's environment and once with B's
 (space-separated NAME=VALUE settings, alternating, each a fresh process), and the table gives,
@@ -18,6 +19,7 @@ import argparse
 import collections
 import json
 import os
+import shlex
 import statistics
 import subprocess
 
@@ -32,8 +34,9 @@ def settings(text):
     return env
 
 
-def one_run(kiln, model, input_dir, threads, runs, extra_env, each=False):
-    cmd = [kiln, "perf", model, "--threads", str(threads), "-n", str(runs), "--per-instruction", "--json"]
+def one_run(kiln, model, input_dir, threads, runs, extra_env, each=False, extra_args=()):
+    cmd = [kiln, "perf", model, "--threads", str(threads), "-n", str(runs), "--per-instruction", "--json",
+           *extra_args]
     if input_dir:
         cmd += ["--input", input_dir]
     env = dict(os.environ, GOMP_SPINCOUNT=os.environ.get("GOMP_SPINCOUNT", "10000"))
@@ -66,6 +69,8 @@ def main():
     ap.add_argument("--models-dir", default=os.path.join(ROOT, "..", "shared", "models"))
     ap.add_argument("--a", default="", help="A's settings, e.g. 'KILN_CPU_SILU=dnnl' (default: none)")
     ap.add_argument("--b", default="", help="B's settings (default: none)")
+    ap.add_argument("--a-args", default="", help="more `kiln perf` options for A, e.g. '--exhaustive-tune'")
+    ap.add_argument("--b-args", default="", help="more `kiln perf` options for B")
     ap.add_argument("--input", help="folder of input_K.pb files (default: the model's test_data_set_0 if any)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--runs", type=int, default=100, help="iterations per kiln perf")
@@ -81,12 +86,13 @@ def main():
         input_dir = default_inputs
     rows = collections.defaultdict(lambda: ([], []))
     for _ in range(args.rounds):
-        for side, text in ((0, args.a), (1, args.b)):
+        for side, text, extra in ((0, args.a, args.a_args), (1, args.b, args.b_args)):
             for key, ms in one_run(args.kiln, model, input_dir, args.threads, args.runs, settings(text),
-                                      args.each).items():
+                                      args.each, shlex.split(extra)).items():
                 rows[key][side].append(ms)
     print("A: %s\nB: %s\n%d rounds; per output shape and kind, ms summed over its instructions: min / median"
-          % (args.a or "(defaults)", args.b or "(defaults)", args.rounds))
+          % ((args.a + " " + args.a_args).strip() or "(defaults)", (args.b + " " + args.b_args).strip() or "(defaults)",
+             args.rounds))
     fmt = lambda v: "%.3f / %.3f" % (min(v), statistics.median(v)) if v else "-"
     print("%-44s %-28s %18s %18s" % ("shape", "kind", "A", "B"))
     for key in sorted(rows, key=lambda k: -max(rows[k][0] + rows[k][1])):
