@@ -86,12 +86,12 @@ public:
             for (auto in : ins->inputs()) args.push_back(values.at(&*in));
             if (ins->is_literal()) {
                 values[&*ins] = ins->get_literal().get_argument();
-            } else if (ins->name() == "allocate") {
+            } else if (ins->get_operator().any_cast<builtin::allocate>()) {
                 argument a(ins->get_shape());
                 auto* f = reinterpret_cast<float*>(a.data());
                 for (std::size_t i = 0; i < ins->get_shape().bytes() / sizeof(float); ++i) f[i] = dist(rng);
                 values[&*ins] = a;
-            } else if (ins->name() == "cpu::tuning_input") {
+            } else if (ins->get_operator().any_cast<tuning_input>()) {
                 values[&*ins] = argument(ins->get_shape(), args.at(0).buffer());
             } else {
                 const auto alias = ins->get_operator().output_alias(to_shapes(ins->inputs()));
