@@ -48,5 +48,8 @@ argument parse_tensor_proto(const void* data, std::size_t size);
 // SequenceProto for sequences, OptionalProto for optionals.
 argument read_value_proto(const std::string& path, const shape& declared);
 void write_tensor_proto(const argument& value, const std::string& name, const std::string& path);
+// The inverse of read_value_proto: TensorProto, SequenceProto (of tensors) or OptionalProto, as
+// the ONNX backend tests store outputs. Written atomically (a temporary file, then a rename).
+void write_value_proto(const argument& value, const std::string& name, const std::string& path);
 
 }  // namespace kiln

@@ -410,11 +410,9 @@ argument read_value_proto(const std::string& path, const shape& declared) {
     throw_error(error_code::unsupported, path + ": cannot read a value of shape " + declared.to_string());
 }
 
-void write_tensor_proto(const argument& value, const std::string& name, const std::string& path) {
-    onnx::TensorProto t;
-    onnx_frontend::argument_to_tensor(value, name, t);
-    std::string bytes;
-    if (!t.SerializeToString(&bytes)) throw_error(error_code::io, "cannot serialize tensor '" + name + "'");
+namespace {
+// Writes beside the target, then renames: a reader never sees a half-written file.
+void write_atomically(const std::string& bytes, const std::string& path) {
     auto tmp = path + ".tmp";
     {
         std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
@@ -425,6 +423,64 @@ void write_tensor_proto(const argument& value, const std::string& name, const st
     std::error_code ec;
     std::filesystem::rename(tmp, path, ec);
     if (ec) throw_error(error_code::io, "cannot write '" + path + "': " + ec.message());
+}
+
+void sequence_to_proto(const argument& value, const std::string& name, onnx::SequenceProto& sp) {
+    sp.set_name(name);
+    sp.set_elem_type(onnx::SequenceProto::TENSOR);
+    for (const auto& item : value.elements()) {
+        if (!item.get_shape().is_tensor())
+            throw_error(error_code::unsupported, "cannot write " + value.get_shape().to_string() +
+                                                     " as a SequenceProto: only sequences of tensors are supported");
+        onnx_frontend::argument_to_tensor(item, "", *sp.add_tensor_values());
+    }
+}
+
+void optional_to_proto(const argument& value, const std::string& name, onnx::OptionalProto& op) {
+    op.set_name(name);
+    if (value.elements().empty()) {
+        op.set_elem_type(onnx::OptionalProto::UNDEFINED);  // an empty optional, as the backend tests store it
+        return;
+    }
+    const argument& item = value.elements().front();
+    if (item.get_shape().is_sequence()) {
+        op.set_elem_type(onnx::OptionalProto::SEQUENCE);
+        sequence_to_proto(item, "", *op.mutable_sequence_value());
+    } else if (item.get_shape().is_tensor()) {
+        op.set_elem_type(onnx::OptionalProto::TENSOR);
+        onnx_frontend::argument_to_tensor(item, "", *op.mutable_tensor_value());
+    } else {
+        throw_error(error_code::unsupported,
+                    "cannot write " + value.get_shape().to_string() + " as an OptionalProto");
+    }
+}
+}  // namespace
+
+void write_tensor_proto(const argument& value, const std::string& name, const std::string& path) {
+    onnx::TensorProto t;
+    onnx_frontend::argument_to_tensor(value, name, t);
+    std::string bytes;
+    if (!t.SerializeToString(&bytes)) throw_error(error_code::io, "cannot serialize tensor '" + name + "'");
+    write_atomically(bytes, path);
+}
+
+void write_value_proto(const argument& value, const std::string& name, const std::string& path) {
+    const auto& s = value.get_shape();
+    if (s.is_tensor()) return write_tensor_proto(value, name, path);
+    std::string bytes;
+    if (s.is_sequence()) {
+        onnx::SequenceProto sp;
+        sequence_to_proto(value, name, sp);
+        if (!sp.SerializeToString(&bytes)) throw_error(error_code::io, "cannot serialize sequence '" + name + "'");
+    } else if (s.is_optional()) {
+        onnx::OptionalProto op;
+        optional_to_proto(value, name, op);
+        if (!op.SerializeToString(&bytes)) throw_error(error_code::io, "cannot serialize optional '" + name + "'");
+    } else {
+        throw_error(error_code::unsupported, "cannot write " + s.to_string() +
+                                                 " as a .pb file: only tensors, sequences and optionals have one");
+    }
+    write_atomically(bytes, path);
 }
 
 }  // namespace kiln

@@ -192,3 +192,28 @@ def graph(nodes, inputs, outputs, name="g", initializers=()):
 def model(nodes, inputs, outputs, opset=13, graph_name="g", initializers=()):
     g = graph(nodes, inputs, outputs, graph_name, initializers)
     return f_varint(1, 8) + f_bytes(2, "kiln-tool-tests") + f_bytes(7, g) + f_bytes(8, f_bytes(1, "") + f_varint(2, opset))
+
+
+# ---------------------------------------------------------------- SequenceProto / OptionalProto
+def decode_sequence(buf):
+    """A SequenceProto of tensors as a list of (name, data_type, array)."""
+    items = []
+    for field, _, v in fields(buf):
+        if field == 3:  # tensor_values
+            items.append(decode_tensor(v))
+        elif field in (4, 5, 6, 7):
+            raise ValueError(f"SequenceProto field {field} (not tensors) is not supported here")
+    return items
+
+
+def decode_optional(buf):
+    """An OptionalProto: None when empty, else ("tensor", (name, data_type, array)) or
+    ("sequence", [...])."""
+    for field, _, v in fields(buf):
+        if field == 3:
+            return ("tensor", decode_tensor(v))
+        if field == 5:
+            return ("sequence", decode_sequence(v))
+        if field in (4, 6, 7):
+            raise ValueError(f"OptionalProto field {field} is not supported here")
+    return None

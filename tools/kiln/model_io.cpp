@@ -254,7 +254,7 @@ void write_outputs(const program& p, const std::vector<argument>& results, const
         if (!o.output_dir.empty()) {
             fs::create_directories(o.output_dir);
             for (std::size_t i = 0; i < results.size(); ++i)
-                write_tensor_proto(results[i], names.at(i),
+                write_value_proto(results[i], names.at(i),
                                    (fs::path(o.output_dir) / ("output_" + std::to_string(i) + ".pb")).string());
         }
         if (!o.output_npy_dir.empty()) {
