@@ -14,6 +14,8 @@ void bind_errors(py::module_& m);
 void bind_shape(py::module_& m);
 void bind_argument(py::module_& m);
 void bind_program(py::module_& m);
+// The IR build API (kiln.op, kiln.module, program.get_main_module); after bind_program.
+void bind_build(py::module_& m);
 
 // numpy <-> argument. `as_type` overrides the element type (bf16/fp8 from raw uint views).
 argument argument_from_python(const py::handle& obj, const char* what, std::optional<type> as_type = std::nullopt);
