@@ -11,6 +11,8 @@ packages=(
   libjpeg-dev libpng-dev libwebp-dev libopenjp2-7-dev pkg-config
   pybind11-dev python3-dev python3-numpy python3-pytest
   clang-format
+  # examples/resnet50 (and its test): PyTorch's export, OpenCV's preprocessing in Python and C++.
+  python3-torch python3-torchvision python3-opencv libopencv-dev
   # The clang check of `make test` (scripts/clang_check.py) and the fuzz build (scripts/fuzz.sh):
   # clang 14, its OpenMP header (-fopenmp), libFuzzer and the sanitizer runtimes.
   clang-14 libomp-14-dev libclang-rt-14-dev

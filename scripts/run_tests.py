@@ -3,7 +3,8 @@
 
 Suites: unit (GoogleTest), capi (GoogleTest over the C API and kiln.hpp), conformance (the ONNX
 backend tests on each target), python (pytest), tools (pytest over the kiln command-line tool),
-install (cmake --install, then a C and a C++ program built against the prefix), clang (one step:
+install (cmake --install, then a C and a C++ program built against the prefix), examples
+(examples/resnet50 end to end: PyTorch export, Python and C++ classification, the worker), clang (one step:
 the sources compile with clang 14, which the fuzz build needs; scripts/clang_check.py). A suite
 whose program is not built yet is reported as failed, never silently dropped.
 """
@@ -160,6 +161,7 @@ def main():
         "python": lambda: pytest_suite(build, "python", "python/tests"),
         "tools": lambda: pytest_suite(build, "tools", "tests/tools"),
         "install": lambda: pytest_suite(build, "install", "tests/install"),
+        "examples": lambda: pytest_suite(build, "examples", "tests/examples"),
         "clang": lambda: clang_suite(build),
     }
     only = [s for s in args.only.split(",") if s]

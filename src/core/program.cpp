@@ -371,9 +371,18 @@ void check_parameters(const parameter_info& info, const param_map& given,
             throw_error(error_code::type, "input '" + name + "': expected element type " +
                                               std::string(type_name(declared.get_type())) + " (" + describe(declared) +
                                               "), got " + std::string(type_name(actual.get_type())));
-        if (!fits(declared, actual))
+        if (!fits(declared, actual)) {
+            // Users coming from MIGraphX's guide fix the batch with map_input_dims, then run a
+            // smaller one: say how to keep the dimension open instead.
+            const bool fixed_dims = declared.is_tensor() && actual.is_tensor() && !declared.dynamic() &&
+                                    declared.lens().size() == actual.lens().size();
             throw_error(error_code::shape,
-                        "input '" + name + "': expected " + describe(declared) + ", got " + describe(actual));
+                        "input '" + name + "': expected " + describe(declared) + ", got " + describe(actual) +
+                            (fixed_dims ? " (this program's input dims are fixed; for one program that runs several "
+                                          "sizes, give the dim a range when parsing: map_dyn_input_dims, "
+                                          "kiln --dyn-input-dim)"
+                                        : ""));
+        }
         out[name] = it->second;
     }
     check_named_dims(info, out);
