@@ -9,7 +9,7 @@ packages=(
   libmsgpack-cxx-dev nlohmann-json3-dev
   libgtest-dev
   libjpeg-dev libpng-dev libwebp-dev libopenjp2-7-dev pkg-config
-  pybind11-dev python3-dev python3-numpy python3-pytest
+  pybind11-dev python3-dev python3-numpy python3-pytest libdlpack-dev
   clang-format
   # examples/resnet50 (and its test): PyTorch's export, OpenCV's preprocessing in Python and C++.
   python3-torch python3-torchvision python3-opencv libopencv-dev

@@ -66,6 +66,8 @@ argument argument_from_python(const py::handle& obj, const char* what, std::opti
                                               std::string(type_name(a.get_shape().get_type())));
         return a;
     }
+    // Tensors of other frameworks (torch) come through DLPack, shared; numpy arrays below.
+    if (!as_type && !py::isinstance<py::array>(obj) && py::hasattr(obj, "__dlpack__")) return argument_from_dlpack(obj);
     py::array arr = py::array::ensure(obj);
     if (!arr) throw_error(error_code::type, std::string(what) + ": expected a numpy array or kiln.argument");
     if (arr.dtype().kind() == 'U' || arr.dtype().kind() == 'O' || arr.dtype().kind() == 'S') {

@@ -6,6 +6,7 @@ PYBIND11_MODULE(_kiln, m) {
     kiln::python::bind_errors(m);
     kiln::python::bind_shape(m);
     kiln::python::bind_argument(m);
+    kiln::python::bind_dlpack(m);
     kiln::python::bind_program(m);
     kiln::python::bind_build(m);
 #ifdef KILN_VERSION

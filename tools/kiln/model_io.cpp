@@ -255,7 +255,7 @@ void write_outputs(const program& p, const std::vector<argument>& results, const
             fs::create_directories(o.output_dir);
             for (std::size_t i = 0; i < results.size(); ++i)
                 write_value_proto(results[i], names.at(i),
-                                   (fs::path(o.output_dir) / ("output_" + std::to_string(i) + ".pb")).string());
+                                  (fs::path(o.output_dir) / ("output_" + std::to_string(i) + ".pb")).string());
         }
         if (!o.output_npy_dir.empty()) {
             fs::create_directories(o.output_npy_dir);
