@@ -98,6 +98,10 @@ typedef struct kiln_argument_t* kiln_argument;
 typedef struct kiln_arguments_t* kiln_arguments; /* a run's outputs, in order */
 typedef struct kiln_params_t* kiln_params;       /* input name -> argument */
 typedef struct kiln_program_t* kiln_program;
+/* A module and an instruction of a program being built by hand: both belong to the program
+ * (no destroy; valid until the program is destroyed). */
+typedef struct kiln_module_t* kiln_module;
+typedef struct kiln_instruction_t* kiln_instruction;
 
 /* ---- errors and version ---- */
 /* The message of the last call that failed on this thread ("" if none), e.g.
@@ -246,6 +250,26 @@ kiln_status kiln_program_memory_usage(kiln_program program, size_t* arena_bytes,
                                       size_t* literal_bytes, size_t* output_bytes);
 /* The program's IR as text (valid until the next call of this on the handle). */
 kiln_status kiln_program_to_string(kiln_program program, const char** text);
+
+/* ---- Building a program by hand (as MIGraphX's API does) ----
+ * kiln_program_create gives an empty program; its main module takes parameters, literals,
+ * instructions (an op by its IR name, as `kiln read` prints it, with attributes as a JSON
+ * object, e.g. "{\"padding\": [1, 1, 1, 1]}"; NULL or "" for none) and a return; then
+ * compile and run it as a parsed one. Each instruction's shape is inferred when it is added:
+ * a wrong one, an unknown op or attribute is refused there, naming it. Adding to a compiled
+ * program is refused. Name pointers taken before an add may dangle after it. */
+kiln_status kiln_program_create(kiln_program* out);
+kiln_status kiln_program_get_main_module(kiln_program program, kiln_module* out);
+kiln_status kiln_module_add_parameter(kiln_module module, const char* name, kiln_shape shape, kiln_instruction* out);
+/* Copies the argument's values into the program. */
+kiln_status kiln_module_add_literal(kiln_module module, kiln_argument value, kiln_instruction* out);
+kiln_status kiln_module_add_instruction(kiln_module module, const char* op_name, const char* attributes_json,
+                                        const kiln_instruction* inputs, size_t input_count, kiln_instruction* out);
+kiln_status kiln_module_add_return(kiln_module module, const kiln_instruction* inputs, size_t input_count);
+/* The module's IR as text (valid until the next call of this on the module). */
+kiln_status kiln_module_to_string(kiln_module module, const char** text);
+/* The instruction's result shape (the caller's to destroy). */
+kiln_status kiln_instruction_shape(kiln_instruction instruction, kiln_shape* out);
 
 /* ---- .kiln files ---- */
 kiln_status kiln_save(kiln_program program, const char* path);

@@ -277,9 +277,55 @@ struct memory_usage {
     std::size_t arena_bytes = 0, parameter_bytes = 0, literal_bytes = 0, output_bytes = 0;
 };
 
+// An instruction of a program being built (belongs to the program).
+class instruction {
+public:
+    explicit instruction(kiln_instruction h) : h_(h) {}
+    kiln_instruction get() const { return h_; }
+    shape get_shape() const { return shape(detail::out<kiln_shape>(kiln_instruction_shape, h_)); }
+
+private:
+    kiln_instruction h_;
+};
+
+// The main module of a program being built (belongs to the program).
+class module {
+public:
+    explicit module(kiln_module h) : h_(h) {}
+    instruction add_parameter(const std::string& name, const shape& s) {
+        return instruction(detail::out<kiln_instruction>(kiln_module_add_parameter, h_, name.c_str(), s.get()));
+    }
+    instruction add_literal(const argument& value) {
+        return instruction(detail::out<kiln_instruction>(kiln_module_add_literal, h_, value.get()));
+    }
+    // attributes_json: a JSON object, e.g. R"({"padding": [1, 1, 1, 1]})".
+    instruction add_instruction(const std::string& op, const std::string& attributes_json,
+                                const std::vector<instruction>& inputs) {
+        auto ins = handles(inputs);
+        return instruction(detail::out<kiln_instruction>(kiln_module_add_instruction, h_, op.c_str(),
+                                                         attributes_json.c_str(), ins.data(), ins.size()));
+    }
+    void add_return(const std::vector<instruction>& inputs) {
+        auto ins = handles(inputs);
+        check(kiln_module_add_return(h_, ins.data(), ins.size()));
+    }
+    std::string to_string() const { return detail::out<const char*>(kiln_module_to_string, h_); }
+
+private:
+    static std::vector<kiln_instruction> handles(const std::vector<instruction>& v) {
+        std::vector<kiln_instruction> out;
+        for (auto& i : v) out.push_back(i.get());
+        return out;
+    }
+    kiln_module h_;
+};
+
 class program {
 public:
+    // An empty program, to build through get_main_module().
+    program() : h_(detail::out<kiln_program>(kiln_program_create)) {}
     explicit program(kiln_program owned) : h_(owned) {}
+    module get_main_module() const { return module(detail::out<kiln_module>(kiln_program_get_main_module, get())); }
     kiln_program get() const { return h_.get(); }
 
     std::vector<std::string> input_names() const { return names(kiln_program_input_count, kiln_program_input_name); }

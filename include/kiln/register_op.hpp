@@ -11,6 +11,9 @@ namespace kiln {
 
 void register_op_factory(const std::string& name, std::function<operation()> make);
 operation make_op(const std::string& name, const value& attributes = value::make_object());
+// make_op for what people write by hand (the Python and C build APIs): an attribute the op does
+// not have is an error naming it, where make_op (the .kiln loader's forward compatibility) skips it.
+operation make_op_checked(const std::string& name, const value& attributes);
 bool has_op(const std::string& name);
 std::vector<std::string> get_operator_names();  // sorted
 

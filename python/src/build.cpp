@@ -10,7 +10,6 @@
 #include <kiln/literal.hpp>
 #include <kiln/module.hpp>
 #include <kiln/program.hpp>
-#include <kiln/reflect.hpp>
 #include <kiln/register_op.hpp>
 
 #include <pybind11/stl.h>
@@ -76,15 +75,7 @@ void bind_build(py::module_& m) {
     m.def("op", [](const std::string& name, const py::kwargs& attributes) {
         value v = value::make_object();
         for (auto& [k, x] : attributes) v[k.cast<std::string>()] = value_from_python(x, "kiln.op('" + name + "')");
-        operation op = make_op(name, v);
-        // make_op skips keys it does not know (the .kiln loader's forward compatibility); a user's
-        // misspelt attribute must not vanish silently.
-        const value known = operation_to_value(op).at("attributes");
-        for (auto& [k, x] : attributes)
-            if (!known.contains(k.cast<std::string>()))
-                throw_error(error_code::invalid_argument, "kiln.op('" + name + "'): unknown attribute '" +
-                                                              k.cast<std::string>() + "'");
-        return op;
+        return make_op_checked(name, v);
     }, py::arg("name"), "An operation by its IR name with attributes as keyword arguments, e.g. "
                         "kiln.op('convolution', padding=[1, 1, 1, 1], stride=[1, 1]). Unknown names and attributes "
                         "raise kiln.InvalidArgumentError.");

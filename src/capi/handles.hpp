@@ -8,12 +8,14 @@
 #include <kiln/argument.hpp>
 #include <kiln/compile_options.hpp>
 #include <kiln/errors.hpp>
+#include <kiln/module.hpp>
 #include <kiln/onnx.hpp>
 #include <kiln/program.hpp>
 #include <kiln/serialize.hpp>
 #include <kiln/target.hpp>
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -33,6 +35,8 @@ enum class tag : std::uint64_t {
     arguments = 0x4b4c4e00'61726773,
     params = 0x4b4c4e00'70617261,
     program = 0x4b4c4e00'70726f67,
+    module = 0x4b4c4e00'6d6f6475,
+    instruction = 0x4b4c4e00'696e7374,
 };
 
 [[noreturn]] void invalid(const std::string& message);
@@ -126,14 +130,29 @@ struct kiln_params_t {
     KILN_HANDLE("kiln_params", params);
     kiln::param_map map;
 };
+// A module of a program built by hand, and its instructions: owned by the program's handle.
+struct kiln_module_t {
+    KILN_HANDLE("kiln_module", module);
+    kiln_program_t* owner = nullptr;
+    kiln::module_ref mod = nullptr;
+    std::string text;
+};
+struct kiln_instruction_t {
+    KILN_HANDLE("kiln_instruction", instruction);
+    kiln_module_t* module = nullptr;
+    kiln::instruction_ref ins;
+};
 // Names are read once (they never change, compile included), so the getters hand out
-// stable pointers without locking; `text` is guarded because it is rebuilt per call.
+// stable pointers without locking; `text` is guarded because it is rebuilt per call. A
+// program built by hand re-reads them after each add (not thread-safe, as any change).
 struct kiln_program_t {
     KILN_HANDLE("kiln_program", program);
     std::shared_ptr<kiln::program> program;
     std::vector<std::string> inputs, outputs;
     std::mutex text_mutex;
     std::string text;
+    std::unique_ptr<kiln_module_t> main_module;       // made on first request
+    std::deque<kiln_instruction_t> instructions;      // stable addresses as it grows
 };
 
 namespace kiln::capi {

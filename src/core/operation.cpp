@@ -4,6 +4,7 @@
 #include <kiln/errors.hpp>
 #include <kiln/literal.hpp>
 #include <kiln/operation.hpp>
+#include <kiln/reflect.hpp>
 #include <kiln/register_op.hpp>
 
 #include <algorithm>
@@ -224,6 +225,18 @@ operation operation_from_value(const value& v) { return make_op(v.at("name").get
 void register_op_factory(const std::string& name, std::function<operation()> make) {
     std::lock_guard<std::mutex> lock(registry_mutex());
     registry()[name] = std::move(make);
+}
+
+operation make_op_checked(const std::string& name, const value& attributes) {
+    if (!attributes.is_null() && !attributes.is_object())
+        throw_error(error_code::invalid_argument, "attributes of '" + name + "' must be an object of name: value");
+    operation op = make_op(name, attributes);
+    if (attributes.is_null()) return op;
+    const value known = operation_to_value(op).at("attributes");
+    for (const auto& [key, v] : attributes.get_object())
+        if (!known.contains(key))
+            throw_error(error_code::invalid_argument, "operation '" + name + "' has no attribute '" + key + "'");
+    return op;
 }
 
 bool has_op(const std::string& name) {

@@ -46,6 +46,13 @@ TEST_F(capi_robustness, bad_handles) {
     kiln_program pr = nullptr;
     size_t dims[] = {2, 3};
     auto kiln_path = (fs::path(::testing::TempDir()) / "capi_bad_handles.kiln").string();
+    // A program being built (not compiled, so it takes additions), its module and a parameter.
+    kiln_program bp = nullptr;
+    kiln_module bm = nullptr, mo = nullptr;
+    kiln_instruction bx = nullptr, in = nullptr;
+    ASSERT_EQ(kiln_program_create(&bp), KILN_STATUS_SUCCESS);
+    ASSERT_EQ(kiln_program_get_main_module(bp, &bm), KILN_STATUS_SUCCESS);
+    ASSERT_EQ(kiln_module_add_parameter(bm, "bx", shape, &bx), KILN_STATUS_SUCCESS);
     // Every handle parameter of every function; the others are valid.
     std::vector<handle_call> calls = {
         {"kiln_onnx_options_destroy", "onnx", [&](void* h) { return kiln_onnx_options_destroy((kiln_onnx_options)h); }},
@@ -166,6 +173,31 @@ TEST_F(capi_robustness, bad_handles) {
         {"kiln_program_to_string", "program", [&](void* h) { return kiln_program_to_string((kiln_program)h, &s); }},
         {"kiln_save", "program", [&](void* h) { return kiln_save((kiln_program)h, kiln_path.c_str()); }},
         {"kiln_load", "fopts", [&](void* h) { return kiln_load(kiln_path.c_str(), (kiln_file_options)h, &pr); }},
+        {"kiln_program_get_main_module", "program",
+         [&](void* h) { return kiln_program_get_main_module((kiln_program)h, &mo); }},
+        {"kiln_module_add_parameter", "module",
+         [&](void* h) { return kiln_module_add_parameter((kiln_module)h, "p", shape, &in); }},
+        {"kiln_module_add_parameter", "shape",
+         [&](void* h) { return kiln_module_add_parameter(bm, "p", (kiln_shape)h, &in); }},
+        {"kiln_module_add_literal", "module", [&](void* h) { return kiln_module_add_literal((kiln_module)h, arg, &in); }},
+        {"kiln_module_add_literal", "argument",
+         [&](void* h) { return kiln_module_add_literal(bm, (kiln_argument)h, &in); }},
+        {"kiln_module_add_instruction", "module",
+         [&](void* h) { return kiln_module_add_instruction((kiln_module)h, "relu", nullptr, &bx, 1, &in); }},
+        {"kiln_module_add_instruction", "instruction",
+         [&](void* h) {
+             kiln_instruction i = (kiln_instruction)h;
+             return kiln_module_add_instruction(bm, "relu", nullptr, &i, 1, &in);
+         }},
+        {"kiln_module_add_return", "module", [&](void* h) { return kiln_module_add_return((kiln_module)h, &bx, 1); }},
+        {"kiln_module_add_return", "instruction",
+         [&](void* h) {
+             kiln_instruction i = (kiln_instruction)h;
+             return kiln_module_add_return(bm, &i, 1);
+         }},
+        {"kiln_module_to_string", "module", [&](void* h) { return kiln_module_to_string((kiln_module)h, &s); }},
+        {"kiln_instruction_shape", "instruction",
+         [&](void* h) { return kiln_instruction_shape((kiln_instruction)h, &sh); }},
     };
     // A block that looks like no live handle: a destroyed one's tag is cleared like this.
     alignas(16) unsigned char zeros[256] = {};
@@ -184,6 +216,9 @@ TEST_F(capi_robustness, bad_handles) {
     EXPECT_EQ(ar, nullptr);
     EXPECT_EQ(ars, nullptr);
     EXPECT_EQ(pr, nullptr);
+    EXPECT_EQ(mo, nullptr);
+    EXPECT_EQ(in, nullptr);
+    kiln_program_destroy(bp);
 }
 
 TEST_F(capi_robustness, null_pointers) {
@@ -191,6 +226,12 @@ TEST_F(capi_robustness, null_pointers) {
     int i = 0, maj = 0;
     const size_t* p = nullptr;
     kiln_argument o = nullptr;
+    kiln_program bp = nullptr;
+    kiln_module bm = nullptr;
+    kiln_instruction bx = nullptr, bi = nullptr;
+    ASSERT_EQ(kiln_program_create(&bp), KILN_STATUS_SUCCESS);
+    ASSERT_EQ(kiln_program_get_main_module(bp, &bm), KILN_STATUS_SUCCESS);
+    ASSERT_EQ(kiln_module_add_parameter(bm, "bx", shape, &bx), KILN_STATUS_SUCCESS);
     std::vector<std::pair<const char*, std::function<kiln_status()>>> calls = {
         {"kiln_version", [&] { return kiln_version(&maj, nullptr, &i); }},
         {"kiln_version_string", [&] { return kiln_version_string(nullptr); }},
@@ -238,11 +279,24 @@ TEST_F(capi_robustness, null_pointers) {
         {"kiln_program_memory_usage", [&] { return kiln_program_memory_usage(program, &n, &n, nullptr, &n); }},
         {"kiln_save", [&] { return kiln_save(program, nullptr); }},
         {"kiln_load", [&] { return kiln_load(nullptr, fopts, nullptr); }},
+        {"kiln_program_create", [&] { return kiln_program_create(nullptr); }},
+        {"kiln_program_get_main_module", [&] { return kiln_program_get_main_module(program, nullptr); }},
+        {"kiln_module_add_parameter", [&] { return kiln_module_add_parameter(bm, nullptr, shape, &bi); }},
+        {"kiln_module_add_parameter", [&] { return kiln_module_add_parameter(bm, "p", shape, nullptr); }},
+        {"kiln_module_add_literal", [&] { return kiln_module_add_literal(bm, arg, nullptr); }},
+        {"kiln_module_add_instruction", [&] { return kiln_module_add_instruction(bm, nullptr, nullptr, &bx, 1, &bi); }},
+        {"kiln_module_add_instruction", [&] { return kiln_module_add_instruction(bm, "relu", nullptr, nullptr, 1, &bi); }},
+        {"kiln_module_add_instruction", [&] { return kiln_module_add_instruction(bm, "relu", nullptr, &bx, 1, nullptr); }},
+        {"kiln_module_add_return", [&] { return kiln_module_add_return(bm, nullptr, 1); }},
+        {"kiln_module_to_string", [&] { return kiln_module_to_string(bm, nullptr); }},
+        {"kiln_instruction_shape", [&] { return kiln_instruction_shape(bx, nullptr); }},
     };
     for (auto& [function, call] : calls)
         expect_status(call(), KILN_STATUS_INVALID_ARGUMENT, function, "(NULL pointer)");
     EXPECT_EQ(maj, 0) << "outputs are left untouched on failure";
     EXPECT_EQ(o, nullptr);
+    EXPECT_EQ(bi, nullptr);
+    kiln_program_destroy(bp);
 }
 TEST(capi_robustness_meta, every_function_is_called) {
     std::string tests;
