@@ -130,6 +130,10 @@ kiln_status kiln_onnx_options_set_dyn_input_dims(kiln_onnx_options options, cons
                                                  const size_t* maxs, size_t ndim);
 kiln_status kiln_onnx_options_set_dyn_input_dim_optimals(kiln_onnx_options options, const char* input, size_t dim,
                                                          const size_t* optimals, size_t count);
+/* Names a dim of those ranges: "batch", or a sum of names such as "past + sequence". Dims with
+ * the same name are the same size in every run (inputs that share a dim, a KV cache's length). */
+kiln_status kiln_onnx_options_set_dyn_input_dim_symbol(kiln_onnx_options options, const char* input, size_t dim,
+                                                       const char* symbol);
 kiln_status kiln_onnx_options_set_skip_unknown_operators(kiln_onnx_options options, int skip);
 kiln_status kiln_onnx_options_set_max_loop_iterations(kiln_onnx_options options, size_t iterations);
 kiln_status kiln_onnx_options_set_limit_max_iterations(kiln_onnx_options options, int limit);

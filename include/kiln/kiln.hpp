@@ -206,6 +206,9 @@ public:
             if (!dims[i].optimals.empty())
                 set(kiln_onnx_options_set_dyn_input_dim_optimals(get(), input.c_str(), i, dims[i].optimals.data(),
                                                                  dims[i].optimals.size()));
+        for (std::size_t i = 0; i < dims.size(); ++i)
+            if (!dims[i].symbol.empty())
+                set(kiln_onnx_options_set_dyn_input_dim_symbol(get(), input.c_str(), i, dims[i].symbol.c_str()));
         return *this;
     }
     onnx_options& skip_unknown_operators(bool on) {

@@ -2,6 +2,8 @@
 // option structs. A setter checks its values and changes nothing when it fails.
 #include "handles.hpp"
 
+#include <kiln/dim_expr.hpp>
+
 using namespace kiln::capi;
 
 namespace {
@@ -70,19 +72,37 @@ kiln_status kiln_onnx_options_set_dyn_input_dims(kiln_onnx_options options, cons
     });
 }
 
+namespace {
+// Dim `dim` of the ranges set for `input` by kiln_onnx_options_set_dyn_input_dims.
+kiln::dynamic_dimension& dyn_dim_of(kiln_onnx_options_t& o, const char* input, size_t dim) {
+    auto it = o.options.map_dyn_input_dims.find(need(input, "input"));
+    if (it == o.options.map_dyn_input_dims.end())
+        invalid(std::string("no dynamic dims were set for input '") + input +
+                "' (kiln_onnx_options_set_dyn_input_dims first)");
+    if (dim >= it->second.size())
+        invalid("input '" + std::string(input) + "' has " + std::to_string(it->second.size()) + " dims, no dim " +
+                std::to_string(dim));
+    return it->second[dim];
+}
+}  // namespace
+
 kiln_status kiln_onnx_options_set_dyn_input_dim_optimals(kiln_onnx_options options, const char* input, size_t dim,
                                                          const size_t* optimals, size_t count) {
     return guarded(__func__, [&] {
-        auto& o = get(options, "options");
-        auto it = o.options.map_dyn_input_dims.find(need(input, "input"));
-        if (it == o.options.map_dyn_input_dims.end())
-            invalid(std::string("no dynamic dims were set for input '") + input +
-                    "' (kiln_onnx_options_set_dyn_input_dims first)");
-        if (dim >= it->second.size())
-            invalid("input '" + std::string(input) + "' has " + std::to_string(it->second.size()) + " dims, no dim " +
-                    std::to_string(dim));
-        auto& d = it->second[dim];
+        auto& d = dyn_dim_of(get(options, "options"), input, dim);
+        auto symbol = d.symbol;  // set before or after the optimals
         d = make_dim(d.min, d.max, to_vector(optimals, count, "optimals"));
+        d.symbol = symbol;
+    });
+}
+
+kiln_status kiln_onnx_options_set_dyn_input_dim_symbol(kiln_onnx_options options, const char* input, size_t dim,
+                                                       const char* symbol) {
+    return guarded(__func__, [&] {
+        auto& d = dyn_dim_of(get(options, "options"), input, dim);
+        auto e = kiln::dim_expr::parse(need(symbol, "symbol"));
+        if (!e) invalid(std::string("symbol '") + symbol + "' is not a name or a sum of names (\"batch\", \"past + sequence\")");
+        d.symbol = e->to_string();
     });
 }
 

@@ -154,3 +154,35 @@ TEST(capi_build, bad_builds_are_refused_with_a_message) {
     auto z = other.get_main_module().add_parameter("z", api::shape(KILN_TYPE_FLOAT32, {2, 3}));
     expect_error([&] { mm.add_instruction("relu", "", {z}); }, "another module");
 }
+
+// Dim names through kiln_onnx_options_set_dyn_input_dim_symbol (and kiln.hpp's dyn_input_dims).
+TEST(capi_options, dyn_input_dim_symbols) {
+    const auto mlp = fs::path(KILN_SOURCE_DIR) / "tests" / "data" / "models" / "mlp_dynamic.onnx";
+    kiln_onnx_options o = nullptr;
+    OK(kiln_onnx_options_create(&o));
+    size_t lo[] = {1, 4}, hi[] = {16, 4}, opt[] = {8};
+    OK(kiln_onnx_options_set_dyn_input_dims(o, "x", lo, hi, 2));
+    OK(kiln_onnx_options_set_dyn_input_dim_symbol(o, "x", 0, "rows"));
+    OK(kiln_onnx_options_set_dyn_input_dim_optimals(o, "x", 0, opt, 1));  // keeps the name
+    EXPECT_EQ(kiln_onnx_options_set_dyn_input_dim_symbol(o, "x", 0, "1 +"), KILN_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(kiln_last_error_message()).find("not a name"), std::string::npos);
+    EXPECT_EQ(kiln_onnx_options_set_dyn_input_dim_symbol(o, "x", 5, "rows"), KILN_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(kiln_onnx_options_set_dyn_input_dim_symbol(o, "nope", 0, "rows"), KILN_STATUS_INVALID_ARGUMENT);
+    kiln_program p = nullptr;
+    OK(kiln_parse_onnx(mlp.string().c_str(), o, &p));
+    kiln_shape s = nullptr;
+    OK(kiln_program_input_shape(p, "x", &s));
+    const char* symbol = nullptr;
+    OK(kiln_shape_dyn_dim_symbol(s, 0, &symbol));
+    EXPECT_STREQ(symbol, "rows");
+    size_t mn = 0, mx = 0;
+    OK(kiln_shape_dyn_dim(s, 0, &mn, &mx));
+    EXPECT_EQ(mn, 1u);
+    EXPECT_EQ(mx, 16u);
+    kiln_shape_destroy(s);
+    kiln_program_destroy(p);
+    kiln_onnx_options_destroy(o);
+
+    auto q = api::parse_onnx(mlp.string(), api::onnx_options().dyn_input_dims("x", {{1, 8, {}, "b"}, {4, 4, {}, ""}}));
+    EXPECT_EQ(q.input_shape("x").dyn_dim(0).symbol, "b");
+}
