@@ -82,3 +82,32 @@ def test_one_program_runs_every_batch(exported):
     text = run([PYTHON, os.path.join(EXAMPLE, "dynamic_batch.py"), str(out / "resnet50.onnx"), "--batches", "1,2,4",
                 "--runs", "3"])
     assert "worst cost of the dynamic program" in text, text
+
+
+def test_c_program_equals_the_python_module(exported, example_programs, tmp_path):
+    """A C program including only kiln.h parses, compiles, runs and saves ResNet-50; its output equals
+    the Python module's for the same input, bit for bit (same compiled kernels)."""
+    out, images = exported
+    script = f"""
+import cv2, numpy as np, kiln, sys
+sys.path.insert(0, {EXAMPLE!r})
+from preprocess import blob_from_image
+blob = blob_from_image(cv2.imread({images[0]!r}))
+kiln.write_tensor_proto(blob, "input", {str(tmp_path / "input.pb")!r})
+m = kiln.parse_onnx({str(out / "resnet50.onnx")!r}, map_input_dims={{"input": [1, 3, 224, 224]}})
+m.compile(kiln.get_target("cpu"), offload_copy=True)
+np.save({str(tmp_path / "python.npy")!r}, np.array(m.run({{"input": blob}})[0]))
+"""
+    run([PYTHON, "-c", script])
+    text = run([os.path.join(example_programs, "run_c"), str(out / "resnet50.onnx"), str(tmp_path / "input.pb"),
+                str(tmp_path / "c_output.pb"), str(tmp_path / "r50.kiln")])
+    assert text.startswith("ok:"), text
+    script = f"""
+import numpy as np, kiln
+c = np.array(kiln.read_tensor_proto({str(tmp_path / "c_output.pb")!r}))
+py = np.load({str(tmp_path / "python.npy")!r})
+assert c.shape == py.shape == (1, 1000), (c.shape, py.shape)
+assert np.array_equal(c, py), float(np.abs(c - py).max())
+print("equal")
+"""
+    assert run([PYTHON, "-c", script]).strip() == "equal"
