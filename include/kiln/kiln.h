@@ -201,9 +201,15 @@ kiln_status kiln_argument_shape(kiln_argument argument, kiln_shape* out);
 kiln_status kiln_argument_data(kiln_argument argument, void** data);
 /* Copies the tensor in row-major order into `dest`, whose `size` must equal its elements' bytes. */
 kiln_status kiln_argument_copy_to(kiln_argument argument, void* dest, size_t size);
-/* ONNX TensorProto files (.pb), the layout of the ONNX test data. */
+/* ONNX TensorProto files (.pb), the layout of the ONNX test data. Writing a sequence or an
+ * optional argument writes a SequenceProto / OptionalProto, as the backend tests store them. */
 kiln_status kiln_argument_read_tensor_proto(const char* path, kiln_argument* out);
 kiln_status kiln_argument_write_tensor_proto(kiln_argument argument, const char* name, const char* path);
+/* The elements of a tuple, a sequence or an optional (0 or 1) argument, e.g. a SplitToSequence
+ * output (its shape's kind says which); each element is the caller's to destroy and shares the
+ * memory. A tensor argument is refused. */
+kiln_status kiln_argument_element_count(kiln_argument argument, size_t* count);
+kiln_status kiln_argument_element(kiln_argument argument, size_t index, kiln_argument* out);
 
 kiln_status kiln_arguments_destroy(kiln_arguments arguments);
 kiln_status kiln_arguments_size(kiln_arguments arguments, size_t* size);

@@ -178,6 +178,13 @@ public:
         check(kiln_argument_copy_to(get(), v.data(), v.size() * sizeof(T)));
         return v;
     }
+    // A tuple's, sequence's or optional's elements (a tensor has none: error).
+    std::vector<argument> elements() const {
+        std::vector<argument> v;
+        for (std::size_t i = 0, n = detail::out<std::size_t>(kiln_argument_element_count, get()); i < n; ++i)
+            v.emplace_back(detail::out<kiln_argument>(kiln_argument_element, get(), i));
+        return v;
+    }
     void write_tensor_proto(const std::string& name, const std::string& path) const {
         check(kiln_argument_write_tensor_proto(get(), name.c_str(), path.c_str()));
     }

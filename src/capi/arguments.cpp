@@ -226,7 +226,36 @@ kiln_status kiln_argument_write_tensor_proto(kiln_argument argument, const char*
     return guarded(__func__, [&] {
         auto& a = get(argument, "argument");
         need(name, "name"), need(path, "path");
-        kiln::write_tensor_proto(a.argument, name, path);
+        kiln::write_value_proto(a.argument, name, path);
+    });
+}
+
+namespace {
+// A tuple's, sequence's or optional's elements; a tensor has none to give.
+const std::vector<kiln::argument>& elements_of(kiln_argument argument) {
+    auto& a = get(argument, "argument").argument;
+    if (a.get_shape().is_tensor())
+        invalid("'argument' holds the tensor " + a.get_shape().to_string() +
+                ", not a tuple, sequence or optional (kiln_argument_data gives a tensor's memory)");
+    return a.elements();
+}
+}  // namespace
+
+kiln_status kiln_argument_element_count(kiln_argument argument, size_t* count) {
+    return guarded(__func__, [&] {
+        need(count, "count");
+        *count = elements_of(argument).size();
+    });
+}
+
+kiln_status kiln_argument_element(kiln_argument argument, size_t index, kiln_argument* out) {
+    return guarded(__func__, [&] {
+        need(out, "out");
+        const auto& e = elements_of(argument);
+        if (index >= e.size())
+            invalid("index " + std::to_string(index) + " is out of range: the argument has " + std::to_string(e.size()) +
+                    " elements");
+        *out = new_argument(e[index]);
     });
 }
 

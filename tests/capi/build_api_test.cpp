@@ -186,3 +186,43 @@ TEST(capi_options, dyn_input_dim_symbols) {
     auto q = api::parse_onnx(mlp.string(), api::onnx_options().dyn_input_dims("x", {{1, 8, {}, "b"}, {4, 4, {}, ""}}));
     EXPECT_EQ(q.input_shape("x").dyn_dim(0).symbol, "b");
 }
+
+// A sequence output (SplitToSequence from the ONNX backend tests) read element by element.
+TEST(capi_arguments, sequence_outputs_by_element) {
+    const auto folder = fs::path(KILN_SOURCE_DIR).parent_path() / "shared" / "onnx-backend-tests" / "node" /
+                        "test_split_to_sequence_1";
+    if (!fs::exists(folder / "model.onnx")) GTEST_SKIP() << folder << " is not there";
+    auto p = api::parse_onnx((folder / "model.onnx").string());
+    p.compile(api::target("cpu"));
+    auto data = api::argument::read_tensor_proto((folder / "test_data_set_0" / "input_0.pb").string());
+    auto split = api::argument::read_tensor_proto((folder / "test_data_set_0" / "input_1.pb").string());
+    auto outs = p.run({{"data", data}, {"split", split}});
+    ASSERT_EQ(outs.size(), 1u);
+    EXPECT_EQ(outs[0].get_shape().kind(), KILN_SHAPE_SEQUENCE);
+    auto items = outs[0].elements();
+    ASSERT_GE(items.size(), 2u);
+    // Concatenated along axis 1 the items give the input back.
+    auto in = data.to_vector<float>();
+    auto lens = data.get_shape().lens();  // [3, 6]
+    std::size_t col = 0;
+    for (auto& item : items) {
+        auto il = item.get_shape().lens();
+        ASSERT_EQ(il.size(), 2u);
+        ASSERT_EQ(il[0], lens[0]);
+        auto v = item.to_vector<float>();
+        for (std::size_t r = 0; r < il[0]; ++r)
+            for (std::size_t c = 0; c < il[1]; ++c) EXPECT_EQ(v[r * il[1] + c], in[r * lens[1] + col + c]);
+        col += il[1];
+    }
+    EXPECT_EQ(col, lens[1]);
+    // A tensor has no elements; an index past the end is refused.
+    kiln_argument none = nullptr;
+    size_t count = 0;
+    EXPECT_EQ(kiln_argument_element_count(data.get(), &count), KILN_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(kiln_argument_element(outs[0].get(), items.size(), &none), KILN_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(none, nullptr);
+    // Written as the backend tests store it: a SequenceProto.
+    auto path = (fs::path(::testing::TempDir()) / "capi_sequence.pb").string();
+    outs[0].write_tensor_proto("output", path);
+    EXPECT_GT(fs::file_size(path), 0u);
+}
