@@ -1,5 +1,6 @@
 #include "serve/infer.hpp"
 
+#include "serve/batcher.hpp"
 #include "serve/datatype.hpp"
 
 #include <kiln/errors.hpp>
@@ -125,18 +126,22 @@ infer_response run(const loaded_model& m, const infer_request& r) {
     try {
         auto params = make_params(m, r);
         stats.compute_input_ns += ns_since(start);
-        const auto queued = clock_type::now();
-        auto slot = m.instances->acquire();
-        stats.queue_ns += ns_since(queued);
-        const auto computing = clock_type::now();
         std::vector<argument> results;
         try {
-            results = m.prog->eval(params);
+            if (m.batch_queue) {
+                results = m.batch_queue->submit(std::move(params));  // counts queue, compute, executions
+            } else {
+                const auto queued = clock_type::now();
+                auto slot = m.instances->acquire();
+                stats.queue_ns += ns_since(queued);
+                const auto computing = clock_type::now();
+                results = m.prog->eval(params);
+                stats.compute_infer_ns += ns_since(computing);
+                stats.exec_count++;
+            }
         } catch (const kiln::error& e) {
             rethrow_eval_error(m.name, e);
         }
-        stats.compute_infer_ns += ns_since(computing);
-        stats.exec_count++;
         const auto outputting = clock_type::now();
         infer_response resp{m.name, m.version, r.id, {}};
         for (std::size_t i = 0; i < m.outputs.size(); ++i) {

@@ -1,5 +1,8 @@
 #include "serve/loaded_model.hpp"
 
+#include "serve/batcher.hpp"
+#include "serve/errors.hpp"
+
 namespace kiln::serve {
 
 std::vector<std::int64_t> tensor_spec::protocol_shape() const {
@@ -46,7 +49,16 @@ loaded_model::loaded_model(std::string n, std::int64_t v, std::shared_ptr<const 
     auto out_shapes = prog->get_output_shapes();
     auto out_names = prog->get_output_names();
     for (std::size_t i = 0; i < out_shapes.size(); ++i) outputs.push_back(spec_of(out_names.at(i), out_shapes[i]));
+    if (config.dynamic_batching) {
+        for (auto& t : inputs)
+            if (t.dims.empty() || t.optional)
+                fail(error_kind::bad_request, "model '" + name + "': dynamic_batching needs every input batched along dim 0 "
+                                              "(input '" + t.name + "' has no dims or a default value)");
+        batch_queue = std::make_unique<batcher>(*this);
+    }
 }
+
+loaded_model::~loaded_model() = default;
 
 const tensor_spec* loaded_model::find_input(const std::string& n) const {
     for (auto& t : inputs)

@@ -70,6 +70,8 @@ private:
     std::size_t free_;
 };
 
+class batcher;
+
 struct loaded_model {
     std::string name;
     std::int64_t version = 1;
@@ -78,9 +80,13 @@ struct loaded_model {
     std::vector<tensor_spec> inputs, outputs;
     std::shared_ptr<model_stats> stats;
     std::unique_ptr<instance_pool> instances;
+    // With dynamic_batching: the queue whose workers (one per instance) run the batches.
+    // Last, so that it stops before the rest goes.
+    std::unique_ptr<batcher> batch_queue;
 
     loaded_model(std::string name, std::int64_t version, std::shared_ptr<const program> p, model_config c,
                  std::shared_ptr<model_stats> stats);
+    ~loaded_model();
     const tensor_spec* find_input(const std::string& n) const;
     const tensor_spec* find_output(const std::string& n) const;
 };

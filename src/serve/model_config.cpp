@@ -77,6 +77,21 @@ model_config parse_model_config(const std::string& text, const std::string& mode
         else fail(error_kind::bad_request, where + "unknown parameter '" + key + "' (kiln.target, kiln.threads)");
     }
 
+    if (proto.has_dynamic_batching()) {
+        const auto& b = proto.dynamic_batching();
+        if (c.max_batch_size == 0)
+            fail(error_kind::bad_request, where + "dynamic_batching needs max_batch_size > 0 (the largest batch it forms)");
+        c.dynamic_batching = true;
+        for (auto size : b.preferred_batch_size()) {
+            if (size < 1 || static_cast<std::size_t>(size) > c.max_batch_size)
+                fail(error_kind::bad_request, where + "preferred_batch_size " + std::to_string(size) +
+                                                  " is not between 1 and max_batch_size");
+            c.preferred_batch_sizes.push_back(static_cast<std::size_t>(size));
+        }
+        c.max_queue_delay_us = b.max_queue_delay_microseconds();
+        c.max_queue_size = b.default_queue_policy().max_queue_size();
+    }
+
     const auto& vp = proto.version_policy();
     if (vp.has_all()) c.policy = version_policy::all;
     else if (vp.has_specific()) {

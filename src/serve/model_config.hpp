@@ -19,6 +19,11 @@ struct model_config {
     version_policy policy = version_policy::latest;
     std::size_t latest_count = 1;           // latest { num_versions }
     std::vector<std::int64_t> versions;     // specific { versions }
+    // dynamic_batching { }: requests are joined along dim 0 (serve/batcher.hpp).
+    bool dynamic_batching = false;
+    std::vector<std::size_t> preferred_batch_sizes;
+    std::uint64_t max_queue_delay_us = 0;
+    std::size_t max_queue_size = 0;  // 0: unbounded
 };
 
 // Parses the text of a config.pbtxt for model `model_name` (used in messages and checked

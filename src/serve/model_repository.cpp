@@ -63,7 +63,7 @@ std::vector<std::string> model_repository::model_names() const {
 std::shared_ptr<const program> model_repository::compile_version(const std::string& version_dir, const model_config& c,
                                                                  std::string* log) {
     auto note = [&](const std::string& s) {
-        if (log) *log += s + "\n";
+        if (log) *log += (log->empty() ? "" : "; ") + s;
     };
     fs::path dir(version_dir);
     if (fs::exists(dir / "model.kiln")) {
@@ -132,7 +132,7 @@ void model_repository::load(const std::string& name) {
             auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
             stats->loads++;
             stats->load_ns = static_cast<std::uint64_t>(ns.count());
-            std::cerr << "kiln serve: model '" << name << "' version " << v << ": " << log << "  loaded in "
+            std::cerr << "kiln serve: model '" << name << "' version " << v << ": " << log << "; ready in "
                       << ns.count() / 1000000 << " ms, " << config.instance_count << " instance(s)\n";
             for (auto& t : m->inputs) std::cerr << "  input  " << describe(t) << "\n";
             for (auto& t : m->outputs) std::cerr << "  output " << describe(t) << "\n";

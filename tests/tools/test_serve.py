@@ -283,10 +283,10 @@ def test_bad_config_is_refused_and_the_old_version_keeps_serving(server, repo):
     config = os.path.join(repo, "small", "config.pbtxt")
     good = open(config).read()
     with open(config, "w") as f:
-        f.write("dynamic_batching { }\n")
+        f.write("optimization { }\n")
     try:
         status, _, body = server.post("/v2/repository/models/small/load")
-        assert status == 400 and "dynamic_batching" in json.loads(body)["error"]
+        assert status == 400 and "optimization" in json.loads(body)["error"]
         assert server.get("/v2/models/small/ready")[0] == 200
         decode_response(*server.post("/v2/models/small/infer", infer_json(small_inputs())))
     finally:
@@ -294,8 +294,43 @@ def test_bad_config_is_refused_and_the_old_version_keeps_serving(server, repo):
             f.write(good)
 
 
+def test_dynamic_batching_joins_concurrent_requests(server, repo):
+    folder = os.path.join(repo, "batched", "1")
+    os.makedirs(folder)
+    os.symlink(os.path.join(MOBILENET, "model.onnx"), os.path.join(folder, "model.onnx"))
+    with open(os.path.join(repo, "batched", "config.pbtxt"), "w") as f:
+        f.write("max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 50000 }\n")
+    status, _, body = server.post("/v2/repository/models/batched/load")
+    assert status == 200, body
+    x, expected = mobilenet_case(0)
+    header = json.dumps({"inputs": [{"name": "input", "shape": list(x.shape), "datatype": "FP32",
+                                     "parameters": {"binary_data_size": x.nbytes}}],
+                         "parameters": {"binary_data_output": True}}).encode()
+    errors = []
+
+    def client():
+        for _ in range(3):
+            try:
+                _, out = decode_response(*server.post("/v2/models/batched/infer", header + x.tobytes(),
+                                                      {"Inference-Header-Content-Length": str(len(header))}))
+                np.testing.assert_allclose(out["logits"], expected, rtol=1e-3, atol=1e-4)
+            except AssertionError as e:
+                errors.append(str(e)[:300])
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    stats = json.loads(server.get("/v2/models/batched/stats")[2])["model_stats"][0]
+    assert stats["inference_count"] == 12
+    assert stats["execution_count"] < 12  # joined: fewer runs than requests
+
+
 def test_sigterm_drains_in_flight_requests(repo):
     s = Server(repo, "--exit-timeout-secs", "20")
+    assert "loaded the cached" in s.output()  # the restart reads the compiled programs
     x = np.random.default_rng(1).uniform(-1, 1, (8, 3, 224, 224)).astype(np.float32)
     header = json.dumps({"inputs": [{"name": "input", "shape": list(x.shape), "datatype": "FP32",
                                      "parameters": {"binary_data_size": x.nbytes}}]}).encode()

@@ -80,3 +80,22 @@ TEST(serve_config, version_policies_select_versions) {
     specific.versions = {1, 7};
     EXPECT_EQ(select_versions(specific, {1, 2, 3}), (std::vector<std::int64_t>{1}));
 }
+
+TEST(serve_config, dynamic_batching) {
+    auto c = parse_model_config(R"(
+        max_batch_size: 8
+        dynamic_batching {
+          preferred_batch_size: [4, 8]
+          max_queue_delay_microseconds: 500
+          default_queue_policy { max_queue_size: 64 }
+        })", "m");
+    EXPECT_TRUE(c.dynamic_batching);
+    EXPECT_EQ(c.preferred_batch_sizes, (std::vector<std::size_t>{4, 8}));
+    EXPECT_EQ(c.max_queue_delay_us, 500u);
+    EXPECT_EQ(c.max_queue_size, 64u);
+    EXPECT_NE(refusal("dynamic_batching { }").find("max_batch_size"), std::string::npos);
+    EXPECT_NE(refusal("max_batch_size: 4 dynamic_batching { preferred_batch_size: 8 }").find("preferred_batch_size"),
+              std::string::npos);
+    EXPECT_NE(refusal("max_batch_size: 4 dynamic_batching { priority_levels: 2 }").find("priority_levels"),
+              std::string::npos);
+}
