@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <random>
 
 using namespace kiln::serve;
 
@@ -174,4 +175,45 @@ TEST(serve_request, max_batch_size_bounds_dim_0) {
     EXPECT_EQ(m->stats->inference_count, 2u);  // a batch of 2 counts 2
     auto r = refusal(*m, body(3));
     EXPECT_NE(r.second.find("max_batch_size 2"), std::string::npos) << r.second;
+}
+
+// Random edits of valid requests (JSON and binary) are answered or refused with a
+// serve_error, never a crash or another exception.
+TEST(serve_request, mangled_requests_are_answered_or_refused) {
+    auto m = add_model();
+    const std::string json_body = R"({"id": "q", "inputs": [
+        {"name": "x", "shape": [2, 3], "datatype": "FP32", "data": [1, 2, 3, 4, 5, 6]},
+        {"name": "y", "shape": [2, 3], "datatype": "FP32", "data": [[0.5, 0.5, 0.5], [10, 20, 30]]}],
+        "outputs": [{"name": "output_0", "parameters": {"binary_data": true}}]})";
+    const std::string header = R"({"inputs": [
+        {"name": "x", "shape": [1, 3], "datatype": "FP32", "parameters": {"binary_data_size": 12}},
+        {"name": "y", "shape": [1, 3], "datatype": "FP32", "parameters": {"binary_data_size": 12}}]})";
+    const std::string binary_body = header + raw_floats({1, 2, 3}) + raw_floats({4, 5, 6});
+    const std::string alphabet = "{}[]\":,-0123456789.eE truefalsnul\\x";
+    std::mt19937 gen(22);
+    std::size_t answered = 0, refused = 0;
+    for (int trial = 0; trial < 4000; ++trial) {
+        const bool binary = trial % 2;
+        std::string body = binary ? binary_body : json_body;
+        for (int edits = 1 + static_cast<int>(gen() % 3); edits > 0; --edits) {
+            std::size_t at = gen() % body.size();
+            switch (gen() % 3) {
+                case 0: body.erase(at, 1 + gen() % 6); break;
+                case 1: body.insert(at, 1, alphabet[gen() % alphabet.size()]); break;
+                default: body[at] = alphabet[gen() % alphabet.size()]; break;
+            }
+        }
+        std::optional<std::size_t> length;
+        if (binary) length = std::min(body.size(), header.size() + (gen() % 3) - 1);
+        try {
+            auto d = decode_infer_request(body, length, "add", std::nullopt);
+            encode_infer_response(run(*m, d.request));
+            ++answered;
+        } catch (const serve_error& e) {
+            EXPECT_NE(e.http_status(), 500) << e.what() << "\n" << body;
+            ++refused;
+        }
+    }
+    EXPECT_GT(answered, 0u);
+    EXPECT_GT(refused, 1000u);
 }
