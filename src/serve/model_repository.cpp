@@ -47,6 +47,23 @@ std::string describe(const tensor_spec& t) {
     return s + "]";
 }
 
+// The batcher runs any number of rows up to max_batch_size: the batch dim's sizes worth
+// compiling ahead (dynamic_buckets: the preferred sizes, else powers of two and the
+// maximum), so that batches neither run on the generic program nor compile while serving.
+// Sizes between two buckets run padded to the next where the model keeps rows apart.
+std::vector<dim_buckets> batch_buckets(const program& p, const model_config& c) {
+    for (auto& [name, s] : p.get_parameter_shapes()) {
+        if (!s.is_tensor() || !s.dynamic() || s.dyn_dims().empty() || s.dyn_dims()[0].symbol.empty()) continue;
+        dim_buckets b{s.dyn_dims()[0].symbol, c.preferred_batch_sizes};
+        if (b.sizes.empty()) {
+            for (std::size_t n = 1; n < c.max_batch_size; n *= 2) b.sizes.push_back(n);
+            b.sizes.push_back(c.max_batch_size);
+        }
+        return {b};
+    }
+    return {};
+}
+
 }  // namespace
 
 model_repository::model_repository(std::string dir) : dir_(std::move(dir)) {}
@@ -75,7 +92,9 @@ std::shared_ptr<const program> model_repository::compile_version(const std::stri
     compile_options options;
     options.threads = default_threads(c);
     // The cache's name carries what the compiled program depends on besides the .onnx.
-    auto cache = dir / ("model.onnx." + c.target + "-t" + std::to_string(options.threads) + ".kiln");
+    std::string variant = c.target + "-t" + std::to_string(options.threads);
+    if (c.dynamic_batching) variant += "-b" + std::to_string(c.max_batch_size);
+    auto cache = dir / ("model.onnx." + variant + ".kiln");
     std::error_code ec;
     if (fs::exists(cache) && fs::last_write_time(cache, ec) >= fs::last_write_time(onnx, ec) && !ec) {
         try {
@@ -88,6 +107,7 @@ std::shared_ptr<const program> model_repository::compile_version(const std::stri
     }
     auto t = get_target(c.target);
     auto p = parse_onnx(onnx.string());
+    if (c.dynamic_batching) options.dynamic_buckets = batch_buckets(p, c);
     p.compile(*t, options);
     try {
         save(p, cache.string());  // atomic: a temporary file renamed over the cache
