@@ -13,6 +13,8 @@
 #include <iostream>
 #include <thread>
 
+#include <malloc.h>
+
 namespace kiln::serve {
 
 namespace fs = std::filesystem;
@@ -51,7 +53,14 @@ std::string describe(const tensor_spec& t) {
 // compiling ahead (dynamic_buckets: the preferred sizes, else powers of two and the
 // maximum), so that batches neither run on the generic program nor compile while serving.
 // Sizes between two buckets run padded to the next where the model keeps rows apart.
+// Only when dim 0 is the inputs' one dynamic dim: a bucket's program stays generic in the
+// other dims, and every call would run on it instead of a specialization (an LSTM batched
+// with buckets took 249 ms a run on its generic time loop, 6.8 ms specialized).
 std::vector<dim_buckets> batch_buckets(const program& p, const model_config& c) {
+    for (auto& [name, s] : p.get_parameter_shapes())
+        if (s.is_tensor() && s.dynamic())
+            for (std::size_t i = 1; i < s.dyn_dims().size(); ++i)
+                if (!s.dyn_dims()[i].is_fixed()) return {};
     for (auto& [name, s] : p.get_parameter_shapes()) {
         if (!s.is_tensor() || !s.dynamic() || s.dyn_dims().empty() || s.dyn_dims()[0].symbol.empty()) continue;
         dim_buckets b{s.dyn_dims()[0].symbol, c.preferred_batch_sizes};
@@ -172,6 +181,8 @@ void model_repository::load(const std::string& name) {
         entry.state = "READY";
         entry.reason.clear();
     }
+    fresh.clear();  // the old versions, unless requests still hold them
+    malloc_trim(0);  // hand what they freed back to the system (reload memory stays flat)
 }
 
 void model_repository::unload(const std::string& name) {
@@ -189,6 +200,8 @@ void model_repository::unload(const std::string& name) {
         it->second.reason = "unloaded";
     }
     // In-flight requests hold their own references: the programs go when the last ends.
+    old.clear();
+    malloc_trim(0);
 }
 
 std::vector<std::string> model_repository::load_all() {

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <thread>
 
+#include <malloc.h>
 #include <pthread.h>
 
 namespace kiln::serve {
@@ -38,6 +39,11 @@ int run_server(const server_options& o) {
         std::cerr << "kiln serve: --model-repository '" << o.repository << "' is not a folder\n";
         return 2;
     }
+    // glibc gives threads their own malloc arenas (up to 8 per core), and memory freed in
+    // one stays there: with the HTTP threads and the loads spread over arenas, 100
+    // unload/load cycles of mobilenet_v2 grew RSS from 93 to 409 MiB; with two arenas, from
+    // 72 to 98 MiB. Set before any thread starts.
+    mallopt(M_ARENA_MAX, 2);
     auto signals = shutdown_signals();
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
