@@ -73,6 +73,29 @@ std::vector<dim_buckets> batch_buckets(const program& p, const model_config& c) 
     return {};
 }
 
+// Runs the model once on zeros at its default shapes before it serves (or replaces the
+// version serving): the first request after a load or a swap does not pay for what a first
+// eval sets up (kernels created on first use, arenas). A model that fails on zeros may
+// still serve real inputs: the failure is logged, not fatal.
+void warm_up(const loaded_model& m, std::string& log) {
+    param_map params;
+    for (auto& t : m.inputs) {
+        if (t.optional) continue;
+        std::vector<std::size_t> lens;
+        for (auto& d : t.dims)
+            lens.push_back(d.is_fixed() ? d.min : d.has_optimal() ? *d.optimals.begin() : std::max<std::size_t>(d.min, 1));
+        params[t.name] = argument{shape(t.element_type, lens)};
+    }
+    const auto start = std::chrono::steady_clock::now();
+    try {
+        m.prog->eval(params);
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+        log += "; warmed up in " + std::to_string(ms) + " ms";
+    } catch (const std::exception& e) {
+        log += std::string("; warm-up on zeros failed (") + e.what() + ")";
+    }
+}
+
 }  // namespace
 
 model_repository::model_repository(std::string dir) : dir_(std::move(dir)) {}
@@ -153,6 +176,7 @@ void model_repository::load(const std::string& name) {
             try {
                 auto prog = compile_version((model_dir / std::to_string(v)).string(), config, &log);
                 m = std::make_shared<loaded_model>(name, v, prog, config, stats);
+                warm_up(*m, log);
             } catch (const serve_error&) {
                 throw;
             } catch (const std::exception& e) {

@@ -145,6 +145,7 @@ def test_health_and_metadata(server):
     assert m["inputs"] == [{"name": "input", "datatype": "FP32", "shape": [-1, 3, 224, 224]}]
     assert m["outputs"] == [{"name": "logits", "datatype": "FP32", "shape": [-1, 1000]}]
     assert json.loads(server.get("/v2/models/mobilenet/versions/1")[2])["name"] == "mobilenet"
+    assert "warmed up" in server.output()  # ready only after a first run
 
 
 def test_json_infer_matches_onnxruntime(server):
