@@ -164,7 +164,9 @@ infer_response run(const loaded_model& m, const infer_request& r) {
             batch = static_cast<std::size_t>(r.inputs[0].shape[0]);
         stats.inference_count += batch;
         stats.success++;
-        stats.success_ns += ns_since(start);
+        const auto took = ns_since(start);
+        stats.success_ns += took;
+        stats.record_latency(took);
         stats.last_inference_ms = static_cast<std::uint64_t>(
             std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
         return resp;

@@ -11,6 +11,12 @@ std::vector<std::int64_t> tensor_spec::protocol_shape() const {
     return out;
 }
 
+void model_stats::record_latency(std::uint64_t ns) {
+    std::size_t i = 0;
+    while (i < latency_bounds_us.size() && ns > latency_bounds_us[i] * 1000) ++i;
+    latency_buckets[i]++;
+}
+
 instance_pool::slot instance_pool::acquire() {
     std::unique_lock<std::mutex> lock(mutex_);
     cv_.wait(lock, [&] { return free_ > 0; });

@@ -11,6 +11,7 @@
 
 #include <kiln/program.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -43,6 +44,12 @@ struct model_stats {
     std::atomic<std::int64_t> pending{0};             // requests received, not yet answered
     std::atomic<std::uint64_t> loads{0};
     std::atomic<std::uint64_t> load_ns{0};            // of the latest load
+    // Successful requests' durations: counts per bucket of latency_bounds_us (the last
+    // bucket: above them all), the Prometheus histogram.
+    static constexpr std::array<std::uint64_t, 14> latency_bounds_us = {
+        100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000};
+    std::array<std::atomic<std::uint64_t>, 15> latency_buckets{};
+    void record_latency(std::uint64_t ns);
 };
 
 // A counting semaphore sized at run time.

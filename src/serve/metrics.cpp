@@ -71,6 +71,21 @@ std::string metrics_text(const model_repository& repo) {
             out << m.name << "{model=\"" << label(lm->name) << "\",version=\"" << lm->version << "\"} "
                 << m.get(*lm->stats) << "\n";
     }
+    // Cumulative buckets, as Prometheus histograms are: le="X" counts the requests <= X.
+    out << "# HELP kiln_inference_request_latency_us Successful requests by duration (us)\n"
+           "# TYPE kiln_inference_request_latency_us histogram\n";
+    for (auto& lm : models) {
+        const auto& s = *lm->stats;
+        const std::string labels = "model=\"" + label(lm->name) + "\",version=\"" + std::to_string(lm->version) + "\"";
+        std::uint64_t cumulative = 0;
+        for (std::size_t i = 0; i < s.latency_buckets.size(); ++i) {
+            cumulative += s.latency_buckets[i];
+            auto le = i < model_stats::latency_bounds_us.size() ? std::to_string(model_stats::latency_bounds_us[i]) : "+Inf";
+            out << "kiln_inference_request_latency_us_bucket{" << labels << ",le=\"" << le << "\"} " << cumulative << "\n";
+        }
+        out << "kiln_inference_request_latency_us_sum{" << labels << "} " << double(s.success_ns) / 1e3 << "\n"
+            << "kiln_inference_request_latency_us_count{" << labels << "} " << cumulative << "\n";
+    }
     out << "# HELP kiln_process_resident_memory_bytes Resident memory of the server\n"
            "# TYPE kiln_process_resident_memory_bytes gauge\nkiln_process_resident_memory_bytes "
         << resident_bytes() << "\n";

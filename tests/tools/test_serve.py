@@ -234,6 +234,9 @@ def test_repository_index_stats_and_metrics(server):
     assert metrics["kiln_inference_request_failure" + labels] >= 6
     assert metrics["kiln_inference_compute_infer_duration_us" + labels] > 0
     assert metrics["kiln_inference_pending_request_count" + labels] == 0
+    inf = 'kiln_inference_request_latency_us_bucket{model="small",version="1",le="+Inf"}'
+    assert metrics[inf] == metrics["kiln_inference_request_success" + labels]
+    assert metrics['kiln_inference_request_latency_us_bucket{model="small",version="1",le="100"}'] <= metrics[inf]
 
 
 def test_reload_under_load_fails_no_request(server, repo):
