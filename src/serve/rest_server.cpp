@@ -7,6 +7,8 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/socket.h>
+
 namespace kiln::serve {
 
 using nlohmann::json;
@@ -97,6 +99,13 @@ json model_statistics(const loaded_model& m) {
 
 }  // namespace
 
+void exclusive_port(httplib::Server& server) {
+    server.set_socket_options([](socket_t sock) {
+        int yes = 1;
+        ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    });
+}
+
 rest_server::rest_server(model_repository& repo, server_state& state, std::size_t threads)
     : repo_(repo), state_(state), http_(std::make_unique<httplib::Server>()) {
     // Each keep-alive connection holds one of these threads while it is open.
@@ -105,6 +114,7 @@ rest_server::rest_server(model_repository& repo, server_state& state, std::size_
     http_->set_keep_alive_timeout(2);
     http_->set_tcp_nodelay(true);
     http_->set_payload_max_length(max_body_bytes);
+    exclusive_port(*http_);
     routes();
 }
 

@@ -14,6 +14,11 @@ class Server;
 
 namespace kiln::serve {
 
+// httplib's default socket options add SO_REUSEPORT, with which a second server binds the
+// same port and silently takes part of the traffic: only SO_REUSEADDR (a restart can bind
+// while the old connections linger), so a busy port is an error at start.
+void exclusive_port(httplib::Server& server);
+
 class rest_server {
 public:
     rest_server(model_repository& repo, server_state& state, std::size_t threads);

@@ -58,6 +58,7 @@ int run_server(const server_options& o) {
     httplib::Server metrics;
     int metrics_port = -1;
     if (o.metrics_port >= 0) {
+        exclusive_port(metrics);
         metrics.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
             res.set_content(metrics_text(repo), "text/plain; version=0.0.4");
         });

@@ -131,6 +131,13 @@ def mobilenet_case(k):
     return x, y
 
 
+def test_a_busy_port_is_an_error(server, repo):
+    proc = subprocess.run([KILN, "serve", "--model-repository", repo, "--http-port", str(server.port),
+                           "--metrics-port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert proc.returncode == 2 and "cannot listen" in proc.stderr, proc.stderr
+    assert server.live()
+
+
 def test_health_and_metadata(server):
     assert server.get("/v2/health/live")[0] == 200
     status, _, body = server.get("/v2/health/ready")
