@@ -51,14 +51,22 @@ class Server:
                                      stdout=self.log, stderr=subprocess.STDOUT, env=env)
         deadline = time.time() + 120
         while time.time() < deadline:
-            assert self.proc.poll() is None, self.output()
+            if self.proc.poll() is not None:
+                raise AssertionError("the server exited\n" + self.output())
             try:
                 if request(self.port, "GET", "/v2/health/ready", timeout=2)[0] == 200:
                     return
             except OSError:
                 pass
             time.sleep(0.1)
+        self.kill()
         raise AssertionError("not ready in time\n" + self.output())
+
+    def kill(self):
+        """Ends a server a failed test left running."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
     def output(self):
         self.log.flush()
@@ -77,7 +85,10 @@ class Server:
     def stop(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(timeout=60)
+            try:
+                self.proc.wait(timeout=60)
+            finally:
+                self.kill()
         self.log.close()
 
 
@@ -342,6 +353,13 @@ def test_dynamic_batching_joins_concurrent_requests(server, repo):
 def test_sigterm_drains_in_flight_requests(repo):
     cached = any(f.endswith(".kiln") for f in os.listdir(os.path.join(repo, "mobilenet", "1")))
     s = Server(repo, "--exit-timeout-secs", "20")
+    try:
+        check_drain(s, cached)
+    finally:
+        s.kill()
+
+
+def check_drain(s, cached):
     if cached:  # after the tests above: the restart reads the compiled programs
         assert "model 'mobilenet' version 1: loaded the cached" in s.output()
     x = np.random.default_rng(1).uniform(-1, 1, (8, 3, 224, 224)).astype(np.float32)
