@@ -7,6 +7,7 @@ packages=(
   libprotobuf-dev protobuf-compiler libonnx-dev
   libdnnl-dev ocl-icd-opencl-dev  # dnnl-config.cmake looks for OpenCL (a Recommends, not a Depends)
   libmsgpack-cxx-dev nlohmann-json3-dev
+  libcpp-httplib-dev  # kiln serve's REST server (src/serve)
   libgtest-dev
   libjpeg-dev libpng-dev libwebp-dev libopenjp2-7-dev pkg-config
   pybind11-dev python3-dev python3-numpy python3-pytest libdlpack-dev

@@ -5,7 +5,7 @@ import pytest
 
 from conftest import ADD_RELU, OK, USAGE, kiln, kiln_json
 
-COMMANDS = ["read", "params", "compile", "run", "perf", "verify", "onnx-ops", "ops", "targets", "version"]
+COMMANDS = ["read", "params", "compile", "run", "perf", "verify", "onnx-ops", "ops", "targets", "version", "serve"]
 MODEL_COMMANDS = COMMANDS[:6]
 
 
@@ -78,6 +78,8 @@ EXPECTED_OPTIONS = {
              "--seed": "0"},
     "verify": {"--target": "cpu", "--atol": "1e-4", "--rtol": "1e-3", "--expected": "", "--input": "random"},
     "onnx-ops": {}, "ops": {}, "targets": {}, "version": {},
+    "serve": {"--model-repository": "", "--host": "127.0.0.1", "--http-port": "8000", "--metrics-port": "8002",
+              "--exit-timeout-secs": "30", "--http-threads": "64"},
 }
 
 

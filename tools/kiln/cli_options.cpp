@@ -60,6 +60,12 @@ const std::vector<option_spec>& option_table() {
          "\"input_ids=1x1,1x17,2x128\" is three sets and \"ids=1x7,mask=1x7;ids=1x33,mask=1x33\" two; "
          "inputs not named keep their default (or --input) values. Reports per set the first call "
          "(compile included), the compiles, latency and resident memory after it"},
+        {"--model-repository", "DIR", "", "serve: the models, DIR/MODEL/VERSION/model.onnx or model.kiln (docs/server.md)"},
+        {"--host", "ADDR", "127.0.0.1", "serve: address to listen on (0.0.0.0: every interface)"},
+        {"--http-port", "N", "8000", "serve: REST port (0: any free port)"},
+        {"--metrics-port", "N", "8002", "serve: Prometheus /metrics port (0: any free port)"},
+        {"--exit-timeout-secs", "N", "30", "serve: after SIGTERM, how long in-flight requests may take"},
+        {"--http-threads", "N", "64", "serve: connections served at once"},
     };
     return t;
 }
@@ -119,6 +125,8 @@ const std::vector<command_spec>& commands() {
          join({shape_opts, compile_opts, input_opts, {"-n", "--iterations", "--warmup", "--per-instruction", "--shapes"}})},
         {"verify", "run on --target and on ref (or --expected) and compare every output", true,
          join({shape_opts, compile_opts, input_opts, {"--atol", "--rtol", "--expected"}})},
+        {"serve", "serve a model repository over the Open Inference Protocol (KServe v2 REST)", false,
+         join({{"--model-repository", "--host", "--http-port", "--metrics-port", "--exit-timeout-secs", "--http-threads"}})},
         {"onnx-ops", "list the supported ONNX operators", false, join({})},
         {"ops", "list the IR operations", false, join({})},
         {"targets", "list the targets and whether each can run here", false, join({})},
@@ -356,10 +364,19 @@ options parse(const std::string& command, const std::vector<std::string>& args) 
         else if (a == "--passes") o.passes = value();
         else if (a == "--per-instruction") o.per_instruction = true;
         else if (a == "--shapes") o.shape_sets = parse_shape_sets(value());
+        else if (a == "--model-repository") o.model_repository = value();
+        else if (a == "--host") o.host = value();
+        else if (a == "--http-port" || a == "--metrics-port") {
+            auto port = to_size(a, value());
+            if (port > 65535) throw usage_error(a + " must be a port number (0 to 65535)");
+            (a == "--http-port" ? o.http_port : o.metrics_port) = static_cast<int>(port);
+        } else if (a == "--exit-timeout-secs") o.exit_timeout_secs = static_cast<int>(std::min<std::size_t>(to_size(a, value()), 86400));
+        else if (a == "--http-threads") o.http_threads = std::max<std::size_t>(1, to_size(a, value()));
         else throw usage_error("unknown option " + a);
     }
     if (spec->takes_model && o.model.empty()) throw usage_error(command + " needs a model (.onnx or .kiln)");
     if (command == "compile" && o.output_file.empty()) throw usage_error("compile needs -o FILE.kiln");
+    if (command == "serve" && o.model_repository.empty()) throw usage_error("serve needs --model-repository DIR");
     if (!o.shape_sets.empty() && o.per_instruction)
         throw usage_error("--per-instruction and --shapes do not combine (profile one shape at a time)");
     return o;

@@ -49,6 +49,13 @@ struct options {
     std::string passes;  // read --passes=a,b
     // perf --shapes: the sets of input shapes to run, in order; each maps input names to dims.
     std::vector<std::map<std::string, std::vector<std::size_t>>> shape_sets;
+    // serve
+    std::string model_repository;
+    std::string host = "127.0.0.1";
+    int http_port = 8000;
+    int metrics_port = 8002;
+    int exit_timeout_secs = 30;
+    std::size_t http_threads = 64;
 };
 
 struct option_spec {

@@ -14,6 +14,7 @@ int cmd_onnx_ops(const options& o);
 int cmd_ops(const options& o);
 int cmd_targets(const options& o);
 int cmd_version(const options& o);
+int cmd_serve(const options& o);
 
 // Exit codes scripts rely on.
 constexpr int exit_ok = 0;

@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
     static const std::map<std::string, int (*)(const options&)> handlers = {
         {"read", cmd_read},     {"params", cmd_params}, {"compile", cmd_compile}, {"run", cmd_run},
         {"perf", cmd_perf},     {"verify", cmd_verify}, {"onnx-ops", cmd_onnx_ops}, {"ops", cmd_ops},
-        {"targets", cmd_targets}, {"version", cmd_version},
+        {"targets", cmd_targets}, {"version", cmd_version}, {"serve", cmd_serve},
     };
     try {
         auto o = parse(command, args);

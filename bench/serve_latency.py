@@ -1,0 +1,62 @@
+"""Latency of one client over `kiln serve` REST (binary extension, keep-alive), by hand:
+
+    /usr/bin/python3 bench/serve_latency.py --port 8000 --model M --input INPUT_0.pb -n 200
+
+Prints p50/p90/p99 in ms; compare the p50 with `kiln perf MODEL` (its median) on the same input.
+--clients N runs N clients at once (each its own connection) and adds the requests per second.
+"""
+import argparse
+import http.client
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "tools"))
+import onnx_pb  # noqa: E402
+
+DATATYPE = {"float32": "FP32", "int64": "INT64", "int32": "INT32", "float64": "FP64", "bool": "BOOL"}
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--port", type=int, default=8000)
+ap.add_argument("--model", required=True)
+ap.add_argument("--input", action="append", required=True, help="input_N.pb (repeat, in input order)")
+ap.add_argument("-n", type=int, default=200)
+ap.add_argument("--warmup", type=int, default=10)
+ap.add_argument("--clients", type=int, default=1)
+args = ap.parse_args()
+
+tensors = [onnx_pb.read_tensor(p) for p in args.input]
+header = json.dumps({"inputs": [{"name": n, "shape": list(a.shape), "datatype": DATATYPE[str(a.dtype)],
+                                 "parameters": {"binary_data_size": a.nbytes}} for n, _, a in tensors],
+                     "parameters": {"binary_data_output": True}}).encode()
+body = header + b"".join(a.tobytes() for _, _, a in tensors)
+times = []
+
+
+def client():
+    conn = http.client.HTTPConnection("127.0.0.1", args.port)
+    for i in range(args.warmup + args.n):
+        start = time.perf_counter()
+        conn.request("POST", f"/v2/models/{args.model}/infer", body,
+                     {"Inference-Header-Content-Length": str(len(header)), "Content-Type": "application/octet-stream"})
+        r = conn.getresponse()
+        r.read()
+        assert r.status == 200, r.status
+        if i >= args.warmup:
+            times.append((time.perf_counter() - start) * 1e3)
+
+
+threads = [threading.Thread(target=client) for _ in range(args.clients)]
+wall = time.perf_counter()
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+wall = time.perf_counter() - wall
+times.sort()
+q = lambda p: times[min(len(times) - 1, int(p * len(times)))]
+print(f"{args.model}: {args.clients} client(s), n={len(times)} p50 {statistics.median(times):.3f} ms, "
+      f"p90 {q(0.9):.3f}, p99 {q(0.99):.3f}; {args.clients * (args.warmup + args.n) / wall:.1f} requests/s")

@@ -1,0 +1,300 @@
+#include "serve/model_repository.hpp"
+
+#include "serve/errors.hpp"
+
+#include <kiln/errors.hpp>
+#include <kiln/onnx.hpp>
+#include <kiln/serialize.hpp>
+#include <kiln/target.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include <malloc.h>
+
+namespace kiln::serve {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::optional<std::int64_t> version_number(const std::string& folder) {
+    if (folder.empty() || folder.size() > 18 || !std::all_of(folder.begin(), folder.end(), ::isdigit)) return std::nullopt;
+    auto v = std::stoll(folder);
+    return v >= 1 ? std::optional<std::int64_t>(v) : std::nullopt;
+}
+
+std::vector<std::int64_t> versions_on_disk(const fs::path& model_dir) {
+    std::vector<std::int64_t> out;
+    std::error_code ec;
+    for (auto& e : fs::directory_iterator(model_dir, ec))
+        if (e.is_directory())
+            if (auto v = version_number(e.path().filename().string())) out.push_back(*v);
+    return out;
+}
+
+std::size_t default_threads(const model_config& c) {
+    if (c.threads) return c.threads;
+    std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+    return std::max<std::size_t>(1, cores / c.instance_count);
+}
+
+std::string describe(const tensor_spec& t) {
+    std::string s = t.name + ": " + std::string(type_name(t.element_type)) + "[";
+    auto dims = t.protocol_shape();
+    for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+    return s + "]";
+}
+
+// The batcher runs any number of rows up to max_batch_size: the batch dim's sizes worth
+// compiling ahead (dynamic_buckets: the preferred sizes, else powers of two and the
+// maximum), so that batches neither run on the generic program nor compile while serving.
+// Sizes between two buckets run padded to the next where the model keeps rows apart.
+// Only when dim 0 is the inputs' one dynamic dim: a bucket's program stays generic in the
+// other dims, and every call would run on it instead of a specialization (an LSTM batched
+// with buckets took 249 ms a run on its generic time loop, 6.8 ms specialized).
+std::vector<dim_buckets> batch_buckets(const program& p, const model_config& c) {
+    for (auto& [name, s] : p.get_parameter_shapes())
+        if (s.is_tensor() && s.dynamic())
+            for (std::size_t i = 1; i < s.dyn_dims().size(); ++i)
+                if (!s.dyn_dims()[i].is_fixed()) return {};
+    for (auto& [name, s] : p.get_parameter_shapes()) {
+        if (!s.is_tensor() || !s.dynamic() || s.dyn_dims().empty() || s.dyn_dims()[0].symbol.empty()) continue;
+        dim_buckets b{s.dyn_dims()[0].symbol, c.preferred_batch_sizes};
+        if (b.sizes.empty()) {
+            for (std::size_t n = 1; n < c.max_batch_size; n *= 2) b.sizes.push_back(n);
+            b.sizes.push_back(c.max_batch_size);
+        }
+        return {b};
+    }
+    return {};
+}
+
+// Runs the model once on zeros at its default shapes before it serves (or replaces the
+// version serving): the first request after a load or a swap does not pay for what a first
+// eval sets up (kernels created on first use, arenas). A model that fails on zeros may
+// still serve real inputs: the failure is logged, not fatal.
+void warm_up(const loaded_model& m, std::string& log) {
+    param_map params;
+    for (auto& t : m.inputs) {
+        if (t.optional) continue;
+        std::vector<std::size_t> lens;
+        for (auto& d : t.dims)
+            lens.push_back(d.is_fixed() ? d.min : d.has_optimal() ? *d.optimals.begin() : std::max<std::size_t>(d.min, 1));
+        params[t.name] = argument{shape(t.element_type, lens)};
+    }
+    const auto start = std::chrono::steady_clock::now();
+    try {
+        m.prog->eval(params);
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+        log += "; warmed up in " + std::to_string(ms) + " ms";
+    } catch (const std::exception& e) {
+        log += std::string("; warm-up on zeros failed (") + e.what() + ")";
+    }
+}
+
+}  // namespace
+
+model_repository::model_repository(std::string dir) : dir_(std::move(dir)) {}
+
+std::vector<std::string> model_repository::model_names() const {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (auto& e : fs::directory_iterator(dir_, ec))
+        if (e.is_directory() && !versions_on_disk(e.path()).empty()) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+std::shared_ptr<const program> model_repository::compile_version(const std::string& version_dir, const model_config& c,
+                                                                 std::string* log) {
+    auto note = [&](const std::string& s) {
+        if (log) *log += (log->empty() ? "" : "; ") + s;
+    };
+    fs::path dir(version_dir);
+    if (fs::exists(dir / "model.kiln")) {
+        note("loading " + (dir / "model.kiln").filename().string());
+        return std::make_shared<const program>(kiln::load((dir / "model.kiln").string()));
+    }
+    auto onnx = dir / "model.onnx";
+    if (!fs::exists(onnx)) fail(error_kind::bad_request, "no model.onnx or model.kiln in version folder " + dir.filename().string());
+    compile_options options;
+    options.threads = default_threads(c);
+    // The cache's name carries what the compiled program depends on besides the .onnx.
+    std::string variant = c.target + "-t" + std::to_string(options.threads);
+    if (c.dynamic_batching) variant += "-b" + std::to_string(c.max_batch_size);
+    auto cache = dir / ("model.onnx." + variant + ".kiln");
+    std::error_code ec;
+    if (fs::exists(cache) && fs::last_write_time(cache, ec) >= fs::last_write_time(onnx, ec) && !ec) {
+        try {
+            auto p = kiln::load(cache.string());
+            note("loaded the cached " + cache.filename().string());
+            return std::make_shared<const program>(std::move(p));
+        } catch (const std::exception& e) {
+            note("the cached " + cache.filename().string() + " does not load (" + e.what() + "): compiling again");
+        }
+    }
+    auto t = get_target(c.target);
+    auto p = parse_onnx(onnx.string());
+    if (c.dynamic_batching) options.dynamic_buckets = batch_buckets(p, c);
+    p.compile(*t, options);
+    try {
+        save(p, cache.string());  // atomic: a temporary file renamed over the cache
+        note("compiled; cached as " + cache.filename().string());
+    } catch (const std::exception& e) {
+        note(std::string("compiled; not cached (") + e.what() + ")");
+    }
+    return std::make_shared<const program>(std::move(p));
+}
+
+std::shared_ptr<model_stats> model_repository::stats_for(const std::string& name, std::int64_t version) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& s = stats_[{name, version}];
+    if (!s) s = std::make_shared<model_stats>();
+    return s;
+}
+
+void model_repository::load(const std::string& name) {
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+        fail(error_kind::bad_request, "'" + name + "' is not a model name");
+    auto model_dir = fs::path(dir_) / name;
+    if (!fs::is_directory(model_dir)) fail(error_kind::not_found, "no model '" + name + "' in the repository");
+    std::lock_guard<std::mutex> serial(load_mutex_);
+    std::map<std::int64_t, std::shared_ptr<loaded_model>> fresh;
+    try {
+        auto config = read_model_config(model_dir.string(), name);
+        auto versions = select_versions(config, versions_on_disk(model_dir));
+        if (versions.empty()) fail(error_kind::bad_request, "model '" + name + "': no version folder the version_policy selects");
+        for (auto v : versions) {
+            auto start = std::chrono::steady_clock::now();
+            std::string log;
+            auto stats = stats_for(name, v);
+            std::shared_ptr<loaded_model> m;
+            try {
+                auto prog = compile_version((model_dir / std::to_string(v)).string(), config, &log);
+                m = std::make_shared<loaded_model>(name, v, prog, config, stats);
+                warm_up(*m, log);
+            } catch (const serve_error&) {
+                throw;
+            } catch (const std::exception& e) {
+                fail(error_kind::bad_request, "model '" + name + "' version " + std::to_string(v) + ": " + e.what());
+            }
+            auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+            stats->loads++;
+            stats->load_ns = static_cast<std::uint64_t>(ns.count());
+            std::cerr << "kiln serve: model '" << name << "' version " << v << ": " << log << "; ready in "
+                      << ns.count() / 1000000 << " ms, " << config.instance_count << " instance(s)\n";
+            for (auto& t : m->inputs) std::cerr << "  input  " << describe(t) << "\n";
+            for (auto& t : m->outputs) std::cerr << "  output " << describe(t) << "\n";
+            fresh[v] = std::move(m);
+        }
+    } catch (const serve_error& e) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto& entry = models_[name];
+        if (entry.versions.empty()) entry.state = "UNAVAILABLE";
+        entry.reason = e.what();  // the old versions, if any, keep serving
+        throw;
+    }
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto& entry = models_[name];
+        entry.versions.swap(fresh);  // `fresh` now holds the old versions, released after the lock
+        entry.state = "READY";
+        entry.reason.clear();
+    }
+    fresh.clear();  // the old versions, unless requests still hold them
+    malloc_trim(0);  // hand what they freed back to the system (reload memory stays flat)
+}
+
+void model_repository::unload(const std::string& name) {
+    std::lock_guard<std::mutex> serial(load_mutex_);
+    std::map<std::int64_t, std::shared_ptr<loaded_model>> old;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto it = models_.find(name);
+        if (it == models_.end()) {
+            if (!fs::is_directory(fs::path(dir_) / name)) fail(error_kind::not_found, "no model '" + name + "'");
+            return;
+        }
+        old.swap(it->second.versions);
+        it->second.state = "UNAVAILABLE";
+        it->second.reason = "unloaded";
+    }
+    // In-flight requests hold their own references: the programs go when the last ends.
+    old.clear();
+    malloc_trim(0);
+}
+
+std::vector<std::string> model_repository::load_all() {
+    std::vector<std::string> errors;
+    for (auto& n : model_names()) {
+        try {
+            load(n);
+        } catch (const std::exception& e) {
+            errors.push_back(e.what());
+        }
+    }
+    return errors;
+}
+
+std::shared_ptr<loaded_model> model_repository::find(const std::string& name, std::optional<std::int64_t> version) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = models_.find(name);
+    if (it == models_.end()) fail(error_kind::not_found, "unknown model '" + name + "'");
+    const auto& versions = it->second.versions;
+    if (versions.empty())
+        fail(error_kind::unavailable, "model '" + name + "' is not ready" +
+                                          (it->second.reason.empty() ? "" : ": " + it->second.reason));
+    if (!version) return versions.rbegin()->second;
+    auto v = versions.find(*version);
+    if (v == versions.end())
+        fail(error_kind::not_found, "model '" + name + "' has no version " + std::to_string(*version) + " loaded");
+    return v->second;
+}
+
+bool model_repository::is_ready(const std::string& name, std::optional<std::int64_t> version) const {
+    try {
+        return find(name, version) != nullptr;
+    } catch (const serve_error&) {
+        return false;
+    }
+}
+
+bool model_repository::all_ready() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [n, e] : models_)
+        if (e.versions.empty() && e.reason != "unloaded") return false;
+    return true;
+}
+
+std::vector<index_entry> model_repository::index() const {
+    std::vector<index_entry> out;
+    auto names = model_names();
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [n, e] : models_)
+        if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+    std::sort(names.begin(), names.end());
+    for (auto& n : names) {
+        auto it = models_.find(n);
+        if (it == models_.end()) {
+            out.push_back({n, "", "UNAVAILABLE", "not loaded"});
+            continue;
+        }
+        if (it->second.versions.empty()) out.push_back({n, "", it->second.state, it->second.reason});
+        for (auto& [v, m] : it->second.versions) out.push_back({n, std::to_string(v), "READY", ""});
+    }
+    return out;
+}
+
+std::vector<std::shared_ptr<loaded_model>> model_repository::loaded() const {
+    std::vector<std::shared_ptr<loaded_model>> out;
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [n, e] : models_)
+        for (auto& [v, m] : e.versions) out.push_back(m);
+    return out;
+}
+
+}  // namespace kiln::serve

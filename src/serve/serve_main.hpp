@@ -1,0 +1,22 @@
+// `kiln serve`: loads the repository, serves REST and metrics until SIGTERM/SIGINT, then
+// drains (docs/server.md).
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace kiln::serve {
+
+struct server_options {
+    std::string repository;
+    std::string host = "127.0.0.1";  // loopback unless the user opens it up
+    int http_port = 8000;
+    int metrics_port = 8002;         // -1: no metrics endpoint
+    int exit_timeout_secs = 30;
+    std::size_t http_threads = 64;   // concurrent connections served
+};
+
+// Returns the process exit code: 0 after a drain, 2 when a port cannot be bound or the
+// repository is not a folder.
+int run_server(const server_options& o);
+
+}  // namespace kiln::serve

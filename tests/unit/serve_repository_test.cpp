@@ -1,0 +1,142 @@
+// The model repository: versions chosen by the policy, the compiled .kiln cached beside
+// the .onnx, and the swap of a reload (requests holding the old model finish on it; a
+// failed reload keeps the old one serving; concurrent requests never fail).
+#include "serve/infer.hpp"
+#include "serve/model_repository.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <unistd.h>
+
+using namespace kiln::serve;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string add_relu = std::string(KILN_SOURCE_DIR) + "/tests/data/models/add_relu.onnx";
+
+struct temp_repo {
+    fs::path root = fs::temp_directory_path() / ("kiln_serve_test_" + std::to_string(::getpid()));
+    temp_repo() {
+        fs::remove_all(root);
+        for (auto v : {"1", "2"}) {
+            fs::create_directories(root / "m" / v);
+            fs::copy_file(add_relu, root / "m" / v / "model.onnx");
+        }
+        write_config("parameters { key: \"kiln.target\" value: { string_value: \"ref\" } }\n");
+    }
+    ~temp_repo() { fs::remove_all(root); }
+    void write_config(const std::string& text) { std::ofstream(root / "m" / "config.pbtxt") << text; }
+};
+
+infer_request small_request(float value) {
+    infer_request r;
+    r.model = "m";
+    for (auto name : {"x", "y"}) {
+        infer_input in;
+        in.name = name;
+        in.datatype = "FP32";
+        in.shape = {2, 3};
+        in.data.count = 6;
+        in.data.fill = [value](const kiln::argument& dst) {
+            for (int i = 0; i < 6; ++i) dst.data_as<float>()[i] = value;
+        };
+        r.inputs.push_back(std::move(in));
+    }
+    return r;
+}
+
+}  // namespace
+
+TEST(serve_repository, loads_the_latest_version_and_caches_the_compiled_program) {
+    temp_repo t;
+    model_repository repo(t.root.string());
+    EXPECT_EQ(repo.model_names(), std::vector<std::string>{"m"});
+    repo.load("m");
+    auto m = repo.find("m");
+    EXPECT_EQ(m->version, 2);  // latest { num_versions: 1 } by default
+    EXPECT_FALSE(repo.is_ready("m", 1));
+    EXPECT_EQ(infer(repo, small_request(0.5f)).outputs[0].data.to_vector<float>(), std::vector<float>(6, 1.0f));
+    bool cached = false;
+    for (auto& e : fs::directory_iterator(t.root / "m" / "2"))
+        cached = cached || (e.path().extension() == ".kiln" && e.path().filename().string().starts_with("model.onnx."));
+    EXPECT_TRUE(cached);
+    std::string log;
+    model_repository::compile_version((t.root / "m" / "2").string(), parse_model_config(
+        "parameters { key: \"kiln.target\" value: { string_value: \"ref\" } }", "m"), &log);
+    EXPECT_NE(log.find("loaded the cached"), std::string::npos) << log;
+
+    t.write_config("version_policy: { all: { } }\nparameters { key: \"kiln.target\" value: { string_value: \"ref\" } }\n");
+    repo.load("m");
+    EXPECT_TRUE(repo.is_ready("m", 1));
+    EXPECT_TRUE(repo.is_ready("m", 2));
+}
+
+TEST(serve_repository, unknown_and_unloaded_models) {
+    temp_repo t;
+    model_repository repo(t.root.string());
+    auto status = [&](auto f) {
+        try {
+            f();
+        } catch (const serve_error& e) {
+            return e.http_status();
+        }
+        return 200;
+    };
+    EXPECT_EQ(status([&] { repo.find("nosuch"); }), 404);
+    EXPECT_EQ(status([&] { repo.load("nosuch"); }), 404);
+    EXPECT_EQ(status([&] { repo.load("../m"); }), 400);
+    repo.load("m");
+    repo.unload("m");
+    EXPECT_EQ(status([&] { repo.find("m"); }), 503);
+    EXPECT_TRUE(repo.all_ready());  // unloaded on purpose
+}
+
+TEST(serve_repository, a_reload_swaps_while_requests_hold_the_old_model) {
+    temp_repo t;
+    model_repository repo(t.root.string());
+    repo.load("m");
+    auto old = repo.find("m");
+    repo.load("m");
+    auto fresh = repo.find("m");
+    EXPECT_NE(old.get(), fresh.get());
+    EXPECT_EQ(old.use_count(), 1);  // only this request holds it: freed when it ends
+    EXPECT_EQ(run(*old, small_request(1.0f)).outputs[0].data.to_vector<float>(), std::vector<float>(6, 2.0f));
+    EXPECT_EQ(old->stats, fresh->stats);  // counters survive the reload
+
+    // A reload that fails leaves the old one serving.
+    t.write_config("optimization { }\n");
+    EXPECT_THROW(repo.load("m"), serve_error);
+    EXPECT_EQ(repo.find("m").get(), fresh.get());
+    EXPECT_TRUE(repo.all_ready());
+}
+
+TEST(serve_repository, requests_during_reloads_never_fail) {
+    temp_repo t;
+    model_repository repo(t.root.string());
+    repo.load("m");
+    std::atomic<bool> done{false};
+    std::atomic<int> failures{0}, answered{0};
+    std::vector<std::thread> clients;
+    for (int k = 0; k < 3; ++k)
+        clients.emplace_back([&] {
+            while (!done) {
+                try {
+                    auto r = infer(repo, small_request(-1.0f));
+                    if (r.outputs[0].data.to_vector<float>() != std::vector<float>(6, 0.0f)) failures++;
+                    answered++;
+                } catch (const std::exception&) {
+                    failures++;
+                }
+            }
+        });
+    for (int i = 0; i < 5; ++i) repo.load("m");
+    while (answered < 20) std::this_thread::yield();
+    done = true;
+    for (auto& c : clients) c.join();
+    EXPECT_EQ(failures, 0);
+}

@@ -1,0 +1,19 @@
+// kiln serve: the Open Inference Protocol server of src/serve.
+#include "commands.hpp"
+
+#include "serve/serve_main.hpp"
+
+namespace kiln::cli {
+
+int cmd_serve(const options& o) {
+    serve::server_options s;
+    s.repository = o.model_repository;
+    s.host = o.host;
+    s.http_port = o.http_port;
+    s.metrics_port = o.metrics_port;
+    s.exit_timeout_secs = o.exit_timeout_secs;
+    s.http_threads = o.http_threads;
+    return serve::run_server(s);
+}
+
+}  // namespace kiln::cli
