@@ -146,6 +146,8 @@ TEST_F(capi_robustness, bad_handles) {
         {"kiln_program_compile", "copts",
          [&](void* h) { return kiln_program_compile(program, target, (kiln_compile_options)h); }},
         {"kiln_program_is_compiled", "program", [&](void* h) { return kiln_program_is_compiled((kiln_program)h, &i); }},
+        {"kiln_quantize_fp16", "program", [&](void* h) { return kiln_quantize_fp16((kiln_program)h, nullptr, 0); }},
+        {"kiln_quantize_bf16", "program", [&](void* h) { return kiln_quantize_bf16((kiln_program)h, nullptr, 0); }},
         {"kiln_program_run", "program", [&](void* h) { return kiln_program_run((kiln_program)h, params, &ars); }},
         {"kiln_program_run", "params", [&](void* h) { return kiln_program_run(program, (kiln_params)h, &ars); }},
         {"kiln_program_run_into", "program",
@@ -236,6 +238,8 @@ TEST_F(capi_robustness, null_pointers) {
         {"kiln_program_run_into", [&] { return kiln_program_run_into(program, params, nullptr, 1); }},
         {"kiln_program_run_async", [&] { return kiln_program_run_async(program, params, nullptr, nullptr); }},
         {"kiln_program_memory_usage", [&] { return kiln_program_memory_usage(program, &n, &n, nullptr, &n); }},
+        {"kiln_quantize_fp16", [&] { return kiln_quantize_fp16(program, nullptr, 1); }},
+        {"kiln_quantize_bf16", [&] { return kiln_quantize_bf16(program, nullptr, 1); }},
         {"kiln_save", [&] { return kiln_save(program, nullptr); }},
         {"kiln_load", [&] { return kiln_load(nullptr, fopts, nullptr); }},
     };

@@ -544,7 +544,8 @@ int cmd_verify(const options& o) {
                   << ", rtol " << o.rtol << ")\n";
         for (auto& e : outs) {
             std::cout << "  " << e["name"].get<std::string>() << ": ";
-            if (e.contains("max_abs_error"))
+            if (!e.contains("max_abs_error")) std::cout << e["detail"].get<std::string>();
+            else
                 std::cout << std::scientific << std::setprecision(3) << "max abs " << e["max_abs_error"].get<double>()
                           << ", max rel " << e["max_rel_error"].get<double>() << ", rms " << e["rms_error"].get<double>()
                           << ", " << e["elements_outside_tolerance"].get<std::size_t>() << " outside tolerance";
@@ -555,7 +556,6 @@ int cmd_verify(const options& o) {
             if (e.contains("top1_agreement"))
                 std::cout << std::setprecision(4) << ", top-1 agreement " << e["top1_agreement"].get<double>()
                           << ", fp32 top-1 in top-5 " << e["top5_agreement"].get<double>();
-            else std::cout << e["detail"].get<std::string>();
             std::cout << (e["match"].get<bool>() ? "  ok" : "  MISMATCH") << "\n";
         }
         std::cout << (ok ? "PASSED" : "FAILED") << "\n";
