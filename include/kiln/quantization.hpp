@@ -16,7 +16,8 @@ namespace kiln {
 //
 // ops = {"all"}: convolution, deconvolution, matmul, gemm and pooling always; elementwise
 // and data-movement ops (add, relu, concat, reshape, ...) when their float inputs are reduced
-// values or constants, so activations stay reduced between the heavy ops. Ops whose accuracy
+// values or constants (scalars only if exact in the reduced type), so activations stay reduced
+// between the heavy ops. Ops whose accuracy
 // needs float32 (softmax, layer/batch/instance norms, reductions, exp, log, pow) stay float32
 // (docs/quantization.md). Otherwise a list of op names ("convolution", "matmul"; "dot" means
 // matmul and gemm), each converted wherever it appears. Unknown names are refused.

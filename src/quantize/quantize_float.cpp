@@ -75,6 +75,15 @@ literal convert_literal(const literal& l, type to) {
     return literal(c.compute(out, {l.get_argument()}));
 }
 
+// A scalar constant that keeps its value in the reduced type. An elementwise op with one that
+// does not (GELU's 1/sqrt(2), an epsilon) stays float32: its function would change, not just
+// round, and the cpu target would no longer recognise it (GELU as a GEMM epilogue).
+bool scalar_exact_in(instruction_ref x, type reduced) {
+    if (!x->is_literal() || x->get_shape().elements() != 1) return true;
+    const literal back = convert_literal(convert_literal(x->get_literal(), reduced), type::float32);
+    return back.to_vector<double>() == x->get_literal().to_vector<double>();
+}
+
 void quantize_module(module& m, type reduced, const op_choice& choice) {
     // float32 value -> its reduced twin (made at most once each).
     std::unordered_map<const instruction*, instruction_ref> twin;
@@ -97,11 +106,13 @@ void quantize_module(module& m, type reduced, const op_choice& choice) {
         }
         const auto& in = ins->inputs();
         const bool any_f32 = std::any_of(in.begin(), in.end(), is_f32);
-        // A follower joins when its float inputs are all reduced values or constants: one that
-        // mixes in a float32 computation (a LayerNorm's mean, an attention mask) stays float32.
+        // A follower joins when its float inputs are all reduced values or constants (scalars
+        // exact in the reduced type): one that mixes in a float32 computation (a LayerNorm's
+        // mean, an attention mask) stays float32.
         const bool reduced_inputs = std::any_of(in.begin(), in.end(), [&](instruction_ref x) { return lowered.count(&*x) > 0; }) &&
                                  std::all_of(in.begin(), in.end(), [&](instruction_ref x) {
-                                     return !is_f32(x) || x->is_literal() || lowered.count(&*x) > 0;
+                                     return !is_f32(x) || (x->is_literal() && scalar_exact_in(x, reduced)) ||
+                                            lowered.count(&*x) > 0;
                                  });
         if (!any_f32 || !choice.wants(ins->name(), reduced_inputs)) {
             ins = next;

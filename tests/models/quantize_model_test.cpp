@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 namespace fs = std::filesystem;
 using namespace kiln;
@@ -34,6 +35,18 @@ double rel_l2(const argument& got, const argument& want) {
     return std::sqrt(num / den);
 }
 
+// The model with its dims fixed to those of test_data_set_0 (a static program), and those inputs.
+program parse_static(const fs::path& dir, param_map& inputs) {
+    const auto names = parse_onnx((dir / "model.onnx").string()).get_parameter_names();
+    onnx_options opts;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        auto file = dir / "test_data_set_0" / ("input_" + std::to_string(i) + ".pb");
+        inputs[names[i]] = read_tensor_proto(file.string());
+        opts.map_input_dims[names[i]] = inputs[names[i]].get_shape().lens();
+    }
+    return parse_onnx((dir / "model.onnx").string(), opts);
+}
+
 struct quantize_case {
     std::string model;
     type reduced;
@@ -47,15 +60,8 @@ TEST_P(quantize_model, within_the_rel_l2_bound_of_float32) {
     auto dir = models_dir / c.model;
     if (!fs::exists(dir / "model.onnx")) GTEST_SKIP() << dir << " is not there";
     auto set = dir / "test_data_set_0";
-    auto p = parse_onnx((dir / "model.onnx").string());
     param_map inputs;
-    onnx_options opts;
-    const auto names = p.get_parameter_names();
-    for (std::size_t i = 0; i < names.size(); ++i) {
-        inputs[names[i]] = read_tensor_proto((set / ("input_" + std::to_string(i) + ".pb")).string());
-        opts.map_input_dims[names[i]] = inputs[names[i]].get_shape().lens();
-    }
-    p = parse_onnx((dir / "model.onnx").string(), opts);
+    auto p = parse_static(dir, inputs);
     quantize_float(p, c.reduced);
     // Saved and loaded before compile: the quantized program is a program like any other.
     auto bytes = save_buffer(p);
@@ -84,3 +90,31 @@ INSTANTIATE_TEST_SUITE_P(models, quantize_model,
                          case_name);
 
 }  // namespace
+
+namespace {
+
+// The instructions of a program compiled for the cpu target, by op name.
+std::map<std::string, int> kernels(program p) {
+    p.compile(*get_target("cpu"));
+    std::map<std::string, int> n;
+    for (const auto& ins : *p.get_main_module()) ++n[ins.name()];
+    return n;
+}
+
+}  // namespace
+
+// On the cpu target a 16-bit program runs on the float32 kernels (widen_reduced.hpp): the same
+// kernels as the float32 program, so it is never slower (no converts, no reference kernels).
+TEST(quantize_model_cpu, same_kernels_as_float32) {
+    for (const std::string m : {"bert_small", "mobilenet_v2"}) {
+        auto dir = models_dir / m;
+        if (!fs::exists(dir / "model.onnx")) GTEST_SKIP() << dir << " is not there";
+        param_map inputs;
+        const auto f32 = kernels(parse_static(dir, inputs));
+        for (type t : {type::float16, type::bfloat16}) {
+            auto p = parse_static(dir, inputs);
+            quantize_float(p, t);
+            EXPECT_EQ(kernels(p), f32) << m << " " << type_name(t);
+        }
+    }
+}
