@@ -1,6 +1,8 @@
 // quantize_fp16 / quantize_bf16 on real models against ONNX Runtime's float32 outputs
 // (../shared/models, test_data_set_0): the rel. L2 bounds of issue 20. On the target
 // KILN_MODEL_TEST_TARGET names (ref by default: there the ops really compute in 16 bits).
+#include "targets/cpu/cpu_features.hpp"
+
 #include <kiln/onnx.hpp>
 #include <kiln/program.hpp>
 #include <kiln/quantization.hpp>
@@ -103,18 +105,28 @@ std::map<std::string, int> kernels(program p) {
 
 }  // namespace
 
-// On the cpu target a 16-bit program runs on the float32 kernels (widen_reduced.hpp): the same
-// kernels as the float32 program, so it is never slower (no converts, no reference kernels).
-TEST(quantize_model_cpu, same_kernels_as_float32) {
+// On the cpu target a float16 program runs on the float32 kernels (widen_reduced.hpp): the
+// same kernels as the float32 program, so it is never slower (no converts, no reference
+// kernels). A bfloat16 one too where the CPU lacks native bf16 (KILN_CPU_BF16=0 acts so);
+// with it, every convolution is oneDNN's, computing in bf16.
+TEST(quantize_model_cpu, fp16_same_kernels_as_float32_bf16_convolutions_on_onednn) {
     for (const std::string m : {"bert_small", "mobilenet_v2"}) {
         auto dir = models_dir / m;
         if (!fs::exists(dir / "model.onnx")) GTEST_SKIP() << dir << " is not there";
         param_map inputs;
         const auto f32 = kernels(parse_static(dir, inputs));
-        for (type t : {type::float16, type::bfloat16}) {
-            auto p = parse_static(dir, inputs);
-            quantize_float(p, t);
-            EXPECT_EQ(kernels(p), f32) << m << " " << type_name(t);
+        auto p = parse_static(dir, inputs);
+        quantize_fp16(p);
+        EXPECT_EQ(kernels(p), f32) << m;
+        auto q = parse_static(dir, inputs);
+        quantize_bf16(q);
+        auto bf16 = kernels(q);
+        const char* off = std::getenv("KILN_CPU_BF16");
+        if (!cpu::has_native_bf16() || (off && std::string(off) == "0")) {
+            EXPECT_EQ(bf16, f32) << m;
+            continue;
         }
+        EXPECT_EQ(bf16.count("cpu::winograd_conv") + bf16.count("cpu::conv_gemm"), 0u) << m;
+        EXPECT_EQ(bf16["cpu::packed_gemm"], f32.count("cpu::packed_gemm") ? f32.at("cpu::packed_gemm") : 0) << m;
     }
 }

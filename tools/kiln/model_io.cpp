@@ -137,10 +137,9 @@ void compile_model(program& p, const options& o, bool target_given) {
                                                           std::string(type_name(quantized_type(p))) + ", not with " +
                                                           (o.fp16 ? "--fp16" : "--bf16") + " (quantize the .onnx)");
         if (!p.is_compiled()) quantize_float(p, reduced);
-        if (o.target == "cpu")
-            std::cerr << "note: " << (o.fp16 ? "--fp16" : "--bf16")
-                      << ": the cpu target has no 16-bit float kernels yet; it computes in float32 with the "
-                         "16-bit weights (docs/quantization.md)\n";
+        if (o.target == "cpu" && o.fp16)
+            std::cerr << "note: --fp16: the cpu target computes in float32 with the float16 weights (no "
+                         "AVX512-FP16 kernels; docs/quantization.md)\n";
     }
     if (p.is_compiled()) {
         if (target_given && p.target_name() != o.target)

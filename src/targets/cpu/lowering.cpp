@@ -130,6 +130,7 @@ std::optional<anchor_plan> plan_conv(lower_env& env, instruction_ref ins,
     // oneDNN chooses the activations' layouts (blocked, nChw8c with AVX2, for most);
     // they are then fixed, so that the fused kernel sees what it was planned for.
     c.any_src = c.any_dst = true;
+    c.bf16 = env.ctx.bf16_convolutions;
     if (env.blocked.count(&*ins)) {
         // Planned in 16-channel blocks (blocked_for_depthwise_fusion): src where its
         // channels fill whole blocks, the result always.
@@ -143,7 +144,8 @@ std::optional<anchor_plan> plan_conv(lower_env& env, instruction_ref ins,
     dnnl::memory::desc src_md, dst_md;
     try {
         auto pd = c.make_pd(env.ctx.engine(), p.shapes, p.dst, p.constant_weights);
-        src_md = pd.src_desc();
+        // A bf16 kernel reads x as float32 in the same layout (converted as it runs).
+        src_md = retyped(pd.src_desc(), dnnl::memory::data_type::f32);
         dst_md = pd.dst_desc();
     } catch (const dnnl::error&) {
         return std::nullopt;

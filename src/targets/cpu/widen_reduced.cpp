@@ -1,8 +1,14 @@
 #include "targets/cpu/widen_reduced.hpp"
 
+#include "targets/cpu/context.hpp"
+#include "targets/cpu/cpu_features.hpp"
+#include "ops/nn_conv.hpp"
+
 #include "ops/convert.hpp"
 #include "passes/dead_code_elimination.hpp"
 
+#include <iostream>
+#include <mutex>
 #include <unordered_map>
 
 namespace kiln::cpu {
@@ -19,6 +25,15 @@ const op::convert_op* narrowing_convert(instruction_ref ins) {
     if (c == nullptr || !is_16bit_float(ins->get_shape())) return nullptr;
     const auto& in = ins->inputs().at(0)->get_shape();
     return in.is_tensor() && in.get_type() == type::float32 ? c : nullptr;
+}
+
+// Once per process: oneDNN would emulate bf16 here, slower than float32.
+void warn_no_native_bf16() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        std::cerr << "[kiln] warning: this CPU has no native bf16 (AVX512-BF16 or AMX): bfloat16 convolutions run "
+                     "on float32 kernels (with the bf16 weights)\n";
+    });
 }
 
 literal widen_literal(const literal& l) {
@@ -67,6 +82,11 @@ void widen_reduced_precision::apply(module& m) const {
             m.remove_instruction(f32);
             ins = next;
             continue;
+        }
+        if (ctx && ins->get_shape().get_type() == type::bfloat16 && ins->get_operator().any_cast<op::convolution>() &&
+            ctx->options().bf16) {
+            if (has_native_bf16()) ctx->bf16_convolutions = true;
+            else warn_no_native_bf16();
         }
         auto narrow = m.insert_instruction(ins, op::convert_op{ins->get_shape().get_type()}, {f32});
         m.replace_instruction(ins, narrow);
