@@ -236,6 +236,10 @@ kiln_status kiln_program_output_shape(kiln_program program, size_t index, kiln_s
 /* options may be NULL (defaults). */
 kiln_status kiln_program_compile(kiln_program program, kiln_target target, kiln_compile_options options);
 kiln_status kiln_program_is_compiled(kiln_program program, int* compiled);
+/* Before compile: the ops named in ops[0..op_count) compute in float16 (bfloat16); inputs
+ * and outputs stay float32. ops NULL (or op_count 0) means {"all"} (docs/quantization.md). */
+kiln_status kiln_quantize_fp16(kiln_program program, const char* const* ops, size_t op_count);
+kiln_status kiln_quantize_bf16(kiln_program program, const char* const* ops, size_t op_count);
 /* Runs a compiled program; every input by name. The outputs' memory is Kiln's. */
 kiln_status kiln_program_run(kiln_program program, kiln_params params, kiln_arguments* outputs);
 /* Runs and writes output i into outputs[i] (e.g. kiln_argument_wrap of the caller's

@@ -351,6 +351,9 @@ public:
         check(kiln_program_compile(get(), t.get(), o.get()));
     }
     bool is_compiled() const { return detail::out<int>(kiln_program_is_compiled, get()) != 0; }
+    // Before compile: the ops compute in float16 / bfloat16 (kiln_quantize_fp16).
+    void quantize_fp16(const std::vector<std::string>& ops = {"all"}) { quantize(kiln_quantize_fp16, ops); }
+    void quantize_bf16(const std::vector<std::string>& ops = {"all"}) { quantize(kiln_quantize_bf16, ops); }
 
     std::vector<argument> run(const std::map<std::string, argument>& inputs) const {
         auto params = make_params(inputs);
@@ -382,6 +385,12 @@ public:
     void save(const std::string& path) const { check(kiln_save(get(), path.c_str())); }
 
 private:
+    template <class F>
+    void quantize(F f, const std::vector<std::string>& ops) {
+        std::vector<const char*> names;
+        for (const auto& n : ops) names.push_back(n.c_str());
+        check(f(get(), names.data(), names.size()));
+    }
     static void on_async_result(void* user, kiln_status status, kiln_arguments outs) {
         std::unique_ptr<std::promise<std::vector<argument>>> promise(
             static_cast<std::promise<std::vector<argument>>*>(user));

@@ -5,6 +5,7 @@
 
 #include <kiln/onnx.hpp>
 #include <kiln/program.hpp>
+#include <kiln/quantization.hpp>
 #include <kiln/serialize.hpp>
 #include <kiln/target.hpp>
 
@@ -252,8 +253,12 @@ void bind_program(py::module_& m) {
         .def("name", &target::name)
         .def("unavailable_reason", &target::unavailable_reason)
         .def("__repr__", [](const target& t) { return "kiln.target('" + t.name() + "')"; });
-    m.def("quantize_fp16", [](program&) { not_yet("quantize_fp16"); }, py::arg("program"));
-    m.def("quantize_bf16", [](program&) { not_yet("quantize_bf16"); }, py::arg("program"));
+    m.def("quantize_fp16", [](program& p, const std::vector<std::string>& ops) { quantize_fp16(p, ops); },
+          py::arg("program"), py::arg("ops") = std::vector<std::string>{"all"},
+          "Before compile: the ops compute in float16; inputs and outputs stay float32.");
+    m.def("quantize_bf16", [](program& p, const std::vector<std::string>& ops) { quantize_bf16(p, ops); },
+          py::arg("program"), py::arg("ops") = std::vector<std::string>{"all"},
+          "Before compile: the ops compute in bfloat16; inputs and outputs stay float32.");
     m.def("quantize_int8", [](program&, const py::object&, const py::object&) { not_yet("quantize_int8"); },
           py::arg("program"), py::arg("target"), py::arg("calibration"));
 }

@@ -1,6 +1,8 @@
 // kiln_params, kiln_target, kiln_program, parse, run, save and load.
 #include "handles.hpp"
 
+#include <kiln/quantization.hpp>
+
 #include <thread>
 
 using namespace kiln::capi;
@@ -183,6 +185,26 @@ kiln_status kiln_program_compile(kiln_program program, kiln_target target, kiln_
         kiln::compile_options defaults;
         p.program->compile(*t.target, options ? get(options, "options").options : defaults);
     });
+}
+
+namespace {
+kiln_status quantize_to(const char* func, kiln_program program, const char* const* ops, size_t op_count, kiln::type t) {
+    return guarded(func, [&] {
+        auto& p = get(program, "program");
+        std::vector<std::string> names;
+        for (size_t i = 0; i < op_count; ++i) names.emplace_back(need(need(ops, "ops")[i], "ops[i]"));
+        if (names.empty()) names.emplace_back("all");
+        kiln::quantize_float(*p.program, t, names);
+    });
+}
+}  // namespace
+
+kiln_status kiln_quantize_fp16(kiln_program program, const char* const* ops, size_t op_count) {
+    return quantize_to(__func__, program, ops, op_count, kiln::type::float16);
+}
+
+kiln_status kiln_quantize_bf16(kiln_program program, const char* const* ops, size_t op_count) {
+    return quantize_to(__func__, program, ops, op_count, kiln::type::bfloat16);
 }
 
 kiln_status kiln_program_is_compiled(kiln_program program, int* compiled) {

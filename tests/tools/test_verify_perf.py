@@ -278,3 +278,29 @@ def test_saved_mobilenet_runs_on_the_other_kind_of_cpu(tmp_path, saved_as_avx2):
          extra_env=AS_AVX2 if saved_as_avx2 else None)
     kiln("verify", saved, "--input", data, "--expected", data, "--quiet",
          extra_env=None if saved_as_avx2 else AS_AVX2)
+
+
+@pytest.mark.parametrize("mode,bound", [("--fp16", 0.04), ("--bf16", 0.17)])
+def test_verify_reduced_precision_reports_accuracy_against_float32(mode, bound):
+    args = ("verify", FASHION, "--target", "ref", "--input", DATA, mode, "--quiet")
+    j = kiln_json(*args)
+    (o,) = j["outputs"]
+    assert j["passed"] is True and j["against"] == "ref (float32)"
+    assert j["precision"] == ("float16" if mode == "--fp16" else "bfloat16")
+    assert 0 < o["rel_l2"] <= bound and o["cosine"] > 0.999
+    # 16 images of 10 classes: class scores, so top-1/top-5 agreement are reported.
+    assert o["top1_agreement"] >= 0.9 and o["top5_agreement"] == 1.0
+    lines = kiln(*args).stdout.splitlines()
+    assert re.match(r"    rel\. L2 \S+ \(bound \S+\), cosine \S+, top-1 agreement \S+, fp32 top-1 in top-5 1  ok$",
+                    lines[2]), lines[2]
+
+
+def test_reduced_precision_compile_saves_and_modes_exclude_each_other(tmp_path):
+    proc = kiln("compile", FASHION, "--fp16", "-o", tmp_path / "fashion_fp16.kiln", "--quiet")
+    assert "computes in float32 with the float16 weights" in proc.stderr  # the cpu target says what it does
+    out = tmp_path / "fashion_bf16.kiln"
+    kiln("compile", FASHION, "--bf16", "-o", out, "--quiet")
+    j = kiln_json("verify", out, "--bf16", "--input", DATA, "--expected", DATA, "--quiet")
+    assert j["passed"] is True and j["precision"] == "bfloat16" and j["outputs"][0]["rel_l2"] <= 0.17
+    kiln("run", out, "--fp16", "--quiet", expect=USAGE)  # compiled in bfloat16, not float16
+    kiln("compile", FASHION, "--fp16", "--bf16", "-o", out, "--quiet", expect=USAGE)

@@ -25,8 +25,8 @@ const std::vector<option_spec>& option_table() {
         {"--dynamic-buckets", "NAME=N,N,...", "",
          "dynamic inputs: sizes of a named dim compiled ahead; sizes in between run padded up to the next "
          "when the model keeps that dim's rows apart (repeatable)"},
-        {"--fp16", "", "off", "quantize to float16 (not implemented yet)"},
-        {"--bf16", "", "off", "quantize to bfloat16 (not implemented yet)"},
+        {"--fp16", "", "off", "compute in float16 (inputs and outputs stay float32; docs/quantization.md)"},
+        {"--bf16", "", "off", "compute in bfloat16 (inputs and outputs stay float32; docs/quantization.md)"},
         {"--int8", "", "off", "quantize to int8 with calibration (not implemented yet)"},
         {"--calibration", "DIR", "", "calibration inputs for --int8 (data_set_K/input_N.pb folders)"},
         {"--fast-math", "", "on", "allow fast approximations of exp, erf, tanh, sigmoid, division"},

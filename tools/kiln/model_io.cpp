@@ -2,6 +2,7 @@
 
 #include <kiln/errors.hpp>
 #include <kiln/onnx.hpp>
+#include <kiln/quantization.hpp>
 #include <kiln/serialize.hpp>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <random>
 
 namespace kiln::cli {
@@ -125,9 +127,20 @@ compile_options make_compile_options(const options& o) {
 }
 
 void compile_model(program& p, const options& o, bool target_given) {
-    if (o.fp16 || o.bf16 || o.int8)
-        throw_error(error_code::unsupported, std::string(o.fp16 ? "--fp16" : o.bf16 ? "--bf16" : "--int8") +
-                                                 ": quantization is not implemented yet (expected: run in float32)");
+    if (o.int8)
+        throw_error(error_code::unsupported, "--int8: quantization is not implemented yet (expected: run in float32)");
+    if (o.fp16 && o.bf16) throw_error(error_code::invalid_argument, "--fp16 and --bf16 exclude each other");
+    const type reduced = o.fp16 ? type::float16 : o.bf16 ? type::bfloat16 : type::float32;
+    if (reduced != type::float32) {
+        if (p.is_compiled() && quantized_type(p) != reduced)
+            throw_error(error_code::invalid_argument, "'" + o.model + "' was compiled in " +
+                                                          std::string(type_name(quantized_type(p))) + ", not with " +
+                                                          (o.fp16 ? "--fp16" : "--bf16") + " (quantize the .onnx)");
+        if (!p.is_compiled()) quantize_float(p, reduced);
+        if (o.target == "cpu" && o.fp16)
+            std::cerr << "note: --fp16: the cpu target computes in float32 with the float16 weights (no "
+                         "AVX512-FP16 kernels; docs/quantization.md)\n";
+    }
     if (p.is_compiled()) {
         if (target_given && p.target_name() != o.target)
             throw_error(error_code::invalid_argument, "'" + o.model + "' was compiled for " + p.target_name() +

@@ -43,6 +43,9 @@ public:
     // Notes on compiled instructions (instruction_note): the tuner's choice and measurements.
     void note_instruction(const instruction* ins, std::string note);
     std::string instruction_note(const instruction* ins) const override;
+    // The program's convolutions were bfloat16 and this CPU runs them natively: oneDNN's
+    // convolutions take bf16 source and weights (widen_reduced.hpp sets it while compiling).
+    bool bf16_convolutions = false;
 
 private:
     cpu_options options_;

@@ -8,6 +8,8 @@
 
 #include <cstring>
 
+#include <dnnl.hpp>
+
 namespace kiln::cpu {
 
 namespace {
@@ -46,6 +48,14 @@ bool has_avx512() {
 #else
     return false;
 #endif
+}
+
+bool has_native_bf16() {
+    static const bool yes = [] {
+        const auto want = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+        return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & want) == want;
+    }();
+    return yes;
 }
 
 const std::string& cpu_model() {

@@ -14,6 +14,10 @@ bool has_avx2_fma();
 // AVX-512 F, DQ, VL and BW (with AVX2 and FMA), the OS saving the zmm and mask registers
 // (false off x86-64). Every AVX-512 CPU since Skylake-SP has these four; Zen 4 and later too.
 bool has_avx512();
+// oneDNN runs bfloat16 convolutions natively here (AVX512-BF16 or AMX), as oneDNN itself
+// sees the CPU (ONEDNN_MAX_CPU_ISA lowers it); otherwise it would emulate them, slower
+// than float32.
+bool has_native_bf16();
 
 // The CPU's vendor, family, model and brand string ("AuthenticAMD 25 17 AMD EPYC ..."), as
 // cpuid reports them: what tuned choices are keyed by ("unknown" off x86-64).

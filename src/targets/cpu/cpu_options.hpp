@@ -60,6 +60,9 @@ struct cpu_options {
     // KILN_CPU_DW_FUSION (default on; 0 = off): a depthwise 3x3 convolution fused into the
     // 1x1 convolution before it (dw_fusion.hpp).
     bool dw_fusion = true;
+    // KILN_CPU_BF16 (default on; 0 = off): a bfloat16 program's convolutions compute in bf16
+    // on oneDNN where the CPU has native bf16 (widen_reduced.hpp); off, in float32.
+    bool bf16 = true;
     // KILN_CPU_DW_BLOCKED (default on; 0 = off): with AVX-512, large 1x1 + depthwise pairs
     // planned in 16-channel blocks so that oneDNN can fuse them (lowering.cpp).
     bool dw_blocked = true;

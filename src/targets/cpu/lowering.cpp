@@ -1,5 +1,7 @@
 #include "targets/cpu/lowering.hpp"
 
+#include "ops/nn_conv.hpp"
+
 #include "targets/cpu/anchor_plan.hpp"
 #include "targets/cpu/kernels/attention/attention.hpp"
 #include "targets/cpu/cpu_features.hpp"
@@ -130,6 +132,10 @@ std::optional<anchor_plan> plan_conv(lower_env& env, instruction_ref ins,
     // oneDNN chooses the activations' layouts (blocked, nChw8c with AVX2, for most);
     // they are then fixed, so that the fused kernel sees what it was planned for.
     c.any_src = c.any_dst = true;
+    // Not grouped (depthwise) ones: memory-bound, little for bf16 to save against the conversion
+    // of x, and not measured to pay (the noisy machine could not tell).
+    const auto* plain_conv = ins->get_operator().any_cast<op::convolution>();
+    c.bf16 = env.ctx.bf16_convolutions && plain_conv && plain_conv->group == 1;
     if (env.blocked.count(&*ins)) {
         // Planned in 16-channel blocks (blocked_for_depthwise_fusion): src where its
         // channels fill whole blocks, the result always.
@@ -143,7 +149,8 @@ std::optional<anchor_plan> plan_conv(lower_env& env, instruction_ref ins,
     dnnl::memory::desc src_md, dst_md;
     try {
         auto pd = c.make_pd(env.ctx.engine(), p.shapes, p.dst, p.constant_weights);
-        src_md = pd.src_desc();
+        // A bf16 kernel reads x as float32 in the same layout (converted as it runs).
+        src_md = retyped(pd.src_desc(), dnnl::memory::data_type::f32);
         dst_md = pd.dst_desc();
     } catch (const dnnl::error&) {
         return std::nullopt;

@@ -30,13 +30,15 @@ namespace {
 template <class Op>
 void relayout_weights(lower_env& env, anchor_plan& p, Op& op, instruction_ref pos) {
     auto wanted = op.make_pd(env.ctx.engine(), p.shapes, p.dst, true).weights_desc();
-    if (!md_record::representable(wanted)) return;  // stays plain; the primitive takes it so
+    if (!md_record::representable(wanted) || wanted.get_size() % sizeof(float) != 0)
+        return;  // stays plain; the primitive takes it so
     dnnl::memory::desc plain;
     if constexpr (std::is_same_v<Op, convolution>) plain = op.weights_md(false);
     else plain = op.weights_md(p.dst.ndim(), false);
     p.operands[1] = env.derive(pos, p.operands[1], "dnnl " + to_value(md_record::from(wanted)).to_string(), [&] {
         const auto& w = p.operands[1]->get_literal().get_argument();
         auto mem = reorder_constant(env.ctx.engine(), plain, w.data(), wanted);
+        // Bytes in oneDNN's layout (bf16 ones too), held as a float32 blob.
         return literal(shape(type::float32, {wanted.get_size() / sizeof(float)}), mem.get_data_handle());
     });
     op.weights = md_record::from(wanted);
@@ -45,7 +47,7 @@ void relayout_weights(lower_env& env, anchor_plan& p, Op& op, instruction_ref po
 // A plain convolution with constant weights (no depthwise convolution fused after it).
 const convolution* own_conv(const anchor_site& s) {
     const auto* c = s.plan.op.any_cast<convolution>();
-    return c && s.plan.constant_weights && !c->dw.active() ? c : nullptr;
+    return c && s.plan.constant_weights && !c->dw.active() && !c->bf16 ? c : nullptr;  // bf16: oneDNN's
 }
 
 bool take_winograd(anchor_site& s, bool rules) {
@@ -128,7 +130,8 @@ const std::vector<anchor_candidate>& anchor_candidates() {
          take_conv_gemm},
         {"convolution", "onednn",
          "any other oneDNN builds (its own implementation; a 1x1 + depthwise pair as one kernel, a residual "
-         "add as the in-place sum)",
+         "add as the in-place sum); all of a bf16 program's, in bf16, where the CPU has native bf16 "
+         "(widen_reduced.hpp)",
          take_onednn_convolution},
         {"matmul", "packed_gemm",
          "constant 2-D weights, row-major A, 2+ rows with AVX2+FMA (any with AVX-512), post-ops the epilogue "

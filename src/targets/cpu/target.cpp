@@ -4,6 +4,7 @@
 #include "targets/cpu/codegen/lowering.hpp"
 #include "targets/cpu/context.hpp"
 #include "targets/cpu/lowering.hpp"
+#include "targets/cpu/widen_reduced.hpp"
 
 #include <kiln/pipeline.hpp>
 
@@ -28,6 +29,8 @@ public:
         auto& cpu = dynamic_cast<cpu_context&>(ctx);
         const cpu_options& o = cpu.options();
         std::vector<pass> passes;
+        // 16-bit float computations in float32, on the float32 kernels (widen_reduced.hpp).
+        passes.push_back(widen_reduced_precision{&cpu});
         // 0. A batched CNN's first layers image by image, where one image's activations
         //    stay in the caches and the batch's do not (passes/split_batch.hpp);
         //    KILN_CPU_SPLIT_BATCH=0 keeps the whole batch together.

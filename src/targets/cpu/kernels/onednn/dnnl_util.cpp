@@ -38,6 +38,13 @@ dnnl::memory::desc any_md(const shape& s) {
     return dnnl::memory::desc(to_dims(s.lens()), to_dnnl_type(s.get_type()), dnnl::memory::format_tag::any);
 }
 
+dnnl::memory::desc retyped(const dnnl::memory::desc& md, dnnl::memory::data_type t) {
+    if (md.data.format_kind == dnnl_format_kind_any) return dnnl::memory::desc(md.dims(), t, dnnl::memory::format_tag::any);
+    auto r = md_record::from(md);
+    r.data_type = static_cast<std::int64_t>(t);
+    return r.to_md();
+}
+
 dnnl::memory::desc md_with_rank(const shape& s, std::size_t rank) {
     auto lens = s.lens();
     auto strides = s.strides();
@@ -131,7 +138,7 @@ dnnl::memory::desc md_record::to_md() const {
         b.inner_idxs[i] = inner_idxs[i];
     }
     dnnl::memory::desc md(d);
-    if (data_type != dnnl_f32) bad("data type " + std::to_string(data_type));
+    if (data_type != dnnl_f32 && data_type != dnnl_bf16) bad("data type " + std::to_string(data_type));
     return md;
 }
 

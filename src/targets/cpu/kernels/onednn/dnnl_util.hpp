@@ -30,6 +30,8 @@ dnnl::memory::desc md_of(const shape& s);
 dnnl::memory::desc md_with_rank(const shape& s, std::size_t rank);
 // The shape's dims with the layout left to oneDNN (format any).
 dnnl::memory::desc any_md(const shape& s);
+// The same layout (or format any) with another element type.
+dnnl::memory::desc retyped(const dnnl::memory::desc& md, dnnl::memory::data_type t);
 
 // Channels-last strides for lens (N, C, spatial...): C innermost, then the spatial
 // dims in order, N outermost. For rank < 3 this is row-major.

@@ -137,6 +137,10 @@ dnnl::primitive_desc_base convolution::make_pd(const dnnl::engine& eng, const st
     using md = dnnl::memory::desc;
     md wmd = weights_md(any_weights);
     md src = operand_md(0, x), out = out_md(dst);
+    if (in_bf16(any_weights)) {
+        wmd = retyped(wmd, dnnl::memory::data_type::bf16);
+        src = retyped(src, dnnl::memory::data_type::bf16);
+    }
     md bias = has_bias ? md_of(operands.at(2)) : md();
     auto attr = make_attr(post_ops, operands, dst.ndim(), layouts);
     if (dw.active()) {
@@ -184,7 +188,9 @@ dnnl::primitive_desc_base convolution::make_pd(const dnnl::engine& eng, const st
 void convolution::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd,
                                 const std::vector<shape>& operands, const std::vector<argument>& constants,
                                 const dnnl::engine& eng) const {
-    k.bind(DNNL_ARG_SRC, 0, pd.src_desc());
+    if (in_bf16(!weights.empty()))
+        k.bind_converted(DNNL_ARG_SRC, 0, retyped(pd.src_desc(), dnnl::memory::data_type::f32), pd.src_desc(), eng);
+    else k.bind(DNNL_ARG_SRC, 0, pd.src_desc());
     if (weights.empty()) k.bind(DNNL_ARG_WEIGHTS, 1, pd.weights_desc());
     else bind_constant_weights(k, weights, pd.weights_desc(), 1, constants, eng, name());
     if (has_bias) k.bind(DNNL_ARG_BIAS, 2, md_of(operands.at(2)));

@@ -52,10 +52,15 @@ struct convolution : dnnl_op<convolution> {
     std::vector<post_op> post_ops;
     std::string impl;  // oneDNN implementation to prefer (empty: oneDNN's first choice)
     depthwise_post_op dw;
+    // bf16 source and weights, float32 accumulation and result (a --bf16 program on a CPU
+    // with native bf16, widen_reduced.hpp): x stays float32 in the planned layout and is
+    // converted as the kernel runs; constant weights are stored in bf16. Not with `dw`.
+    bool bf16 = false;
 
     template <class Self, class F>
     static void reflect(Self& self, F f) {
         f(self.op, "op");
+        f(self.bf16, "bf16");
         f(self.weights_shape, "weights_shape");
         f(self.weights, "weights");
         f(self.has_bias, "has_bias");
@@ -82,6 +87,8 @@ struct convolution : dnnl_op<convolution> {
                                       const shape& dst) const {
         return make_pd(eng, operands, dst, !weights.empty());
     }
+    // Whether the primitive computes in bf16: asked for, constant weights, no depthwise post-op.
+    bool in_bf16(bool any_weights) const { return bf16 && any_weights && !dw.active(); }
     // The IR weights (weights_shape, any strides) as oneDNN sees them: groups split out.
     dnnl::memory::desc weights_md(bool any) const;
     void bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd, const std::vector<shape>& operands,

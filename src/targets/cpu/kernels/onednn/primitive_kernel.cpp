@@ -22,6 +22,11 @@ void primitive_kernel::bind(int arg, std::size_t input, const dnnl::memory::desc
     inputs_.push_back({arg, input, md});
 }
 
+void primitive_kernel::bind_converted(int arg, std::size_t input, const dnnl::memory::desc& from,
+                                      const dnnl::memory::desc& to, const dnnl::engine& eng) {
+    converted_.push_back({arg, input, from, to, dnnl::reorder(dnnl::reorder::primitive_desc(eng, from, eng, to))});
+}
+
 void primitive_kernel::bind_owned(int arg, dnnl::memory mem) { owned_.emplace_back(arg, std::move(mem)); }
 
 void primitive_kernel::set_scratchpad(const dnnl::memory::desc& md, std::ptrdiff_t input, std::size_t input_bytes,
@@ -42,7 +47,11 @@ void primitive_kernel::run(context& ctx, const std::vector<argument>& args, cons
         if (b.input >= args.size())
             throw_error(error_code::runtime, op_name + ": kernel reads input " + std::to_string(b.input) + " of " +
                                                  std::to_string(args.size()));
-    std::unique_ptr<arg_map> cached;
+    for (const auto& b : converted_)
+        if (b.input >= args.size())
+            throw_error(error_code::runtime, op_name + ": kernel reads input " + std::to_string(b.input) + " of " +
+                                                 std::to_string(args.size()));
+    std::unique_ptr<run_memories> cached;
     {
         std::lock_guard<std::mutex> lock(cache_->mutex);
         if (!cache_->free.empty()) {
@@ -51,18 +60,26 @@ void primitive_kernel::run(context& ctx, const std::vector<argument>& args, cons
         }
     }
     if (cached) {
-        for (const auto& b : inputs_) cached->at(b.arg).set_data_handle(args[b.input].data());
+        for (const auto& b : inputs_) cached->args.at(b.arg).set_data_handle(args[b.input].data());
+        for (std::size_t i = 0; i < converted_.size(); ++i)
+            cached->sources[i].set_data_handle(args[converted_[i].input].data());
     } else {
-        cached = std::make_unique<arg_map>();
-        cached->reserve(inputs_.size() + owned_.size());
-        for (const auto& b : inputs_) cached->emplace(b.arg, dnnl::memory(b.md, c.engine(), args[b.input].data()));
-        for (const auto& [arg, mem] : owned_) cached->emplace(arg, mem);
+        cached = std::make_unique<run_memories>();
+        cached->args.reserve(inputs_.size() + owned_.size() + converted_.size());
+        for (const auto& b : inputs_) cached->args.emplace(b.arg, dnnl::memory(b.md, c.engine(), args[b.input].data()));
+        for (const auto& [arg, mem] : owned_) cached->args.emplace(arg, mem);
+        for (const auto& b : converted_) {
+            cached->sources.emplace_back(b.from, c.engine(), args[b.input].data());
+            cached->args.emplace(b.arg, dnnl::memory(b.to, c.engine()));
+        }
     }
-    const arg_map& m = *cached;
+    const arg_map& m = cached->args;
     auto& s = c.stream();
     std::optional<omp_threads_scope> one_thread;
     if (alone_) one_thread.emplace(1);
     try {
+        for (std::size_t i = 0; i < converted_.size(); ++i)
+            converted_[i].convert.execute(s, cached->sources[i], cached->args.at(converted_[i].arg));
         if (serialize_) {
             std::lock_guard<std::mutex> lock(*serialize_);
             prim_.execute(s, m);

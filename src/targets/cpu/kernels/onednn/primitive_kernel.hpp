@@ -30,6 +30,11 @@ public:
 
     // Argument `arg` is input `input` of the instruction, seen through `md`.
     void bind(int arg, std::size_t input, const dnnl::memory::desc& md);
+    // Argument `arg` is input `input` (seen through `from`) converted at each run into memory
+    // of layout `to` (another element type: a float32 activation into bf16 for a bf16
+    // convolution). The converted copy is the kernel's, one per run in flight.
+    void bind_converted(int arg, std::size_t input, const dnnl::memory::desc& from, const dnnl::memory::desc& to,
+                        const dnnl::engine& eng);
     // Argument `arg` is memory the kernel keeps (constant data).
     void bind_owned(int arg, dnnl::memory mem);
     // The primitive's scratchpad: input `input` when it is large enough (the planned
@@ -53,6 +58,13 @@ private:
     dnnl::primitive prim_;
     std::string impl_;
     std::vector<input_binding> inputs_;
+    struct converted_binding {
+        int arg;
+        std::size_t input;
+        dnnl::memory::desc from, to;
+        dnnl::reorder convert;
+    };
+    std::vector<converted_binding> converted_;
     std::vector<std::pair<int, dnnl::memory>> owned_;
     std::unique_ptr<std::mutex> serialize_;
     bool alone_ = false;
@@ -61,9 +73,13 @@ private:
     // instead of creating them (~1.5 us for three, per primitive and run; EfficientNet-B0
     // runs ~130 primitives). One map per run in flight, so concurrent evals stay apart.
     using arg_map = std::unordered_map<int, dnnl::memory>;
+    struct run_memories {
+        arg_map args;
+        std::vector<dnnl::memory> sources;  // the inputs of converted_, seen as `from`
+    };
     struct arg_cache {
         std::mutex mutex;
-        std::vector<std::unique_ptr<arg_map>> free;
+        std::vector<std::unique_ptr<run_memories>> free;
     };
     std::unique_ptr<arg_cache> cache_ = std::make_unique<arg_cache>();
 };
