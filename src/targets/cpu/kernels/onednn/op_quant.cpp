@@ -15,6 +15,8 @@ namespace {
 
 using dt = dnnl::memory::data_type;
 
+void expect_int8_dot_product(const std::string& op_name);  // below, with has_int8_dot_product
+
 // Kiln's own elementwise loops: compiled for AVX-512, AVX2 and the baseline, picked by cpuid.
 #define KILN_QUANT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
@@ -107,6 +109,7 @@ shape quant_conv::logical_shape(const std::vector<shape>& operands) const { retu
 dnnl::primitive_desc_base quant_conv::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
                                               const shape& dst) const {
     expect_plain();
+    expect_int8_dot_product(name());
     const shape& x = operands.at(0);
     const shape& w = operands.at(1);
     auto g = op.conv_geom(op.name(), x, w);
@@ -160,6 +163,7 @@ dnnl::memory::desc rows_md(const shape& s) {
 dnnl::primitive_desc_base quant_matmul::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
                                                 const shape& dst) const {
     expect_plain();
+    expect_int8_dot_product(name());
     const bool fold = folds_rows(*this, operands, dst);
     const std::size_t r = fold ? 2 : dst.ndim();
     const bool constant_b = operands.at(1).ndim() == 2 && op.w_zero_point == 0;
@@ -247,9 +251,26 @@ instruction_ref accumulator_bias(lower_env& env, instruction_ref pos, instructio
 
 }  // namespace
 
+namespace {
+// A program compiled where VNNI exists and loaded where it does not must not run oneDNN's
+// saturating int8 kernels (has_int8_dot_product): its load fails instead.
+void expect_int8_dot_product(const std::string& op_name) {
+    if (!has_int8_dot_product())
+        throw_error(error_code::unsupported, op_name + ": this CPU has no VNNI int8 dot product; oneDNN's int8 "
+                                                       "kernels would saturate (compile the program here instead)");
+}
+}  // namespace
+
+bool has_int8_dot_product() {
+    using isa = dnnl::cpu_isa;
+    const auto i = dnnl::get_effective_cpu_isa();
+    return i == isa::avx512_core_vnni || i == isa::avx512_core_bf16 || i == isa::avx512_core_amx ||
+           i == isa::avx2_vnni;
+}
+
 bool lower_quant_convolution(lower_env& env, instruction_ref ins) {
     const auto* q = ins->get_operator().any_cast<op::quant_convolution>();
-    if (!q || !all_static(ins) || in_dnnl_layout(env, ins->inputs()[0])) return false;
+    if (!q || !all_static(ins) || in_dnnl_layout(env, ins->inputs()[0]) || !has_int8_dot_product()) return false;
     auto w = ins->inputs()[1];
     if (!w->is_literal() || w->get_shape().get_type() != type::int8 || q->w_zero_point != 0) return false;
     const auto& lens = ins->get_shape().lens();
@@ -267,7 +288,7 @@ bool lower_quant_convolution(lower_env& env, instruction_ref ins) {
 
 bool lower_quant_dot(lower_env& env, instruction_ref ins) {
     const auto* q = ins->get_operator().any_cast<op::quant_dot>();
-    if (!q || !all_static(ins)) return false;
+    if (!q || !all_static(ins) || !has_int8_dot_product()) return false;
     for (auto in : ins->inputs())
         if (in_dnnl_layout(env, in)) return false;
     auto b = ins->inputs()[1];

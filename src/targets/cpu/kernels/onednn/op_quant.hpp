@@ -117,6 +117,12 @@ struct quant_linear_kernel {
     }
 };
 
+// Whether oneDNN (as limited by ONEDNN_MAX_CPU_ISA) has a VNNI dot product for int8. Without
+// it (AVX2, AVX-512 without VNNI) its int8 kernels sum pairs of u8 x s8 products in int16
+// with saturation (vpmaddubsw): full-range int8 weights (QDQ models' -127..127) overflow,
+// results off by several levels. The integer convolution and matmul then stay on ref.
+bool has_int8_dot_product();
+
 // The lowerings (selection.cpp's candidates): false leaves the instruction as it is.
 bool lower_quant_convolution(lower_env& env, instruction_ref ins);
 bool lower_quant_dot(lower_env& env, instruction_ref ins);
