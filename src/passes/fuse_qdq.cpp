@@ -3,6 +3,7 @@
 // be gone.
 #include "passes/fuse_qdq.hpp"
 
+#include "passes/dead_code_elimination.hpp"
 #include "passes/rewrite_utils.hpp"
 
 #include "ops/nn_conv.hpp"
@@ -268,6 +269,42 @@ bool fuse_add(module& m, instruction_ref ins) {
     return true;
 }
 
+// Whether `u` is a fused op reading `q` as its activation (x) only.
+bool reads_as_x(instruction_ref u, instruction_ref q) {
+    return (is<op::quant_convolution>(u) || is<op::quant_dot>(u)) && u->inputs()[0] == q && u->inputs()[1] != q;
+}
+
+template <class Op>
+void shift_x_zero_point(module& m, instruction_ref u) {
+    auto op = u->get_operator().get<Op>();
+    op.x_zero_point += 128;
+    m.replace_instruction(u, op, u->inputs());
+}
+
+// An int8 QuantizeLinear read only as the activation (x) of fused ops becomes uint8 with
+// its zero point + 128: Q_u8(v; s, z + 128) = Q_s8(v; s, z) + 128 exactly (the saturation
+// range shifts with it), so x - x_zero_point is unchanged. uint8 x is what VNNI's u8 x s8
+// dot product takes; an int8 one costs oneDNN a compensation pass per product.
+void activations_as_uint8(module& m) {
+    for (auto q = m.begin(); q != m.end(); ++q) {
+        if (!is<op::quantize_linear_op>(q) || q->inputs().size() != 3 || q->get_shape().get_type() != type::int8 ||
+            q->outputs().empty() || rewrite::is_output(m, q))
+            continue;
+        auto z = constant_of(q->inputs()[2]);
+        if (!z || z->get_shape().elements() != 1) continue;
+        const auto users = q->outputs();
+        if (!std::all_of(users.begin(), users.end(), [&](instruction_ref u) { return reads_as_x(u, q); })) continue;
+        auto zp = m.insert_literal(q, rewrite::make_literal(shape(type::uint8, {}), {rewrite::values_of(*z)[0] + 128}));
+        auto qop = q->get_operator().get<op::quantize_linear_op>();
+        qop.output_type = type::uint8;
+        m.replace_instruction(q, qop, {q->inputs()[0], q->inputs()[1], zp});
+        for (auto u : users) {
+            if (is<op::quant_convolution>(u)) shift_x_zero_point<op::quant_convolution>(m, u);
+            else shift_x_zero_point<op::quant_dot>(m, u);
+        }
+    }
+}
+
 }  // namespace
 
 void fuse_qdq::apply(module& m) const {
@@ -284,6 +321,8 @@ void fuse_qdq::apply(module& m) const {
         else if (is<op::add_op>(ins)) fuse_add(m, ins);
         else if (is<op::gemm>(ins)) fuse_gemm(m, ins);
     }
+    dead_code_elimination{}.apply(m);  // the bypassed DequantizeLinears read the Q's type
+    activations_as_uint8(m);
 }
 
 }  // namespace kiln

@@ -57,7 +57,8 @@ TEST(fuse_qdq_text, conv_relu_quantize_becomes_one_integer_convolution) {
 }
 
 TEST(fuse_qdq_text, per_consumer_pairs_before_a_matmul_fuse_with_a_float_result_and_bias) {
-    // BERT's shape: a Q/DQ pair of its own before each operand; the bias Add folds in.
+    // BERT's shape: a Q/DQ pair of its own before each operand; the bias Add folds in, and
+    // the int8 activation becomes uint8 with its zero point + 128 (the same x - x_zero_point).
     const char* text = R"(
         module main
           a = @param -> float32[2, 3]
@@ -78,11 +79,11 @@ TEST(fuse_qdq_text, per_consumer_pairs_before_a_matmul_fuse_with_a_float_result_
         module main
           a = @param -> float32[2, 3]
           s = @literal{float32[] {0.125}}
-          z = @literal{int8[] {-3}}
+          z = @literal{uint8[] {125}}
           aq = quantize_linear(a, s, z)
           w = @literal{int8[3, 2] {1, -2, 3, -4, 5, -6}}
           bias = @literal{float32[2] {1, -1}}
-          y = quant_dot{x_scale=0.125, x_zero_point=-3, w_scales=[0.25, 0.5], has_bias=true}(aq, w, bias)
+          y = quant_dot{x_scale=0.125, x_zero_point=125, w_scales=[0.25, 0.5], has_bias=true}(aq, w, bias)
           @return(y)
     )");
     passes_test::check_same_results(pass_text::parse(text), fuse, 1e-5, 1e-5);
