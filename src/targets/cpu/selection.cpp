@@ -161,7 +161,7 @@ const std::vector<op_candidate>& op_candidates() {
          lower_quant_convolution},
         {"quant_dot", "onednn_int8", "VNNI, static, int8 b: literal weights or a run-time operand (op_quant.hpp)", false,
          lower_quant_dot},
-        {"quant_add", "quant_add", "static, u8 or s8, both operands in one packed layout (op_quant.hpp)", false,
+        {"quant_add", "quant_add", "static, u8 or s8, both operands in one packed layout (quant_loops.hpp)", false,
          lower_quant_add},
         {"quantize_linear", "onednn_reorder", "static, one scale and zero point, float32 to 8-bit", false,
          lower_quantize_linear},

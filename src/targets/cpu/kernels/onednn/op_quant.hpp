@@ -17,6 +17,7 @@
 #include "targets/cpu/lowering_util.hpp"
 
 #include "ops/quant_fused.hpp"
+#include "targets/cpu/kernels/quant_loops/quant_loops.hpp"
 
 namespace kiln::cpu {
 
@@ -74,48 +75,6 @@ struct quant_reorder : dnnl_op<quant_reorder> {
 };
 
 #undef KILN_CPU_QUANT_OP_DECLS
-
-// op::quant_add over (a, b, output buffer) in one pass, all three in the same packed
-// layout (channels-last residuals): Kiln's own loop, vectorized by the compiler (round
-// half to even by the 1.5 * 2^23 addition, which the default rounding mode does).
-struct quant_add_kernel {
-    op::quant_add op;
-    template <class Self, class F>
-    static void reflect(Self& self, F f) {
-        f(self.op, "op");
-    }
-    std::string name() const { return "cpu::quant_add"; }
-    shape compute_shape(const std::vector<shape>& inputs) const;
-    argument compute(context& ctx, const shape& out, const std::vector<argument>& args) const;
-    std::ptrdiff_t output_alias(const std::vector<shape>& inputs) const {
-        return static_cast<std::ptrdiff_t>(inputs.size()) - 1;
-    }
-};
-
-// QuantizeLinear / DequantizeLinear with one scale and zero point over (x, output buffer)
-// in one packed layout: one vectorized pass in the ONNX float32 steps (x / scale, round
-// half to even, zero point, saturate; (q - zero point) * scale), so it equals ref. oneDNN
-// 2.6's reorder with a scale and a zero point took 44 us per [128, 256] tensor (BERT),
-// this loop a few.
-struct quant_linear_kernel {
-    bool dequantize = false;
-    float scale = 1.0f;
-    std::int64_t zero_point = 0;
-    type out_type = type::uint8;
-    template <class Self, class F>
-    static void reflect(Self& self, F f) {
-        f(self.dequantize, "dequantize");
-        f(self.scale, "scale");
-        f(self.zero_point, "zero_point");
-        f(self.out_type, "out_type");
-    }
-    std::string name() const { return "cpu::quant_linear"; }
-    shape compute_shape(const std::vector<shape>& inputs) const;
-    argument compute(context& ctx, const shape& out, const std::vector<argument>& args) const;
-    std::ptrdiff_t output_alias(const std::vector<shape>& inputs) const {
-        return static_cast<std::ptrdiff_t>(inputs.size()) - 1;
-    }
-};
 
 // Whether oneDNN (as limited by ONEDNN_MAX_CPU_ISA) has a VNNI dot product for int8. Without
 // it (AVX2, AVX-512 without VNNI) its int8 kernels sum pairs of u8 x s8 products in int16
