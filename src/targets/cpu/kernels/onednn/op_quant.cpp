@@ -318,11 +318,13 @@ bool emit_quant_linear(lower_env& env, instruction_ref ins, quant_linear_kernel 
 
 bool lower_quantize_linear(lower_env& env, instruction_ref ins) {
     const auto* q = ins->get_operator().any_cast<op::quantize_linear_op>();
-    if (!q || !all_static(ins) || q->block_size != 0 || q->precision || in_dnnl_layout(env, ins->inputs()[0]))
-        return false;
+    if (!q || !all_static(ins) || q->block_size != 0 || q->precision) return false;
     const auto s = scalar_input(ins, 1), z = scalar_input(ins, 2);
     if (!s || !z || !is_8bit(ins->get_shape().get_type()) || ins->inputs()[0]->get_shape().get_type() != type::float32)
         return false;
+    // A float convolution's result in a blocked oneDNN layout (dequantize_without_vnni on AVX2):
+    // quantized from its row-major copy.
+    if (auto x = ins->inputs()[0]; in_dnnl_layout(env, x)) env.m.replace_argument(ins, x, plain(env, x));
     quant_reorder op;
     op.scale = static_cast<float>(1.0 / *s);
     op.dst_zero_point = static_cast<std::int64_t>(*z);

@@ -79,7 +79,8 @@ struct quant_reorder : dnnl_op<quant_reorder> {
 // Whether oneDNN (as limited by ONEDNN_MAX_CPU_ISA) has a VNNI dot product for int8. Without
 // it (AVX2, AVX-512 without VNNI) its int8 kernels sum pairs of u8 x s8 products in int16
 // with saturation (vpmaddubsw): full-range int8 weights (QDQ models' -127..127) overflow,
-// results off by several levels. The integer convolution and matmul then stay on ref.
+// results off by several levels. The integer convolution and matmul then go back to float
+// (dequantize_without_vnni.hpp).
 bool has_int8_dot_product();
 
 // The lowerings (selection.cpp's candidates): false leaves the instruction as it is.
