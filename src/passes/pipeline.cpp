@@ -1,6 +1,7 @@
 // The target-independent pipeline and the table of passes by name.
 #include "passes/common_subexpression_elimination.hpp"
 #include "passes/dead_code_elimination.hpp"
+#include "passes/fuse_qdq.hpp"
 #include "passes/memory_coloring.hpp"
 #include "passes/merge_literals.hpp"
 #include "passes/propagate_constants.hpp"
@@ -23,6 +24,7 @@ const std::map<std::string, std::function<pass()>>& pass_table() {
     static const std::map<std::string, std::function<pass()>> table = {
         {"dead_code_elimination", [] { return pass(dead_code_elimination{}); }},
         {"dce", [] { return pass(dead_code_elimination{}); }},
+        {"fuse_qdq", [] { return pass(fuse_qdq{}); }},
         {"memory_coloring", [] { return pass(memory_coloring{}); }},
         {"merge_literals", [] { return pass(merge_literals{}); }},
         {"common_subexpression_elimination", [] { return pass(common_subexpression_elimination{}); }},
@@ -41,7 +43,12 @@ const std::map<std::string, std::function<pass()>>& pass_table() {
 // Why this order:
 //  1. dce first: parsed graphs carry unused outputs and exporter leftovers; nothing after
 //     should spend time on them.
-//  2. simplify_dynamic_ops turns run-time shape arithmetic (Shape -> Gather -> Concat ->
+//  2. fuse_qdq turns quantized models' DequantizeLinear -> Conv/MatMul/Gemm [-> QuantizeLinear]
+//     groups into integer ops before propagate_constants folds a small weight's
+//     DequantizeLinear into float32 (its int8 values would be lost). In this pipeline, not
+//     a target's: ref then runs the same integer semantics as cpu (kiln verify compares
+//     like with like), as ORT's optimized QDQ models do.
+//  2b. simplify_dynamic_ops turns run-time shape arithmetic (Shape -> Gather -> Concat ->
 //     Reshape) into static ops with literal shapes once input shapes are known. The
 //     rewriting passes below only match static ops, and constant propagation then folds
 //     what is left of that arithmetic.
@@ -61,6 +68,7 @@ const std::map<std::string, std::function<pass()>>& pass_table() {
 std::vector<pass> target_independent_passes(const compile_options& opts) {
     return {
         dead_code_elimination{},
+        fuse_qdq{},
         simplify_dynamic_ops{},
         propagate_constants{},
         dead_code_elimination{},

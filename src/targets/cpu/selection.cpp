@@ -13,6 +13,7 @@
 #include "targets/cpu/kernels/max_pool_blocked/max_pool_blocked.hpp"
 #include "targets/cpu/kernels/onednn/op_conv.hpp"
 #include "targets/cpu/kernels/onednn/op_matmul.hpp"
+#include "targets/cpu/kernels/onednn/op_quant.hpp"
 #include "targets/cpu/kernels/packed_gemm/packed_gemm.hpp"
 #include "targets/cpu/kernels/pixel_rows_view/pixel_rows_view.hpp"
 #include "targets/cpu/kernels/silu/silu.hpp"
@@ -158,6 +159,17 @@ const std::vector<op_candidate>& op_candidates() {
          lower_dyn_matmul},
         {"gemm", "dyn_matmul", "a generic program's gemm with alpha 1: the product plus its bias", false,
          lower_dyn_gemm},
+        {"quant_convolution", "onednn_int8",
+         "VNNI, static, int8 weights (literal, zero point 0): u8/s8 x in channels-last (op_quant.hpp)", false,
+         lower_quant_convolution},
+        {"quant_dot", "onednn_int8", "VNNI, static, int8 b: literal weights or a run-time operand (op_quant.hpp)", false,
+         lower_quant_dot},
+        {"quant_add", "quant_add", "static, u8 or s8, both operands in one packed layout (quant_loops.hpp)", false,
+         lower_quant_add},
+        {"quantize_linear", "onednn_reorder", "static, one scale and zero point, float32 to 8-bit", false,
+         lower_quantize_linear},
+        {"dequantize_linear", "onednn_reorder", "static, one scale and zero point, 8-bit to float32", false,
+         lower_dequantize_linear},
         {"pooling", "max_pool_blocked", "max over a channel-blocked activation (max_pool_blocked.hpp)", true,
          lower_max_pool_blocked},
         {"pooling", "global_avg_pool", "average over each whole image (global_avg_pool.hpp)", true,

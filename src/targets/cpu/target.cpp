@@ -3,6 +3,7 @@
 // program runs, and `kiln perf --per-instruction` shows what still runs on ref code).
 #include "targets/cpu/codegen/lowering.hpp"
 #include "targets/cpu/context.hpp"
+#include "targets/cpu/dequantize_without_vnni.hpp"
 #include "targets/cpu/lowering.hpp"
 #include "targets/cpu/widen_reduced.hpp"
 
@@ -35,6 +36,9 @@ public:
         //    stay in the caches and the batch's do not (passes/split_batch.hpp);
         //    KILN_CPU_SPLIT_BATCH=0 keeps the whole batch together.
         if (o.split_batch) passes.push_back(make_pass("split_batch"));
+        // 0b. Without a VNNI int8 dot product, quantized models' integer ops back to float
+        //    (dequantize_without_vnni.hpp): oneDNN's int8 kernels would saturate there.
+        if (o.dnnl) passes.push_back(dequantize_without_vnni{});
         // 1. Elementwise chains and reductions into fused groups; the ops oneDNN takes as
         //    post-ops of a convolution or matmul are left out of the groups (codegen/reserve).
         passes.push_back(codegen::make_fusion_pass(o));

@@ -1,0 +1,377 @@
+#include "targets/cpu/kernels/onednn/op_quant.hpp"
+
+#include "ops/quantize.hpp"
+#include "passes/rewrite_utils.hpp"
+
+#include <kiln/register_op.hpp>
+
+#include <algorithm>
+
+namespace kiln::cpu {
+
+namespace {
+
+using dt = dnnl::memory::data_type;
+
+void expect_int8_dot_product(const std::string& op_name);  // below, with has_int8_dot_product
+
+// The requantize of p as oneDNN attributes for a result whose channel dim is `channel_dim`
+// (output scales, run-time zero points, the folded Relu/Clip).
+dnnl::primitive_attr quant_attr(const op::requantize_params& p, std::size_t channels, int channel_dim) {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    std::vector<float> scales(p.w_scales.size() == 1 ? 1 : channels);
+    for (std::size_t c = 0; c < scales.size(); ++c)
+        scales[c] = p.channel_scale(c) / (p.quantized_output() ? p.y_scale : 1.0f);
+    attr.set_output_scales(scales.size() == 1 ? 0 : 1 << channel_dim, scales);
+    if (p.x_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    if (p.w_zero_point != 0) attr.set_zero_points(DNNL_ARG_WEIGHTS, 0, {DNNL_RUNTIME_S32_VAL});
+    if (p.quantized_output()) {
+        if (p.y_zero_point != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+        const std::int64_t lo = p.out_type == type::int8 ? -128 : 0, hi = p.out_type == type::int8 ? 127 : 255;
+        if (p.y_min > lo || p.y_max < hi) {
+            // Before the output zero point is added, in output levels.
+            dnnl::post_ops po;
+            po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, static_cast<float>(p.y_min - p.y_zero_point),
+                              static_cast<float>(p.y_max - p.y_zero_point));
+            attr.set_post_ops(po);
+        }
+    }
+    return attr;
+}
+
+dnnl::memory s32_scalar(const dnnl::engine& eng, std::int64_t v) {
+    dnnl::memory m({{1}, dt::s32, dnnl::memory::format_tag::a}, eng);
+    *static_cast<std::int32_t*>(m.get_data_handle()) = static_cast<std::int32_t>(v);
+    return m;
+}
+
+void bind_zero_points(primitive_kernel& k, const op::requantize_params& p, const dnnl::engine& eng) {
+    if (p.x_zero_point != 0) k.bind_owned(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, s32_scalar(eng, p.x_zero_point));
+    if (p.w_zero_point != 0)
+        k.bind_owned(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_WEIGHTS, s32_scalar(eng, p.w_zero_point));
+    if (p.quantized_output() && p.y_zero_point != 0)
+        k.bind_owned(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, s32_scalar(eng, p.y_zero_point));
+}
+
+// Constant weights reordered once into the layout the primitive wants.
+void bind_weights(primitive_kernel& k, const dnnl::memory::desc& plain, const dnnl::memory::desc& wanted,
+                  const std::vector<argument>& constants, const dnnl::engine& eng, const std::string& op_name) {
+    if (constants.size() <= 1 || constants[1].empty())
+        throw_error(error_code::runtime, op_name + ": needs its constant weights to lay them out");
+    k.bind_owned(DNNL_ARG_WEIGHTS, reorder_constant(eng, plain, constants[1].data(), wanted));
+}
+
+// Convolution weights [M, C/G, k...] as oneDNN sees them ([G, M/G, C/G, k...] when grouped).
+dnnl::memory::desc conv_weights_md(const shape& w, std::int64_t group, bool any) {
+    auto lens = w.lens();
+    auto strides = w.strides();
+    std::vector<std::size_t> dims, st;
+    const auto G = static_cast<std::size_t>(std::max<std::int64_t>(group, 1));
+    if (G > 1) {
+        dims.push_back(G);
+        st.push_back(lens[0] / G * strides[0]);
+    }
+    dims.push_back(lens[0] / G);
+    st.push_back(strides[0]);
+    for (std::size_t i = 1; i < lens.size(); ++i) {
+        dims.push_back(lens[i]);
+        st.push_back(strides[i]);
+    }
+    if (any) return dnnl::memory::desc(to_dims(dims), to_dnnl_type(w.get_type()), dnnl::memory::format_tag::any);
+    return dnnl::memory::desc(to_dims(dims), to_dnnl_type(w.get_type()), to_dims(st));
+}
+
+}  // namespace
+
+shape quant_conv::logical_shape(const std::vector<shape>& operands) const { return op.compute_shape(operands); }
+
+dnnl::primitive_desc_base quant_conv::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
+                                              const shape& dst) const {
+    expect_plain();
+    expect_int8_dot_product(name());
+    const shape& x = operands.at(0);
+    const shape& w = operands.at(1);
+    auto g = op.conv_geom(op.name(), x, w);
+    dnnl::memory::dims strides, dilates, pad_l, pad_r;
+    for (std::size_t i = 0; i < g.rank(); ++i) {
+        const std::int64_t span = (g.kernel[i] - 1) * g.dilation[i] + 1;
+        strides.push_back(g.stride[i]);
+        dilates.push_back(g.dilation[i] - 1);
+        pad_l.push_back(g.pad_begin[i]);
+        pad_r.push_back((g.out[i] - 1) * g.stride[i] + span - g.in[i] - g.pad_begin[i]);
+    }
+    auto attr = quant_attr(op, static_cast<std::size_t>(g.out_channels), 1);
+    auto wmd = conv_weights_md(w, g.group, true);
+    const auto prop = dnnl::prop_kind::forward_inference;
+    const auto alg = dnnl::algorithm::convolution_direct;
+    auto d = op.has_bias ? dnnl::convolution_forward::desc(prop, alg, md_of(x), wmd, md_of(operands.at(2)), md_of(dst),
+                                                           strides, dilates, pad_l, pad_r)
+                         : dnnl::convolution_forward::desc(prop, alg, md_of(x), wmd, md_of(dst), strides, dilates,
+                                                           pad_l, pad_r);
+    return dnnl::convolution_forward::primitive_desc(d, attr, eng);
+}
+
+void quant_conv::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd,
+                               const std::vector<shape>& operands, const std::vector<argument>& constants,
+                               const dnnl::engine& eng) const {
+    k.bind(DNNL_ARG_SRC, 0, pd.src_desc());
+    bind_weights(k, conv_weights_md(operands.at(1), op.group, false), pd.weights_desc(), constants, eng, name());
+    if (op.has_bias) k.bind(DNNL_ARG_BIAS, 2, md_of(operands.at(2)));
+    bind_zero_points(k, op, eng);
+}
+
+shape quant_matmul::logical_shape(const std::vector<shape>& operands) const { return op.compute_shape(operands); }
+
+namespace {
+
+// Constant 2-D weights under a row-major a and result: the batch dims fold into the rows
+// (one 2-D product; oneDNN then lays the weights out for its VNNI kernels, where a 3-D
+// problem kept them plain: 0.07 ms for 128x256x256).
+bool folds_rows(const quant_matmul& m, const std::vector<shape>& operands, const shape& dst) {
+    return operands.at(1).ndim() == 2 && m.op.w_zero_point == 0 && operands.at(0).standard() && dst.standard();
+}
+
+dnnl::memory::desc rows_md(const shape& s) {
+    const auto& l = s.lens();
+    const std::size_t cols = l.back(), rows = s.elements() / std::max<std::size_t>(cols, 1);
+    return md_of(shape(s.get_type(), {rows, cols}));
+}
+
+}  // namespace
+
+dnnl::primitive_desc_base quant_matmul::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
+                                                const shape& dst) const {
+    expect_plain();
+    expect_int8_dot_product(name());
+    const bool fold = folds_rows(*this, operands, dst);
+    const std::size_t r = fold ? 2 : dst.ndim();
+    const bool constant_b = operands.at(1).ndim() == 2 && op.w_zero_point == 0;
+    auto src = fold ? rows_md(operands.at(0)) : md_with_rank(operands.at(0), r);
+    auto out = fold ? rows_md(dst) : md_of(dst);
+    auto wei = md_with_rank(operands.at(1), r);
+    if (constant_b) wei = dnnl::memory::desc(wei.dims(), wei.data_type(), dnnl::memory::format_tag::any);
+    auto attr = quant_attr(op, operands.at(1).lens().back(), static_cast<int>(r) - 1);
+    if (op.has_bias) {
+        auto lens = std::vector<std::size_t>(r, 1);
+        lens.back() = operands.at(2).elements();
+        auto bias = md_of(shape(type::float32, lens));
+        return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, bias, out), attr, eng);
+    }
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, out), attr, eng);
+}
+
+void quant_matmul::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd,
+                                 const std::vector<shape>& operands, const std::vector<argument>& constants,
+                                 const dnnl::engine& eng) const {
+    const std::size_t r = pd.dst_desc().dims().size();
+    k.bind(DNNL_ARG_SRC, 0, pd.src_desc());
+    const bool constant_b = operands.at(1).ndim() == 2 && op.w_zero_point == 0 && constants.size() > 1 &&
+                            !constants[1].empty();
+    if (constant_b) bind_weights(k, md_with_rank(operands.at(1), r), pd.weights_desc(), constants, eng, name());
+    else k.bind(DNNL_ARG_WEIGHTS, 1, pd.weights_desc());
+    if (op.has_bias) k.bind(DNNL_ARG_BIAS, 2, pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_BIAS));
+    bind_zero_points(k, op, eng);
+}
+
+shape quant_reorder::logical_shape(const std::vector<shape>& operands) const {
+    if (operands.size() != 1) throw_error(error_code::shape, name() + ": expected one operand");
+    return shape(out_type, operands[0].lens());
+}
+
+dnnl::primitive_desc_base quant_reorder::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
+                                                 const shape& dst) const {
+    expect_plain();
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (scale != 1.0f) attr.set_output_scales(0, {scale});
+    if (src_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {static_cast<std::int32_t>(src_zero_point)});
+    if (dst_zero_point != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {static_cast<std::int32_t>(dst_zero_point)});
+    return dnnl::reorder::primitive_desc(eng, md_of(operands.at(0)), eng, md_of(dst), attr);
+}
+
+void quant_reorder::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base&,
+                                  const std::vector<shape>& operands, const std::vector<argument>&,
+                                  const dnnl::engine&) const {
+    k.bind(DNNL_ARG_FROM, 0, md_of(operands.at(0)));
+}
+
+namespace {
+
+bool is_8bit(type t) { return t == type::int8 || t == type::uint8; }
+
+bool dnnl_int8_or_f32(type t) { return is_8bit(t) || t == type::int32 || t == type::float32; }
+
+bool all_static(instruction_ref ins) {
+    if (!ins->get_shape().is_tensor() || ins->get_shape().dynamic() || ins->get_shape().elements() == 0) return false;
+    for (auto in : ins->inputs())
+        if (!in->get_shape().is_tensor() || in->get_shape().dynamic() || in->get_shape().elements() == 0 ||
+            !dnnl_int8_or_f32(in->get_shape().get_type()))
+            return false;
+    return true;
+}
+
+// x in the IR strides `want` (an 8-bit plain tensor): x, or a quant_reorder before pos.
+instruction_ref with_strides(lower_env& env, instruction_ref pos, instruction_ref x, const shape& want) {
+    if (x->get_shape().strides() == want.strides()) return x;
+    quant_reorder r;
+    r.out_type = x->get_shape().get_type();
+    auto buf = env.m.insert_instruction(pos, builtin::allocate{want}, {});
+    return env.m.insert_instruction(pos, r, {x, buf});
+}
+
+// The bias in accumulator units: int32 as it is, float32 divided by x_scale * w_scale.
+instruction_ref accumulator_bias(lower_env& env, instruction_ref pos, instruction_ref b,
+                                 const op::requantize_params& p) {
+    auto v = rewrite::values_of(b->get_literal());
+    if (b->get_shape().get_type() == type::float32)
+        for (std::size_t c = 0; c < v.size(); ++c) v[c] /= static_cast<double>(p.channel_scale(c));
+    return env.constant(pos, rewrite::make_literal(shape(type::float32, {v.size()}), v));
+}
+
+}  // namespace
+
+namespace {
+// A program compiled where VNNI exists and loaded where it does not must not run oneDNN's
+// saturating int8 kernels (has_int8_dot_product): its load fails instead.
+void expect_int8_dot_product(const std::string& op_name) {
+    if (!has_int8_dot_product())
+        throw_error(error_code::unsupported, op_name + ": this CPU has no VNNI int8 dot product; oneDNN's int8 "
+                                                       "kernels would saturate (compile the program here instead)");
+}
+}  // namespace
+
+bool has_int8_dot_product() {
+    using isa = dnnl::cpu_isa;
+    const auto i = dnnl::get_effective_cpu_isa();
+    return i == isa::avx512_core_vnni || i == isa::avx512_core_bf16 || i == isa::avx512_core_amx ||
+           i == isa::avx2_vnni;
+}
+
+bool lower_quant_convolution(lower_env& env, instruction_ref ins) {
+    const auto* q = ins->get_operator().any_cast<op::quant_convolution>();
+    if (!q || !all_static(ins) || in_dnnl_layout(env, ins->inputs()[0]) || !has_int8_dot_product()) return false;
+    auto w = ins->inputs()[1];
+    if (!w->is_literal() || w->get_shape().get_type() != type::int8 || q->w_zero_point != 0) return false;
+    const auto& lens = ins->get_shape().lens();
+    quant_conv op;
+    op.op = *q;
+    auto xl = ins->inputs()[0]->get_shape();
+    auto x = with_strides(env, ins, ins->inputs()[0],
+                          shape(xl.get_type(), xl.lens(), channels_last_strides(xl.lens())));
+    std::vector<instruction_ref> operands{x, w};
+    if (q->has_bias) operands.push_back(accumulator_bias(env, ins, ins->inputs()[2], *q));
+    // Channels-last between the fused ops (oneDNN's fast int8 layout); a program result row-major.
+    if (rewrite::is_output(env.m, ins)) return emit(env, ins, op, operands, shape(q->out_type, lens));
+    return emit(env, ins, op, operands, shape(q->out_type, lens, channels_last_strides(lens)));
+}
+
+bool lower_quant_dot(lower_env& env, instruction_ref ins) {
+    const auto* q = ins->get_operator().any_cast<op::quant_dot>();
+    if (!q || !all_static(ins) || !has_int8_dot_product()) return false;
+    for (auto in : ins->inputs())
+        if (in_dnnl_layout(env, in)) return false;
+    auto b = ins->inputs()[1];
+    if (b->get_shape().get_type() != type::int8) return false;
+    if (b->get_shape().ndim() == 2 && q->w_zero_point == 0 && !b->is_literal()) return false;
+    if (q->w_scales.size() > 1 && !b->is_literal()) return false;
+    quant_matmul op;
+    op.op = *q;
+    std::vector<instruction_ref> operands{ins->inputs()[0], b};
+    if (q->has_bias) operands.push_back(accumulator_bias(env, ins, ins->inputs()[2], *q));
+    return emit(env, ins, op, operands, shape(q->out_type, ins->get_shape().lens()));
+}
+
+namespace {
+
+// One literal value of input i, when present and per tensor.
+std::optional<double> scalar_input(instruction_ref ins, std::size_t i) {
+    if (ins->inputs().size() <= i) return 0.0;
+    auto l = rewrite::constant_of(ins->inputs()[i]);
+    if (!l || l->get_shape().elements() != 1) return std::nullopt;
+    return rewrite::values_of(*l)[0];
+}
+
+// The result in the strides of its input (a channels-last activation stays so); a
+// program result row-major.
+shape like_input(lower_env& env, instruction_ref ins) {
+    const auto& x = ins->inputs()[0]->get_shape();
+    if (rewrite::is_output(env.m, ins)) return shape(ins->get_shape().get_type(), x.lens());
+    return shape(ins->get_shape().get_type(), x.lens(), strides_like(x, x.lens()));
+}
+
+}  // namespace
+
+namespace {
+
+// Q or DQ as one pass (quant_linear_kernel) when x is packed, else a oneDNN reorder.
+bool emit_quant_linear(lower_env& env, instruction_ref ins, quant_linear_kernel k, const quant_reorder& fallback) {
+    const auto& x = ins->inputs()[0]->get_shape();
+    const shape out = like_input(env, ins);
+    if (!x.packed() || out.strides() != x.strides()) return emit(env, ins, fallback, {ins->inputs()[0]}, out);
+    auto buf = env.m.insert_instruction(ins, builtin::allocate{out}, {});
+    env.m.replace_instruction(ins, k, {ins->inputs()[0], buf});
+    return true;
+}
+
+}  // namespace
+
+bool lower_quantize_linear(lower_env& env, instruction_ref ins) {
+    const auto* q = ins->get_operator().any_cast<op::quantize_linear_op>();
+    if (!q || !all_static(ins) || q->block_size != 0 || q->precision) return false;
+    const auto s = scalar_input(ins, 1), z = scalar_input(ins, 2);
+    if (!s || !z || !is_8bit(ins->get_shape().get_type()) || ins->inputs()[0]->get_shape().get_type() != type::float32)
+        return false;
+    // A float convolution's result in a blocked oneDNN layout (dequantize_without_vnni on AVX2):
+    // quantized from its row-major copy.
+    if (auto x = ins->inputs()[0]; in_dnnl_layout(env, x)) env.m.replace_argument(ins, x, plain(env, x));
+    quant_reorder op;
+    op.scale = static_cast<float>(1.0 / *s);
+    op.dst_zero_point = static_cast<std::int64_t>(*z);
+    op.out_type = ins->get_shape().get_type();
+    quant_linear_kernel k;
+    k.scale = static_cast<float>(*s);
+    k.zero_point = op.dst_zero_point;
+    k.out_type = op.out_type;
+    return emit_quant_linear(env, ins, k, op);
+}
+
+bool lower_dequantize_linear(lower_env& env, instruction_ref ins) {
+    const auto* d = ins->get_operator().any_cast<op::dequantize_linear_op>();
+    if (!d || !all_static(ins) || d->block_size != 0 || ins->get_shape().get_type() != type::float32) return false;
+    const auto s = scalar_input(ins, 1), z = scalar_input(ins, 2);
+    if (!s || !z || !is_8bit(ins->inputs()[0]->get_shape().get_type())) return false;
+    quant_reorder op;
+    op.scale = static_cast<float>(*s);
+    op.src_zero_point = static_cast<std::int64_t>(*z);
+    quant_linear_kernel k;
+    k.dequantize = true;
+    k.scale = op.scale;
+    k.zero_point = op.src_zero_point;
+    k.out_type = type::float32;
+    return emit_quant_linear(env, ins, k, op);
+}
+
+bool lower_quant_add(lower_env& env, instruction_ref ins) {
+    const auto* q = ins->get_operator().any_cast<op::quant_add>();
+    if (!q || !all_static(ins)) return false;
+    const auto& a = ins->inputs()[0]->get_shape();
+    const auto& b = ins->inputs()[1]->get_shape();
+    const auto t = ins->get_shape().get_type();
+    if (a.get_type() != t || b.get_type() != t || !a.packed() || a.strides() != b.strides() ||
+        in_dnnl_layout(env, ins->inputs()[0]) || in_dnnl_layout(env, ins->inputs()[1]))
+        return false;
+    const bool result = rewrite::is_output(env.m, ins);
+    if (result && !a.standard()) return false;
+    quant_add_kernel k;
+    k.op = *q;
+    auto buf = env.m.insert_instruction(ins, builtin::allocate{shape(t, a.lens(), a.strides())}, {});
+    env.m.replace_instruction(ins, k, {ins->inputs()[0], ins->inputs()[1], buf});
+    return true;
+}
+
+KILN_REGISTER_OP(quant_conv)
+KILN_REGISTER_OP(quant_matmul)
+KILN_REGISTER_OP(quant_reorder)
+
+}  // namespace kiln::cpu

@@ -1,0 +1,149 @@
+// QDQ groups on the cpu target (oneDNN's int8 kernels, op_quant.hpp) against ref, which
+// runs the same fused integer ops (fuse_qdq is target-independent): equal within one
+// output level (oneDNN rounds the requantize in float with a fused scale; ref computes
+// acc * scale in double), and nothing left on the reference kernels.
+#include "cpu_test_util.hpp"
+#include "targets/cpu/kernels/onednn/op_quant.hpp"
+
+#include <kiln/module_text.hpp>
+
+using namespace kiln;
+using namespace kiln::cpu_test;
+
+namespace {
+
+literal ints(type t, std::vector<std::size_t> lens, int lo, int hi) {
+    shape s(t, std::move(lens));
+    std::uniform_int_distribution<int> d(lo, hi);
+    std::vector<double> v(s.elements());
+    for (auto& x : v) x = d(rng());
+    return literal(s, v);
+}
+
+both run_text(const std::string& src, const std::map<std::string, literal>& weights, const param_map& inputs,
+              double atol) {
+    builder b;
+    b.p = parse_program(src, {literals_by_name(weights)});
+    b.inputs = inputs;
+    return run_both(b, 1e-4, atol);
+}
+
+// x (float) -> Q/DQ (uint8) -> conv (per-channel int8 weights, int32 bias) -> relu -> Q/DQ.
+const char* conv_text = R"(
+    module main
+      x = @param -> float32[2, 8, 9, 7]
+      xs = @literal{float32[] {0.03}}
+      xz = @literal{uint8[] {120}}
+      xq = quantize_linear(x, xs, xz)
+      xd = dequantize_linear(xq, xs, xz)
+      w = @literal{int8[16, GROUP_C, 3, 3] {...}}
+      ws = @literal{float32[16] {...}}
+      wz = @literal{int8[16] {...}}
+      wd = dequantize_linear{axis=0}(w, ws, wz)
+      b = @literal{float32[16] {...}}
+      c = convolution{padding=[1, 1, 1, 1], stride=[STRIDE, STRIDE], group=GROUPS}(xd, wd, b)
+      r = relu(c)
+      ys = @literal{float32[] {0.05}}
+      yz = @literal{uint8[] {3}}
+      yq = quantize_linear(r, ys, yz)
+      y = dequantize_linear(yq, ys, yz)
+      @return(y)
+)";
+
+std::string replaced(std::string s, const std::string& from, const std::string& to) {
+    for (auto p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+    return s;
+}
+
+void check_conv(std::size_t groups, std::size_t stride) {
+    const std::size_t cg = 8 / groups;
+    auto src = replaced(replaced(replaced(conv_text, "GROUP_C", std::to_string(cg)), "GROUPS", std::to_string(groups)),
+                         "STRIDE", std::to_string(stride));
+    std::vector<double> ws(16), bias(16);
+    for (std::size_t c = 0; c < 16; ++c) ws[c] = 0.002 + 0.0005 * static_cast<double>(c), bias[c] = 0.1 * (c % 5) - 0.2;
+    std::map<std::string, literal> weights{{"w", ints(type::int8, {16, cg, 3, 3}, -127, 127)},
+                                           {"ws", literal(shape(type::float32, {16}), ws)},
+                                           {"wz", literal(shape(type::int8, {16}), std::vector<double>(16, 0.0))},
+                                           {"b", literal(shape(type::float32, {16}), bias)}};
+    param_map in{{"x", random_literal({2, 8, 9, 7}, 3.0f).get_argument()}};
+    auto r = run_text(src, weights, in, 0.05 + 1e-6);
+    if (!cpu::has_int8_dot_product()) {  // back to float kernels there (dequantize_without_vnni.hpp)
+        EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
+        return;
+    }
+    EXPECT_EQ(count_ops(r.cpu, "cpu::quant_conv"), 1u) << text(r.cpu);
+    EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
+}
+
+}  // namespace
+
+TEST(cpu_quant, convolution_u8_per_channel_relu_requantized) { check_conv(1, 1); }
+TEST(cpu_quant, strided_grouped_and_depthwise_convolutions) {
+    check_conv(2, 2);
+    check_conv(8, 1);
+}
+
+TEST(cpu_quant, matmuls_s8_weights_and_activation_pairs_with_float_results) {
+    // BERT's shape: int8 activations with zero points, a Q/DQ pair before each operand;
+    // per-column weights plus a bias Add, and a product of two activations (QK^T).
+    const char* src = R"(
+        module main
+          a = @param -> float32[2, 5, 12]
+          k = @param -> float32[2, 12, 6]
+          s = @literal{float32[] {0.02}}
+          z = @literal{int8[] {-5}}
+          aq = quantize_linear(a, s, z)
+          ad = dequantize_linear(aq, s, z)
+          w = @literal{int8[12, 6] {...}}
+          ws = @literal{float32[6] {0.01, 0.02, 0.015, 0.005, 0.03, 0.01}}
+          wz = @literal{int8[6] {0, 0, 0, 0, 0, 0}}
+          wd = dequantize_linear(w, ws, wz)
+          m = matmul(ad, wd)
+          bias = @literal{float32[6] {0.5, -0.25, 1, 0, 2, -1}}
+          y = add(m, bias)
+          ks = @literal{float32[] {0.025}}
+          kz = @literal{int8[] {7}}
+          kq = quantize_linear(k, ks, kz)
+          kd = dequantize_linear(kq, ks, kz)
+          a2 = dequantize_linear(aq, s, z)
+          qk = matmul(a2, kd)
+          @return(y, qk)
+    )";
+    std::map<std::string, literal> weights{{"w", ints(type::int8, {12, 6}, -127, 127)}};
+    param_map in{{"a", random_literal({2, 5, 12}, 2.0f).get_argument()},
+                 {"k", random_literal({2, 12, 6}, 2.0f).get_argument()}};
+    auto r = run_text(src, weights, in, 1e-4);
+    if (!cpu::has_int8_dot_product()) {  // back to float kernels there (dequantize_without_vnni.hpp)
+        EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
+        return;
+    }
+    EXPECT_EQ(count_ops(r.cpu, "cpu::quant_matmul"), 2u) << text(r.cpu);
+    EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
+}
+
+TEST(cpu_quant, residual_add_of_two_quantized_tensors_is_exact) {
+    // MobileNet's inverted residual: Add(DQ(a), DQ(b)) -> Q computed as the ONNX ops do.
+    const char* src = R"(
+        module main
+          a = @param -> float32[1, 24, 7, 5]
+          b = @param -> float32[1, 24, 7, 5]
+          sa = @literal{float32[] {0.04}}
+          za = @literal{uint8[] {100}}
+          sb = @literal{float32[] {0.03}}
+          zb = @literal{uint8[] {130}}
+          aq = quantize_linear(a, sa, za)
+          bq = quantize_linear(b, sb, zb)
+          ad = dequantize_linear(aq, sa, za)
+          bd = dequantize_linear(bq, sb, zb)
+          s = add(ad, bd)
+          sy = @literal{float32[] {0.05}}
+          zy = @literal{uint8[] {120}}
+          y = quantize_linear(s, sy, zy)
+          @return(y)
+    )";
+    param_map in{{"a", random_literal({1, 24, 7, 5}, 4.0f).get_argument()},
+                 {"b", random_literal({1, 24, 7, 5}, 4.0f).get_argument()}};
+    auto r = run_text(src, {}, in, 0.0);  // Q, DQ and quant_add in the ONNX float32 steps: exact
+    EXPECT_EQ(count_ops(r.cpu, "cpu::quant_add"), 1u) << text(r.cpu);
+    EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
+}

@@ -1,0 +1,131 @@
+// fuse_qdq as before/after text (pass_text_util.hpp), and the numbers: the fused integer
+// op against the DequantizeLinear -> product -> QuantizeLinear it replaces, within one
+// output level (the float product rounds differently from the exact integer one).
+#include "pass_text_util.hpp"
+#include "passes/dead_code_elimination.hpp"
+#include "passes/fuse_qdq.hpp"
+#include "passes_test_util.hpp"
+
+using namespace kiln;
+using pass_text::expect_rewrite;
+using pass_text::expect_unchanged;
+
+namespace {
+
+void fuse(module& m) {
+    fuse_qdq{}.apply(m);
+    dead_code_elimination{}.apply(m);
+}
+
+// Shared by MobileNet's shape: uint8 activations, per-channel int8 weights, an int32 bias
+// whose scale is x_scale * w_scale, a Relu folded into the saturation.
+const char* conv_group = R"(
+        module main
+          x = @param -> uint8[1, 2, 4, 4]
+          xs = @literal{float32[] {0.5}}
+          xz = @literal{uint8[] {128}}
+          xd = dequantize_linear(x, xs, xz)
+          w = @literal{int8[3, 2, 1, 1] {1, -2, 3, -4, 5, -6}}
+          ws = @literal{float32[3] {0.25, 0.5, 0.125}}
+          wz = @literal{int8[3] {0, 0, 0}}
+          wd = dequantize_linear{axis=0}(w, ws, wz)
+          b = @literal{int32[3] {4, -8, 16}}
+          bs = @literal{float32[3] {0.125, 0.25, 0.0625}}
+          bz = @literal{int32[3] {0, 0, 0}}
+          bd = dequantize_linear{axis=0}(b, bs, bz)
+          c = convolution(xd, wd, bd)
+          r = relu(c)
+          ys = @literal{float32[] {0.25}}
+          yz = @literal{uint8[] {10}}
+          y = quantize_linear(r, ys, yz)
+          @return(y)
+    )";
+
+}  // namespace
+
+TEST(fuse_qdq_text, conv_relu_quantize_becomes_one_integer_convolution) {
+    // out_type 5 is uint8; y_min 10 is the Relu: nothing below the zero point.
+    expect_rewrite(conv_group, fuse, R"(
+        module main
+          x = @param -> uint8[1, 2, 4, 4]
+          w = @literal{int8[3, 2, 1, 1] {1, -2, 3, -4, 5, -6}}
+          b = @literal{int32[3] {4, -8, 16}}
+          y = quant_convolution{x_scale=0.5, x_zero_point=128, w_scales=[0.25, 0.5, 0.125], has_bias=true, out_type=5, y_scale=0.25, y_zero_point=10, y_min=10, y_max=255}(x, w, b)
+          @return(y)
+    )");
+    passes_test::check_same_results(pass_text::parse(conv_group), fuse, 0, 1.0);
+}
+
+TEST(fuse_qdq_text, per_consumer_pairs_before_a_matmul_fuse_with_a_float_result_and_bias) {
+    // BERT's shape: a Q/DQ pair of its own before each operand; the bias Add folds in, and
+    // the int8 activation becomes uint8 with its zero point + 128 (the same x - x_zero_point).
+    const char* text = R"(
+        module main
+          a = @param -> float32[2, 3]
+          s = @literal{float32[] {0.125}}
+          z = @literal{int8[] {-3}}
+          aq = quantize_linear(a, s, z)
+          ad = dequantize_linear(aq, s, z)
+          w = @literal{int8[3, 2] {1, -2, 3, -4, 5, -6}}
+          ws = @literal{float32[2] {0.25, 0.5}}
+          wz = @literal{int8[2] {0, 0}}
+          wd = dequantize_linear(w, ws, wz)
+          m = matmul(ad, wd)
+          bias = @literal{float32[2] {1, -1}}
+          y = add(m, bias)
+          @return(y)
+    )";
+    expect_rewrite(text, fuse, R"(
+        module main
+          a = @param -> float32[2, 3]
+          s = @literal{float32[] {0.125}}
+          z = @literal{uint8[] {125}}
+          aq = quantize_linear(a, s, z)
+          w = @literal{int8[3, 2] {1, -2, 3, -4, 5, -6}}
+          bias = @literal{float32[2] {1, -1}}
+          y = quant_dot{x_scale=0.125, x_zero_point=125, w_scales=[0.25, 0.5], has_bias=true}(aq, w, bias)
+          @return(y)
+    )");
+    passes_test::check_same_results(pass_text::parse(text), fuse, 1e-5, 1e-5);
+}
+
+TEST(fuse_qdq_text, per_axis_activation_scales_stay) {
+    expect_unchanged(R"(
+        module main
+          x = @param -> uint8[2, 3]
+          xs = @literal{float32[3] {0.5, 0.25, 1}}
+          xz = @literal{uint8[3] {1, 2, 3}}
+          xd = dequantize_linear(x, xs, xz)
+          w = @param -> float32[3, 2]
+          m = matmul(xd, w)
+          @return(m)
+    )", fuse);
+}
+
+TEST(fuse_qdq_text, residual_add_between_quantized_tensors_becomes_quant_add) {
+    const char* text = R"(
+        module main
+          a = @param -> uint8[2, 3]
+          b = @param -> uint8[2, 3]
+          sa = @literal{float32[] {0.5}}
+          za = @literal{uint8[] {100}}
+          sb = @literal{float32[] {0.25}}
+          zb = @literal{uint8[] {130}}
+          ad = dequantize_linear(a, sa, za)
+          bd = dequantize_linear(b, sb, zb)
+          s = add(ad, bd)
+          sy = @literal{float32[] {0.75}}
+          zy = @literal{uint8[] {120}}
+          y = quantize_linear(s, sy, zy)
+          @return(y)
+    )";
+    expect_rewrite(text, fuse, R"(
+        module main
+          a = @param -> uint8[2, 3]
+          b = @param -> uint8[2, 3]
+          y = quant_add{a_scale=0.5, a_zero_point=100, b_scale=0.25, b_zero_point=130, y_scale=0.75, y_zero_point=120, out_type=5}(a, b)
+          @return(y)
+    )");
+    // The ONNX ops' float32 steps exactly.
+    passes_test::check_same_results(pass_text::parse(text), fuse, 0, 0);
+}
