@@ -243,9 +243,10 @@ kiln_status kiln_quantize_bf16(kiln_program program, const char* const* ops, siz
 /* Runs a compiled program; every input by name. The outputs' memory is Kiln's. */
 kiln_status kiln_program_run(kiln_program program, kiln_params params, kiln_arguments* outputs);
 /* Runs and writes output i into outputs[i] (e.g. kiln_argument_wrap of the caller's
- * buffer), whose type and lens must be the run's; count must be the output count. The
- * values are copied there from the run's results (the targets do not yet compute into
- * caller memory); the buffers are checked before the run. */
+ * buffer), whose type and lens must be the run's; count must be the output count. Where the
+ * compiled program's output is a plain buffer and outputs[i] is 64-byte aligned and row-major,
+ * the program computes it there directly (no copy); other outputs are copied there after the
+ * run. The buffers must not overlap the inputs; they are checked before the run. */
 kiln_status kiln_program_run_into(kiln_program program, kiln_params params, const kiln_argument* outputs,
                                   size_t count);
 /* Called once when an asynchronous run ends, on a thread of Kiln's: with the outputs

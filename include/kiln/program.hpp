@@ -96,6 +96,11 @@ public:
     // Same, adding each instruction's wall time to `profile` (one entry per instruction
     // that ran, matched by module and index across calls).
     std::vector<argument> eval(const param_map& params, std::vector<instruction_profile>& profile) const;
+    // eval, writing output i into outputs[i] (tensors of the outputs' element types and lens, not
+    // overlapping the inputs). Where an output's buffer is a plain allocation and outputs[i] is a
+    // 64-byte aligned row-major host tensor, the program computes it there directly (no copy);
+    // the others are copied there after the run. Returns how many were computed in place.
+    std::size_t eval_into(const param_map& params, const std::vector<argument>& outputs) const;
 
     // The caller-visible parameters, in declaration order (internal "#..." excluded).
     std::vector<std::string> get_parameter_names() const;
@@ -153,7 +158,9 @@ private:
     std::vector<argument> eval_impl(const param_map& params, std::vector<instruction_profile>* profile) const;
     // eval_impl after the inputs were checked (and defaults added): a dynamic program
     // hands them to the program it chose without checking them again.
-    std::vector<argument> run_checked(param_map checked, std::vector<instruction_profile>* profile) const;
+    // `destinations`: eval_into's output buffers (see exec_plan::run).
+    std::vector<argument> run_checked(param_map checked, std::vector<instruction_profile>* profile,
+                                      const std::vector<argument>* destinations = nullptr) const;
     std::unique_ptr<impl> impl_;
 };
 

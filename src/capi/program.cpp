@@ -240,25 +240,8 @@ kiln_status kiln_program_run_into(kiln_program program, kiln_params params, cons
         for (size_t i = 0; i < count; ++i)
             if (!dest[i].get_shape().is_tensor() || dest[i].data() == nullptr)
                 invalid("outputs[" + std::to_string(i) + "] holds no tensor memory");
-        auto results = p.program->eval(in.map);
-        if (results.size() != count)
-            throw_error(error_code::runtime,
-                        "the run gave " + std::to_string(results.size()) + " outputs, not " + std::to_string(count));
-        for (size_t i = 0; i < count; ++i) {
-            const auto &got = results[i].get_shape(), &want = dest[i].get_shape();
-            auto what = "output " + std::to_string(i) + " ('" + p.outputs[i] + "')";
-            if (!got.is_tensor())
-                throw_error(error_code::unsupported, what + " is " + got.to_string() + ", not a tensor");
-            if (got.get_type() != want.get_type())
-                throw_error(error_code::type,
-                            what + ": the run gave " + got.to_string() + ", the buffer is " + want.to_string());
-            if (got.lens() != want.lens())
-                throw_error(error_code::shape,
-                            what + ": the run gave " + got.to_string() + ", the buffer is " + want.to_string());
-        }
-        // The targets allocate their own results; this copy is what writing into the
-        // caller's memory costs until eval takes destination buffers.
-        for (size_t i = 0; i < count; ++i) results[i].copy_to(dest[i]);
+        // Computed straight into the buffers where the program allows it, else copied there.
+        p.program->eval_into(in.map, dest);
     });
 }
 

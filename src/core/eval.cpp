@@ -5,6 +5,8 @@
 #include <kiln/program.hpp>
 
 #include <chrono>
+#include <cstdint>
+#include <cstring>
 #include <unordered_map>
 
 namespace kiln {
@@ -39,6 +41,7 @@ exec_plan::exec_plan(const module& m) : module_name_(m.name()) {
         steps_.push_back(std::move(s));
     }
     slots_ = steps_.size();
+    mark_output_allocations();
     // Free each result after its last use, except the returned ones.
     std::vector<std::int64_t> last_use(slots_, -1);
     for (std::size_t i = 0; i < steps_.size(); ++i)
@@ -47,6 +50,50 @@ exec_plan::exec_plan(const module& m) : module_name_(m.name()) {
         auto lu = last_use[i];
         if (lu >= 0 && steps_[lu].kind == step_kind::op) steps_[lu].release.push_back(static_cast<std::uint32_t>(i));
     }
+}
+
+// Output i's buffer is an `allocate` when, following each instruction's output_alias back from
+// the returned value, the chain ends at one; the returned value must be a standard tensor of the
+// allocation's bytes (then it covers the buffer from offset 0, in the layout callers expect).
+void exec_plan::mark_output_allocations() {
+    if (steps_.empty() || steps_.back().kind != step_kind::ret) return;
+    std::unordered_map<const instruction*, std::size_t> index;
+    for (std::size_t i = 0; i < steps_.size(); ++i) index.emplace(steps_[i].ins, i);
+    const auto& ret = *steps_.back().ins;
+    for (std::size_t out = 0; out < ret.inputs().size(); ++out) {
+        const shape& returned = ret.inputs()[out]->get_shape();
+        if (!returned.is_tensor() || returned.dynamic() || !returned.standard()) continue;
+        const instruction* cur = &*ret.inputs()[out];
+        for (int hops = 0; hops < 64 && cur != nullptr; ++hops) {
+            if (cur->name() == "allocate") break;
+            if (cur->is_param() || cur->is_literal() || !cur->module_inputs().empty()) {
+                cur = nullptr;
+                break;
+            }
+            std::vector<shape> in;
+            for (auto a : cur->inputs()) in.push_back(a->get_shape());
+            auto alias = cur->get_operator().output_alias(in);
+            cur = alias >= 0 && static_cast<std::size_t>(alias) < cur->inputs().size() ? &*cur->inputs()[alias] : nullptr;
+        }
+        if (cur == nullptr || cur->name() != "allocate") continue;
+        auto& st = steps_[index.at(cur)];
+        if (st.dynamic || st.output >= 0 || cur->get_shape().bytes() != returned.bytes()) continue;
+        st.output = static_cast<std::int32_t>(out);
+    }
+}
+
+argument exec_plan::destination_for(const step& s, const std::vector<argument>& destinations) const {
+    if (s.output < 0 || static_cast<std::size_t>(s.output) >= destinations.size()) return {};
+    const argument& d = destinations[s.output];
+    const shape& returned = steps_.back().ins->inputs()[s.output]->get_shape();
+    const shape& ds = d.get_shape();
+    const bool fits = ds.is_tensor() && !ds.dynamic() && ds.standard() && d.data() != nullptr &&
+                      d.location() == memory_location::host && ds.get_type() == returned.get_type() &&
+                      ds.lens() == returned.lens() && reinterpret_cast<std::uintptr_t>(d.data()) % 64 == 0;
+    if (!fits) return {};
+    // Kiln's own buffers start zeroed (argument's constructor); so does this one.
+    std::memset(d.data(), 0, ds.bytes());
+    return argument(s.ins->get_shape(), std::shared_ptr<char>(d.buffer(), d.data()));
 }
 
 bool exec_plan::has_dynamic_steps() const {
@@ -78,7 +125,8 @@ instruction_profile& profile_entry(std::vector<instruction_profile>& profile, co
 
 std::vector<argument> exec_plan::run(context& ctx, const param_map& params,
                                      const std::function<const exec_plan&(const module*)>& get_plan,
-                                     std::vector<instruction_profile>* profile) const {
+                                     std::vector<instruction_profile>* profile,
+                                     const std::vector<argument>* destinations) const {
     std::vector<argument> values(slots_);
     std::vector<argument> args;
     std::vector<shape> arg_shapes;
@@ -114,7 +162,10 @@ std::vector<argument> exec_plan::run(context& ctx, const param_map& params,
                 const auto& op = ins.get_operator();
                 auto start = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
                 try {
-                    if (s.dynamic) {
+                    argument given = destinations && s.output >= 0 ? destination_for(s, *destinations) : argument{};
+                    if (!given.empty()) {
+                        values[i] = std::move(given);  // the caller's buffer stands in for the allocation
+                    } else if (s.dynamic) {
                         arg_shapes.clear();
                         for (auto& a : args) arg_shapes.push_back(a.get_shape());
                         shape out = op.compute_run_shape(arg_shapes, ins.module_inputs());
@@ -159,3 +210,4 @@ std::vector<argument> eval_module(const module& m, context& ctx, const param_map
 }
 
 }  // namespace kiln
+

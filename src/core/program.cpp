@@ -412,22 +412,52 @@ std::vector<argument> program::eval_impl(const param_map& params, std::vector<in
     return run_checked(std::move(checked), profile);
 }
 
-std::vector<argument> program::run_checked(param_map checked, std::vector<instruction_profile>* profile) const {
+std::size_t program::eval_into(const param_map& params, const std::vector<argument>& outputs) const {
+    const auto& I = *impl_;
+    param_map checked;
+    check_parameters(I.params ? *I.params : *describe_parameters(*get_main_module()), params, I.defaults, checked);
+    auto results = run_checked(std::move(checked), nullptr, &outputs);
+    if (results.size() != outputs.size())
+        throw_error(error_code::invalid_argument, std::to_string(outputs.size()) + " output buffers given, the run gave " +
+                                                      std::to_string(results.size()) + " outputs");
+    std::size_t in_place = 0;
+    const auto names = get_output_names();
+    for (std::size_t i = 0; i < results.size(); ++i) {
+        const auto &got = results[i].get_shape(), &want = outputs[i].get_shape();
+        const auto what = "output " + std::to_string(i) + " ('" + names.at(i) + "')";
+        if (!got.is_tensor() || !want.is_tensor())
+            throw_error(error_code::unsupported, what + " is " + got.to_string() + ", not a tensor (buffer " +
+                                                     want.to_string() + ")");
+        if (got.get_type() != want.get_type())
+            throw_error(error_code::type, what + ": the run gave " + got.to_string() + ", the buffer is " + want.to_string());
+        if (got.lens() != want.lens())
+            throw_error(error_code::shape, what + ": the run gave " + got.to_string() + ", the buffer is " + want.to_string());
+        if (results[i].data() == outputs[i].data() && got.standard()) ++in_place;
+        else results[i].copy_to(outputs[i]);
+    }
+    return in_place;
+}
+
+std::vector<argument> program::run_checked(param_map checked, std::vector<instruction_profile>* profile,
+                                           const std::vector<argument>* destinations) const {
     const auto& I = *impl_;
     if (I.source) {
         // Checked against the ranges here; the program chosen takes them as they are.
         if (auto padded = pad_to_buckets(*I.specializations, checked)) {
+            // Padded outputs are cut afterwards: they are copied into destinations, never computed there.
             auto spec = specialization_for(*I.specializations, *I.params, padded->inputs);
             return cut_outputs(spec->prog.run_checked(std::move(padded->inputs), profile), *padded);
         }
         auto spec = specialization_for(*I.specializations, *I.params, checked);  // held until this eval ends, even if evicted meanwhile
-        return spec->prog.run_checked(std::move(checked), profile);
+        return spec->prog.run_checked(std::move(checked), profile, destinations);
     }
 
     context& ctx = get_context();
     const bool offload = I.compiled && I.tgt && I.tgt->location() != memory_location::host && I.options.offload_copy;
     if (offload)
         for (auto& [k, v] : checked) v = I.tgt->copy_to_target(v, ctx);
+    // Caller memory is host memory: only a host target computes into it.
+    if (I.tgt && I.tgt->location() != memory_location::host) destinations = nullptr;
 
     auto run_token = ctx.begin_run();
     argument arena;
@@ -447,7 +477,7 @@ std::vector<argument> program::run_checked(param_map checked, std::vector<instru
             if (I.recyclers) recycler = I.recyclers->acquire();
             try {
                 detail::recycling_scope scope(recycler.get());
-                results = get_plan(get_main_module()).run(ctx, checked, get_plan, profile);
+                results = get_plan(get_main_module()).run(ctx, checked, get_plan, profile, destinations);
             } catch (...) {
                 if (I.recyclers) I.recyclers->release(std::move(recycler));
                 throw;
@@ -462,7 +492,7 @@ std::vector<argument> program::run_checked(param_map checked, std::vector<instru
                 if (!p) p = std::make_unique<exec_plan>(*m);
                 return *p;
             };
-            results = plan.run(ctx, checked, get_plan, profile);
+            results = plan.run(ctx, checked, get_plan, profile, destinations);
         }
         ctx.finish();
     } catch (...) {
