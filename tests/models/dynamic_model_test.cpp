@@ -7,6 +7,8 @@
 #include <kiln/onnx.hpp>
 #include <kiln/program.hpp>
 
+#include "shared_models.hpp"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -27,10 +29,7 @@ namespace {
 const fs::path dynamic_dir = fs::path(KILN_SOURCE_DIR) / "tests" / "data" / "dynamic_models";
 const fs::path shared_models = fs::path(KILN_SHARED_DIR) / "models";
 
-std::string target_under_test() {
-    const char* t = std::getenv("KILN_MODEL_TEST_TARGET");
-    return t ? t : "ref";
-}
+using test::target_under_test;
 
 // Symbolic dims stay dynamic over this range (past may be 0: a decoder's first call).
 onnx_options dynamic_options() {

@@ -7,6 +7,8 @@
 #include <kiln/program.hpp>
 #include <kiln/serialize.hpp>
 
+#include "shared_models.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -67,10 +69,7 @@ std::vector<std::string> model_names() {
     return {"fashion_resnet", "lstm_seq", "bert_small", "vit_tiny", "mobilenet_v2", "efficientnet_b0", "resnet50"};
 }
 
-std::string target_under_test() {
-    const char* t = std::getenv("KILN_MODEL_TEST_TARGET");
-    return t ? t : "ref";
-}
+using test::target_under_test;
 
 class model_test : public testing::TestWithParam<std::string> {};
 

@@ -8,6 +8,8 @@
 #include <kiln/pipeline.hpp>
 #include <kiln/program.hpp>
 
+#include "shared_models.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,10 +23,7 @@ namespace {
 
 const fs::path models_dir = fs::path(KILN_SHARED_DIR) / "models";
 
-std::string target_under_test() {
-    const char* t = std::getenv("KILN_MODEL_TEST_TARGET");
-    return t ? t : "ref";
-}
+using test::target_under_test;
 
 struct qdq_case {
     const char* model;

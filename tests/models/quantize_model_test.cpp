@@ -8,6 +8,8 @@
 #include <kiln/quantization.hpp>
 #include <kiln/serialize.hpp>
 
+#include "shared_models.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,10 +23,7 @@ namespace {
 
 const fs::path models_dir = fs::path(KILN_SHARED_DIR) / "models";
 
-std::string target_under_test() {
-    const char* t = std::getenv("KILN_MODEL_TEST_TARGET");
-    return t ? t : "ref";
-}
+using test::target_under_test;
 
 double rel_l2(const argument& got, const argument& want) {
     auto g = got.to_vector<double>();

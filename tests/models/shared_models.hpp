@@ -2,7 +2,9 @@
 // go over all of them.
 #pragma once
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 namespace kiln::test {
@@ -17,6 +19,12 @@ inline std::vector<std::filesystem::path> shared_model_files() {
         if (fs::exists(entry.path() / "model.onnx")) out.push_back(entry.path() / "model.onnx");
     std::sort(out.begin(), out.end());
     return out;
+}
+
+// The target the model tests compile for: $KILN_MODEL_TEST_TARGET, ref by default.
+inline std::string target_under_test() {
+    const char* t = std::getenv("KILN_MODEL_TEST_TARGET");
+    return t ? t : "ref";
 }
 
 }  // namespace kiln::test

@@ -149,4 +149,14 @@ inline void bind_plain(primitive_kernel& k, const std::vector<int>& args, const 
     for (std::size_t i = 0; i < args.size() && i < operands.size(); ++i) k.bind(args[i], i, md_of(operands[i]));
 }
 
+// The members every dnnl_op declares (defined in the op's .cpp).
+#define KILN_CPU_DNNL_OP_DECLS(NAME)                                                                            \
+    std::string name() const { return NAME; }                                                                  \
+    shape logical_shape(const std::vector<shape>& operands) const;                                            \
+    dnnl::primitive_desc_base make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,             \
+                                      const shape& dst) const;                                                 \
+    void bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd,                               \
+                       const std::vector<shape>& operands, const std::vector<argument>& constants,             \
+                       const dnnl::engine& eng) const;
+
 }  // namespace kiln::cpu

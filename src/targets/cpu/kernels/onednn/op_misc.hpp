@@ -11,15 +11,6 @@
 
 namespace kiln::cpu {
 
-#define KILN_CPU_DNNL_OP_DECLS(NAME)                                                                            \
-    std::string name() const { return NAME; }                                                                  \
-    shape logical_shape(const std::vector<shape>& operands) const;                                            \
-    dnnl::primitive_desc_base make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,             \
-                                      const shape& dst) const;                                                 \
-    void bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd,                               \
-                       const std::vector<shape>& operands, const std::vector<argument>& constants,             \
-                       const dnnl::engine& eng) const;
-
 // IR pooling (max or average, global or windowed) of x.
 struct pooling : dnnl_op<pooling> {
     operation op;

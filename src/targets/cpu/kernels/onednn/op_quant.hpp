@@ -21,15 +21,6 @@
 
 namespace kiln::cpu {
 
-#define KILN_CPU_QUANT_OP_DECLS(NAME)                                                                          \
-    std::string name() const { return NAME; }                                                                  \
-    shape logical_shape(const std::vector<shape>& operands) const;                                            \
-    dnnl::primitive_desc_base make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,             \
-                                      const shape& dst) const;                                                 \
-    void bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd,                               \
-                       const std::vector<shape>& operands, const std::vector<argument>& constants,             \
-                       const dnnl::engine& eng) const;
-
 struct quant_conv : dnnl_op<quant_conv> {
     static constexpr bool work_per_element = false;
     op::quant_convolution op;  // has_bias: the bias operand is float32 in accumulator units
@@ -40,7 +31,7 @@ struct quant_conv : dnnl_op<quant_conv> {
         f(self.layouts, "layouts");
         f(self.dst_layout, "dst_layout");
     }
-    KILN_CPU_QUANT_OP_DECLS("cpu::quant_conv")
+    KILN_CPU_DNNL_OP_DECLS("cpu::quant_conv")
 };
 
 struct quant_matmul : dnnl_op<quant_matmul> {
@@ -53,7 +44,7 @@ struct quant_matmul : dnnl_op<quant_matmul> {
         f(self.layouts, "layouts");
         f(self.dst_layout, "dst_layout");
     }
-    KILN_CPU_QUANT_OP_DECLS("cpu::quant_matmul")
+    KILN_CPU_DNNL_OP_DECLS("cpu::quant_matmul")
 };
 
 struct quant_reorder : dnnl_op<quant_reorder> {
@@ -71,7 +62,7 @@ struct quant_reorder : dnnl_op<quant_reorder> {
         f(self.layouts, "layouts");
         f(self.dst_layout, "dst_layout");
     }
-    KILN_CPU_QUANT_OP_DECLS("cpu::quant_reorder")
+    KILN_CPU_DNNL_OP_DECLS("cpu::quant_reorder")
 };
 
 #undef KILN_CPU_QUANT_OP_DECLS
