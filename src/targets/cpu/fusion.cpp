@@ -2,7 +2,11 @@
 
 #include "targets/cpu/kernels/silu/silu.hpp"
 
-#include <kiln/register_op.hpp>
+#include "ops/normalization.hpp"
+#include "ops/pointwise_binary.hpp"
+#include "ops/pointwise_unary.hpp"
+#include "ops/reduce.hpp"
+#include "passes/rewrite_utils.hpp"
 
 #include <cmath>
 
@@ -39,15 +43,46 @@ std::optional<instruction_ref> other_input(instruction_ref bin, instruction_ref 
     return std::nullopt;
 }
 
-bool is_binary(instruction_ref ins, const char* name) { return ins->name() == name && ins->inputs().size() == 2; }
+using rewrite::is;
+
+// An `Op` (its struct, e.g. op::mul_op) with two inputs.
+template <class Op>
+bool is_binary(instruction_ref ins) {
+    return is<Op>(ins) && ins->inputs().size() == 2;
+}
+
+// The binary ops a chain after an anchor takes as post-ops, and their oneDNN algorithms.
+enum class chain_binary { add, sub, mul, div, max, min };
+
+std::optional<chain_binary> chain_binary_of(instruction_ref ins) {
+    if (is<op::add_op>(ins)) return chain_binary::add;
+    if (is<op::sub_op>(ins)) return chain_binary::sub;
+    if (is<op::mul_op>(ins)) return chain_binary::mul;
+    if (is<op::div_op>(ins)) return chain_binary::div;
+    if (is<op::max_op>(ins)) return chain_binary::max;
+    if (is<op::min_op>(ins)) return chain_binary::min;
+    return std::nullopt;
+}
+
+const char* dnnl_algorithm(chain_binary b) {
+    switch (b) {
+        case chain_binary::add: return "add";
+        case chain_binary::sub: return "sub";
+        case chain_binary::mul: return "mul";
+        case chain_binary::div: return "div";
+        case chain_binary::max: return "max";
+        case chain_binary::min: return "min";
+    }
+    return "";
+}
 
 // x * sigmoid(x): returns the mul.
 std::optional<instruction_ref> match_silu(instruction_ref x) {
     if (x->outputs().size() != 2) return std::nullopt;
     for (auto s : x->outputs()) {
-        if (s->name() != "sigmoid" || s->inputs().size() != 1) continue;
+        if (!is<op::sigmoid_op>(s) || s->inputs().size() != 1) continue;
         auto m = single_user(s);
-        if (!m || !is_binary(*m, "mul")) continue;
+        if (!m || !is_binary<op::mul_op>(*m)) continue;
         auto o = other_input(*m, s);
         if (!o || *o != x) continue;
         return m;
@@ -70,30 +105,30 @@ std::optional<gelu_match> match_gelu(instruction_ref x) {
     for (auto d : x->outputs()) {
         auto c = other_input(d, x);
         if (!c) continue;
-        const bool scaled = (is_binary(d, "div") && d->inputs()[0] == x && near(scalar_constant(*c), std::sqrt(2.0))) ||
-                            (is_binary(d, "mul") && near(scalar_constant(*c), std::sqrt(0.5)));
+        const bool scaled = (is_binary<op::div_op>(d) && d->inputs()[0] == x && near(scalar_constant(*c), std::sqrt(2.0))) ||
+                            (is_binary<op::mul_op>(d) && near(scalar_constant(*c), std::sqrt(0.5)));
         if (!scaled) continue;
         auto e = single_user(d);
-        if (!e || (*e)->name() != "erf") continue;
+        if (!e || !is<op::erf_op>(*e)) continue;
         auto a = single_user(*e);
-        if (!a || !is_binary(*a, "add")) continue;
+        if (!a || !is_binary<op::add_op>(*a)) continue;
         auto one = other_input(*a, *e);
         if (!one || !near(scalar_constant(*one), 1.0)) continue;
         auto m = single_user(*a);
-        if (!m || !is_binary(*m, "mul")) continue;
+        if (!m || !is_binary<op::mul_op>(*m)) continue;
         auto xm = other_input(*m, *a);
         if (!xm) continue;
         if (*xm == x) {
             // (x * (1 + erf)) * 0.5, or x * (1 + erf) alone
             auto h = single_user(*m);
-            auto half = h && is_binary(*h, "mul") ? other_input(*h, *m) : std::nullopt;
+            auto half = h && is_binary<op::mul_op>(*h) ? other_input(*h, *m) : std::nullopt;
             if (half && near(scalar_constant(*half), 0.5))
                 return gelu_match{{d, *e, *a, *m, *h}, false};
             return gelu_match{{d, *e, *a, *m}, true};
         }
         // (x * 0.5) * (1 + erf)
         auto h = *xm;
-        if (!is_binary(h, "mul") || single_user(h) != m) continue;
+        if (!is_binary<op::mul_op>(h) || single_user(h) != m) continue;
         auto half = other_input(h, x);
         if (!half || !near(scalar_constant(*half), 0.5)) continue;
         return gelu_match{{d, *e, *a, h, *m}, false};
@@ -172,27 +207,28 @@ fused_chain find_post_ops(instruction_ref anchor, std::size_t channel_axis, bool
             step({*u});
             continue;
         }
-        const std::string n = (*u)->name();
+        const auto n = chain_binary_of(*u);
         auto r = other_input(*u, cur);
-        if (!r || (n != "add" && n != "sub" && n != "mul" && n != "div" && n != "max" && n != "min")) break;
+        if (!r || !n) break;
+        using b = chain_binary;
         const bool cur_first = (*u)->inputs()[0] == cur;
-        if (!cur_first && (n == "sub" || n == "div")) break;  // r - x, r / x: not a post-op of x
+        if (!cur_first && (n == b::sub || n == b::div)) break;  // r - x, r / x: not a post-op of x
         if (auto k = scalar_constant(*r)) {
-            if (n == "add") c.post_ops.push_back(linear(1.0f, *k));
-            else if (n == "sub") c.post_ops.push_back(linear(1.0f, -*k));
-            else if (n == "mul") c.post_ops.push_back(linear(*k, 0.0f));
-            else if (n == "div" && *k != 0.0f) c.post_ops.push_back(linear(1.0f / *k, 0.0f));
+            if (n == b::add) c.post_ops.push_back(linear(1.0f, *k));
+            else if (n == b::sub) c.post_ops.push_back(linear(1.0f, -*k));
+            else if (n == b::mul) c.post_ops.push_back(linear(*k, 0.0f));
+            else if (n == b::div && *k != 0.0f) c.post_ops.push_back(linear(1.0f / *k, 0.0f));
             else break;
             step({*u});
             continue;
         }
         if (!is_float32_tensor(*r)) break;
-        if (n == "add" && c.members.empty() && can_take_bias && per_channel_constant(*r, out, channel_axis)) {
+        if (n == b::add && c.members.empty() && can_take_bias && per_channel_constant(*r, out, channel_axis)) {
             c.bias = *r;
             step({*u});
             continue;
         }
-        c.post_ops.push_back(binary_op(n, c.extra.size()));
+        c.post_ops.push_back(binary_op(dnnl_algorithm(*n), c.extra.size()));
         c.extra.push_back(*r);
         step({*u});
     }
@@ -215,7 +251,7 @@ namespace {
 
 // reduce_mean over exactly the last axis, keeping it.
 bool mean_over_last(instruction_ref r, instruction_ref x) {
-    if (r->name() != "reduce_mean" || r->inputs().size() != 1 || r->inputs()[0] != x) return false;
+    if (!is<op::reduce_mean>(r) || r->inputs().size() != 1 || r->inputs()[0] != x) return false;
     const auto v = r->get_operator().to_value();
     const auto& axes = v.at("axes").get_array();
     const auto rank = static_cast<std::int64_t>(x->get_shape().ndim());
@@ -255,34 +291,34 @@ std::size_t fold_layer_norm_patterns(module& m) {
         for (auto mean : std::vector<instruction_ref>(x->outputs())) {
             if (!mean_over_last(mean, x)) continue;
             auto d = single_user(mean);
-            if (!d || !is_binary(*d, "sub") || (*d)->inputs()[0] != x || (*d)->outputs().size() != 2) continue;
+            if (!d || !is_binary<op::sub_op>(*d) || (*d)->inputs()[0] != x || (*d)->outputs().size() != 2) continue;
             instruction_ref p = (*d)->outputs()[0], n = (*d)->outputs()[1];
-            if (p->name() != "pow") std::swap(p, n);
-            if (p->name() != "pow" || p->inputs().size() != 2 || p->inputs()[0] != *d ||
+            if (!is<op::pow_op>(p)) std::swap(p, n);
+            if (!is<op::pow_op>(p) || p->inputs().size() != 2 || p->inputs()[0] != *d ||
                 !near(scalar_constant(p->inputs()[1]), 2.0))
                 continue;
             auto var = single_user(p);
             if (!var || !mean_over_last(*var, p)) continue;
             auto a = single_user(*var);
-            if (!a || !is_binary(*a, "add")) continue;
+            if (!a || !is_binary<op::add_op>(*a)) continue;
             auto eps_in = other_input(*a, *var);
             auto eps = eps_in ? scalar_constant(*eps_in) : std::nullopt;
             if (!eps || *eps < 0) continue;
             auto sq = single_user(*a);
-            if (!sq || (*sq)->name() != "sqrt") continue;
+            if (!sq || !is<op::sqrt_op>(*sq)) continue;
             auto dv = single_user(*sq);
-            if (!dv || *dv != n || !is_binary(n, "div") || n->inputs()[0] != *d || n->inputs()[1] != *sq) continue;
+            if (!dv || *dv != n || !is_binary<op::div_op>(n) || n->inputs()[0] != *d || n->inputs()[1] != *sq) continue;
             // Optional scale and bias, one value per element of the last axis.
             instruction_ref last = n;
             std::vector<instruction_ref> chain{mean, *d, p, *var, *a, *sq, n};
             std::optional<instruction_ref> scale, bias;
-            if (auto mu = single_user(n); mu && is_binary(*mu, "mul")) {
+            if (auto mu = single_user(n); mu && is_binary<op::mul_op>(*mu)) {
                 auto g = other_input(*mu, n);
                 if (g && row_constant(*g, c)) {
                     scale = *g;
                     last = *mu;
                     chain.push_back(*mu);
-                    if (auto ad = single_user(*mu); ad && is_binary(*ad, "add")) {
+                    if (auto ad = single_user(*mu); ad && is_binary<op::add_op>(*ad)) {
                         auto bb = other_input(*ad, *mu);
                         if (bb && row_constant(*bb, c)) {
                             bias = *bb;
@@ -298,8 +334,7 @@ std::size_t fold_layer_norm_patterns(module& m) {
             std::vector<instruction_ref> args{x, *scale};
             if (bias) args.push_back(*bias);
             const auto rank = static_cast<std::int64_t>(x->get_shape().ndim());
-            value attrs = value::object{{"axis", value(rank - 1)}, {"epsilon", value(*eps)}};
-            m.replace_instruction(last, make_op("layer_norm", attrs), args);
+            m.replace_instruction(last, op::layer_norm{rank - 1, *eps}, args);
             for (auto it = chain.rbegin(); it != chain.rend(); ++it)
                 if (*it != last && (*it)->outputs().empty()) m.remove_instruction(*it);
             ++folded;

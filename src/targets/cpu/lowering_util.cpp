@@ -161,6 +161,8 @@ instruction_ref ensure_layout(lower_env& env, instruction_ref pos, instruction_r
     return env.m.insert_instruction(pos, reorder{}, {x, buffer});
 }
 
+bool is_cpu_kernel(instruction_ref ins) { return ins->name().rfind("cpu::", 0) == 0; }
+
 bool f32_static(instruction_ref ins) {
     const auto& s = ins->get_shape();
     return s.is_tensor() && !s.dynamic() && s.get_type() == type::float32 && s.elements() > 0;
@@ -179,7 +181,7 @@ std::optional<shape> transposed_write_shape(instruction_ref out, const std::vect
     const auto* tr = t->get_operator().any_cast<op::transpose>();
     if (tr == nullptr || t->get_shape().standard() || t->outputs().empty()) return std::nullopt;
     for (auto u : t->outputs())
-        if (u->name() != "reshape" && u->name() != "flatten") return std::nullopt;
+        if (!u->get_operator().any_cast<op::reshape>() && !u->get_operator().any_cast<op::flatten>()) return std::nullopt;
     const std::size_t r = lens.size();
     std::vector<std::size_t> perm(r);
     for (std::size_t i = 0; i < r; ++i) perm[i] = tr->perm.empty() ? r - 1 - i : static_cast<std::size_t>(tr->perm[i]);

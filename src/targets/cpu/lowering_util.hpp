@@ -59,6 +59,10 @@ std::vector<std::size_t> strides_like(const shape& ref, const std::vector<std::s
 // A packed shape with x's lens in x's dim order (row-major when x is not packed).
 shape packed_like(const shape& x);
 
+// A kernel of this target (a cpu:: op): lowered already. The cpu ops share no base type
+// or trait to ask, so this reads the prefix of the op's name, here and nowhere else.
+bool is_cpu_kernel(instruction_ref ins);
+
 // A non-empty static float32 tensor: what the oneDNN lowerings take.
 bool f32_static(instruction_ref ins);
 // ins and every input of it are f32_static.

@@ -41,11 +41,11 @@ bool read_only_before(instruction_ref r, instruction_ref last, const std::vector
 // same property whose other readers all run before r (a block's residual written into
 // the residual before it, as ResNet's chain of blocks does).
 bool owns_planned_buffer(instruction_ref r, const positions& at) {
-    if (r->is_param() || r->is_literal() || r->name().rfind("cpu::", 0) != 0 || r->inputs().empty()) return false;
+    if (r->is_param() || r->is_literal() || !is_cpu_kernel(r) || r->inputs().empty()) return false;
     if (r->get_operator().output_alias(to_shapes(r->inputs())) != static_cast<std::ptrdiff_t>(r->inputs().size()) - 1)
         return false;
     const auto buf = r->inputs().back();
-    if (buf->name() == "allocate") return buf->outputs().size() == 1;
+    if (buf->get_operator().any_cast<builtin::allocate>()) return buf->outputs().size() == 1;
     return owns_planned_buffer(buf, at) && read_only_before(buf, r, {}, at);
 }
 

@@ -4,6 +4,11 @@
 #include "targets/cpu/kernels/attention/attention_geometry.hpp"
 #include "targets/cpu/cpu_features.hpp"
 
+#include "ops/nn_matmul.hpp"
+#include "ops/pointwise_binary.hpp"
+#include "ops/softmax.hpp"
+#include "passes/rewrite_utils.hpp"
+
 #include <kiln/builtin_ops.hpp>
 
 #include <cstdlib>
@@ -16,6 +21,9 @@ namespace kiln::cpu {
 using namespace attention_detail;
 
 namespace {
+
+using rewrite::is;
+using rewrite::is_any;
 
 bool is_scalar_literal(instruction_ref x) { return x->is_literal() && x->get_shape().elements() == 1; }
 
@@ -41,24 +49,24 @@ std::optional<match> match_at(instruction_ref sm) {
     if (rank < 3 || (axis != -1 && axis != rank - 1)) return std::nullopt;
     match mt;
     auto pv = only_user(sm);
-    if (!pv || (*pv)->name() != "matmul" || (*pv)->inputs().size() != 2 || (*pv)->inputs()[0] != sm)
+    if (!pv || !is<op::matmul>(*pv) || (*pv)->inputs().size() != 2 || (*pv)->inputs()[0] != sm)
         return std::nullopt;
     mt.pv = *pv;
     mt.between.push_back(sm);
     auto x = sm->inputs().at(0);
-    if (x->name() == "add" && x->outputs().size() == 1) {
+    if (is<op::add_op>(x) && x->outputs().size() == 1) {
         const auto& in = x->inputs();
         const std::size_t scores = in[0]->get_shape().lens() == x->get_shape().lens() &&
-                                           (in[0]->name() == "mul" || in[0]->name() == "div" || in[0]->name() == "matmul")
+                                           is_any<op::mul_op, op::div_op, op::matmul>(in[0])
                                        ? 0
                                        : 1;
         mt.mask = in[1 - scores];
         mt.between.push_back(x);
         x = in[scores];
     }
-    if ((x->name() == "mul" || x->name() == "div") && x->outputs().size() == 1) {
+    if (is_any<op::mul_op, op::div_op>(x) && x->outputs().size() == 1) {
         const auto& in = x->inputs();
-        const bool div = x->name() == "div";
+        const bool div = is<op::div_op>(x);
         std::optional<std::size_t> c;
         if (is_scalar_literal(in[1])) c = 1;
         else if (!div && is_scalar_literal(in[0])) c = 0;
@@ -68,7 +76,7 @@ std::optional<match> match_at(instruction_ref sm) {
         mt.between.push_back(x);
         x = in[1 - *c];
     }
-    if (x->name() != "matmul" || x->outputs().size() != 1 || x->inputs().size() != 2) return std::nullopt;
+    if (!is<op::matmul>(x) || x->outputs().size() != 1 || x->inputs().size() != 2) return std::nullopt;
     mt.qk = x;
     return mt;
 }
@@ -93,7 +101,7 @@ void fuse_attention(lower_env& env) {
     if (!attention_enabled(env)) return;
     std::vector<match> found;
     for (auto ins = env.m.begin(); ins != env.m.end(); ++ins)
-        if (ins->name() == "softmax")
+        if (is<op::softmax>(ins))
             if (auto mt = match_at(ins)) found.push_back(*mt);
     for (auto& mt : found) {
         shape dst;

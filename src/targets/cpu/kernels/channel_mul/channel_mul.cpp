@@ -1,5 +1,8 @@
 #include "targets/cpu/kernels/channel_mul/channel_mul.hpp"
 
+#include "ops/pointwise_binary.hpp"
+#include "passes/rewrite_utils.hpp"
+
 #include <kiln/builtin_ops.hpp>
 #include <kiln/errors.hpp>
 #include <kiln/register_op.hpp>
@@ -88,7 +91,7 @@ argument channel_mul::compute(context&, const shape& out, const std::vector<argu
 
 bool lower_channel_mul(lower_env& env, instruction_ref ins) {
     if (!env.ctx.options().channel_mul) return false;
-    if (ins->name() != "mul" || ins->inputs().size() != 2 || !f32_static(ins)) return false;
+    if (!rewrite::is<op::mul_op>(ins) || ins->inputs().size() != 2 || !f32_static(ins)) return false;
     for (std::size_t k = 0; k < 2; ++k) {
         auto x = ins->inputs()[k], s = ins->inputs()[1 - k];
         const auto& xl = x->get_shape().lens();

@@ -35,7 +35,9 @@ bool lower_pixel_rows_view(lower_env& env, instruction_ref ins) {
     const auto* tr = ins->get_operator().any_cast<op::transpose>();
     if (!tr || tr->perm != std::vector<std::int64_t>{0, 2, 1} || ins->inputs().size() != 1) return false;
     auto r = ins->inputs()[0];
-    if ((r->name() != "reshape" && r->name() != "flatten") || r->inputs().size() != 1) return false;
+    if ((!r->get_operator().any_cast<op::reshape>() && !r->get_operator().any_cast<op::flatten>()) ||
+        r->inputs().size() != 1)
+        return false;
     auto x = r->inputs()[0];
     auto it = env.layout.find(&*x);
     if (it == env.layout.end() || !channels_last(it->second)) return false;

@@ -3,6 +3,10 @@
 #include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/kernels/vec_exp.hpp"
 
+#include "ops/pointwise_binary.hpp"
+#include "ops/pointwise_unary.hpp"
+#include "passes/rewrite_utils.hpp"
+
 #include <kiln/builtin_ops.hpp>
 #include <kiln/errors.hpp>
 #include <kiln/register_op.hpp>
@@ -150,10 +154,10 @@ argument silu::compute(context&, const shape& out, const std::vector<argument>& 
 bool own_silu_enabled(const cpu_options& o) { return o.silu && o.fast_math; }
 
 std::optional<instruction_ref> silu_sigmoid(instruction_ref mul) {
-    if (mul->name() != "mul" || mul->inputs().size() != 2) return std::nullopt;
+    if (!rewrite::is<op::mul_op>(mul) || mul->inputs().size() != 2) return std::nullopt;
     for (std::size_t k = 0; k < 2; ++k) {
         auto s = mul->inputs()[k], x = mul->inputs()[1 - k];
-        if (s->name() == "sigmoid" && s->inputs().size() == 1 && s->inputs()[0] == x && s->outputs().size() == 1)
+        if (rewrite::is<op::sigmoid_op>(s) && s->inputs().size() == 1 && s->inputs()[0] == x && s->outputs().size() == 1)
             return s;
     }
     return std::nullopt;
@@ -171,9 +175,9 @@ bool lower_silu(lower_env& env, instruction_ref mul, instruction_ref sig) {
     }
     // In place when x is a kernel's own result (not an input, constant or view of one)
     // read by nothing but this SiLU.
-    const bool own_result = x->name().rfind("cpu::", 0) == 0 &&
+    const bool own_result = is_cpu_kernel(x) &&
                             x->get_operator().output_alias(to_shapes(x->inputs())) >= 0 &&
-                            x->inputs().back()->name() == "allocate";
+                            rewrite::is<builtin::allocate>(x->inputs().back());
     const bool only_user = x->outputs().size() == 2;  // the sigmoid and the product
     if (own_result && only_user) {
         env.m.replace_instruction(mul, op, {x});
