@@ -177,8 +177,7 @@ bool lower_binary(lower_env& env, instruction_ref ins, const std::string& n) {
     auto b = ins->inputs()[1];
     const auto& out = ins->get_shape().lens();
     if (a->get_shape().lens() != out) {
-        const bool commutative = n == "add" || n == "mul" || n == "max" || n == "min";
-        if (!commutative || b->get_shape().lens() != out) return false;
+        if (!ins->get_operator().traits().commutative || b->get_shape().lens() != out) return false;
         std::swap(a, b);
     }
     binary op;

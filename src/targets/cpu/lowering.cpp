@@ -15,7 +15,10 @@
 #include "targets/cpu/kernels/silu/silu.hpp"
 
 #include "ops/nn_matmul.hpp"
+#include "ops/pointwise_binary.hpp"
+#include "ops/pointwise_unary.hpp"
 #include "ops/tensor_views.hpp"
+#include "passes/rewrite_utils.hpp"
 
 #include <algorithm>
 #include <optional>
@@ -110,8 +113,7 @@ std::optional<anchor_plan> finish_plan(lower_env& env, anchor_plan p, Op op, con
 
 std::optional<anchor_plan> plan_conv(lower_env& env, instruction_ref ins,
                                      const std::unordered_set<const instruction*>& claimed) {
-    const auto n = ins->name();
-    if ((n != "convolution" && n != "deconvolution") || !all_f32_static(ins)) return std::nullopt;
+    if (!rewrite::is_any<op::convolution, op::deconvolution>(ins) || !all_f32_static(ins)) return std::nullopt;
     const auto& in = ins->inputs();
     if (in.size() < 2 || in.size() > 3 || in[0]->get_shape().ndim() < 3) return std::nullopt;
     convolution c;
@@ -184,8 +186,8 @@ void write_through_transpose(lower_env& env, anchor_plan& p) {
 
 std::optional<anchor_plan> plan_matmul(lower_env& env, instruction_ref ins,
                                        const std::unordered_set<const instruction*>& claimed) {
-    const auto n = ins->name();
-    if ((n != "matmul" && n != "gemm") || !all_f32_static(ins)) return std::nullopt;
+    const bool is_gemm = rewrite::is<op::gemm>(ins);
+    if ((!is_gemm && !rewrite::is<op::matmul>(ins)) || !all_f32_static(ins)) return std::nullopt;
     const auto& in = ins->inputs();
     if (in.size() < 2 || in[0]->get_shape().ndim() < 2 || in[1]->get_shape().ndim() < 2) return std::nullopt;
     matmul mm;
@@ -200,7 +202,7 @@ std::optional<anchor_plan> plan_matmul(lower_env& env, instruction_ref ins,
     p.constant_weights = in[1]->is_literal() && !batched_b;
     mm.weights_shape = p.constant_weights ? in[1]->get_shape().as_standard() : shape{};
     bool chain_may_take_bias = true;
-    if (n == "gemm") {
+    if (is_gemm) {
         const auto& g = ins->get_operator().get<op::gemm>();
         mm.trans_a = g.trans_a;
         mm.trans_b = g.trans_b;
@@ -296,7 +298,7 @@ void fuse_depthwise_pairs(lower_env& env, std::unordered_map<const instruction*,
     for (const auto& [last, p] : at_last) last_of_anchor.emplace(&*p.anchor, last);
     std::vector<const instruction*> firsts;
     for (const auto& [last, p] : at_last)
-        if (p.anchor->name() == "convolution") firsts.push_back(last);
+        if (rewrite::is<op::convolution>(p.anchor)) firsts.push_back(last);
     for (const auto* first : firsts) {
         auto a = at_last.find(first);
         if (a == at_last.end() || a->second.anchor->outputs().empty()) continue;
@@ -325,9 +327,10 @@ void blocked_for_depthwise_fusion(lower_env& env) {
     constexpr std::size_t fuse_min_bytes = 4u << 20;
     const auto& o = env.ctx.options();
     if (!has_avx512() || !o.dw_blocked || !o.dw_fusion) return;
-    auto is_conv = [](instruction_ref i) { return i->name() == "convolution" && i->get_shape().ndim() == 4; };
-    auto skip_activations = [](instruction_ref i) {
-        while (i->outputs().size() == 1 && (i->outputs().front()->name() == "relu" || i->outputs().front()->name() == "clip"))
+    auto is_conv = [](instruction_ref i) { return rewrite::is<op::convolution>(i) && i->get_shape().ndim() == 4; };
+    auto is_activation = [](instruction_ref i) { return rewrite::is_any<op::relu_op, op::clip_op>(i); };
+    auto skip_activations = [&](instruction_ref i) {
+        while (i->outputs().size() == 1 && is_activation(i->outputs().front()))
             i = i->outputs().front();
         return i;
     };
@@ -348,7 +351,7 @@ void blocked_for_depthwise_fusion(lower_env& env) {
         for (auto c = ins; is_conv(c) && c->get_shape().lens()[2] * c->get_shape().lens()[3] >= pixels;) {
             env.blocked.insert(&*c);
             auto x = c->inputs()[0];
-            while ((x->name() == "relu" || x->name() == "clip") && !x->inputs().empty()) x = x->inputs()[0];
+            while (is_activation(x) && !x->inputs().empty()) x = x->inputs()[0];
             if (x->get_shape().ndim() != 4 || x->get_shape().lens()[1] % 16 != 0) break;
             c = x;
         }
@@ -361,7 +364,7 @@ void blocked_for_depthwise_fusion(lower_env& env) {
 // it, and the program is specialized per set of shapes instead.
 void refuse_dynamic_convolutions(const module& m) {
     for (auto& ins : m) {
-        if (ins.name() != "convolution" && ins.name() != "deconvolution") continue;
+        if (!rewrite::is<op::convolution>(ins) && !rewrite::is<op::deconvolution>(ins)) continue;
         bool dynamic = ins.get_shape().dynamic();
         for (auto in : ins.inputs()) dynamic = dynamic || (in->get_shape().is_tensor() && in->get_shape().dynamic());
         if (dynamic)
@@ -444,7 +447,7 @@ void insert_reorders(lowering_state::per_module& s) {
     // Whatever is not a oneDNN op reads activations in oneDNN layouts through a reorder
     // to row-major (the real layout boundaries).
     for (auto ins = m.begin(); ins != m.end(); ++ins) {
-        if (ins->name().rfind("cpu::", 0) == 0) continue;
+        if (is_cpu_kernel(ins)) continue;
         std::vector<instruction_ref> inputs = ins->inputs();
         std::sort(inputs.begin(), inputs.end(), [](auto a, auto b) { return &*a < &*b; });
         inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());

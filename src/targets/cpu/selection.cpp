@@ -230,8 +230,8 @@ std::string lower_anchor(anchor_site& site) {
 std::string lower_op(lower_env& env, instruction_ref ins) {
     if (ins->is_param() || ins->is_literal() || ins->is_return()) return {};
     if (ins->get_operator().traits().builtin || !ins->module_inputs().empty()) return {};
-    const std::string n = ins->name();
-    if (n.rfind("cpu::", 0) == 0) return {};
+    if (is_cpu_kernel(ins)) return {};
+    const std::string n = ins->name();  // the table's key
     const auto& list = op_candidates();
     bool named = false;
     for (const auto& c : list) named = named || names(c, n);

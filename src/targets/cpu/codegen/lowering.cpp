@@ -1,6 +1,7 @@
 #include "targets/cpu/codegen/lowering.hpp"
 
 #include "ops/fused.hpp"
+#include "ops/pointwise_binary.hpp"
 #include "passes/fuse_pointwise.hpp"
 #include "targets/cpu/codegen/compiler.hpp"
 #include "targets/cpu/codegen/emit.hpp"
@@ -57,7 +58,7 @@ bool kernel_can_run(instruction_ref ins) {
         if (!static_tensor(x->get_shape())) return false;
         type t = x->get_shape().get_type();
         // pow's exponent may be a scalar constant of any numeric type (it becomes a body constant).
-        if (ins->name() == "pow" && i == 1 && x->is_literal() && x->get_shape().elements() == 1 && t != type::string)
+        if (ins->get_operator().any_cast<op::pow_op>() && i == 1 && x->is_literal() && x->get_shape().elements() == 1 && t != type::string)
             t = type::float32;
         in.push_back(t);
     }
@@ -92,7 +93,7 @@ void lowering::apply(module& m) const {
     std::vector<planned> work;
     for (auto ins = m.begin(); ins != m.end(); ++ins) {
         planned p{ins, {}, {}, {}};
-        if (ins->name() == "fused") {
+        if (ins->get_operator().any_cast<op::fused>()) {
             p.body = ins->get_operator().get<op::fused>();
             p.inputs = ins->inputs();
         } else if (ins->get_operator().traits().pointwise && ins->module_inputs().empty() && kernel_can_run(ins)) {

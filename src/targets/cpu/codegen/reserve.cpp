@@ -6,14 +6,17 @@
 
 #include "targets/cpu/fusion.hpp"
 
+#include "ops/nn_conv.hpp"
+#include "ops/nn_matmul.hpp"
+#include "passes/rewrite_utils.hpp"
+
 namespace kiln::cpu::codegen {
 
 std::unordered_set<const instruction*> post_op_chains(module& m) {
     std::unordered_set<const instruction*> out;
     for (auto ins = m.begin(); ins != m.end(); ++ins) {
-        const auto n = ins->name();
-        const bool conv = n == "convolution" || n == "deconvolution";
-        if (!conv && n != "matmul" && n != "gemm") continue;
+        const bool conv = rewrite::is_any<op::convolution, op::deconvolution>(ins);
+        if (!conv && !rewrite::is_any<op::matmul, op::gemm>(ins)) continue;
         const auto& s = ins->get_shape();
         if (!s.is_tensor() || s.dynamic() || s.get_type() != type::float32 || s.ndim() == 0) continue;
         // Every SiLU too (own_silu off): cpu::lowering computes the big ones as cpu::silu.

@@ -1,6 +1,7 @@
 #include "targets/cpu/kernels/dynamic/dyn_matmul.hpp"
 
 #include "ops/nn_matmul.hpp"
+#include "ops/pointwise_binary.hpp"
 #include "ops/tensor_views.hpp"
 
 #include <kiln/errors.hpp>
@@ -123,7 +124,7 @@ argument dyn_matmul::compute(context&, const shape& out, const std::vector<argum
 }
 
 bool lower_dyn_matmul(lower_env& env, instruction_ref ins) {
-    if (ins->name() != "matmul" || ins->inputs().size() != 2 || !ins->get_shape().is_tensor() ||
+    if (!ins->get_operator().any_cast<op::matmul>() || ins->inputs().size() != 2 || !ins->get_shape().is_tensor() ||
         !ins->get_shape().dynamic())
         return false;
     for (auto in : ins->inputs()) {
@@ -160,7 +161,7 @@ bool lower_dyn_gemm(lower_env& env, instruction_ref ins) {
         return true;
     }
     auto product = env.m.insert_instruction(ins, dyn_matmul{}, {a, b});
-    env.m.replace_instruction(ins, make_op("add"), {product, ins->inputs()[2]});
+    env.m.replace_instruction(ins, op::add_op{}, {product, ins->inputs()[2]});
     return true;
 }
 
