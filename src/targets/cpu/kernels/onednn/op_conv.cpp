@@ -8,6 +8,8 @@
 
 namespace kiln::cpu {
 
+bool convolution::transposed() const { return op.any_cast<op::deconvolution>() != nullptr; }
+
 namespace {
 
 struct window {

@@ -72,7 +72,8 @@ struct convolution : dnnl_op<convolution> {
         f(self.dst_layout, "dst_layout");
     }
     std::string name() const { return "cpu::convolution"; }
-    bool transposed() const { return op.name() == "deconvolution"; }
+    // The wrapped op is a deconvolution (a transposed convolution).
+    bool transposed() const;
     // Operand index of the depthwise weights (its bias follows).
     std::size_t dw_operand() const { return 2 + (has_bias ? 1 : 0); }
     // Operand index of the first post-op input.

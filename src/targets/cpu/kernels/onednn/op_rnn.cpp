@@ -5,6 +5,8 @@
 #include "targets/cpu/kernels/onednn/post_ops.hpp"
 
 #include "ops/control_rnn.hpp"
+#include "ops/tensor_slice.hpp"
+#include "ops/tensor_views.hpp"
 
 #include <kiln/register_op.hpp>
 
@@ -78,12 +80,14 @@ void lstm::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& p
 
 namespace {
 
+bool is_tuple_elem(instruction_ref u) { return u->get_operator().any_cast<builtin::get_tuple_elem>() != nullptr; }
+
 // The users of an IR lstm's outputs Y, Y_h, Y_c (get_tuple_elem 0, 1, 2) that are used,
 // or nothing when something else reads the tuple.
 std::optional<std::vector<std::vector<instruction_ref>>> lstm_users(instruction_ref ins) {
     std::vector<std::vector<instruction_ref>> users(3);
     for (auto u : ins->outputs()) {
-        if (u->name() != "get_tuple_elem") return std::nullopt;
+        if (!is_tuple_elem(u)) return std::nullopt;
         const auto index = u->get_operator().to_value().at("index").get_int64();
         if (index < 0 || index > 2) return std::nullopt;
         if (index == 0 || !u->outputs().empty()) users[static_cast<std::size_t>(index)].push_back(u);
@@ -153,8 +157,7 @@ bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruct
     if (batch_first) {
         auto swap01 = [&](instruction_ref i) {
             const std::vector<std::int64_t> order{1, 0, 2};
-            return m.insert_instruction(
-                at, make_op("transpose", value::object{{"perm", value(value::array(order.begin(), order.end()))}}), {i});
+            return m.insert_instruction(at, op::transpose{order}, {i});
         };
         x = swap01(x);
         if (h0) h0 = swap01(*h0);
@@ -186,12 +189,13 @@ bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruct
     // the states: a view).
     auto all = m.insert_instruction(at, op, args);
     auto rows_of = [](std::size_t begin, std::size_t end) {
-        auto one = [](std::size_t v) { return value(value::array{value(static_cast<std::int64_t>(v))}); };
-        return make_op("slice", value::object{{"axes", one(0)}, {"starts", one(begin)}, {"ends", one(end)}});
+        op::slice s;
+        s.axes = {0};
+        s.starts = {static_cast<std::int64_t>(begin)};
+        s.ends = {static_cast<std::int64_t>(end)};
+        return s;
     };
-    auto perm = [](std::vector<std::int64_t> v) {
-        return make_op("transpose", value::object{{"perm", value(value::array(v.begin(), v.end()))}});
-    };
+    auto perm = [](std::vector<std::int64_t> v) { return op::transpose{std::move(v)}; };
     // Batch first: the rows transposed back, as a row-major copy.
     auto back = [&](instruction_ref u, instruction_ref rows, std::vector<std::int64_t> order) {
         auto t = m.insert_instruction(u, perm(std::move(order)), {rows});
@@ -203,7 +207,7 @@ bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruct
     }
     const std::vector<std::int64_t> dims{static_cast<std::int64_t>(D), static_cast<std::int64_t>(d.N),
                                          static_cast<std::int64_t>(H)};
-    const auto state_shape = make_op("reshape", value::object{{"dims", value(value::array(dims.begin(), dims.end()))}});
+    const auto state_shape = op::reshape{dims};
     for (std::size_t i = 1; i < 3; ++i)
         for (auto u : (*users)[i]) {
             auto s = m.insert_instruction(u, rows_of(d.T + i - 1, d.T + i), {all});
@@ -211,7 +215,7 @@ bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruct
             else back(u, m.insert_instruction(u, state_shape, {s}), {1, 0, 2});
         }
     for (auto u : std::vector<instruction_ref>(ins->outputs()))
-        if (u->name() == "get_tuple_elem") dead.push_back(u);
+        if (is_tuple_elem(u)) dead.push_back(u);
     dead.push_back(ins);
     return true;
 }
@@ -237,7 +241,7 @@ bool lower_lstm_dnnl(lower_env& env, instruction_ref ins, std::vector<instructio
     // Only Y may be used: oneDNN does not write the final states here.
     std::optional<instruction_ref> y;
     for (auto u : ins->outputs()) {
-        if (u->name() != "get_tuple_elem") return false;
+        if (!is_tuple_elem(u)) return false;
         const auto index = u->get_operator().to_value().at("index").get_int64();
         if (index == 0) y = u;
         else if (!u->outputs().empty()) return false;

@@ -3,6 +3,10 @@
 #include "targets/cpu/kernels/onednn/dnnl_util.hpp"
 #include "targets/cpu/kernels/onednn/primitive_kernel.hpp"
 
+#include "ops/pointwise_binary.hpp"
+#include "ops/pointwise_unary.hpp"
+#include "passes/rewrite_utils.hpp"
+
 #include <kiln/errors.hpp>
 
 #include <utility>
@@ -123,11 +127,11 @@ std::optional<float> scalar_constant(instruction_ref ins) {
 std::optional<std::vector<post_op>> eltwise_post_ops(instruction_ref ins, bool dynamic_ok) {
     const auto& s = ins->get_shape();
     if (!s.is_tensor() || (s.dynamic() && !dynamic_ok) || s.get_type() != type::float32) return std::nullopt;
-    const std::string n = ins->name();
+    using rewrite::is;
     const auto& inputs = ins->inputs();
     const value attrs = ins->get_operator().to_value();
     using v = std::vector<post_op>;
-    if (n == "clip") {
+    if (is<op::clip_op>(ins)) {
         if (inputs.size() != 3) return std::nullopt;
         auto lo = scalar_constant(inputs[1]);
         auto hi = scalar_constant(inputs[2]);
@@ -135,7 +139,7 @@ std::optional<std::vector<post_op>> eltwise_post_ops(instruction_ref ins, bool d
         // clip(x, lo, hi) = min(max(x, lo), hi), also when lo > hi, as clip_v2 computes it.
         return v{eltwise("clip_v2", *lo, *hi)};
     }
-    if (n == "pow") {
+    if (is<op::pow_op>(ins)) {
         // x ** k for the constants whose oneDNN forms are exact for every x (oneDNN's
         // pow may go through exp(log x), wrong for negative x).
         auto k = inputs.size() == 2 ? scalar_constant(inputs[1]) : std::nullopt;
@@ -146,33 +150,33 @@ std::optional<std::vector<post_op>> eltwise_post_ops(instruction_ref ins, bool d
         return std::nullopt;
     }
     if (inputs.size() != 1) return std::nullopt;
-    if (n == "relu") return v{eltwise("relu")};
-    if (n == "leaky_relu") return v{eltwise("relu", attr_float(attrs, "alpha", 0.01f))};
-    if (n == "elu") return v{eltwise("elu", attr_float(attrs, "alpha", 1.0f))};
-    if (n == "selu")
+    if (is<op::relu_op>(ins)) return v{eltwise("relu")};
+    if (is<op::leaky_relu_op>(ins)) return v{eltwise("relu", attr_float(attrs, "alpha", 0.01f))};
+    if (is<op::elu_op>(ins)) return v{eltwise("elu", attr_float(attrs, "alpha", 1.0f))};
+    if (is<op::selu_op>(ins))
         return v{eltwise("elu", attr_float(attrs, "alpha", 1.67326319f)),
                  eltwise("linear", attr_float(attrs, "gamma", 1.05070102f), 0.0f)};
-    if (n == "sigmoid") return v{eltwise("logistic")};
-    if (n == "tanh") return v{eltwise("tanh")};
-    if (n == "gelu") {
+    if (is<op::sigmoid_op>(ins)) return v{eltwise("logistic")};
+    if (is<op::tanh_op>(ins)) return v{eltwise("tanh")};
+    if (is<op::gelu_op>(ins)) {
         const auto* a = attrs.find("approximate");
         std::string approx = a && a->is_string() ? a->get_string() : "none";
         if (approx == "none") return v{eltwise("gelu_erf")};
         if (approx == "tanh") return v{eltwise("gelu_tanh")};
         return std::nullopt;
     }
-    if (n == "swish") return v{eltwise("swish", attr_float(attrs, "alpha", 1.0f))};
-    if (n == "hard_swish") return v{eltwise("hardswish")};
-    if (n == "hard_sigmoid")
+    if (is<op::swish_op>(ins)) return v{eltwise("swish", attr_float(attrs, "alpha", 1.0f))};
+    if (is<op::hard_swish_op>(ins)) return v{eltwise("hardswish")};
+    if (is<op::hard_sigmoid_op>(ins))
         return v{eltwise("linear", attr_float(attrs, "alpha", 0.2f), attr_float(attrs, "beta", 0.5f)),
                  eltwise("clip_v2", 0.0f, 1.0f)};
-    if (n == "exp") return v{eltwise("exp")};
+    if (is<op::exp_op>(ins)) return v{eltwise("exp")};
     // Not log: oneDNN's polynomial log is off by ulps near 1 (log(1) = -1.4e-6, not 0).
-    if (n == "sqrt") return v{eltwise("sqrt")};
-    if (n == "abs") return v{eltwise("abs")};
-    if (n == "neg") return v{eltwise("linear", -1.0f, 0.0f)};
+    if (is<op::sqrt_op>(ins)) return v{eltwise("sqrt")};
+    if (is<op::abs_op>(ins)) return v{eltwise("abs")};
+    if (is<op::neg_op>(ins)) return v{eltwise("linear", -1.0f, 0.0f)};
     // Not softplus: oneDNN's soft_relu loses ~1% relative precision for x << 0.
-    if (n == "mish") return v{eltwise("mish")};
+    if (is<op::mish_op>(ins)) return v{eltwise("mish")};
     return std::nullopt;
 }
 
