@@ -1,5 +1,15 @@
 #include "core/dynamic_padding.hpp"
 
+#include "ops/nn_conv.hpp"
+#include "ops/nn_matmul.hpp"
+#include "ops/nn_pooling.hpp"
+#include "ops/normalization.hpp"
+#include "ops/softmax.hpp"
+#include "ops/tensor_gather.hpp"
+#include "ops/tensor_select.hpp"
+#include "ops/tensor_slice.hpp"
+#include "ops/tensor_views.hpp"
+
 #include <kiln/dim_expr.hpp>
 #include <kiln/errors.hpp>
 #include <kiln/instruction.hpp>
@@ -85,13 +95,18 @@ std::optional<std::pair<std::size_t, std::vector<std::string>>> row_elements(con
     return std::make_pair(n, names);
 }
 
+// The op of `ins` is one of `Ops` (their structs): asked of the type, not the name.
+template <class... Ops>
+bool is(const instruction& ins) {
+    return ((ins.get_operator().any_cast<Ops>() != nullptr) || ...);
+}
+
 // Ops whose value inputs only size their result (a Reshape's shape).
-bool takes_shape_input(const std::string& op) { return op == "reshape_dynamic" || op == "expand_dynamic"; }
+bool takes_shape_input(const instruction& ins) { return is<op::reshape_dynamic, op::expand_dynamic>(ins); }
 
 // Why `ins` does not map row i of its inputs to row i of its result along `dim`, or "".
 std::string not_row_wise(const instruction& ins, const std::string& dim) {
     const auto& out = ins.get_shape();
-    const std::string op = ins.name();
     if (ins.is_param() || ins.is_literal()) return "";
     std::vector<bool> has(ins.inputs().size());
     bool any_in = false;
@@ -101,34 +116,33 @@ std::string not_row_wise(const instruction& ins, const std::string& dim) {
         if (!rows_at_0(s, dim)) return "input " + std::to_string(i) + " has the dim elsewhere than axis 0";
         has[i] = any_in = true;
     }
-    if (op == "@return") return "";
+    if (ins.is_return()) return "";
     if (!ins.module_inputs().empty()) return any_in ? "control flow over the dim" : "";
     const bool out_rows = rows_at_0(out, dim);
     if (!out_rows && dims_mention(out, dim)) return "its result has the dim elsewhere than axis 0";
     if (!out_rows) {
         // A result that does not depend on the dim: only shape arithmetic may read a
         // tensor of rows (shape_of, which reads none of its values).
-        return any_in && op != "shape_of" ? "it reduces over the dim" : "";
+        return any_in && !is<op::shape_of>(ins) ? "it reduces over the dim" : "";
     }
     auto only_first = [&] { return std::none_of(has.begin() + (has.empty() ? 0 : 1), has.end(), [](bool b) { return b; }); };
     const auto attrs = ins.get_operator().to_value();
     const std::size_t rank = out.ndim();
     if (ins.get_operator().traits().pointwise) return "";
-    if (op == "convolution" || op == "pooling" || op == "batch_norm_inference" || op == "lrn" ||
-        op == "instance_norm")
+    if (is<op::convolution, op::pooling, op::batch_norm_inference, op::lrn, op::instance_norm>(ins))
         return only_first() && has[0] ? "" : "its weights depend on the dim";
-    if (op == "flatten") return "";  // its result's axis 0 is the dim alone: axis 1
-    if (op == "gemm")
+    if (is<op::flatten>(ins)) return "";  // its result's axis 0 is the dim alone: axis 1
+    if (is<op::gemm>(ins))
         return has[0] && only_first() && !(attrs.find("trans_a") && attrs.find("trans_a")->get_bool()) ? ""
                                                                                                           : "gemm over the dim";
-    if (op == "matmul" || op == "dot") {
+    if (is<op::matmul>(ins)) {
         // The rows of A, or a batch dim of both operands; never the inner dim.
         const auto ra = ins.inputs()[0]->get_shape().ndim();
         const auto rb = ins.inputs().size() > 1 ? ins.inputs()[1]->get_shape().ndim() : 0;
         const bool batch_of_both = ins.inputs().size() == 2 && has[1] && ra >= 3 && rb >= 3 && ra == rb;
         return has[0] && ra >= 2 && (only_first() || batch_of_both) ? "" : "matmul over the dim";
     }
-    if (op == "gather") {
+    if (is<op::gather>(ins)) {
         // Rows of the data gathered along another axis, or rows of indices into fixed data
         // (an embedding table): row i of the result comes from row i either way.
         const bool along_0 = is_axis_0(attr_int(attrs, "axis", 0), ins.inputs()[0]->get_shape().ndim());
@@ -136,34 +150,33 @@ std::string not_row_wise(const instruction& ins, const std::string& dim) {
         if (!has[0] && ins.inputs().size() > 1 && has[1]) return "";
         return "gathers along the dim";
     }
-    if (op == "softmax" || op == "log_softmax" || op == "layer_norm" || op == "concat" || op == "argmax" ||
-        op == "argmin")
+    if (is<op::softmax, op::log_softmax, op::layer_norm, op::concat, op::argmax, op::argmin>(ins))
         return is_axis_0(attr_int(attrs, "axis", 1), rank) ? "works along the dim" : "";
-    if (op.rfind("reduce_", 0) == 0) {
+    if (ins.get_operator().traits().reduction) {
         auto axes = attr_ints(attrs, "axes");
         return axes.empty() || any_axis_0(axes, ins.inputs()[0]->get_shape().ndim()) ? "reduces over the dim" : "";
     }
-    if (op == "transpose") {
+    if (is<op::transpose>(ins)) {
         auto perm = attr_ints(attrs, "perm");
         return !perm.empty() && perm[0] == 0 ? "" : "moves the dim";
     }
-    if (op == "slice") return any_axis_0(attr_ints(attrs, "axes"), rank) ? "slices the dim" : "";
-    if (op == "unsqueeze") return any_axis_0(attr_ints(attrs, "axes"), rank) ? "unsqueezes before the dim" : "";
-    if (op == "squeeze") {
+    if (is<op::slice>(ins)) return any_axis_0(attr_ints(attrs, "axes"), rank) ? "slices the dim" : "";
+    if (is<op::unsqueeze>(ins)) return any_axis_0(attr_ints(attrs, "axes"), rank) ? "unsqueezes before the dim" : "";
+    if (is<op::squeeze>(ins)) {
         // With no axes it squeezes every dim of size 1: the dim too, when a call has one row.
         auto axes = attr_ints(attrs, "axes");
         return axes.empty() || any_axis_0(axes, rank + axes.size()) ? "may squeeze the dim" : "";
     }
-    if (op == "reshape" || op == "reshape_dynamic") {
+    if (is<op::reshape, op::reshape_dynamic>(ins)) {
         auto a = row_elements(ins.inputs()[0]->get_shape());
         auto b = row_elements(out);
         return has[0] && only_first() && a && b && *a == *b ? "" : "reshapes across rows";
     }
-    if (op == "expand_dynamic" || op == "broadcast") {
+    if (is<op::expand_dynamic, op::broadcast>(ins)) {
         // Every row the same broadcast of the input (a class token), or the input's own rows.
         return only_first() ? "" : "expands by the dim";
     }
-    return "op '" + op + "' is not known to keep rows apart";
+    return "op '" + ins.name() + "' is not known to keep rows apart";
 }
 
 // Values that depend on the dim (shape arithmetic) may only size results: every user
@@ -173,7 +186,7 @@ std::string values_escape(const instruction& ins, const std::string& dim) {
     if (!s.is_tensor() || s.dynamic() || !mentions(s, dim)) return "";
     for (auto user : ins.outputs()) {
         if (user->get_shape().is_tensor() && user->get_shape().has_values()) continue;
-        if (takes_shape_input(user->name()) && !user->inputs().empty() && &*user->inputs()[0] != &ins) continue;
+        if (takes_shape_input(*user) && !user->inputs().empty() && &*user->inputs()[0] != &ins) continue;
         return "its size reaches the data of " + user->name();
     }
     return "";
