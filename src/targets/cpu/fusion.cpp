@@ -65,15 +65,8 @@ std::optional<chain_binary> chain_binary_of(instruction_ref ins) {
 }
 
 const char* dnnl_algorithm(chain_binary b) {
-    switch (b) {
-        case chain_binary::add: return "add";
-        case chain_binary::sub: return "sub";
-        case chain_binary::mul: return "mul";
-        case chain_binary::div: return "div";
-        case chain_binary::max: return "max";
-        case chain_binary::min: return "min";
-    }
-    return "";
+    static constexpr const char* algorithms[] = {"add", "sub", "mul", "div", "max", "min"};
+    return algorithms[static_cast<int>(b)];
 }
 
 // x * sigmoid(x): returns the mul.
@@ -105,8 +98,9 @@ std::optional<gelu_match> match_gelu(instruction_ref x) {
     for (auto d : x->outputs()) {
         auto c = other_input(d, x);
         if (!c) continue;
-        const bool scaled = (is_binary<op::div_op>(d) && d->inputs()[0] == x && near(scalar_constant(*c), std::sqrt(2.0))) ||
-                            (is_binary<op::mul_op>(d) && near(scalar_constant(*c), std::sqrt(0.5)));
+        const bool scaled =
+            (is_binary<op::div_op>(d) && d->inputs()[0] == x && near(scalar_constant(*c), std::sqrt(2.0))) ||
+            (is_binary<op::mul_op>(d) && near(scalar_constant(*c), std::sqrt(0.5)));
         if (!scaled) continue;
         auto e = single_user(d);
         if (!e || !is<op::erf_op>(*e)) continue;

@@ -330,8 +330,7 @@ void blocked_for_depthwise_fusion(lower_env& env) {
     auto is_conv = [](instruction_ref i) { return rewrite::is<op::convolution>(i) && i->get_shape().ndim() == 4; };
     auto is_activation = [](instruction_ref i) { return rewrite::is_any<op::relu_op, op::clip_op>(i); };
     auto skip_activations = [&](instruction_ref i) {
-        while (i->outputs().size() == 1 && is_activation(i->outputs().front()))
-            i = i->outputs().front();
+        while (i->outputs().size() == 1 && is_activation(i->outputs().front())) i = i->outputs().front();
         return i;
     };
     for (auto ins = env.m.begin(); ins != env.m.end(); ++ins) {

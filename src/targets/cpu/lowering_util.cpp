@@ -181,7 +181,8 @@ std::optional<shape> transposed_write_shape(instruction_ref out, const std::vect
     const auto* tr = t->get_operator().any_cast<op::transpose>();
     if (tr == nullptr || t->get_shape().standard() || t->outputs().empty()) return std::nullopt;
     for (auto u : t->outputs())
-        if (!u->get_operator().any_cast<op::reshape>() && !u->get_operator().any_cast<op::flatten>()) return std::nullopt;
+        if (!u->get_operator().any_cast<op::reshape>() && !u->get_operator().any_cast<op::flatten>())
+            return std::nullopt;
     const std::size_t r = lens.size();
     std::vector<std::size_t> perm(r);
     for (std::size_t i = 0; i < r; ++i) perm[i] = tr->perm.empty() ? r - 1 - i : static_cast<std::size_t>(tr->perm[i]);

@@ -58,7 +58,8 @@ bool kernel_can_run(instruction_ref ins) {
         if (!static_tensor(x->get_shape())) return false;
         type t = x->get_shape().get_type();
         // pow's exponent may be a scalar constant of any numeric type (it becomes a body constant).
-        if (ins->get_operator().any_cast<op::pow_op>() && i == 1 && x->is_literal() && x->get_shape().elements() == 1 && t != type::string)
+        if (ins->get_operator().any_cast<op::pow_op>() && i == 1 && x->is_literal() && x->get_shape().elements() == 1 &&
+            t != type::string)
             t = type::float32;
         in.push_back(t);
     }

@@ -49,17 +49,15 @@ std::optional<match> match_at(instruction_ref sm) {
     if (rank < 3 || (axis != -1 && axis != rank - 1)) return std::nullopt;
     match mt;
     auto pv = only_user(sm);
-    if (!pv || !is<op::matmul>(*pv) || (*pv)->inputs().size() != 2 || (*pv)->inputs()[0] != sm)
-        return std::nullopt;
+    if (!pv || !is<op::matmul>(*pv) || (*pv)->inputs().size() != 2 || (*pv)->inputs()[0] != sm) return std::nullopt;
     mt.pv = *pv;
     mt.between.push_back(sm);
     auto x = sm->inputs().at(0);
     if (is<op::add_op>(x) && x->outputs().size() == 1) {
         const auto& in = x->inputs();
-        const std::size_t scores = in[0]->get_shape().lens() == x->get_shape().lens() &&
-                                           is_any<op::mul_op, op::div_op, op::matmul>(in[0])
-                                       ? 0
-                                       : 1;
+        const std::size_t scores =
+            in[0]->get_shape().lens() == x->get_shape().lens() && is_any<op::mul_op, op::div_op, op::matmul>(in[0]) ? 0
+                                                                                                                    : 1;
         mt.mask = in[1 - scores];
         mt.between.push_back(x);
         x = in[scores];

@@ -157,7 +157,8 @@ std::optional<instruction_ref> silu_sigmoid(instruction_ref mul) {
     if (!rewrite::is<op::mul_op>(mul) || mul->inputs().size() != 2) return std::nullopt;
     for (std::size_t k = 0; k < 2; ++k) {
         auto s = mul->inputs()[k], x = mul->inputs()[1 - k];
-        if (rewrite::is<op::sigmoid_op>(s) && s->inputs().size() == 1 && s->inputs()[0] == x && s->outputs().size() == 1)
+        if (rewrite::is<op::sigmoid_op>(s) && s->inputs().size() == 1 && s->inputs()[0] == x &&
+            s->outputs().size() == 1)
             return s;
     }
     return std::nullopt;
@@ -175,8 +176,7 @@ bool lower_silu(lower_env& env, instruction_ref mul, instruction_ref sig) {
     }
     // In place when x is a kernel's own result (not an input, constant or view of one)
     // read by nothing but this SiLU.
-    const bool own_result = is_cpu_kernel(x) &&
-                            x->get_operator().output_alias(to_shapes(x->inputs())) >= 0 &&
+    const bool own_result = is_cpu_kernel(x) && x->get_operator().output_alias(to_shapes(x->inputs())) >= 0 &&
                             rewrite::is<builtin::allocate>(x->inputs().back());
     const bool only_user = x->outputs().size() == 2;  // the sigmoid and the product
     if (own_result && only_user) {
