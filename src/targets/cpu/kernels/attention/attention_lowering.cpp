@@ -55,9 +55,9 @@ std::optional<match> match_at(instruction_ref sm) {
     auto x = sm->inputs().at(0);
     if (is<op::add_op>(x) && x->outputs().size() == 1) {
         const auto& in = x->inputs();
-        const std::size_t scores =
-            in[0]->get_shape().lens() == x->get_shape().lens() && is_any<op::mul_op, op::div_op, op::matmul>(in[0]) ? 0
-                                                                                                                    : 1;
+        const bool scores_first =
+            in[0]->get_shape().lens() == x->get_shape().lens() && is_any<op::mul_op, op::div_op, op::matmul>(in[0]);
+        const std::size_t scores = scores_first ? 0 : 1;
         mt.mask = in[1 - scores];
         mt.between.push_back(x);
         x = in[scores];
