@@ -6,13 +6,15 @@ fp16, bf16 and int8 (each calibration method), as Kiln compiles it:
 
 The evaluation data is not stored in the shared folder: make_fashion_models.py --eval-only writes
 ../shared/models/fashion_resnet/eval/{input_0.pb, labels.pb} from the dataset-fashion-mnist
-package (see the models README). Without it the script says so and uses the 16 labelled images
-of test_data_set_0 instead (labels from manifest_fashion.json), which shows the table's form,
-not the accuracy. int8 is calibrated on fashion_resnet/calibration (8 sets of 16 training
+package (see the models README); without that folder the script reads the package's t10k idx
+files itself (--mnist-dir, normalised as the README says). Without either it says so and uses
+the 16 labelled images of test_data_set_0 (labels from manifest_fashion.json), which shows the
+table's form, not the accuracy. int8 is calibrated on fashion_resnet/calibration (8 sets of 16 training
 images). The bar (issue 20): int8 >= 99.5% of float32's accuracy, fp16/bf16 >= 99.9%.
 Needs numpy and the kiln module (--kiln-python, default build/python).
 """
 import argparse
+import gzip
 import json
 import os
 import sys
@@ -25,10 +27,21 @@ FASHION = os.path.join(os.path.dirname(ROOT), "shared", "models", "fashion_resne
 BATCH = 16  # the calibration sets' batch: every program here is compiled for it
 
 
+def read_idx(path):
+    """An idx file of the MNIST format (gzip): ubyte images [n, rows, cols] or labels [n]."""
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    ndim = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    return np.frombuffer(data, np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default="cpu")
     ap.add_argument("--eval", default=os.path.join(FASHION, "eval"), help="folder with input_0.pb and labels.pb")
+    ap.add_argument("--mnist-dir", default="/usr/share/datasets/fashion-mnist",
+                    help="the dataset-fashion-mnist package's idx files, used when --eval is not there")
     ap.add_argument("--modes", default="fp32,fp16,bf16,int8-minmax,int8-percentile,int8-entropy")
     ap.add_argument("--kiln-python", default=os.path.join(ROOT, "build", "python"))
     args = ap.parse_args()
@@ -39,6 +52,11 @@ def main():
         x = np.asarray(kiln.read_tensor_proto(os.path.join(args.eval, "input_0.pb")))
         labels = np.asarray(kiln.read_tensor_proto(os.path.join(args.eval, "labels.pb")))
         source = f"{len(labels)} test images ({args.eval})"
+    elif os.path.exists(os.path.join(args.mnist_dir, "t10k-images-idx3-ubyte.gz")):
+        pixels = read_idx(os.path.join(args.mnist_dir, "t10k-images-idx3-ubyte.gz"))
+        x = ((pixels.astype(np.float32) / np.float32(255) - np.float32(0.2860)) / np.float32(0.3530))[:, None]
+        labels = read_idx(os.path.join(args.mnist_dir, "t10k-labels-idx1-ubyte.gz")).astype(np.int64)
+        source = f"{len(labels)} test images ({args.mnist_dir})"
     else:
         print(f"note: {args.eval} is not there (make_fashion_models.py --eval-only writes it); "
               "using the 16 images of test_data_set_0 instead: the table's form, not the accuracy", file=sys.stderr)
