@@ -240,6 +240,15 @@ kiln_status kiln_program_is_compiled(kiln_program program, int* compiled);
  * and outputs stay float32. ops NULL (or op_count 0) means {"all"} (docs/quantization.md). */
 kiln_status kiln_quantize_fp16(kiln_program program, const char* const* ops, size_t op_count);
 kiln_status kiln_quantize_bf16(kiln_program program, const char* const* ops, size_t op_count);
+/* Before compile: int8 with calibration (docs/quantization.md). The float32 program runs,
+ * compiled for `target`, on each of calibration[0..calibration_count) (input sets, at least
+ * one); the ops named in ops[0..op_count) (NULL or 0: "convolution", "dot") then read
+ * quantized activations (per tensor) and int8 weights (per output channel). method NULL means
+ * "minmax" (else "percentile" or "entropy"); percentile <= 0 means 99.99; dump_scales, when
+ * not NULL, is a file the scales are written to (JSON). Inputs and outputs stay float32. */
+kiln_status kiln_quantize_int8(kiln_program program, kiln_target target, const kiln_params* calibration,
+                               size_t calibration_count, const char* const* ops, size_t op_count, const char* method,
+                               double percentile, const char* dump_scales);
 /* Runs a compiled program; every input by name. The outputs' memory is Kiln's. */
 kiln_status kiln_program_run(kiln_program program, kiln_params params, kiln_arguments* outputs);
 /* Runs and writes output i into outputs[i] (e.g. kiln_argument_wrap of the caller's

@@ -354,6 +354,22 @@ public:
     // Before compile: the ops compute in float16 / bfloat16 (kiln_quantize_fp16).
     void quantize_fp16(const std::vector<std::string>& ops = {"all"}) { quantize(kiln_quantize_fp16, ops); }
     void quantize_bf16(const std::vector<std::string>& ops = {"all"}) { quantize(kiln_quantize_bf16, ops); }
+    // Before compile: int8 calibrated on the input sets (kiln_quantize_int8).
+    void quantize_int8(const target& t, const std::vector<std::map<std::string, argument>>& calibration,
+                       const std::vector<std::string>& ops = {"convolution", "dot"},
+                       const std::string& method = "minmax", double percentile = 99.99,
+                       const std::string& dump_scales = "") {
+        std::vector<params> sets;
+        std::vector<kiln_params> handles;
+        for (const auto& inputs : calibration) {
+            sets.push_back(make_params(inputs));
+            handles.push_back(sets.back().get());
+        }
+        std::vector<const char*> names;
+        for (const auto& n : ops) names.push_back(n.c_str());
+        check(kiln_quantize_int8(get(), t.get(), handles.data(), handles.size(), names.data(), names.size(),
+                                 method.c_str(), percentile, dump_scales.empty() ? nullptr : dump_scales.c_str()));
+    }
 
     std::vector<argument> run(const std::map<std::string, argument>& inputs) const {
         auto params = make_params(inputs);

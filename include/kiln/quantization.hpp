@@ -2,8 +2,11 @@
 // quantize_fp16 / quantize_bf16): the result compiles, saves and loads like any program.
 #pragma once
 #include <kiln/program.hpp>
+#include <kiln/target.hpp>
 #include <kiln/types.hpp>
 
+#include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,8 +29,48 @@ void quantize_bf16(program& p, const std::vector<std::string>& ops = {"all"});
 // Either, by element type (float16 or bfloat16).
 void quantize_float(program& p, type reduced, const std::vector<std::string>& ops = {"all"});
 
+// How an activation's range is chosen from what the calibration runs saw.
+enum class calibration_method {
+    minmax,      // the smallest and largest value seen (default)
+    percentile,  // |x| clipped at the given percentile of all values seen
+    entropy,     // |x| clipped where the KL divergence of the quantized histogram is least (TensorRT)
+};
+// "minmax", "percentile", "entropy"; anything else is refused (invalid_argument).
+calibration_method calibration_method_from_name(const std::string& name);
+std::string calibration_method_name(calibration_method m);
+
+struct int8_options {
+    // IR op names: "convolution", "matmul", "gemm", "dot" (matmul and gemm). Others are refused.
+    std::vector<std::string> ops = {"convolution", "dot"};
+    calibration_method method = calibration_method::minmax;
+    double percentile = 99.99;  // method percentile: in (50, 100]
+    std::string dump_scales;     // a file to write the scales to (JSON), or ""
+    // Called after each calibration run (done of total), e.g. for a progress bar.
+    std::function<void(std::size_t done, std::size_t total)> progress;
+};
+
+// What quantize_int8 did.
+struct int8_summary {
+    std::size_t quantized_ops = 0;        // convolutions / matmuls / gemms given Q/DQ inputs
+    std::size_t activation_tensors = 0;   // activations calibrated (one scale each)
+    std::size_t calibration_runs = 0;     // program runs (one per set; two per set unless minmax)
+    std::vector<std::string> skipped;     // chosen ops left float32, each with the reason
+    double seconds = 0;                   // wall time, compile of the calibration copy included
+};
+
+// Post-training static int8 quantization (MIGraphX's quantize_int8). Runs the float32
+// program, compiled for `t` with every activation to quantize as an extra output, over
+// every calibration set, records each activation's range, then rewrites the program into
+// the QuantizeLinear/DequantizeLinear form of quantized ONNX models: activations per
+// tensor (uint8 asymmetric; the second operand of a product of two activations int8
+// symmetric), weights int8 symmetric per output channel. Compiling the result lets the
+// fuse_qdq pass make quant_convolution / quant_dot of them (docs/quantization.md).
+// Softmax, the norms and residual adds stay float32. Inputs and outputs stay float32.
+int8_summary quantize_int8(program& p, const target& t, const std::vector<param_map>& calibration,
+                           const int8_options& options = {});
+
 // The reduced type a program was quantized to (type::float32 when it was not): recorded in
-// the program's metadata ("quantized": "float16"), so it survives .kiln files.
+// the program's metadata ("quantized": "float16", "int8"), so it survives .kiln files.
 type quantized_type(const program& p);
 
 }  // namespace kiln

@@ -118,10 +118,6 @@ onnx_options make_onnx_options(const py::kwargs& kw) {
     return o;
 }
 
-[[noreturn]] void not_yet(const char* what) {
-    throw_error(error_code::unsupported, std::string(what) + " is not yet supported by this build of Kiln");
-}
-
 }  // namespace
 
 void bind_program(py::module_& m) {
@@ -259,8 +255,40 @@ void bind_program(py::module_& m) {
     m.def("quantize_bf16", [](program& p, const std::vector<std::string>& ops) { quantize_bf16(p, ops); },
           py::arg("program"), py::arg("ops") = std::vector<std::string>{"all"},
           "Before compile: the ops compute in bfloat16; inputs and outputs stay float32.");
-    m.def("quantize_int8", [](program&, const py::object&, const py::object&) { not_yet("quantize_int8"); },
-          py::arg("program"), py::arg("target"), py::arg("calibration"));
+    m.def("quantize_int8", [](program& p, const py::object& t, const py::iterable& calibration,
+                              const std::vector<std::string>& ops, const std::string& method, double percentile,
+                              const std::optional<std::string>& dump_scales) {
+              std::shared_ptr<const target> tg = py::isinstance<py::str>(t) ? get_target(t.cast<std::string>())
+                                                                            : t.cast<std::shared_ptr<target>>();
+              std::vector<param_map> sets;
+              for (auto item : calibration) {
+                  if (!py::isinstance<py::dict>(item))
+                      throw_error(error_code::invalid_argument, "quantize_int8: calibration is a list of dicts {input name: array}");
+                  sets.push_back(to_params(p, item.cast<py::dict>()));
+              }
+              int8_options o;
+              o.ops = ops;
+              o.method = calibration_method_from_name(method);
+              o.percentile = percentile;
+              if (dump_scales) o.dump_scales = *dump_scales;
+              int8_summary s;
+              {
+                  py::gil_scoped_release release;
+                  s = quantize_int8(p, *tg, sets, o);
+              }
+              py::dict d;
+              d["quantized_ops"] = s.quantized_ops;
+              d["activation_tensors"] = s.activation_tensors;
+              d["calibration_runs"] = s.calibration_runs;
+              d["skipped"] = s.skipped;
+              d["seconds"] = s.seconds;
+              return d;
+          },
+          py::arg("program"), py::arg("target"), py::arg("calibration"),
+          py::arg("ops") = std::vector<std::string>{"convolution", "dot"}, py::arg("method") = "minmax",
+          py::arg("percentile") = 99.99, py::arg("dump_scales") = py::none(),
+          "Before compile: int8 calibrated on the input sets (a list of dicts {input name: array}); "
+          "method 'minmax', 'percentile' or 'entropy'. Returns what was done (ops quantized, ops skipped).");
 }
 
 }  // namespace kiln::python

@@ -71,5 +71,7 @@ def test_quantization_not_yet(test_model):
     model = kiln.parse_onnx(test_model("add_relu.onnx"))
     with pytest.raises(kiln.InvalidArgumentError, match="unknown op"):
         kiln.quantize_fp16(model, ops=["convolutoin"])
-    with pytest.raises(kiln.UnsupportedError):
+    with pytest.raises(kiln.InvalidArgumentError, match="no calibration data"):
         kiln.quantize_int8(model, kiln.get_target("cpu"), [])
+    with pytest.raises(kiln.InvalidArgumentError, match="calibration method"):
+        kiln.quantize_int8(model, "cpu", [{}], method="kl")

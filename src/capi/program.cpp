@@ -207,6 +207,27 @@ kiln_status kiln_quantize_bf16(kiln_program program, const char* const* ops, siz
     return quantize_to(__func__, program, ops, op_count, kiln::type::bfloat16);
 }
 
+kiln_status kiln_quantize_int8(kiln_program program, kiln_target target, const kiln_params* calibration,
+                               size_t calibration_count, const char* const* ops, size_t op_count, const char* method,
+                               double percentile, const char* dump_scales) {
+    return guarded(__func__, [&] {
+        auto& p = get(program, "program");
+        auto& t = get(target, "target");
+        std::vector<kiln::param_map> sets;
+        for (size_t i = 0; i < calibration_count; ++i)
+            sets.push_back(get(need(calibration, "calibration")[i], "calibration[i]").map);
+        kiln::int8_options o;
+        if (op_count > 0) {
+            o.ops.clear();
+            for (size_t i = 0; i < op_count; ++i) o.ops.emplace_back(need(need(ops, "ops")[i], "ops[i]"));
+        }
+        if (method) o.method = kiln::calibration_method_from_name(method);
+        if (percentile > 0) o.percentile = percentile;
+        if (dump_scales) o.dump_scales = dump_scales;
+        kiln::quantize_int8(*p.program, *t.target, sets, o);
+    });
+}
+
 kiln_status kiln_program_is_compiled(kiln_program program, int* compiled) {
     return guarded(__func__, [&] {
         auto& p = get(program, "program");

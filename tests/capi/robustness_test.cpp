@@ -160,6 +160,14 @@ TEST_F(capi_robustness, bad_handles) {
         {"kiln_program_is_compiled", "program", [&](void* h) { return kiln_program_is_compiled((kiln_program)h, &i); }},
         {"kiln_quantize_fp16", "program", [&](void* h) { return kiln_quantize_fp16((kiln_program)h, nullptr, 0); }},
         {"kiln_quantize_bf16", "program", [&](void* h) { return kiln_quantize_bf16((kiln_program)h, nullptr, 0); }},
+        {"kiln_quantize_int8", "program",
+         [&](void* h) { return kiln_quantize_int8((kiln_program)h, target, &params, 1, nullptr, 0, nullptr, 0, nullptr); }},
+        {"kiln_quantize_int8", "target",
+         [&](void* h) { return kiln_quantize_int8(program, (kiln_target)h, &params, 1, nullptr, 0, nullptr, 0, nullptr); }},
+        {"kiln_quantize_int8", "params", [&](void* h) {
+             kiln_params bad = (kiln_params)h;
+             return kiln_quantize_int8(program, target, &bad, 1, nullptr, 0, nullptr, 0, nullptr);
+         }},
         {"kiln_program_run", "program", [&](void* h) { return kiln_program_run((kiln_program)h, params, &ars); }},
         {"kiln_program_run", "params", [&](void* h) { return kiln_program_run(program, (kiln_params)h, &ars); }},
         {"kiln_program_run_into", "program",
@@ -290,6 +298,8 @@ TEST_F(capi_robustness, null_pointers) {
         {"kiln_program_memory_usage", [&] { return kiln_program_memory_usage(program, &n, &n, nullptr, &n); }},
         {"kiln_quantize_fp16", [&] { return kiln_quantize_fp16(program, nullptr, 1); }},
         {"kiln_quantize_bf16", [&] { return kiln_quantize_bf16(program, nullptr, 1); }},
+        {"kiln_quantize_int8", [&] { return kiln_quantize_int8(program, target, nullptr, 1, nullptr, 0, nullptr, 0, nullptr); }},
+        {"kiln_quantize_int8", [&] { return kiln_quantize_int8(program, target, &params, 1, nullptr, 1, nullptr, 0, nullptr); }},
         {"kiln_save", [&] { return kiln_save(program, nullptr); }},
         {"kiln_load", [&] { return kiln_load(nullptr, fopts, nullptr); }},
         {"kiln_program_create", [&] { return kiln_program_create(nullptr); }},

@@ -27,8 +27,14 @@ const std::vector<option_spec>& option_table() {
          "when the model keeps that dim's rows apart (repeatable)"},
         {"--fp16", "", "off", "compute in float16 (inputs and outputs stay float32; docs/quantization.md)"},
         {"--bf16", "", "off", "compute in bfloat16 (inputs and outputs stay float32; docs/quantization.md)"},
-        {"--int8", "", "off", "quantize to int8 with calibration (not implemented yet)"},
-        {"--calibration", "DIR", "", "calibration inputs for --int8 (data_set_K/input_N.pb folders)"},
+        {"--int8", "", "off",
+         "int8 convolutions and matmuls calibrated on --calibration DIR (inputs and outputs stay float32; "
+         "docs/quantization.md)"},
+        {"--calibration", "DIR", "one random set",
+         "calibration inputs for --int8 (data_set_K/input_N.pb folders); without it the accuracy means nothing"},
+        {"--calibration-method", "minmax|percentile|entropy", "minmax",
+         "--int8: activation ranges from the extremes, the 99.99th percentile of |x|, or least KL divergence"},
+        {"--dump-scales", "FILE", "", "--int8: write the activation and weight scales (JSON)"},
         {"--fast-math", "", "on", "allow fast approximations of exp, erf, tanh, sigmoid, division"},
         {"--no-fast-math", "", "", "exact math functions"},
         {"--exhaustive-tune", "", "off", "time candidate kernels at compile time and keep the fastest"},
@@ -72,6 +78,7 @@ const std::vector<option_spec>& option_table() {
 
 const std::vector<std::string> shape_opts = {"--batch", "--default-dim-value", "--input-dim", "--dyn-input-dim"};
 const std::vector<std::string> compile_opts = {"--target", "--fp16", "--bf16", "--int8", "--calibration",
+                                               "--calibration-method", "--dump-scales",
                                                "--fast-math", "--no-fast-math", "--exhaustive-tune", "--device-id",
                                                "--offload-copy", "--no-offload-copy", "--threads",
                                                "--specialize-after", "--max-specializations", "--dynamic-buckets"};
@@ -316,6 +323,11 @@ options parse(const std::string& command, const std::vector<std::string>& args) 
         else if (a == "--bf16") o.bf16 = true;
         else if (a == "--int8") o.int8 = true;
         else if (a == "--calibration") o.calibration = value();
+        else if (a == "--calibration-method") {
+            o.calibration_method = value();
+            if (o.calibration_method != "minmax" && o.calibration_method != "percentile" && o.calibration_method != "entropy")
+                throw usage_error("--calibration-method is minmax, percentile or entropy, not '" + o.calibration_method + "'");
+        } else if (a == "--dump-scales") o.dump_scales = value();
         else if (a == "--fast-math") o.fast_math = true;
         else if (a == "--no-fast-math") o.fast_math = false;
         else if (a == "--exhaustive-tune") o.exhaustive_tune = true;

@@ -23,6 +23,8 @@ struct options {
     std::map<std::string, std::vector<dynamic_dimension>> dyn_input_dims;
     bool fp16 = false, bf16 = false, int8 = false;
     std::string calibration;
+    std::string calibration_method = "minmax";
+    std::string dump_scales;
     bool fast_math = true;
     bool exhaustive_tune = false;
     int device_id = 0;

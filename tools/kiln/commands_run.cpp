@@ -418,7 +418,7 @@ int cmd_perf(const options& o) {
     return exit_ok;
 }
 
-// Accuracy of a reduced-precision run against float32 (verify --fp16/--bf16): relative L2
+// Accuracy of a reduced-precision run against float32 (verify --fp16/--bf16/--int8): relative L2
 // error, cosine similarity and, for outputs that look like class scores (2-D, 10+ columns),
 // how often the rows' top-1 agrees and float32's top-1 is among the run's top 5.
 json accuracy_json(const std::vector<double>& got, const std::vector<double>& want, const shape& s) {
@@ -449,8 +449,9 @@ json accuracy_json(const std::vector<double>& got, const std::vector<double>& wa
     return j;
 }
 
-// The rel. L2 a reduced-precision verify accepts: the bounds for the CNNs.
-double reduced_rel_l2_bound(type t) { return t == type::float16 ? 0.04 : 0.17; }
+// The rel. L2 a reduced-precision verify accepts: the bounds for the CNNs (int8:
+// MobileNetV2's, the loosest; random weights make the CNNs chaotic, docs/quantization.md).
+double reduced_rel_l2_bound(type t) { return t == type::float16 ? 0.04 : t == type::int8 ? 0.25 : 0.17; }
 
 int cmd_verify(const options& o) {
     auto l = load_and_compile(o);

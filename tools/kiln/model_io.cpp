@@ -5,11 +5,15 @@
 #include <kiln/quantization.hpp>
 #include <kiln/serialize.hpp>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iomanip>
 #include <iostream>
 #include <random>
 
@@ -126,9 +130,91 @@ compile_options make_compile_options(const options& o) {
     return c;
 }
 
+namespace {
+
+// --calibration DIR: DIR/data_set_K/input_N.pb, K in numeric order, N in the model's input order.
+std::vector<param_map> read_calibration(const program& p, const std::string& dir) {
+    if (!fs::is_directory(dir))
+        throw_error(error_code::invalid_argument, "--calibration '" + dir + "' is not a folder (of data_set_K/input_N.pb)");
+    std::vector<std::pair<std::size_t, fs::path>> sets;
+    for (const auto& e : fs::directory_iterator(dir)) {
+        const auto name = e.path().filename().string();
+        if (!e.is_directory() || name.rfind("data_set_", 0) != 0) continue;
+        const auto k = name.substr(9);
+        if (k.empty() || k.find_first_not_of("0123456789") != std::string::npos) continue;
+        sets.emplace_back(std::stoull(k), e.path());
+    }
+    if (sets.empty())
+        throw_error(error_code::invalid_argument, "--calibration " + dir + ": no data_set_K folders (each with input_N.pb files)");
+    std::sort(sets.begin(), sets.end());
+    const auto names = p.get_parameter_names();
+    const auto shapes = p.get_parameter_shapes();
+    std::vector<param_map> out;
+    for (const auto& [k, path] : sets) {
+        param_map m;
+        for (std::size_t i = 0; i < names.size(); ++i) {
+            auto file = path / ("input_" + std::to_string(i) + ".pb");
+            if (fs::exists(file)) m[names[i]] = read_value_proto(file.string(), shapes.at(names[i]));
+            else if (!p.get_parameter_default(names[i]))
+                throw_error(error_code::invalid_argument, "--calibration " + dir + ": no " + file.filename().string() +
+                                                              " in " + path.filename().string() + " for input '" +
+                                                              names[i] + "'");
+        }
+        out.push_back(std::move(m));
+    }
+    return out;
+}
+
+void quantize_int8_from_options(program& p, const options& o, const target& t) {
+    std::vector<param_map> sets;
+    if (!o.calibration.empty()) {
+        sets = read_calibration(p, o.calibration);
+    } else {
+        std::cerr << "\n*** WARNING: --int8 without --calibration DIR: calibrating on ONE set of RANDOM inputs.\n"
+                     "*** The scales fit noise, not your data: the accuracy of this int8 program means NOTHING.\n"
+                     "*** Give --calibration DIR (data_set_K/input_N.pb folders of real inputs).\n\n";
+        options ro = o;
+        ro.input_dir.clear();
+        ro.input_files.clear();
+        ro.seed = o.seed + 1000;  // not the inputs a run or verify is given
+        sets.push_back(make_inputs(p, ro));
+    }
+    int8_options q;
+    q.method = calibration_method_from_name(o.calibration_method);
+    q.dump_scales = o.dump_scales;
+    const bool bar = !o.quiet && isatty(2);
+    if (bar)
+        q.progress = [](std::size_t done, std::size_t total) {
+            const std::size_t width = 30, filled = total ? width * done / total : width;
+            std::cerr << "\rcalibrating [" << std::string(filled, '#') << std::string(width - filled, ' ') << "] " << done
+                      << "/" << total << (done == total ? "\n" : "") << std::flush;
+        };
+    auto s = quantize_int8(p, t, sets, q);
+    if (!o.quiet) {
+        std::cerr << "int8: " << s.quantized_ops << " ops quantized, " << s.activation_tensors << " activations calibrated ("
+                  << calibration_method_name(q.method) << ", " << sets.size() << " set" << (sets.size() == 1 ? "" : "s")
+                  << ") in " << std::fixed << std::setprecision(2) << s.seconds << " s" << std::defaultfloat;
+        if (!s.skipped.empty()) std::cerr << "; " << s.skipped.size() << " left float32 (e.g. " << s.skipped.front() << ")";
+        if (!o.dump_scales.empty()) std::cerr << "; scales written to " << o.dump_scales;
+        std::cerr << "\n";
+    }
+}
+
+}  // namespace
+
 void compile_model(program& p, const options& o, bool target_given) {
-    if (o.int8)
-        throw_error(error_code::unsupported, "--int8: quantization is not implemented yet (expected: run in float32)");
+    if (!o.int8 && (!o.calibration.empty() || !o.dump_scales.empty() || o.calibration_method != "minmax"))
+        throw_error(error_code::invalid_argument, "--calibration, --calibration-method and --dump-scales need --int8");
+    if (o.int8 && (o.fp16 || o.bf16)) throw_error(error_code::invalid_argument, "--int8 excludes --fp16 and --bf16");
+    if (o.int8 && p.is_compiled()) {
+        if (quantized_type(p) != type::int8)
+            throw_error(error_code::invalid_argument, "'" + o.model + "' was compiled in " +
+                                                          std::string(type_name(quantized_type(p))) +
+                                                          ", not with --int8 (quantize the .onnx)");
+        if (!o.calibration.empty() || !o.dump_scales.empty())
+            throw_error(error_code::invalid_argument, "'" + o.model + "' is already quantized and compiled: "
+                                                      "--calibration and --dump-scales apply to an .onnx");
+    }
     if (o.fp16 && o.bf16) throw_error(error_code::invalid_argument, "--fp16 and --bf16 exclude each other");
     const type reduced = o.fp16 ? type::float16 : o.bf16 ? type::bfloat16 : type::float32;
     if (reduced != type::float32) {
@@ -154,6 +240,7 @@ void compile_model(program& p, const options& o, bool target_given) {
         throw_error(e.code(), e.message() + (o.target == "gpu" ? "; this build has no gpu target (no CUDA support)" : "") +
                                   " (see kiln targets)");
     }
+    if (o.int8) quantize_int8_from_options(p, o, *t);
     p.compile(*t, make_compile_options(o));
 }
 

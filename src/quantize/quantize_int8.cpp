@@ -1,0 +1,543 @@
+// quantize_int8 (include/kiln/quantization.hpp): post-training static quantization with
+// calibration, in three steps.
+//
+// 1. Choose: every float32 convolution / matmul / gemm the caller named whose weights are a
+//    float32 literal (a matmul may also multiply two activations, as attention does) and
+//    whose form the fuse_qdq pass takes (gemm: alpha 1, A not transposed, a literal C).
+// 2. Calibrate: a copy of the program returns, besides its outputs, every activation read by
+//    a chosen op; it is compiled for the caller's target and run over every calibration set.
+//    minmax keeps each tensor's smallest and largest value; percentile and entropy run the
+//    sets a second time to fill a 2048-bin histogram of |x| over [0, max |x|] and clip there.
+// 3. Rewrite into the QDQ form quantized ONNX models import to: each chosen activation gets
+//    one QuantizeLinear -> DequantizeLinear pair (shared by all its chosen readers), the
+//    weights become an int8 literal read through a per-output-channel DequantizeLinear.
+//    Nothing else changes: residual adds, softmax, the norms stay float32. At compile time
+//    fuse_qdq (src/passes) turns each DQ -> conv/dot [-> relu/clip -> Q] group into
+//    quant_convolution / quant_dot, with the next layer's Q folded in as a requantize where
+//    the product (through at most one relu/clip) has that Q as its only reader.
+//
+// Activations are uint8 with a zero point (asymmetric): VNNI's dot product multiplies u8 by
+// s8, and oneDNN runs an s8 activation by adding 128 and subtracting a precomputed
+// compensation per output; a ReLU output uses the whole 0..255 range. The second operand
+// of a product of two activations (attention's K^T and V) takes the weights' place, so it
+// is int8 symmetric. Weights are int8 symmetric in [-127, 127] (no zero point, no -128, so
+// that u8 x s8 pairs cannot saturate VNNI's 16-bit intermediate sums).
+#include <kiln/quantization.hpp>
+
+#include "ops/nn_conv.hpp"
+#include "ops/nn_matmul.hpp"
+#include "ops/quantize.hpp"
+#include "passes/dead_code_elimination.hpp"
+#include "passes/fuse_qdq.hpp"
+#include "passes/rewrite_utils.hpp"
+
+#include <kiln/builtin_ops.hpp>
+#include <kiln/errors.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iomanip>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+namespace kiln {
+
+namespace {
+
+using rewrite::is;
+
+constexpr std::size_t histogram_bins = 2048;
+
+std::set<std::string> int8_op_names(const std::vector<std::string>& ops) {
+    std::set<std::string> names;
+    for (const auto& n : ops) {
+        if (n == "dot") names.insert({"matmul", "gemm"});
+        else if (n == "convolution" || n == "matmul" || n == "gemm") names.insert(n);
+        else if (n == "all") names.insert({"convolution", "matmul", "gemm"});
+        else
+            throw_error(error_code::invalid_argument, "quantize_int8: op '" + n +
+                                                          "' has no int8 form here (convolution, matmul, gemm, "
+                                                          "\"dot\" or \"all\")");
+    }
+    return names;
+}
+
+bool is_f32(instruction_ref x) { return x->get_shape().is_tensor() && x->get_shape().get_type() == type::float32; }
+bool f32_literal(instruction_ref x) { return x->is_literal() && is_f32(x) && !x->get_shape().dynamic(); }
+
+// How one input of a chosen op is quantized.
+enum class input_kind { activation_u8, activation_s8, weights };
+
+struct weight_plan {
+    std::size_t input = 1;
+    std::optional<std::size_t> axis;  // per channel along it, else per tensor
+};
+
+// A chosen op: which inputs are activations (by their kind) and where its weights are.
+struct op_plan {
+    instruction_ref ins;
+    std::vector<std::pair<std::size_t, input_kind>> activations;  // input index, kind
+    std::optional<weight_plan> weights;
+    std::string name;  // in the text form before the rewrite
+};
+
+// Why `ins` stays float32, or "" with `plan` filled.
+std::string plan_op(instruction_ref ins, op_plan& plan) {
+    plan.ins = ins;
+    const auto& in = ins->inputs();
+    if (!is_f32(ins)) return "not float32";
+    if (in.size() < 2 || !is_f32(in[0]) || !is_f32(in[1])) return "inputs not float32";
+    if (in[0]->is_literal()) return "constant first operand";
+    if (is<op::convolution>(ins)) {
+        if (!f32_literal(in[1]) || in[1]->get_shape().ndim() < 3) return "weights not a constant";
+        if (in.size() > 2 && !f32_literal(in[2])) return "bias not a constant";
+        plan.activations.push_back({0, input_kind::activation_u8});
+        plan.weights = weight_plan{1, 0};
+        return "";
+    }
+    if (is<op::matmul>(ins)) {
+        if (in[0]->get_shape().ndim() < 2 || in[1]->get_shape().ndim() < 2) return "a matrix-vector product";
+        plan.activations.push_back({0, input_kind::activation_u8});
+        if (f32_literal(in[1])) {
+            const auto nd = in[1]->get_shape().ndim();
+            plan.weights = weight_plan{1, nd == 2 ? std::optional<std::size_t>(nd - 1) : std::nullopt};
+        } else {
+            plan.activations.push_back({1, input_kind::activation_s8});
+        }
+        return "";
+    }
+    if (is<op::gemm>(ins)) {
+        const auto& g = ins->get_operator().get<op::gemm>();
+        if (g.alpha != 1.0f || g.trans_a || (in.size() > 2 && g.beta != 1.0f)) return "gemm with alpha/beta != 1 or trans_a";
+        if (!f32_literal(in[1]) || in[1]->get_shape().ndim() != 2) return "weights not a constant";
+        if (in.size() > 2) {
+            const auto n = in[1]->get_shape().lens()[g.trans_b ? 0 : 1];
+            if (!f32_literal(in[2]) || in[2]->get_shape().elements() != n) return "C not a constant per-column bias";
+        }
+        plan.activations.push_back({0, input_kind::activation_u8});
+        plan.weights = weight_plan{1, std::size_t(g.trans_b ? 0 : 1)};
+        return "";
+    }
+    return "not a convolution or dot";
+}
+
+// What the calibration runs saw of one activation.
+struct tensor_stats {
+    double lo = std::numeric_limits<double>::infinity();
+    double hi = -std::numeric_limits<double>::infinity();
+    std::vector<double> hist;  // of |x| over [0, amax], histogram_bins bins (second pass)
+    double amax() const { return std::max(std::fabs(lo), std::fabs(hi)); }
+};
+
+const float* floats_of(const argument& a, argument& keep) {
+    keep = a.contiguous();
+    return keep.data_as<float>();
+}
+
+void update_range(tensor_stats& s, const argument& a) {
+    argument keep;
+    const float* x = floats_of(a, keep);
+    const std::size_t n = a.get_shape().elements();
+    float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (!std::isfinite(x[i])) continue;
+        lo = std::min(lo, x[i]);
+        hi = std::max(hi, x[i]);
+    }
+    if (lo <= hi) {
+        s.lo = std::min(s.lo, double(lo));
+        s.hi = std::max(s.hi, double(hi));
+    }
+}
+
+void update_histogram(tensor_stats& s, const argument& a) {
+    if (s.hist.empty()) s.hist.assign(histogram_bins, 0.0);
+    const double amax = s.amax();
+    if (!(amax > 0) || !std::isfinite(amax)) return;
+    argument keep;
+    const float* x = floats_of(a, keep);
+    const std::size_t n = a.get_shape().elements();
+    const double per_bin = static_cast<double>(histogram_bins) / amax;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (!std::isfinite(x[i])) continue;
+        auto b = static_cast<std::size_t>(std::fabs(double(x[i])) * per_bin);
+        s.hist[std::min(b, histogram_bins - 1)] += 1;
+    }
+}
+
+// The |x| below which `percentile` % of the values lie (upper edge of that bin).
+double percentile_threshold(const tensor_stats& s, double percentile) {
+    double total = 0;
+    for (double h : s.hist) total += h;
+    if (total <= 0) return s.amax();
+    const double want = total * percentile / 100.0;
+    double seen = 0;
+    for (std::size_t i = 0; i < s.hist.size(); ++i) {
+        seen += s.hist[i];
+        if (seen >= want) return s.amax() * static_cast<double>(i + 1) / static_cast<double>(histogram_bins);
+    }
+    return s.amax();
+}
+
+// Adds eps to the empty bins of a distribution and takes it from the others (MXNet's
+// _smooth_distribution), so that KL(p || q) stays finite. False when it cannot.
+bool smooth(std::vector<double>& p, double eps = 1e-4) {
+    std::size_t zeros = 0;
+    for (double v : p) zeros += v == 0;
+    const std::size_t nonzeros = p.size() - zeros;
+    if (nonzeros == 0) return false;
+    const double eps1 = eps * static_cast<double>(zeros) / static_cast<double>(nonzeros);
+    if (eps1 >= 1.0) return false;
+    for (double& v : p) v += v == 0 ? eps : -eps1;
+    return true;
+}
+
+// TensorRT's entropy calibration: the threshold T (a bin edge of the |x| histogram) at which
+// the distribution clipped to [0, T] (outliers added to its last bin) and that distribution
+// quantized to `levels` bins differ least in KL divergence.
+double entropy_threshold(const tensor_stats& s, std::size_t levels) {
+    // The first bin holds a ReLU output's zeros (half of it, often): a spike that makes every
+    // coarse quantization of the rest look cheap. As NVIDIA's pytorch-quantization does, it
+    // counts as much as its neighbour.
+    std::vector<double> hist = s.hist;
+    if (hist.size() > 1) hist[0] = hist[1];
+    const std::size_t n = hist.size();
+    double total = 0;
+    for (double h : hist) total += h;
+    if (total <= 0 || levels >= n) return s.amax();
+    double best_kl = std::numeric_limits<double>::infinity();
+    std::size_t best = n;
+    std::vector<double> suffix(n + 1, 0.0);
+    for (std::size_t i = n; i-- > 0;) suffix[i] = suffix[i + 1] + hist[i];
+    std::vector<double> p, q;
+    for (std::size_t i = levels; i <= n; ++i) {
+        p.assign(hist.begin(), hist.begin() + static_cast<std::ptrdiff_t>(i));
+        p[i - 1] += suffix[i];
+        // The clipped histogram merged into `levels` bins, each spread back over the bins it
+        // merged that were not empty.
+        q.assign(i, 0.0);
+        const double merged = static_cast<double>(i) / static_cast<double>(levels);
+        for (std::size_t j = 0; j < levels; ++j) {
+            const auto start = static_cast<std::size_t>(std::floor(static_cast<double>(j) * merged));
+            const auto stop = j + 1 == levels ? i : static_cast<std::size_t>(std::floor(static_cast<double>(j + 1) * merged));
+            double sum = 0;
+            std::size_t nonzero = 0;
+            for (std::size_t k = start; k < stop; ++k) {
+                sum += hist[k];
+                nonzero += hist[k] != 0;
+            }
+            if (nonzero == 0) continue;
+            for (std::size_t k = start; k < stop; ++k)
+                if (hist[k] != 0) q[k] = sum / static_cast<double>(nonzero);
+        }
+        double ps = 0, qs = 0;
+        for (std::size_t k = 0; k < i; ++k) ps += p[k], qs += q[k];
+        if (ps <= 0 || qs <= 0) continue;
+        for (auto& v : p) v /= ps;
+        for (auto& v : q) v /= qs;
+        if (!smooth(p) || !smooth(q)) continue;
+        double kl = 0;
+        for (std::size_t k = 0; k < i; ++k)
+            if (p[k] > 0) kl += p[k] * std::log(p[k] / q[k]);
+        if (kl <= best_kl) {  // ties: the widest range
+            best_kl = kl;
+            best = i;
+        }
+    }
+    return s.amax() * static_cast<double>(best) / static_cast<double>(n);
+}
+
+struct activation_params {
+    type t = type::uint8;
+    double lo = 0, hi = 0;  // the range quantized (clipped by percentile / entropy)
+    float scale = 1;
+    std::int64_t zero_point = 0;
+};
+
+activation_params choose_params(const tensor_stats& s, input_kind kind, const int8_options& o) {
+    activation_params a;
+    a.lo = std::isfinite(s.lo) ? s.lo : 0.0;
+    a.hi = std::isfinite(s.hi) ? s.hi : 0.0;
+    if (o.method != calibration_method::minmax) {
+        const double t = o.method == calibration_method::percentile
+                             ? percentile_threshold(s, o.percentile)
+                             : entropy_threshold(s, kind == input_kind::activation_u8 && a.lo >= 0 ? 256 : 128);
+        a.lo = std::max(a.lo, -t);
+        a.hi = std::min(a.hi, t);
+    }
+    // The range always holds 0, so that zero padding and ReLU's zeros are exact.
+    a.lo = std::min(a.lo, 0.0);
+    a.hi = std::max(a.hi, 0.0);
+    if (kind == input_kind::activation_s8) {
+        a.t = type::int8;
+        const double amax = std::max(-a.lo, a.hi);
+        a.scale = amax > 0 ? static_cast<float>(amax / 127.0) : 1.0f;
+        a.zero_point = 0;
+        return a;
+    }
+    a.t = type::uint8;
+    const double range = a.hi - a.lo;
+    if (!(range > 0)) return a;  // a constant 0: scale 1, zero point 0
+    a.scale = static_cast<float>(range / 255.0);
+    a.zero_point = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::nearbyint(-a.lo / a.scale)), 0, 255);
+    return a;
+}
+
+// int8 weights and their scales: symmetric, per channel along `axis` or per tensor.
+struct quantized_weights {
+    literal values;
+    literal scales;
+    literal zero_points;
+    float scale_min = 0, scale_max = 0;
+};
+
+quantized_weights quantize_weights(const literal& w, std::optional<std::size_t> axis) {
+    const auto& s = w.get_shape();
+    const auto lens = s.lens();
+    const auto v = w.to_vector<float>();
+    const std::size_t channels = axis ? lens[*axis] : 1;
+    std::size_t inner = 1;  // elements after the axis
+    if (axis)
+        for (std::size_t d = *axis + 1; d < lens.size(); ++d) inner *= lens[d];
+    auto channel_of = [&](std::size_t i) { return axis ? (i / inner) % channels : 0; };
+    std::vector<float> amax(channels, 0.0f);
+    for (std::size_t i = 0; i < v.size(); ++i)
+        if (std::isfinite(v[i])) amax[channel_of(i)] = std::max(amax[channel_of(i)], std::fabs(v[i]));
+    std::vector<float> scales(channels);
+    for (std::size_t c = 0; c < channels; ++c) scales[c] = amax[c] > 0 ? amax[c] / 127.0f : 1.0f;
+    std::vector<std::int8_t> q(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        float r = std::nearbyint(v[i] / scales[channel_of(i)]);
+        if (std::isnan(r)) r = 0;
+        q[i] = static_cast<std::int8_t>(std::clamp(r, -127.0f, 127.0f));
+    }
+    quantized_weights out;
+    out.values = literal(shape(type::int8, lens), q);
+    if (axis) {
+        out.scales = literal(shape(type::float32, {channels}), scales);
+        out.zero_points = literal(shape(type::int8, {channels}), std::vector<std::int8_t>(channels, 0));
+    } else {
+        out.scales = literal(shape(type::float32), scales);
+        out.zero_points = literal(shape(type::int8), std::vector<std::int8_t>{0});
+    }
+    out.scale_min = *std::min_element(scales.begin(), scales.end());
+    out.scale_max = *std::max_element(scales.begin(), scales.end());
+    return out;
+}
+
+std::string json_number(double v) {
+    if (!std::isfinite(v)) return "null";
+    std::ostringstream os;
+    os << std::setprecision(9) << v;
+    return os.str();
+}
+
+std::string json_string(const std::string& s) {
+    std::string out = "\"";
+    for (char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        out += c;
+    }
+    return out + "\"";
+}
+
+}  // namespace
+
+calibration_method calibration_method_from_name(const std::string& name) {
+    if (name == "minmax") return calibration_method::minmax;
+    if (name == "percentile") return calibration_method::percentile;
+    if (name == "entropy") return calibration_method::entropy;
+    throw_error(error_code::invalid_argument,
+                "unknown calibration method '" + name + "' (minmax, percentile or entropy)");
+}
+
+std::string calibration_method_name(calibration_method m) {
+    switch (m) {
+        case calibration_method::minmax: return "minmax";
+        case calibration_method::percentile: return "percentile";
+        case calibration_method::entropy: return "entropy";
+    }
+    return "minmax";
+}
+
+int8_summary quantize_int8(program& p, const target& t, const std::vector<param_map>& calibration,
+                           const int8_options& options) {
+    const auto started = std::chrono::steady_clock::now();
+    if (p.is_compiled()) throw_error(error_code::invalid_argument, "quantize: the program is already compiled (quantize before compile)");
+    if (quantized_type(p) != type::float32)
+        throw_error(error_code::invalid_argument, "quantize_int8: the program is already quantized (" +
+                                                      std::string(type_name(quantized_type(p))) + ")");
+    const auto names = int8_op_names(options.ops);
+    if (calibration.empty())
+        throw_error(error_code::invalid_argument, "quantize_int8: no calibration data (give at least one set of inputs)");
+    if (options.method == calibration_method::percentile && !(options.percentile > 50 && options.percentile <= 100))
+        throw_error(error_code::invalid_argument, "quantize_int8: percentile must be in (50, 100], not " +
+                                                      json_number(options.percentile));
+    module& m = *p.get_main_module();
+    int8_summary summary;
+
+    // 1. The ops to quantize and the activations they read.
+    std::vector<op_plan> plans;
+    std::vector<instruction_ref> tensors;                       // to calibrate, in module order of first use
+    std::unordered_map<const instruction*, std::size_t> index;  // tensor -> its position in `tensors`
+    std::unordered_map<const instruction*, input_kind> kinds;
+    std::vector<std::string> tensor_names, reader_names;  // in the text form before the rewrite
+    for (auto ins = m.begin(); ins != m.end(); ++ins) {
+        if (!names.count(ins->name())) continue;
+        op_plan plan;
+        const auto why = plan_op(ins, plan);
+        if (!why.empty()) {
+            summary.skipped.push_back(m.instruction_name(&*ins) + " " + ins->name() + ": " + why);
+            continue;
+        }
+        for (auto [i, kind] : plan.activations) {
+            auto x = ins->inputs()[i];
+            const auto reader = json_string(m.instruction_name(&*ins) + " " + ins->name());
+            if (!index.count(&*x)) {
+                index.emplace(&*x, tensors.size());
+                tensors.push_back(x);
+                kinds.emplace(&*x, kind);
+                tensor_names.push_back(m.instruction_name(&*x) + (x->is_param() ? "" : " " + x->name()));
+                reader_names.push_back(reader);
+            } else {
+                auto& r = reader_names[index.at(&*x)];
+                if (r.find(reader) == std::string::npos) r += ", " + reader;
+            }
+            if (kinds.at(&*x) != kind) {
+                // Read as u8 by one op and as s8 by another: s8 for both is the one form both take.
+                kinds[&*x] = input_kind::activation_s8;
+            }
+        }
+        plan.name = m.instruction_name(&*ins);
+        plans.push_back(plan);
+    }
+
+    // 2. Calibrate: a copy that also returns every tensor, compiled for `t`.
+    std::vector<tensor_stats> stats(tensors.size());
+    if (!tensors.empty()) {
+        program copy = p;
+        module& cm = *copy.get_main_module();
+        std::unordered_map<const instruction*, std::size_t> position;
+        {
+            std::size_t k = 0;
+            for (auto it = m.begin(); it != m.end(); ++it, ++k) position.emplace(&*it, k);
+        }
+        std::vector<instruction_ref> by_position;
+        for (auto it = cm.begin(); it != cm.end(); ++it) by_position.push_back(it);
+        auto ret = cm.get_return();
+        if (ret == cm.end()) throw_error(error_code::invalid_argument, "quantize_int8: the program has no @return");
+        std::vector<instruction_ref> outs = ret->inputs();
+        const std::size_t first_extra = outs.size();
+        for (auto x : tensors) outs.push_back(by_position.at(position.at(&*x)));
+        cm.remove_instruction(ret);
+        cm.add_return(outs);
+        auto out_names = copy.get_output_names();
+        out_names.resize(first_extra);
+        for (std::size_t i = 0; i < tensors.size(); ++i) out_names.push_back("kiln_calibration_" + std::to_string(i));
+        copy.set_output_names(out_names);
+        compile_options co;
+        co.specialize_after = 0;  // calibration sets of new shapes run on the generic program
+        copy.compile(t, co);
+        const bool histograms = options.method != calibration_method::minmax;
+        const std::size_t total = calibration.size() * (histograms ? 2 : 1);
+        std::size_t done = 0;
+        for (int pass = 0; pass < (histograms ? 2 : 1); ++pass) {
+            for (const auto& set : calibration) {
+                const auto results = copy.eval(set);
+                for (std::size_t i = 0; i < tensors.size(); ++i) {
+                    if (pass == 0) update_range(stats[i], results.at(first_extra + i));
+                    else update_histogram(stats[i], results.at(first_extra + i));
+                }
+                ++summary.calibration_runs;
+                if (options.progress) options.progress(++done, total);
+            }
+        }
+    }
+
+    // 3. Rewrite: Q -> DQ after each activation (before its first chosen reader), DQ of int8 weights.
+    std::vector<activation_params> params(tensors.size());
+    for (std::size_t i = 0; i < tensors.size(); ++i) params[i] = choose_params(stats[i], kinds.at(&*tensors[i]), options);
+    std::unordered_map<const instruction*, instruction_ref> dequantized;  // tensor -> its DQ
+    std::ostringstream weights_json;
+    bool first_weight = true;
+    for (auto& plan : plans) {
+        auto ins = plan.ins;
+        std::vector<instruction_ref> args = ins->inputs();
+        for (auto [i, kind] : plan.activations) {
+            auto x = args[i];
+            auto it = dequantized.find(&*x);
+            if (it == dequantized.end()) {
+                const auto& a = params.at(index.at(&*x));
+                auto s = m.insert_literal(ins, literal(shape(type::float32), std::vector<float>{a.scale}));
+                auto z = a.t == type::uint8
+                             ? m.insert_literal(ins, literal(shape(type::uint8), std::vector<std::uint8_t>{
+                                                                                     static_cast<std::uint8_t>(a.zero_point)}))
+                             : m.insert_literal(ins, literal(shape(type::int8), std::vector<std::int8_t>{
+                                                                                    static_cast<std::int8_t>(a.zero_point)}));
+                op::quantize_linear_op qop;
+                qop.output_type = a.t;
+                auto q = m.insert_instruction(ins, qop, {x, s, z});
+                auto dq = m.insert_instruction(ins, op::dequantize_linear_op{}, {q, s, z});
+                it = dequantized.emplace(&*x, dq).first;
+            }
+            args[i] = it->second;
+        }
+        if (plan.weights) {
+            auto w = args[plan.weights->input];
+            auto qw = quantize_weights(w->get_literal(), plan.weights->axis);
+            auto wq = m.insert_literal(ins, qw.values);
+            auto s = m.insert_literal(ins, qw.scales);
+            auto z = m.insert_literal(ins, qw.zero_points);
+            op::dequantize_linear_op dq;
+            dq.axis = static_cast<std::int64_t>(plan.weights->axis.value_or(1));
+            args[plan.weights->input] = m.insert_instruction(ins, dq, {wq, s, z});
+            weights_json << (first_weight ? "" : ",\n") << "    {\"op\": " << json_string(plan.name)
+                         << ", \"kind\": " << json_string(ins->name()) << ", \"channels\": " << qw.scales.get_shape().elements()
+                         << ", \"per_channel\": " << (plan.weights->axis ? "true" : "false")
+                         << ", \"scale_min\": " << json_number(qw.scale_min) << ", \"scale_max\": " << json_number(qw.scale_max)
+                         << "}";
+            first_weight = false;
+        }
+        m.replace_instruction(ins, ins->get_operator(), args);
+        ++summary.quantized_ops;
+    }
+    dead_code_elimination{}.apply(m);  // the float32 weights nobody reads now
+    summary.activation_tensors = tensors.size();
+
+    auto meta = p.get_metadata();
+    if (!meta.is_object()) meta = value::make_object();
+    meta["quantized"] = std::string("int8");
+    meta["int8_calibration"] = calibration_method_name(options.method) + ", " + std::to_string(calibration.size()) +
+                               " sets, " + std::to_string(summary.quantized_ops) + " ops";
+    p.set_metadata(meta);
+
+    summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (!options.dump_scales.empty()) {
+        std::ostringstream os;
+        os << "{\n  \"method\": " << json_string(calibration_method_name(options.method));
+        if (options.method == calibration_method::percentile) os << ", \"percentile\": " << json_number(options.percentile);
+        os << ", \"calibration_sets\": " << calibration.size() << ",\n  \"activations\": [\n";
+        for (std::size_t i = 0; i < tensors.size(); ++i) {
+            const auto& a = params[i];
+            os << "    {\"tensor\": " << json_string(tensor_names[i]) << ", \"readers\": [" << reader_names[i] << "], \"type\": " << json_string(std::string(type_name(a.t)))
+               << ", \"seen_min\": " << json_number(stats[i].lo) << ", \"seen_max\": " << json_number(stats[i].hi)
+               << ", \"min\": " << json_number(a.lo) << ", \"max\": " << json_number(a.hi)
+               << ", \"scale\": " << json_number(a.scale) << ", \"zero_point\": " << a.zero_point << "}"
+               << (i + 1 < tensors.size() ? ",\n" : "\n");
+        }
+        os << "  ],\n  \"weights\": [\n" << weights_json.str() << (first_weight ? "" : "\n") << "  ],\n  \"skipped\": [";
+        for (std::size_t i = 0; i < summary.skipped.size(); ++i) os << (i ? ", " : "") << json_string(summary.skipped[i]);
+        os << "]\n}\n";
+        std::ofstream f(options.dump_scales);
+        f << os.str();
+        if (!f) throw_error(error_code::runtime, "quantize_int8: cannot write the scales to '" + options.dump_scales + "'");
+    }
+    return summary;
+}
+
+}  // namespace kiln

@@ -1,0 +1,80 @@
+"""`--int8` on compile/run/perf/verify: calibration folders, the warning without one, the methods,
+--dump-scales, saved programs and the usage errors."""
+import json
+import os
+import re
+
+import pytest
+
+from conftest import FASHION, OK, SHARED, USAGE, kiln, kiln_json
+
+FASHION_SHARED = os.path.join(SHARED, "models", "fashion_resnet")
+CALIB = os.path.join(FASHION_SHARED, "calibration")
+DATA = os.path.join(FASHION_SHARED, "test_data_set_0")
+
+needs_shared = pytest.mark.skipif(not os.path.isdir(CALIB), reason="the shared fashion_resnet calibration folder is not there")
+
+
+@needs_shared
+@pytest.mark.parametrize("target", ["ref", "cpu"])
+def test_verify_int8_reports_accuracy_against_float32(target):
+    args = ("verify", FASHION, "--target", target, "--input", DATA, "--int8", "--calibration", CALIB)
+    j = kiln_json(*args, "--quiet")
+    (o,) = j["outputs"]
+    assert j["passed"] is True and j["precision"] == "int8" and j["against"] == "ref (float32)"
+    assert 0 < o["rel_l2"] <= 0.1 and o["cosine"] > 0.99
+    assert o["top1_agreement"] >= 0.9 and o["top5_agreement"] == 1.0
+    proc = kiln(*args)
+    lines = proc.stdout.splitlines()
+    assert re.match(r"    rel\. L2 \S+ \(bound 0\.25\), cosine \S+, top-1 agreement \S+, fp32 top-1 in top-5 1  ok$",
+                    lines[2]), lines[2]
+    assert re.search(r"int8: 13 ops quantized, 10 activations calibrated \(minmax, 8 sets\)", proc.stderr), proc.stderr
+    assert "WARNING" not in proc.stderr
+
+
+@needs_shared
+def test_int8_compile_dump_scales_and_run_the_saved_program(tmp_path):
+    out, scales = tmp_path / "fashion_int8.kiln", tmp_path / "scales.json"
+    kiln("compile", FASHION, "--int8", "--calibration", CALIB, "--calibration-method", "percentile",
+         "--dump-scales", scales, "-o", out, "--quiet")
+    dump = json.loads(scales.read_text())
+    assert dump["method"] == "percentile" and dump["calibration_sets"] == 8
+    assert len(dump["activations"]) == 10 and len(dump["weights"]) == 13
+    assert all(a["scale"] > 0 for a in dump["activations"])
+    j = kiln_json("verify", out, "--int8", "--input", DATA, "--expected", DATA, "--quiet")
+    assert j["passed"] is True and j["precision"] == "int8" and j["outputs"][0]["rel_l2"] <= 0.1
+    kiln("run", out, "--input", DATA, "--quiet")
+    kiln("perf", out, "-n", "2", "--warmup", "1", "--quiet")
+    # A saved int8 program is not re-quantized, nor taken for another precision.
+    kiln("run", out, "--bf16", "--quiet", expect=USAGE)
+    kiln("run", out, "--int8", "--calibration", CALIB, "--quiet", expect=USAGE)
+
+
+def test_int8_without_calibration_warns_loudly():
+    proc = kiln("run", FASHION, "--int8")
+    assert "WARNING" in proc.stderr and "RANDOM" in proc.stderr and "means NOTHING" in proc.stderr
+    proc = kiln("perf", FASHION, "--int8", "-n", "2", "--warmup", "1", "--calibration-method", "percentile")
+    assert "WARNING" in proc.stderr
+
+
+def test_int8_usage_errors(tmp_path):
+    kiln("run", FASHION, "--int8", "--bf16", "--quiet", expect=USAGE)
+    kiln("run", FASHION, "--calibration", CALIB, "--quiet", expect=USAGE)  # without --int8
+    kiln("run", FASHION, "--int8", "--calibration-method", "kl", "--quiet", expect=USAGE)
+    proc = kiln("run", FASHION, "--int8", "--calibration", tmp_path, "--quiet", expect=USAGE)
+    assert "no data_set_K folders" in proc.stderr
+    kiln("run", FASHION, "--int8", "--calibration", tmp_path / "missing", "--quiet", expect=USAGE)
+
+
+@needs_shared
+def test_int8_entropy_scales_are_written(tmp_path):
+    """entropy clips harder than the others (docs/quantization.md has what that costs)."""
+    files = {}
+    for method in ["minmax", "entropy"]:
+        files[method] = tmp_path / f"{method}.json"
+        kiln("compile", FASHION, "--int8", "--calibration", CALIB, "--calibration-method", method,
+             "--dump-scales", files[method], "-o", tmp_path / f"{method}.kiln", "--quiet")
+    mm, en = (json.loads(files[m].read_text())["activations"] for m in ["minmax", "entropy"])
+    assert len(mm) == len(en) == 10
+    assert all(0 < e["scale"] <= m["scale"] * (1 + 1e-6) for e, m in zip(en, mm))
+    assert any(e["scale"] < m["scale"] for e, m in zip(en, mm))

@@ -1,0 +1,314 @@
+// quantize_int8: the QDQ rewrite (what is quantized, what stays float32), that fuse_qdq
+// turns it into quant_convolution / quant_dot on ref and cpu, the error against float32,
+// the three calibration methods, the scales file, .kiln round trips and the refusals.
+#include <kiln/errors.hpp>
+#include <kiln/module_text.hpp>
+#include <kiln/program.hpp>
+#include <kiln/quantization.hpp>
+#include <kiln/serialize.hpp>
+#include <kiln/target.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <regex>
+#include <sstream>
+
+using namespace kiln;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<float> random_values(std::mt19937& rng, std::size_t n, float scale = 1.0f) {
+    std::normal_distribution<float> d(0.0f, scale);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(rng);
+    return v;
+}
+
+// conv -> relu -> conv -> residual add -> relu -> flatten -> gemm, and the attention-like
+// product of two activations -> softmax.
+program make_cnn() {
+    std::mt19937 rng(7);
+    std::map<std::string, literal> named = {
+        {"w1", literal(shape(type::float32, {8, 3, 3, 3}), random_values(rng, 8 * 3 * 9, 0.3f))},
+        {"b1", literal(shape(type::float32, {8}), random_values(rng, 8, 0.1f))},
+        {"w2", literal(shape(type::float32, {8, 8, 3, 3}), random_values(rng, 8 * 8 * 9, 0.15f))},
+        {"wg", literal(shape(type::float32, {512, 10}), random_values(rng, 512 * 10, 0.05f))},
+        {"bg", literal(shape(type::float32, {10}), random_values(rng, 10, 0.1f))}};
+    return parse_program(R"(
+        module main
+          x = @param -> float32[2, 3, 8, 8]
+          w1 = @literal{float32[8, 3, 3, 3] {...}}
+          b1 = @literal{float32[8] {...}}
+          w2 = @literal{float32[8, 8, 3, 3] {...}}
+          wg = @literal{float32[512, 10] {...}}
+          bg = @literal{float32[10] {...}}
+          c1 = convolution{padding=[1, 1, 1, 1]}(x, w1, b1)
+          r1 = relu(c1)
+          c2 = convolution{padding=[1, 1, 1, 1]}(r1, w2)
+          a = add(c2, r1)
+          r2 = relu(a)
+          f = flatten{axis=1}(r2)
+          g = gemm(f, wg, bg)
+          @return(g)
+    )", {literals_by_name(named)});
+}
+
+program make_attention() {
+    std::mt19937 rng(8);
+    std::map<std::string, literal> named = {
+        {"wq", literal(shape(type::float32, {16, 16}), random_values(rng, 256, 0.25f))},
+        {"wk", literal(shape(type::float32, {16, 16}), random_values(rng, 256, 0.25f))}};
+    return parse_program(R"(
+        module main
+          x = @param -> float32[6, 16]
+          wq = @literal{float32[16, 16] {...}}
+          wk = @literal{float32[16, 16] {...}}
+          q = matmul(x, wq)
+          k = matmul(x, wk)
+          kt = transpose{perm=[1, 0]}(k)
+          s = matmul(q, kt)
+          p = softmax{axis=1}(s)
+          @return(p)
+    )", {literals_by_name(named)});
+}
+
+param_map random_inputs(const program& p, unsigned seed, float outlier = 0) {
+    std::mt19937 rng(seed);
+    param_map m;
+    for (auto& [name, s] : p.get_parameter_shapes()) {
+        auto v = random_values(rng, s.elements());
+        if (outlier != 0) v[seed % v.size()] = outlier;
+        m[name] = argument(literal(s, v).get_argument());
+    }
+    return m;
+}
+
+std::vector<param_map> calibration_sets(const program& p, std::size_t n, float outlier = 0) {
+    std::vector<param_map> sets;
+    for (std::size_t i = 0; i < n; ++i) sets.push_back(random_inputs(p, 100 + static_cast<unsigned>(i), outlier));
+    return sets;
+}
+
+double rel_l2(const argument& got, const argument& want) {
+    auto g = got.to_vector<double>();
+    auto w = want.to_vector<double>();
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < w.size(); ++i) {
+        num += (g[i] - w[i]) * (g[i] - w[i]);
+        den += w[i] * w[i];
+    }
+    return std::sqrt(num / den);
+}
+
+// Instructions by op, a compiled ref program's kernels by the op they run (ref::kernel{op={name: "..."}}).
+std::map<std::string, int> op_counts(const program& p) {
+    std::map<std::string, int> n;
+    std::regex inner("^ref::kernel\\{op=\\{name: \"([a-z_]+)\"");
+    for (const auto& ins : *p.get_main_module()) {
+        std::smatch m;
+        const auto text = ins.get_operator().to_string();
+        if (std::regex_search(text, m, inner)) ++n[m[1]];
+        else ++n[ins.name()];
+    }
+    return n;
+}
+
+argument run(program p, const std::string& target, const param_map& in) {
+    p.compile(*get_target(target));
+    return p.eval(in).at(0);
+}
+
+std::string read_file(const fs::path& f) {
+    std::ifstream in(f);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+// The "scale" values of the activations in a scales file, in order.
+std::vector<double> activation_scales(const std::string& json) {
+    std::vector<double> out;
+    const auto acts = json.substr(0, json.find("\"weights\""));
+    std::regex re("\"scale\": ([0-9.e+-]+)");
+    for (auto it = std::sregex_iterator(acts.begin(), acts.end(), re); it != std::sregex_iterator(); ++it)
+        out.push_back(std::stod((*it)[1]));
+    return out;
+}
+
+}  // namespace
+
+TEST(quantize_int8, rewrites_to_qdq_and_keeps_the_rest_float32) {
+    auto p = make_cnn();
+    const auto s = quantize_int8(p, *get_target("ref"), calibration_sets(p, 4));
+    EXPECT_EQ(s.quantized_ops, 3u);
+    EXPECT_EQ(s.activation_tensors, 3u);  // x, r1, f
+    EXPECT_EQ(s.calibration_runs, 4u);
+    EXPECT_TRUE(s.skipped.empty());
+    auto n = op_counts(p);
+    EXPECT_EQ(n["quantize_linear"], 3);
+    EXPECT_EQ(n["dequantize_linear"], 6);  // 3 activations, 3 weights
+    EXPECT_EQ(n["add"], 1);                // the residual add stays float32
+    EXPECT_EQ(quantized_type(p), type::int8);
+    EXPECT_EQ(p.get_parameter_shapes().at("x").get_type(), type::float32);
+    EXPECT_EQ(p.get_output_shapes().at(0).get_type(), type::float32);
+    // Activations uint8 (asymmetric), weights int8 per output channel.
+    for (const auto& ins : *p.get_main_module()) {
+        if (ins.name() == "quantize_linear") {
+            EXPECT_EQ(ins.get_shape().get_type(), type::uint8);
+        }
+        if (ins.name() == "dequantize_linear" && ins.inputs()[0]->is_literal()) {
+            EXPECT_EQ(ins.inputs()[0]->get_shape().get_type(), type::int8);
+            EXPECT_GT(ins.inputs()[1]->get_shape().elements(), 1u);
+        }
+    }
+}
+
+TEST(quantize_int8, fuses_into_integer_ops_close_to_float32_on_ref_and_cpu) {
+    const auto in = random_inputs(make_cnn(), 1);
+    for (const std::string target : {"ref", "cpu"}) {
+        auto p = make_cnn();
+        quantize_int8(p, *get_target(target), calibration_sets(p, 8));
+        auto compiled = p;
+        compiled.compile(*get_target(target));
+        auto n = op_counts(compiled);
+        // The cpu target lowers them further (to oneDNN int8, or back to float kernels on a CPU
+        // without VNNI: cpu::dequantize_without_vnni).
+        if (target == "ref") {
+            EXPECT_EQ(n["quant_convolution"], 2) << compiled.get_main_module()->to_string();
+            EXPECT_EQ(n["quant_dot"], 1);
+            EXPECT_EQ(n["dequantize_linear"], 0);
+            EXPECT_EQ(n["convolution"], 0);
+        }
+        const auto want = run(make_cnn(), target, in);
+        const auto got = compiled.eval(in).at(0);
+        const double err = rel_l2(got, want);
+        std::cout << "int8 vs float32 on " << target << ": rel. L2 " << err << "\n";
+        EXPECT_LT(err, 0.05) << target;
+        EXPECT_GT(err, 0.0) << target;
+    }
+}
+
+TEST(quantize_int8, attention_products_of_two_activations) {
+    auto p = make_attention();
+    const auto in = random_inputs(p, 3);
+    const auto s = quantize_int8(p, *get_target("ref"), calibration_sets(p, 4));
+    EXPECT_EQ(s.quantized_ops, 3u);
+    // The second operand of q k^T is int8 symmetric; the others uint8.
+    int s8 = 0, u8 = 0;
+    for (const auto& ins : *p.get_main_module())
+        if (ins.name() == "quantize_linear") (ins.get_shape().get_type() == type::int8 ? s8 : u8)++;
+    EXPECT_EQ(s8, 1);
+    EXPECT_EQ(u8, 2);  // x (shared by both projections) and q
+    EXPECT_EQ(op_counts(p)["softmax"], 1);
+    auto compiled = p;
+    compiled.compile(*get_target("ref"));
+    EXPECT_EQ(op_counts(compiled)["quant_dot"], 3);
+    EXPECT_LT(rel_l2(compiled.eval(in).at(0), run(make_attention(), "ref", in)), 0.15);  // softmax sharpens it
+}
+
+TEST(quantize_int8, methods_give_valid_different_scales) {
+    const auto dir = fs::path(testing::TempDir());
+    std::map<std::string, std::vector<double>> scales;
+    for (const std::string method : {"minmax", "percentile", "entropy"}) {
+        auto p = make_cnn();
+        int8_options o;
+        o.method = calibration_method_from_name(method);
+        o.percentile = 99.0;
+        o.dump_scales = (dir / ("kiln_int8_scales_" + method + ".json")).string();
+        std::size_t progress_calls = 0;
+        o.progress = [&](std::size_t done, std::size_t total) {
+            ++progress_calls;
+            EXPECT_LE(done, total);
+        };
+        // An outlier of 40 in each set's input: minmax takes it, the others clip it.
+        const auto s = quantize_int8(p, *get_target("ref"), calibration_sets(p, 4, 40.0f), o);
+        EXPECT_EQ(s.calibration_runs, method == "minmax" ? 4u : 8u) << method;
+        EXPECT_EQ(progress_calls, s.calibration_runs) << method;
+        const auto text = read_file(o.dump_scales);
+        EXPECT_NE(text.find("\"method\": \"" + method + "\""), std::string::npos) << text;
+        EXPECT_NE(text.find("\"weights\""), std::string::npos);
+        scales[method] = activation_scales(text);
+        ASSERT_EQ(scales[method].size(), 3u) << text;
+        for (double v : scales[method]) EXPECT_TRUE(std::isfinite(v) && v > 0) << method << " " << v;
+        // Still a working program.
+        p.compile(*get_target("ref"));
+        const auto in = random_inputs(make_cnn(), 5);
+        EXPECT_LT(rel_l2(p.eval(in).at(0), run(make_cnn(), "ref", in)), 0.25) << method;
+    }
+    // The input's scale (the first): the outlier sets minmax's, the others are well below it.
+    EXPECT_LT(scales["percentile"][0], 0.5 * scales["minmax"][0]);
+    EXPECT_LT(scales["entropy"][0], 0.5 * scales["minmax"][0]);
+    EXPECT_NE(scales["percentile"], scales["entropy"]);
+}
+
+TEST(quantize_int8, kiln_round_trip_before_and_after_compile) {
+    auto p = make_cnn();
+    const auto in = random_inputs(p, 9);
+    quantize_int8(p, *get_target("ref"), calibration_sets(p, 2));
+    // Before compile: the scales are literals of the program.
+    auto bytes = save_buffer(p);
+    auto loaded = load_buffer(bytes.data(), bytes.size());
+    EXPECT_EQ(quantized_type(loaded), type::int8);
+    EXPECT_EQ(loaded.get_main_module()->to_string(), p.get_main_module()->to_string());
+    for (const std::string target : {"ref", "cpu"}) {
+        auto c = p;
+        c.compile(*get_target(target));
+        const auto want = c.eval(in).at(0).to_vector<float>();
+        auto b = save_buffer(c);
+        auto l = load_buffer(b.data(), b.size());
+        EXPECT_TRUE(l.is_compiled());
+        EXPECT_EQ(quantized_type(l), type::int8);
+        EXPECT_EQ(l.eval(in).at(0).to_vector<float>(), want) << target;
+        auto lc = loaded;
+        lc.compile(*get_target(target));
+        EXPECT_EQ(lc.eval(in).at(0).to_vector<float>(), want) << target;
+    }
+}
+
+TEST(quantize_int8, op_choice) {
+    auto p = make_cnn();
+    int8_options o;
+    o.ops = {"convolution"};
+    auto s = quantize_int8(p, *get_target("ref"), calibration_sets(p, 1), o);
+    EXPECT_EQ(s.quantized_ops, 2u);
+    EXPECT_EQ(op_counts(p)["gemm"], 1);
+    auto q = make_cnn();
+    o.ops = {"dot"};
+    s = quantize_int8(q, *get_target("ref"), calibration_sets(q, 1), o);
+    EXPECT_EQ(s.quantized_ops, 1u);
+}
+
+TEST(quantize_int8, refusals) {
+    auto p = make_cnn();
+    const auto& ref = *get_target("ref");
+    auto code = [&](auto f) {
+        try {
+            f();
+        } catch (const error& e) {
+            return e.code();
+        }
+        return error_code::runtime;  // did not throw
+    };
+    EXPECT_EQ(code([&] { quantize_int8(p, ref, {}); }), error_code::invalid_argument);
+    int8_options bad_op;
+    bad_op.ops = {"softmax"};
+    EXPECT_EQ(code([&] { quantize_int8(p, ref, calibration_sets(p, 1), bad_op); }), error_code::invalid_argument);
+    EXPECT_EQ(code([&] { calibration_method_from_name("kl"); }), error_code::invalid_argument);
+    int8_options bad_percentile;
+    bad_percentile.method = calibration_method::percentile;
+    bad_percentile.percentile = 20;
+    EXPECT_EQ(code([&] { quantize_int8(p, ref, calibration_sets(p, 1), bad_percentile); }), error_code::invalid_argument);
+    // Nothing changed by the refusals.
+    EXPECT_EQ(op_counts(p)["quantize_linear"], 0);
+    quantize_int8(p, ref, calibration_sets(p, 1));
+    EXPECT_EQ(code([&] { quantize_int8(p, ref, calibration_sets(p, 1)); }), error_code::invalid_argument);
+    auto c = make_cnn();
+    c.compile(ref);
+    EXPECT_EQ(code([&] { quantize_int8(c, ref, calibration_sets(make_cnn(), 1)); }), error_code::invalid_argument);
+}
