@@ -1,6 +1,9 @@
 #include "serve/serve_main.hpp"
 
 #include "serve/metrics.hpp"
+#ifdef KILN_SERVE_GRPC
+#include "serve/grpc_server.hpp"
+#endif
 #include "serve/model_repository.hpp"
 #include "serve/rest_server.hpp"
 #include "serve/server_state.hpp"
@@ -55,6 +58,25 @@ int run_server(const server_options& o) {
         std::cerr << "kiln serve: cannot listen on " << o.host << ":" << o.http_port << "\n";
         return 2;
     }
+#ifdef KILN_SERVE_GRPC
+    grpc_options go;
+    go.max_message_bytes = o.max_message_mb << 20;
+    grpc_server grpc(repo, state, go);
+    int grpc_port = -1;
+    if (o.grpc_port >= 0) {
+        grpc_port = grpc.start(o.host, o.grpc_port);
+        if (grpc_port < 0) {
+            std::cerr << "kiln serve: cannot listen on " << o.host << ":" << o.grpc_port << " (gRPC)\n";
+            return 2;
+        }
+    }
+#else
+    const int grpc_port = -1;
+    if (o.grpc_port >= 0 && o.grpc_port != 8001) {
+        std::cerr << "kiln serve: --grpc-port: this kiln was built without gRPC (libgrpc++-dev)\n";
+        return 2;
+    }
+#endif
     httplib::Server metrics;
     int metrics_port = -1;
     if (o.metrics_port >= 0) {
@@ -75,16 +97,23 @@ int run_server(const server_options& o) {
         if (metrics_port >= 0) metrics.listen_after_bind();
     });
     std::cerr << "kiln serve: HTTP on " << o.host << ":" << http_port;
+    if (grpc_port >= 0) std::cerr << ", gRPC on " << o.host << ":" << grpc_port;
     if (metrics_port >= 0) std::cerr << ", metrics on " << o.host << ":" << metrics_port << "/metrics";
     std::cerr << std::endl;
 
     for (auto& e : repo.load_all()) std::cerr << "kiln serve: " << e << "\n";
     state.started = true;
+#ifdef KILN_SERVE_GRPC
+    grpc.set_serving(true);
+#endif
     std::cerr << "kiln serve: ready" << std::endl;
 
     int sig = 0;
     sigwait(&signals, &sig);
-    state.draining = true;  // ready answers 400 and new inferences 503 from here on
+    state.draining = true;  // ready answers 400 and new inferences 503 (UNAVAILABLE) from here on
+#ifdef KILN_SERVE_GRPC
+    grpc.set_serving(false);
+#endif
     std::cerr << "kiln serve: signal " << sig << ", draining (up to " << o.exit_timeout_secs << " s)" << std::endl;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.exit_timeout_secs);
     const timespec poll{0, 10 * 1000 * 1000};
@@ -100,6 +129,9 @@ int run_server(const server_options& o) {
         std::_Exit(1);
     }
     rest.stop();
+#ifdef KILN_SERVE_GRPC
+    grpc.stop();
+#endif
     if (metrics_port >= 0) metrics.stop();
     rest_thread.join();
     metrics_thread.join();

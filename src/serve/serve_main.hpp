@@ -1,4 +1,4 @@
-// `kiln serve`: loads the repository, serves REST and metrics until SIGTERM/SIGINT, then
+// `kiln serve`: loads the repository, serves REST, gRPC and metrics until SIGTERM/SIGINT, then
 // drains (docs/server.md).
 #pragma once
 #include <cstddef>
@@ -10,6 +10,8 @@ struct server_options {
     std::string repository;
     std::string host = "127.0.0.1";  // loopback unless the user opens it up
     int http_port = 8000;
+    int grpc_port = 8001;            // -1: no gRPC front end
+    std::size_t max_message_mb = 64; // gRPC messages, both ways
     int metrics_port = 8002;         // -1: no metrics endpoint
     int exit_timeout_secs = 30;
     std::size_t http_threads = 64;   // concurrent connections served

@@ -42,12 +42,13 @@ def request(port, method, path, body=None, headers=None, timeout=60):
 
 
 class Server:
-    def __init__(self, repo, *extra):
-        self.port, self.metrics_port = free_port(), free_port()
-        env = dict(os.environ, KILN_NUM_THREADS="2")
+    def __init__(self, repo, *extra, env=None):
+        self.port, self.metrics_port, self.grpc_port = free_port(), free_port(), free_port()
+        env = dict(os.environ, KILN_NUM_THREADS="2", **(env or {}))
         self.log = open(os.path.join(repo, "..", "server.log"), "w+")
         self.proc = subprocess.Popen([KILN, "serve", "--model-repository", repo, "--http-port", str(self.port),
-                                      "--metrics-port", str(self.metrics_port), *extra],
+                                      "--metrics-port", str(self.metrics_port), "--grpc-port", str(self.grpc_port),
+                                      *extra],
                                      stdout=self.log, stderr=subprocess.STDOUT, env=env)
         deadline = time.time() + 120
         while time.time() < deadline:

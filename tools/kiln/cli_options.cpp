@@ -66,6 +66,8 @@ const std::vector<option_spec>& option_table() {
         {"--metrics-port", "N", "8002", "serve: Prometheus /metrics port (0: any free port)"},
         {"--exit-timeout-secs", "N", "30", "serve: after SIGTERM, how long in-flight requests may take"},
         {"--http-threads", "N", "64", "serve: connections served at once"},
+        {"--grpc-port", "N", "8001", "serve: gRPC port (inference.GRPCInferenceService, grpc.health.v1; 0: any free port)"},
+        {"--max-message-mb", "N", "64", "serve: the largest gRPC message, received or sent, in MiB"},
     };
     return t;
 }
@@ -125,8 +127,9 @@ const std::vector<command_spec>& commands() {
          join({shape_opts, compile_opts, input_opts, {"-n", "--iterations", "--warmup", "--per-instruction", "--shapes"}})},
         {"verify", "run on --target and on ref (or --expected) and compare every output", true,
          join({shape_opts, compile_opts, input_opts, {"--atol", "--rtol", "--expected"}})},
-        {"serve", "serve a model repository over the Open Inference Protocol (KServe v2 REST)", false,
-         join({{"--model-repository", "--host", "--http-port", "--metrics-port", "--exit-timeout-secs", "--http-threads"}})},
+        {"serve", "serve a model repository over the Open Inference Protocol (KServe v2 REST and gRPC)", false,
+         join({{"--model-repository", "--host", "--http-port", "--grpc-port", "--metrics-port", "--exit-timeout-secs",
+                "--http-threads", "--max-message-mb"}})},
         {"onnx-ops", "list the supported ONNX operators", false, join({})},
         {"ops", "list the IR operations", false, join({})},
         {"targets", "list the targets and whether each can run here", false, join({})},
@@ -366,10 +369,13 @@ options parse(const std::string& command, const std::vector<std::string>& args) 
         else if (a == "--shapes") o.shape_sets = parse_shape_sets(value());
         else if (a == "--model-repository") o.model_repository = value();
         else if (a == "--host") o.host = value();
-        else if (a == "--http-port" || a == "--metrics-port") {
+        else if (a == "--http-port" || a == "--metrics-port" || a == "--grpc-port") {
             auto port = to_size(a, value());
             if (port > 65535) throw usage_error(a + " must be a port number (0 to 65535)");
-            (a == "--http-port" ? o.http_port : o.metrics_port) = static_cast<int>(port);
+            (a == "--http-port" ? o.http_port : a == "--grpc-port" ? o.grpc_port : o.metrics_port) = static_cast<int>(port);
+        } else if (a == "--max-message-mb") {
+            o.max_message_mb = to_size(a, value());
+            if (o.max_message_mb < 1 || o.max_message_mb > 2047) throw usage_error("--max-message-mb must be 1 to 2047");
         } else if (a == "--exit-timeout-secs") o.exit_timeout_secs = static_cast<int>(std::min<std::size_t>(to_size(a, value()), 86400));
         else if (a == "--http-threads") o.http_threads = std::max<std::size_t>(1, to_size(a, value()));
         else throw usage_error("unknown option " + a);

@@ -53,6 +53,8 @@ struct options {
     std::string model_repository;
     std::string host = "127.0.0.1";
     int http_port = 8000;
+    int grpc_port = 8001;
+    std::size_t max_message_mb = 64;
     int metrics_port = 8002;
     int exit_timeout_secs = 30;
     std::size_t http_threads = 64;

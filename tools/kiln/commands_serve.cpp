@@ -10,6 +10,8 @@ int cmd_serve(const options& o) {
     s.repository = o.model_repository;
     s.host = o.host;
     s.http_port = o.http_port;
+    s.grpc_port = o.grpc_port;
+    s.max_message_mb = o.max_message_mb;
     s.metrics_port = o.metrics_port;
     s.exit_timeout_secs = o.exit_timeout_secs;
     s.http_threads = o.http_threads;
