@@ -174,6 +174,7 @@ public:
         return guarded([&] {
             authorize(ctx);
             if (state_.draining) fail(error_kind::unavailable, "the server is shutting down");
+            repository_api_on();
             if (!in->parameters().empty())
                 fail(error_kind::bad_request, "load parameters (a config or files in the request) are not supported");
             repo_.load(in->model_name());
@@ -184,11 +185,17 @@ public:
         return guarded([&] {
             authorize(ctx);
             if (state_.draining) fail(error_kind::unavailable, "the server is shutting down");
+            repository_api_on();
             repo_.unload(in->model_name());
         });
     }
 
 private:
+    void repository_api_on() const {
+        if (!state_.repository_api)
+            fail(error_kind::bad_request, "model load and unload are off in --model-control-mode poll");
+    }
+
     // The hook where access control goes (every RPC but health).
     void authorize(grpc::ServerContext*) const {}
 

@@ -235,6 +235,8 @@ void rest_server::routes() {
         read_body(reader);  // parameters (a config override) are not supported yet
         guarded(res, [&] {
             if (state.draining) fail(error_kind::unavailable, "the server is shutting down");
+            if (!state.repository_api)
+                fail(error_kind::bad_request, "model load and unload are off in --model-control-mode poll");
             if (req.matches[2] == "load") repo.load(req.matches[1]);
             else repo.unload(req.matches[1]);
             send_json(res, json::object());

@@ -11,6 +11,8 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -50,8 +52,17 @@ int run_server(const server_options& o) {
     auto signals = shutdown_signals();
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+    if (o.model_control_mode != "none" && o.model_control_mode != "explicit" && o.model_control_mode != "poll") {
+        std::cerr << "kiln serve: --model-control-mode must be none, explicit or poll\n";
+        return 2;
+    }
+    if (!o.load_models.empty() && o.model_control_mode != "explicit") {
+        std::cerr << "kiln serve: --load-model needs --model-control-mode explicit\n";
+        return 2;
+    }
     model_repository repo(o.repository);
     server_state state;
+    state.repository_api = o.model_control_mode != "poll";
     rest_server rest(repo, state, o.http_threads);
     int http_port = rest.bind(o.host, o.http_port);
     if (http_port < 0) {
@@ -101,8 +112,44 @@ int run_server(const server_options& o) {
     if (metrics_port >= 0) std::cerr << ", metrics on " << o.host << ":" << metrics_port << "/metrics";
     std::cerr << std::endl;
 
-    for (auto& e : repo.load_all()) std::cerr << "kiln serve: " << e << "\n";
+    if (o.model_control_mode == "explicit") {
+        for (auto& name : o.load_models) {
+            if (name == "*") {
+                for (auto& e : repo.load_all()) std::cerr << "kiln serve: " << e << "\n";
+                continue;
+            }
+            try {
+                repo.load(name);
+            } catch (const std::exception& e) {
+                std::cerr << "kiln serve: " << e.what() << "\n";
+            }
+        }
+    } else {
+        for (auto& e : repo.load_all()) std::cerr << "kiln serve: " << e << "\n";
+    }
     state.started = true;
+    // Poll mode: a thread rescans the folder until the drain starts.
+    std::mutex poll_mutex;
+    std::condition_variable poll_cv;
+    bool poll_stop = false;
+    std::thread poller;
+    if (o.model_control_mode == "poll")
+        poller = std::thread([&] {
+            std::unique_lock<std::mutex> lock(poll_mutex);
+            while (!poll_cv.wait_for(lock, std::chrono::seconds(o.poll_secs), [&] { return poll_stop; })) {
+                lock.unlock();
+                for (auto& line : repo.poll()) std::cerr << "kiln serve: poll: " << line << std::endl;
+                lock.lock();
+            }
+        });
+    auto stop_polling = [&] {
+        {
+            std::lock_guard<std::mutex> lock(poll_mutex);
+            poll_stop = true;
+        }
+        poll_cv.notify_all();
+        if (poller.joinable()) poller.join();
+    };
 #ifdef KILN_SERVE_GRPC
     grpc.set_serving(true);
 #endif
@@ -115,6 +162,7 @@ int run_server(const server_options& o) {
     grpc.set_serving(false);
 #endif
     std::cerr << "kiln serve: signal " << sig << ", draining (up to " << o.exit_timeout_secs << " s)" << std::endl;
+    stop_polling();  // waits for a load the poll may be in the middle of
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.exit_timeout_secs);
     const timespec poll{0, 10 * 1000 * 1000};
     while (state.in_flight > 0 && std::chrono::steady_clock::now() < deadline) {

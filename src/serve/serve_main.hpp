@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace kiln::serve {
 
@@ -15,6 +16,12 @@ struct server_options {
     int metrics_port = 8002;         // -1: no metrics endpoint
     int exit_timeout_secs = 30;
     std::size_t http_threads = 64;   // concurrent connections served
+    // none: every model loaded at start; explicit: only load_models ("*": all) at start, the
+    // rest through the repository API; poll: every model at start, then the folder is
+    // rescanned every poll_secs (the repository API's load/unload refused).
+    std::string model_control_mode = "none";
+    std::vector<std::string> load_models;
+    int poll_secs = 15;
 };
 
 // Returns the process exit code: 0 after a drain, 2 when a port cannot be bound or the

@@ -10,6 +10,9 @@ struct server_state {
     std::atomic<bool> started{false};  // the repository's first load is done
     std::atomic<bool> draining{false};
     std::atomic<int> in_flight{0};
+    // The repository extension's load and unload (off in poll mode: the folder decides).
+    // Set before the front ends start.
+    bool repository_api = true;
 };
 
 }  // namespace kiln::serve

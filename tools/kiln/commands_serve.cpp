@@ -12,6 +12,9 @@ int cmd_serve(const options& o) {
     s.http_port = o.http_port;
     s.grpc_port = o.grpc_port;
     s.max_message_mb = o.max_message_mb;
+    s.model_control_mode = o.model_control_mode;
+    s.load_models = o.load_models;
+    s.poll_secs = o.repository_poll_secs;
     s.metrics_port = o.metrics_port;
     s.exit_timeout_secs = o.exit_timeout_secs;
     s.http_threads = o.http_threads;
