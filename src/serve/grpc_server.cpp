@@ -20,6 +20,7 @@ namespace {
 grpc::StatusCode code_of(error_kind k) {
     switch (k) {
         case error_kind::bad_request: return grpc::StatusCode::INVALID_ARGUMENT;
+        case error_kind::unauthorized: return grpc::StatusCode::UNAUTHENTICATED;
         case error_kind::not_found: return grpc::StatusCode::NOT_FOUND;
         case error_kind::unavailable: return grpc::StatusCode::UNAVAILABLE;
         case error_kind::internal: break;
@@ -76,24 +77,21 @@ class service final : public inference::GRPCInferenceService::Service {
 public:
     service(model_repository& repo, server_state& state) : repo_(repo), state_(state) {}
 
-    grpc::Status ServerLive(grpc::ServerContext* ctx, const inference::ServerLiveRequest*,
+    grpc::Status ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
                             inference::ServerLiveResponse* out) override {
         return guarded([&] {
-            authorize(ctx);
             out->set_live(true);
         });
     }
-    grpc::Status ServerReady(grpc::ServerContext* ctx, const inference::ServerReadyRequest*,
+    grpc::Status ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
                              inference::ServerReadyResponse* out) override {
         return guarded([&] {
-            authorize(ctx);
             out->set_ready(state_.started && !state_.draining && repo_.all_ready());
         });
     }
-    grpc::Status ModelReady(grpc::ServerContext* ctx, const inference::ModelReadyRequest* in,
+    grpc::Status ModelReady(grpc::ServerContext*, const inference::ModelReadyRequest* in,
                             inference::ModelReadyResponse* out) override {
         return guarded([&] {
-            authorize(ctx);
             out->set_ready(!state_.draining && repo_.is_ready(in->name(), parse_version(in->version())));
         });
     }
@@ -196,8 +194,17 @@ private:
             fail(error_kind::bad_request, "model load and unload are off in --model-control-mode poll");
     }
 
-    // The hook where access control goes (every RPC but health).
-    void authorize(grpc::ServerContext*) const {}
+    // Access control (--auth-token-*): `authorization: Bearer T` or `x-api-key: T` metadata.
+    // Health (ServerLive, ServerReady, ModelReady, grpc.health.v1) is exempt, as on REST.
+    void authorize(grpc::ServerContext* ctx) const {
+        if (!state_.auth.enabled()) return;
+        const auto& md = ctx->client_metadata();
+        auto value = [&](const char* key) -> std::string_view {
+            auto it = md.find(key);
+            return it == md.end() ? std::string_view{} : std::string_view(it->second.data(), it->second.size());
+        };
+        state_.auth.check(value("authorization"), value("x-api-key"));
+    }
 
     model_repository& repo_;
     server_state& state_;

@@ -145,6 +145,24 @@ void rest_server::routes() {
         send_error(res, 500, "internal error");
     });
 
+    // Access control (--auth-token-*): every endpoint but the health ones (the server's live
+    // and ready, a model's ready) needs the token; 401 before the body is read or routed.
+    http.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
+        if (!state.auth.enabled() || req.path == "/v2/health/live" || req.path == "/v2/health/ready" ||
+            (req.method == "GET" && req.path.starts_with("/v2/models/") && req.path.ends_with("/ready")))
+            return httplib::Server::HandlerResponse::Unhandled;
+        auto header = [&](const char* key) { return req.has_header(key) ? req.get_header_value(key) : std::string(); };
+        const auto authorization = header("Authorization"), api_key = header("X-API-Key");
+        if (state.auth.allows(authorization, api_key)) return httplib::Server::HandlerResponse::Unhandled;
+        try {
+            state.auth.check(authorization, api_key);
+        } catch (const serve_error& e) {
+            res.set_header("WWW-Authenticate", "Bearer");
+            send_error(res, 401, e.what());
+        }
+        return httplib::Server::HandlerResponse::Handled;
+    });
+
     http.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
     http.Get("/v2/health/ready", [&](const httplib::Request&, httplib::Response& res) {
         res.status = state.started && !state.draining && repo.all_ready() ? 200 : 400;

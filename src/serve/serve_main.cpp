@@ -63,6 +63,25 @@ int run_server(const server_options& o) {
     model_repository repo(o.repository);
     server_state state;
     state.repository_api = o.model_control_mode != "poll";
+    if (!o.auth_token_env.empty() && !o.auth_token_file.empty()) {
+        std::cerr << "kiln serve: give --auth-token-env or --auth-token-file, not both\n";
+        return 2;
+    }
+    if (!o.auth_token_env.empty() || !o.auth_token_file.empty()) {
+        try {
+            state.auth = access_control(read_token(o.auth_token_env, o.auth_token_file));
+        } catch (const std::exception& e) {
+            std::cerr << "kiln serve: " << e.what() << "\n";
+            return 2;
+        }
+        std::cerr << "kiln serve: access control on (token from "
+                  << (o.auth_token_env.empty() ? "file " + o.auth_token_file : "$" + o.auth_token_env)
+                  << "); health endpoints exempt" << std::endl;
+    }
+    if (o.tls_cert.empty() != o.tls_key.empty()) {
+        std::cerr << "kiln serve: TLS needs both --tls-cert and --tls-key\n";
+        return 2;
+    }
     rest_server rest(repo, state, o.http_threads);
     int http_port = rest.bind(o.host, o.http_port);
     if (http_port < 0) {
@@ -72,6 +91,8 @@ int run_server(const server_options& o) {
 #ifdef KILN_SERVE_GRPC
     grpc_options go;
     go.max_message_bytes = o.max_message_mb << 20;
+    go.tls_cert = o.tls_cert;
+    go.tls_key = o.tls_key;
     grpc_server grpc(repo, state, go);
     int grpc_port = -1;
     if (o.grpc_port >= 0) {
@@ -83,6 +104,10 @@ int run_server(const server_options& o) {
     }
 #else
     const int grpc_port = -1;
+    if (!o.tls_cert.empty()) {
+        std::cerr << "kiln serve: --tls-cert: this kiln was built without gRPC (libgrpc++-dev)\n";
+        return 2;
+    }
     if (o.grpc_port >= 0 && o.grpc_port != 8001) {
         std::cerr << "kiln serve: --grpc-port: this kiln was built without gRPC (libgrpc++-dev)\n";
         return 2;
@@ -108,7 +133,7 @@ int run_server(const server_options& o) {
         if (metrics_port >= 0) metrics.listen_after_bind();
     });
     std::cerr << "kiln serve: HTTP on " << o.host << ":" << http_port;
-    if (grpc_port >= 0) std::cerr << ", gRPC on " << o.host << ":" << grpc_port;
+    if (grpc_port >= 0) std::cerr << ", gRPC" << (o.tls_cert.empty() ? "" : " (TLS)") << " on " << o.host << ":" << grpc_port;
     if (metrics_port >= 0) std::cerr << ", metrics on " << o.host << ":" << metrics_port << "/metrics";
     std::cerr << std::endl;
 

@@ -22,6 +22,9 @@ struct server_options {
     std::string model_control_mode = "none";
     std::vector<std::string> load_models;
     int poll_secs = 15;
+    // Access control: the token's source (never the token itself), at most one of the two.
+    std::string auth_token_env, auth_token_file;
+    std::string tls_cert, tls_key;  // gRPC over TLS (PEM files), both or neither
 };
 
 // Returns the process exit code: 0 after a drain, 2 when a port cannot be bound or the

@@ -73,6 +73,11 @@ const std::vector<option_spec>& option_table() {
          "poll: every model, then the folder rescanned (new, changed and removed models)"},
         {"--load-model", "MODEL", "", "serve: (explicit mode) load MODEL at start; repeatable, '*' for all"},
         {"--repository-poll-secs", "N", "15", "serve: (poll mode) seconds between rescans of the repository"},
+        {"--auth-token-env", "VAR", "", "serve: require the token held in environment variable VAR (REST and gRPC; "
+                                        "'Authorization: Bearer T' or 'X-API-Key: T'; health exempt)"},
+        {"--auth-token-file", "FILE", "", "serve: require the token held in FILE (as --auth-token-env)"},
+        {"--tls-cert", "PEM", "", "serve: gRPC over TLS with this certificate chain (with --tls-key)"},
+        {"--tls-key", "PEM", "", "serve: the private key of --tls-cert"},
     };
     return t;
 }
@@ -134,7 +139,8 @@ const std::vector<command_spec>& commands() {
          join({shape_opts, compile_opts, input_opts, {"--atol", "--rtol", "--expected"}})},
         {"serve", "serve a model repository over the Open Inference Protocol (KServe v2 REST and gRPC)", false,
          join({{"--model-repository", "--host", "--http-port", "--grpc-port", "--metrics-port", "--exit-timeout-secs",
-                "--http-threads", "--max-message-mb", "--model-control-mode", "--load-model", "--repository-poll-secs"}})},
+                "--http-threads", "--max-message-mb", "--model-control-mode", "--load-model", "--repository-poll-secs",
+                "--auth-token-env", "--auth-token-file", "--tls-cert", "--tls-key"}})},
         {"onnx-ops", "list the supported ONNX operators", false, join({})},
         {"ops", "list the IR operations", false, join({})},
         {"targets", "list the targets and whether each can run here", false, join({})},
@@ -383,6 +389,10 @@ options parse(const std::string& command, const std::vector<std::string>& args) 
             if (o.model_control_mode != "none" && o.model_control_mode != "explicit" && o.model_control_mode != "poll")
                 throw usage_error("--model-control-mode must be none, explicit or poll");
         } else if (a == "--load-model") o.load_models.push_back(value());
+        else if (a == "--auth-token-env") o.auth_token_env = value();
+        else if (a == "--auth-token-file") o.auth_token_file = value();
+        else if (a == "--tls-cert") o.tls_cert = value();
+        else if (a == "--tls-key") o.tls_key = value();
         else if (a == "--repository-poll-secs") {
             auto secs = to_size(a, value());
             if (secs < 1 || secs > 86400) throw usage_error("--repository-poll-secs must be 1 to 86400");

@@ -58,6 +58,8 @@ struct options {
     std::string model_control_mode = "none";
     std::vector<std::string> load_models;
     int repository_poll_secs = 15;
+    std::string auth_token_env, auth_token_file;  // where the token is, never the token
+    std::string tls_cert, tls_key;
     int metrics_port = 8002;
     int exit_timeout_secs = 30;
     std::size_t http_threads = 64;

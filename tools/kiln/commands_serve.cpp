@@ -15,6 +15,10 @@ int cmd_serve(const options& o) {
     s.model_control_mode = o.model_control_mode;
     s.load_models = o.load_models;
     s.poll_secs = o.repository_poll_secs;
+    s.auth_token_env = o.auth_token_env;
+    s.auth_token_file = o.auth_token_file;
+    s.tls_cert = o.tls_cert;
+    s.tls_key = o.tls_key;
     s.metrics_port = o.metrics_port;
     s.exit_timeout_secs = o.exit_timeout_secs;
     s.http_threads = o.http_threads;
