@@ -106,8 +106,12 @@ void exclusive_port(httplib::Server& server) {
     });
 }
 
-rest_server::rest_server(model_repository& repo, server_state& state, std::size_t threads)
-    : repo_(repo), state_(state), http_(std::make_unique<httplib::Server>()) {
+rest_server::rest_server(model_repository& repo, server_state& state, std::size_t threads, const std::string& tls_cert,
+                         const std::string& tls_key)
+    : repo_(repo),
+      state_(state),
+      http_(tls_cert.empty() ? std::make_unique<httplib::Server>()
+                             : std::make_unique<httplib::SSLServer>(tls_cert.c_str(), tls_key.c_str())) {
     // Each keep-alive connection holds one of these threads while it is open.
     http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http_->set_keep_alive_max_count(1000000);
@@ -121,6 +125,7 @@ rest_server::rest_server(model_repository& repo, server_state& state, std::size_
 rest_server::~rest_server() = default;
 
 int rest_server::bind(const std::string& host, int port) {
+    if (!http_->is_valid()) return -1;  // an SSLServer whose certificate or key did not load
     if (port == 0) return http_->bind_to_any_port(host);
     return http_->bind_to_port(host, port) ? port : -1;
 }

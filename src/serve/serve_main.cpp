@@ -82,10 +82,11 @@ int run_server(const server_options& o) {
         std::cerr << "kiln serve: TLS needs both --tls-cert and --tls-key\n";
         return 2;
     }
-    rest_server rest(repo, state, o.http_threads);
+    rest_server rest(repo, state, o.http_threads, o.tls_cert, o.tls_key);
     int http_port = rest.bind(o.host, o.http_port);
     if (http_port < 0) {
-        std::cerr << "kiln serve: cannot listen on " << o.host << ":" << o.http_port << "\n";
+        std::cerr << "kiln serve: cannot listen on " << o.host << ":" << o.http_port
+                  << (o.tls_cert.empty() ? "" : " (or the TLS certificate and key do not load)") << "\n";
         return 2;
     }
 #ifdef KILN_SERVE_GRPC
@@ -104,10 +105,7 @@ int run_server(const server_options& o) {
     }
 #else
     const int grpc_port = -1;
-    if (!o.tls_cert.empty()) {
-        std::cerr << "kiln serve: --tls-cert: this kiln was built without gRPC (libgrpc++-dev)\n";
-        return 2;
-    }
+
     if (o.grpc_port >= 0 && o.grpc_port != 8001) {
         std::cerr << "kiln serve: --grpc-port: this kiln was built without gRPC (libgrpc++-dev)\n";
         return 2;
@@ -132,7 +130,7 @@ int run_server(const server_options& o) {
     std::thread metrics_thread([&] {
         if (metrics_port >= 0) metrics.listen_after_bind();
     });
-    std::cerr << "kiln serve: HTTP on " << o.host << ":" << http_port;
+    std::cerr << "kiln serve: HTTP" << (o.tls_cert.empty() ? "" : "S") << " on " << o.host << ":" << http_port;
     if (grpc_port >= 0) std::cerr << ", gRPC" << (o.tls_cert.empty() ? "" : " (TLS)") << " on " << o.host << ":" << grpc_port;
     if (metrics_port >= 0) std::cerr << ", metrics on " << o.host << ":" << metrics_port << "/metrics";
     std::cerr << std::endl;

@@ -1,8 +1,9 @@
-"""`kiln serve` access control (--auth-token-env / --auth-token-file) on REST and gRPC, and gRPC
+"""`kiln serve` access control (--auth-token-env / --auth-token-file) on REST and gRPC, and both
 over TLS (--tls-cert / --tls-key), on loopback with the small add_relu model."""
 import json
 import os
 import shutil
+import ssl
 import subprocess
 
 import pytest
@@ -87,7 +88,7 @@ def test_token_sources_are_checked_at_start(repo, tmp_path):
         assert proc.returncode == 2 and message in proc.stderr, (extra, proc.stderr)
 
 
-def test_grpc_over_tls(repo, pb, tmp_path):  # noqa: F811
+def test_rest_and_grpc_over_tls(repo, pb, tmp_path):  # noqa: F811
     import grpc
     if not shutil.which("openssl"):
         pytest.skip("no openssl to make a certificate")
@@ -95,8 +96,12 @@ def test_grpc_over_tls(repo, pb, tmp_path):  # noqa: F811
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
                     "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    s = Server(str(repo), "--tls-cert", str(cert), "--tls-key", str(key))
+    context = ssl.create_default_context(cafile=str(cert))
+    s = Server(str(repo), "--tls-cert", str(cert), "--tls-key", str(key), context=context)
     try:
+        assert s.get("/v2")[0] == 200  # HTTPS
+        with pytest.raises(Exception):
+            request(s.port, "GET", "/v2", timeout=5)  # plain HTTP is not answered
         creds = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
         channel = grpc.secure_channel(f"127.0.0.1:{s.grpc_port}", creds)
         stub = pb[1].GRPCInferenceServiceStub(channel)
@@ -106,6 +111,6 @@ def test_grpc_over_tls(repo, pb, tmp_path):  # noqa: F811
         with pytest.raises(grpc.RpcError):
             plain.stub.ServerLive(pb[0].ServerLiveRequest(), timeout=5)
         plain.close()
-        assert "gRPC (TLS) on" in s.output()
+        assert "gRPC (TLS) on" in s.output() and "HTTPS on" in s.output()
     finally:
         s.stop()

@@ -76,7 +76,7 @@ const std::vector<option_spec>& option_table() {
         {"--auth-token-env", "VAR", "", "serve: require the token held in environment variable VAR (REST and gRPC; "
                                         "'Authorization: Bearer T' or 'X-API-Key: T'; health exempt)"},
         {"--auth-token-file", "FILE", "", "serve: require the token held in FILE (as --auth-token-env)"},
-        {"--tls-cert", "PEM", "", "serve: gRPC over TLS with this certificate chain (with --tls-key)"},
+        {"--tls-cert", "PEM", "", "serve: REST (HTTPS) and gRPC over TLS with this certificate chain (with --tls-key)"},
         {"--tls-key", "PEM", "", "serve: the private key of --tls-cert"},
     };
     return t;
