@@ -259,7 +259,10 @@ int grpc_server::start(const std::string& host, int port) {
 
 void grpc_server::set_serving(bool serving) {
     if (!impl_->server) return;
-    if (auto* h = impl_->server->GetHealthCheckService()) h->SetServingStatus(serving);
+    if (auto* h = impl_->server->GetHealthCheckService()) {
+        h->SetServingStatus(inference::GRPCInferenceService::service_full_name(), serving);  // registers the name
+        h->SetServingStatus(serving);  // "" and every name registered
+    }
 }
 
 void grpc_server::stop() {

@@ -18,9 +18,8 @@ import time
 import numpy as np
 import pytest
 
-import onnx_pb
 from conftest import ADD_RELU, KILN, REPO
-from test_serve import MOBILENET, Server, free_port, mobilenet_case, request
+from test_serve import MOBILENET, Server, mobilenet_case, request
 
 grpc = pytest.importorskip("grpc")
 
@@ -243,10 +242,13 @@ def test_malformed_requests_get_a_status_and_the_server_stays_live(client, pb, s
     with pytest.raises(grpc.RpcError) as e:
         infer(b"\xff\xff\xff\xff", timeout=10)
     assert e.value.code() != grpc.StatusCode.OK
+    # A client allowed to send more: the server's limit (64 MiB) refuses it.
     big = pb[0].ModelInferRequest(model_name="mobilenet", raw_input_contents=[b"\0" * (65 << 20)])
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}", options=[("grpc.max_send_message_length", 128 << 20)])
     with pytest.raises(grpc.RpcError) as e:
-        client.infer(big)
-    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        pb[1].GRPCInferenceServiceStub(channel).ModelInfer(big, timeout=60)
+    channel.close()
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e.value.details()
     assert client.call("ServerLive").live and server.proc.poll() is None
 
 

@@ -1,11 +1,8 @@
 """`kiln serve --model-control-mode none|explicit|poll` on loopback, with the small add_relu model."""
 import json
-import os
 import shutil
 import subprocess
 import time
-
-import pytest
 
 from conftest import ADD_RELU, KILN
 from test_serve import Server, infer_json, small_inputs
