@@ -96,4 +96,4 @@ wall = time.perf_counter() - wall
 times.sort()
 q = lambda p: times[min(len(times) - 1, int(p * len(times)))]
 print(f"{args.model} over {'gRPC' if args.grpc_port else 'REST'}: {args.clients} client(s), n={len(times)} p50 {statistics.median(times):.3f} ms, "
-      f"p90 {q(0.9):.3f}, p99 {q(0.99):.3f}; {args.clients * (args.warmup + args.n) / wall:.1f} requests/s")
+      f"p90 {q(0.9):.3f}, p99 {q(0.99):.3f}, min {times[0]:.3f}; {args.clients * (args.warmup + args.n) / wall:.1f} requests/s")
