@@ -1,7 +1,6 @@
 #include "serve/auth.hpp"
 
 #include <cctype>
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -44,10 +43,10 @@ void access_control::check(std::string_view authorization, std::string_view api_
                                        : "the token is not valid");
 }
 
-std::string read_token(const std::string& env_var, const std::string& file) {
+std::string read_token(const std::string& env_var, const char* env_value, const std::string& file) {
     std::string token;
     if (!env_var.empty()) {
-        const char* v = std::getenv(env_var.c_str());
+        const char* v = env_value;
         if (!v) throw std::runtime_error("--auth-token-env: the environment variable " + env_var + " is not set");
         token = v;
     } else {

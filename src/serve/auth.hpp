@@ -24,8 +24,10 @@ private:
     std::string token_;
 };
 
-// The token from $VAR or from FILE (one of the two non-empty; trailing whitespace and
-// newlines dropped). Throws std::runtime_error naming the variable or file, not the value.
-std::string read_token(const std::string& env_var, const std::string& file);
+// The token from environment variable `env_var` (its value as the caller read it, null when
+// unset: the kiln tool reads the environment, src/ does not) or from FILE (one of the two
+// names non-empty; trailing whitespace and newlines dropped). Throws std::runtime_error
+// naming the variable or file, never the value.
+std::string read_token(const std::string& env_var, const char* env_value, const std::string& file);
 
 }  // namespace kiln::serve

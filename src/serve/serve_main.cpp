@@ -69,7 +69,7 @@ int run_server(const server_options& o) {
     }
     if (!o.auth_token_env.empty() || !o.auth_token_file.empty()) {
         try {
-            state.auth = access_control(read_token(o.auth_token_env, o.auth_token_file));
+            state.auth = access_control(read_token(o.auth_token_env, o.auth_token_env_value, o.auth_token_file));
         } catch (const std::exception& e) {
             std::cerr << "kiln serve: " << e.what() << "\n";
             return 2;

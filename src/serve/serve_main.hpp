@@ -24,6 +24,7 @@ struct server_options {
     int poll_secs = 15;
     // Access control: the token's source (never the token itself), at most one of the two.
     std::string auth_token_env, auth_token_file;
+    const char* auth_token_env_value = nullptr;  // $auth_token_env as the tool read it (src/ reads no environment)
     std::string tls_cert, tls_key;  // gRPC over TLS (PEM files), both or neither
 };
 

@@ -3,6 +3,8 @@
 
 #include "serve/serve_main.hpp"
 
+#include <cstdlib>
+
 namespace kiln::cli {
 
 int cmd_serve(const options& o) {
@@ -16,6 +18,7 @@ int cmd_serve(const options& o) {
     s.load_models = o.load_models;
     s.poll_secs = o.repository_poll_secs;
     s.auth_token_env = o.auth_token_env;
+    if (!o.auth_token_env.empty()) s.auth_token_env_value = std::getenv(o.auth_token_env.c_str());
     s.auth_token_file = o.auth_token_file;
     s.tls_cert = o.tls_cert;
     s.tls_key = o.tls_key;
