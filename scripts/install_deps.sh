@@ -13,12 +13,14 @@ build_packages=(
   libdnnl-dev ocl-icd-opencl-dev  # dnnl-config.cmake looks for OpenCL (a Recommends, not a Depends)
   libmsgpack-cxx-dev nlohmann-json3-dev
   libcpp-httplib-dev  # kiln serve's REST server (src/serve)
+  libgrpc++-dev protobuf-compiler-grpc  # kiln serve's gRPC server: the library, protoc's grpc_cpp_plugin
   libjpeg-dev libpng-dev libwebp-dev libopenjp2-7-dev
 )
 test_packages=(
   libgtest-dev
   pybind11-dev python3-dev python3-numpy python3-pytest libdlpack-dev
   python3-yaml  # tests/tools/test_deploy.py reads deploy/kserve's manifests
+  python3-grpcio python3-protobuf  # tests/tools/test_serve_grpc.py's client (stubs from grpc_python_plugin)
   clang-format
   # examples/resnet50 (and its test): PyTorch's export, OpenCV's preprocessing in Python and C++.
   python3-torch python3-torchvision python3-opencv libopencv-dev

@@ -1,13 +1,13 @@
 // The server's typed errors. Each carries the HTTP status the REST front end answers with;
-// the gRPC front end will map the same kinds to INVALID_ARGUMENT, NOT_FOUND, UNAVAILABLE and
-// INTERNAL. 500 is for Kiln's own bugs only: a request the model cannot take is a 400.
+// the gRPC front end maps the same kinds to INVALID_ARGUMENT, UNAUTHENTICATED, NOT_FOUND,
+// UNAVAILABLE and INTERNAL. 500 is for Kiln's own bugs only: a request the model cannot take is a 400.
 #pragma once
 #include <stdexcept>
 #include <string>
 
 namespace kiln::serve {
 
-enum class error_kind { bad_request = 400, not_found = 404, unavailable = 503, internal = 500 };
+enum class error_kind { bad_request = 400, unauthorized = 401, not_found = 404, unavailable = 503, internal = 500 };
 
 class serve_error : public std::runtime_error {
 public:

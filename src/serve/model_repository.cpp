@@ -36,6 +36,31 @@ std::vector<std::int64_t> versions_on_disk(const fs::path& model_dir) {
     return out;
 }
 
+// What a poll compares: the version folders and the size and time of every file a load
+// reads (config.pbtxt, each version's model.onnx and model.kiln; not the compiled caches
+// Kiln writes beside them, which would make every load look like a change).
+std::string fingerprint(const fs::path& model_dir) {
+    std::string out;
+    auto add = [&](const fs::path& f) {
+        std::error_code ec;
+        auto size = fs::file_size(f, ec);
+        if (ec) return;
+        auto time = fs::last_write_time(f, ec);
+        if (ec) return;
+        out += f.lexically_relative(model_dir).string() + ":" + std::to_string(size) + ":" +
+               std::to_string(time.time_since_epoch().count()) + ";";
+    };
+    add(model_dir / "config.pbtxt");
+    auto versions = versions_on_disk(model_dir);
+    std::sort(versions.begin(), versions.end());
+    for (auto v : versions) {
+        out += std::to_string(v) + "/;";
+        add(model_dir / std::to_string(v) / "model.onnx");
+        add(model_dir / std::to_string(v) / "model.kiln");
+    }
+    return out;
+}
+
 std::size_t default_threads(const model_config& c) {
     if (c.threads) return c.threads;
     std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
@@ -163,6 +188,11 @@ void model_repository::load(const std::string& name) {
     auto model_dir = fs::path(dir_) / name;
     if (!fs::is_directory(model_dir)) fail(error_kind::not_found, "no model '" + name + "' in the repository");
     std::lock_guard<std::mutex> serial(load_mutex_);
+    const auto files = fingerprint(model_dir);  // before reading them: a change during the load is seen next time
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        fingerprints_[name] = files;
+    }
     std::map<std::int64_t, std::shared_ptr<loaded_model>> fresh;
     try {
         auto config = read_model_config(model_dir.string(), name);
@@ -238,6 +268,36 @@ std::vector<std::string> model_repository::load_all() {
         }
     }
     return errors;
+}
+
+std::vector<std::string> model_repository::poll() {
+    std::vector<std::string> log;
+    const auto names = model_names();
+    std::vector<std::string> changed, gone;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (auto& n : names) {
+            auto it = fingerprints_.find(n);
+            if (it == fingerprints_.end() || it->second != fingerprint(fs::path(dir_) / n)) changed.push_back(n);
+        }
+        for (auto& [n, e] : models_)
+            if (!e.versions.empty() && std::find(names.begin(), names.end(), n) == names.end()) gone.push_back(n);
+    }
+    for (auto& n : gone) {
+        unload(n);
+        std::lock_guard<std::mutex> lock(mutex_);
+        fingerprints_.erase(n);
+        log.push_back("model '" + n + "' is gone from the repository: unloaded");
+    }
+    for (auto& n : changed) {
+        try {
+            load(n);
+            log.push_back("model '" + n + "' (re)loaded: its files changed");
+        } catch (const std::exception& e) {
+            log.push_back(e.what());
+        }
+    }
+    return log;
 }
 
 std::shared_ptr<loaded_model> model_repository::find(const std::string& name, std::optional<std::int64_t> version) const {

@@ -36,6 +36,12 @@ public:
     void unload(const std::string& name);
     // Loads every model; returns the errors (one line each) of those that failed.
     std::vector<std::string> load_all();
+    // --model-control-mode poll, one round: models whose files changed since their last load
+    // (a version folder added or removed, model.onnx, model.kiln or config.pbtxt rewritten)
+    // or that are new are loaded (the same swap as a reload: a failed one keeps the old
+    // versions serving and is not retried until the files change again), and loaded models
+    // whose folder is gone are unloaded. Returns what it did and the errors, one line each.
+    std::vector<std::string> poll();
 
     // The version asked for, or the highest loaded one. Throws not_found / unavailable.
     std::shared_ptr<loaded_model> find(const std::string& name, std::optional<std::int64_t> version = {}) const;
@@ -63,6 +69,7 @@ private:
     mutable std::mutex mutex_;  // guards models_ and stats_; held only to read or swap
     std::map<std::string, entry> models_;
     std::map<std::pair<std::string, std::int64_t>, std::shared_ptr<model_stats>> stats_;
+    std::map<std::string, std::string> fingerprints_;  // the model folder's files at its last load
     std::mutex load_mutex_;  // one load at a time (compiles would only fight for the cores)
 };
 

@@ -106,8 +106,12 @@ void exclusive_port(httplib::Server& server) {
     });
 }
 
-rest_server::rest_server(model_repository& repo, server_state& state, std::size_t threads)
-    : repo_(repo), state_(state), http_(std::make_unique<httplib::Server>()) {
+rest_server::rest_server(model_repository& repo, server_state& state, std::size_t threads, const std::string& tls_cert,
+                         const std::string& tls_key)
+    : repo_(repo),
+      state_(state),
+      http_(tls_cert.empty() ? std::make_unique<httplib::Server>()
+                             : std::make_unique<httplib::SSLServer>(tls_cert.c_str(), tls_key.c_str())) {
     // Each keep-alive connection holds one of these threads while it is open.
     http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http_->set_keep_alive_max_count(1000000);
@@ -121,6 +125,7 @@ rest_server::rest_server(model_repository& repo, server_state& state, std::size_
 rest_server::~rest_server() = default;
 
 int rest_server::bind(const std::string& host, int port) {
+    if (!http_->is_valid()) return -1;  // an SSLServer whose certificate or key did not load
     if (port == 0) return http_->bind_to_any_port(host);
     return http_->bind_to_port(host, port) ? port : -1;
 }
@@ -143,6 +148,24 @@ void rest_server::routes() {
     }));
     http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
         send_error(res, 500, "internal error");
+    });
+
+    // Access control (--auth-token-*): every endpoint but the health ones (the server's live
+    // and ready, a model's ready) needs the token; 401 before the body is read or routed.
+    http.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
+        if (!state.auth.enabled() || req.path == "/v2/health/live" || req.path == "/v2/health/ready" ||
+            (req.method == "GET" && req.path.starts_with("/v2/models/") && req.path.ends_with("/ready")))
+            return httplib::Server::HandlerResponse::Unhandled;
+        auto header = [&](const char* key) { return req.has_header(key) ? req.get_header_value(key) : std::string(); };
+        const auto authorization = header("Authorization"), api_key = header("X-API-Key");
+        if (state.auth.allows(authorization, api_key)) return httplib::Server::HandlerResponse::Unhandled;
+        try {
+            state.auth.check(authorization, api_key);
+        } catch (const serve_error& e) {
+            res.set_header("WWW-Authenticate", "Bearer");
+            send_error(res, 401, e.what());
+        }
+        return httplib::Server::HandlerResponse::Handled;
     });
 
     http.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
@@ -235,6 +258,8 @@ void rest_server::routes() {
         read_body(reader);  // parameters (a config override) are not supported yet
         guarded(res, [&] {
             if (state.draining) fail(error_kind::unavailable, "the server is shutting down");
+            if (!state.repository_api)
+                fail(error_kind::bad_request, "model load and unload are off in --model-control-mode poll");
             if (req.matches[2] == "load") repo.load(req.matches[1]);
             else repo.unload(req.matches[1]);
             send_json(res, json::object());

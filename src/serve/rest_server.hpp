@@ -21,9 +21,12 @@ void exclusive_port(httplib::Server& server);
 
 class rest_server {
 public:
-    rest_server(model_repository& repo, server_state& state, std::size_t threads);
+    // With tls_cert and tls_key (PEM files): HTTPS (cpp-httplib's SSLServer over OpenSSL).
+    rest_server(model_repository& repo, server_state& state, std::size_t threads, const std::string& tls_cert = "",
+                const std::string& tls_key = "");
     ~rest_server();
-    // Binds host:port (0: any free port); returns the port, or -1 when it cannot bind.
+    // Binds host:port (0: any free port); returns the port, or -1 when it cannot bind (or
+    // the TLS files did not load).
     int bind(const std::string& host, int port);
     // Serves until stop(); returns after the connections' threads have finished.
     void listen();

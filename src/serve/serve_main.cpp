@@ -1,6 +1,9 @@
 #include "serve/serve_main.hpp"
 
 #include "serve/metrics.hpp"
+#ifdef KILN_SERVE_GRPC
+#include "serve/grpc_server.hpp"
+#endif
 #include "serve/model_repository.hpp"
 #include "serve/rest_server.hpp"
 #include "serve/server_state.hpp"
@@ -8,6 +11,8 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -47,14 +52,61 @@ int run_server(const server_options& o) {
     auto signals = shutdown_signals();
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-    model_repository repo(o.repository);
-    server_state state;
-    rest_server rest(repo, state, o.http_threads);
-    int http_port = rest.bind(o.host, o.http_port);
-    if (http_port < 0) {
-        std::cerr << "kiln serve: cannot listen on " << o.host << ":" << o.http_port << "\n";
+    if (o.model_control_mode != "none" && o.model_control_mode != "explicit" && o.model_control_mode != "poll") {
+        std::cerr << "kiln serve: --model-control-mode must be none, explicit or poll\n";
         return 2;
     }
+    if (!o.load_models.empty() && o.model_control_mode != "explicit") {
+        std::cerr << "kiln serve: --load-model needs --model-control-mode explicit\n";
+        return 2;
+    }
+    model_repository repo(o.repository);
+    server_state state;
+    state.repository_api = o.model_control_mode != "poll";
+    if (!o.auth_token_env.empty() && !o.auth_token_file.empty()) {
+        std::cerr << "kiln serve: give --auth-token-env or --auth-token-file, not both\n";
+        return 2;
+    }
+    if (!o.auth_token_env.empty() || !o.auth_token_file.empty()) {
+        try {
+            state.auth = access_control(read_token(o.auth_token_env, o.auth_token_env_value, o.auth_token_file));
+        } catch (const std::exception& e) {
+            std::cerr << "kiln serve: " << e.what() << "\n";
+            return 2;
+        }
+        std::cerr << "kiln serve: access control on (token from "
+                  << (o.auth_token_env.empty() ? "file " + o.auth_token_file : "$" + o.auth_token_env)
+                  << "); health endpoints exempt" << std::endl;
+    }
+    if (o.tls_cert.empty() != o.tls_key.empty()) {
+        std::cerr << "kiln serve: TLS needs both --tls-cert and --tls-key\n";
+        return 2;
+    }
+    rest_server rest(repo, state, o.http_threads, o.tls_cert, o.tls_key);
+    int http_port = rest.bind(o.host, o.http_port);
+    if (http_port < 0) {
+        std::cerr << "kiln serve: cannot listen on " << o.host << ":" << o.http_port
+                  << (o.tls_cert.empty() ? "" : " (or the TLS certificate and key do not load)") << "\n";
+        return 2;
+    }
+#ifdef KILN_SERVE_GRPC
+    grpc_options go;
+    go.max_message_bytes = o.max_message_mb << 20;
+    go.tls_cert = o.tls_cert;
+    go.tls_key = o.tls_key;
+    grpc_server grpc(repo, state, go);
+    int grpc_port = -1;
+    if (o.grpc_port >= 0) {
+        grpc_port = grpc.start(o.host, o.grpc_port);
+        if (grpc_port < 0) {
+            std::cerr << "kiln serve: cannot listen on " << o.host << ":" << o.grpc_port << " (gRPC)\n";
+            return 2;
+        }
+    }
+#else
+    const int grpc_port = -1;
+    std::cerr << "kiln serve: this kiln was built without gRPC (libgrpc++-dev missing): REST only" << std::endl;
+#endif
     httplib::Server metrics;
     int metrics_port = -1;
     if (o.metrics_port >= 0) {
@@ -74,18 +126,62 @@ int run_server(const server_options& o) {
     std::thread metrics_thread([&] {
         if (metrics_port >= 0) metrics.listen_after_bind();
     });
-    std::cerr << "kiln serve: HTTP on " << o.host << ":" << http_port;
+    std::cerr << "kiln serve: HTTP" << (o.tls_cert.empty() ? "" : "S") << " on " << o.host << ":" << http_port;
+    if (grpc_port >= 0) std::cerr << ", gRPC" << (o.tls_cert.empty() ? "" : " (TLS)") << " on " << o.host << ":" << grpc_port;
     if (metrics_port >= 0) std::cerr << ", metrics on " << o.host << ":" << metrics_port << "/metrics";
     std::cerr << std::endl;
 
-    for (auto& e : repo.load_all()) std::cerr << "kiln serve: " << e << "\n";
+    if (o.model_control_mode == "explicit") {
+        for (auto& name : o.load_models) {
+            if (name == "*") {
+                for (auto& e : repo.load_all()) std::cerr << "kiln serve: " << e << "\n";
+                continue;
+            }
+            try {
+                repo.load(name);
+            } catch (const std::exception& e) {
+                std::cerr << "kiln serve: " << e.what() << "\n";
+            }
+        }
+    } else {
+        for (auto& e : repo.load_all()) std::cerr << "kiln serve: " << e << "\n";
+    }
     state.started = true;
+    // Poll mode: a thread rescans the folder until the drain starts.
+    std::mutex poll_mutex;
+    std::condition_variable poll_cv;
+    bool poll_stop = false;
+    std::thread poller;
+    if (o.model_control_mode == "poll")
+        poller = std::thread([&] {
+            std::unique_lock<std::mutex> lock(poll_mutex);
+            while (!poll_cv.wait_for(lock, std::chrono::seconds(o.poll_secs), [&] { return poll_stop; })) {
+                lock.unlock();
+                for (auto& line : repo.poll()) std::cerr << "kiln serve: poll: " << line << std::endl;
+                lock.lock();
+            }
+        });
+    auto stop_polling = [&] {
+        {
+            std::lock_guard<std::mutex> lock(poll_mutex);
+            poll_stop = true;
+        }
+        poll_cv.notify_all();
+        if (poller.joinable()) poller.join();
+    };
+#ifdef KILN_SERVE_GRPC
+    grpc.set_serving(true);
+#endif
     std::cerr << "kiln serve: ready" << std::endl;
 
     int sig = 0;
     sigwait(&signals, &sig);
-    state.draining = true;  // ready answers 400 and new inferences 503 from here on
+    state.draining = true;  // ready answers 400 and new inferences 503 (UNAVAILABLE) from here on
+#ifdef KILN_SERVE_GRPC
+    grpc.set_serving(false);
+#endif
     std::cerr << "kiln serve: signal " << sig << ", draining (up to " << o.exit_timeout_secs << " s)" << std::endl;
+    stop_polling();  // waits for a load the poll may be in the middle of
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.exit_timeout_secs);
     const timespec poll{0, 10 * 1000 * 1000};
     while (state.in_flight > 0 && std::chrono::steady_clock::now() < deadline) {
@@ -100,6 +196,9 @@ int run_server(const server_options& o) {
         std::_Exit(1);
     }
     rest.stop();
+#ifdef KILN_SERVE_GRPC
+    grpc.stop();
+#endif
     if (metrics_port >= 0) metrics.stop();
     rest_thread.join();
     metrics_thread.join();

@@ -45,6 +45,20 @@ def test_serving_runtime():
     assert option_value(args, "--host") == "0.0.0.0"  # in a pod; loopback is the server's default
 
 
+def test_grpc_serving_runtime():
+    rt = load("serving-runtime-grpc.yaml")
+    assert rt["kind"] == "ServingRuntime" and rt["spec"]["protocolVersions"] == ["grpc-v2"]
+    container = rt["spec"]["containers"][0]
+    args = container["args"]
+    unknown = {a for a in args if a.startswith("--")} - serve_options()
+    assert not unknown, f"options kiln serve does not have: {unknown}"
+    port = int(option_value(args, "--grpc-port"))
+    assert {"containerPort": port, "name": "h2c", "protocol": "TCP"} in container["ports"]  # KServe's gRPC port name
+    assert container["livenessProbe"]["grpc"] == {"port": port}
+    assert container["readinessProbe"]["grpc"] == {"port": port}
+    assert option_value(args, "--host") == "0.0.0.0"
+
+
 def test_inference_service_drains_before_it_is_killed():
     rt = load("serving-runtime.yaml")
     exit_timeout = int(option_value(rt["spec"]["containers"][0]["args"], "--exit-timeout-secs", "30"))

@@ -78,8 +78,10 @@ EXPECTED_OPTIONS = {
              "--seed": "0"},
     "verify": {"--target": "cpu", "--atol": "1e-4", "--rtol": "1e-3", "--expected": "", "--input": "random"},
     "onnx-ops": {}, "ops": {}, "targets": {}, "version": {},
-    "serve": {"--model-repository": "", "--host": "127.0.0.1", "--http-port": "8000", "--metrics-port": "8002",
-              "--exit-timeout-secs": "30", "--http-threads": "64"},
+    "serve": {"--model-repository": "", "--host": "127.0.0.1", "--http-port": "8000", "--grpc-port": "8001",
+              "--metrics-port": "8002", "--exit-timeout-secs": "30", "--http-threads": "64", "--max-message-mb": "64",
+              "--model-control-mode": "none", "--load-model": "", "--repository-poll-secs": "15",
+              "--auth-token-env": "", "--auth-token-file": "", "--tls-cert": "", "--tls-key": ""},
 }
 
 

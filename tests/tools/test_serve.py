@@ -30,31 +30,34 @@ def free_port():
         return s.getsockname()[1]
 
 
-def request(port, method, path, body=None, headers=None, timeout=60):
-    """(status, headers, body bytes); HTTP errors are returned, not raised."""
+def request(port, method, path, body=None, headers=None, timeout=60, context=None):
+    """(status, headers, body bytes); HTTP errors are returned, not raised. With an SSL context: HTTPS."""
     data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method, headers=headers or {})
+    scheme = "https" if context else "http"
+    req = urllib.request.Request(f"{scheme}://127.0.0.1:{port}{path}", data=data, method=method, headers=headers or {})
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        with urllib.request.urlopen(req, timeout=timeout, context=context) as r:
             return r.status, dict(r.headers), r.read()
     except urllib.error.HTTPError as e:
         return e.code, dict(e.headers), e.read()
 
 
 class Server:
-    def __init__(self, repo, *extra):
-        self.port, self.metrics_port = free_port(), free_port()
-        env = dict(os.environ, KILN_NUM_THREADS="2")
+    def __init__(self, repo, *extra, env=None, context=None):
+        self.context = context
+        self.port, self.metrics_port, self.grpc_port = free_port(), free_port(), free_port()
+        env = dict(os.environ, KILN_NUM_THREADS="2", **(env or {}))
         self.log = open(os.path.join(repo, "..", "server.log"), "w+")
         self.proc = subprocess.Popen([KILN, "serve", "--model-repository", repo, "--http-port", str(self.port),
-                                      "--metrics-port", str(self.metrics_port), *extra],
+                                      "--metrics-port", str(self.metrics_port), "--grpc-port", str(self.grpc_port),
+                                      *extra],
                                      stdout=self.log, stderr=subprocess.STDOUT, env=env)
         deadline = time.time() + 120
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError("the server exited\n" + self.output())
             try:
-                if request(self.port, "GET", "/v2/health/ready", timeout=2)[0] == 200:
+                if request(self.port, "GET", "/v2/health/ready", timeout=2, context=context)[0] == 200:
                     return
             except OSError:
                 pass
@@ -74,10 +77,10 @@ class Server:
         return self.log.read()
 
     def get(self, path):
-        return request(self.port, "GET", path)
+        return request(self.port, "GET", path, context=self.context)
 
     def post(self, path, body=None, headers=None):
-        return request(self.port, "POST", path, body, headers)
+        return request(self.port, "POST", path, body, headers, context=self.context)
 
     def live(self):
         return self.get("/v2/health/live")[0] == 200

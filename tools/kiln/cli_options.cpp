@@ -72,6 +72,18 @@ const std::vector<option_spec>& option_table() {
         {"--metrics-port", "N", "8002", "serve: Prometheus /metrics port (0: any free port)"},
         {"--exit-timeout-secs", "N", "30", "serve: after SIGTERM, how long in-flight requests may take"},
         {"--http-threads", "N", "64", "serve: connections served at once"},
+        {"--grpc-port", "N", "8001", "serve: gRPC port (inference.GRPCInferenceService, grpc.health.v1; 0: any free port)"},
+        {"--max-message-mb", "N", "64", "serve: the largest gRPC message, received or sent, in MiB"},
+        {"--model-control-mode", "none|explicit|poll", "none",
+         "serve: none: every model loaded at start; explicit: only --load-model ones, then the repository API; "
+         "poll: every model, then the folder rescanned (new, changed and removed models)"},
+        {"--load-model", "MODEL", "", "serve: (explicit mode) load MODEL at start; repeatable, '*' for all"},
+        {"--repository-poll-secs", "N", "15", "serve: (poll mode) seconds between rescans of the repository"},
+        {"--auth-token-env", "VAR", "", "serve: require the token held in environment variable VAR (REST and gRPC; "
+                                        "'Authorization: Bearer T' or 'X-API-Key: T'; health exempt)"},
+        {"--auth-token-file", "FILE", "", "serve: require the token held in FILE (as --auth-token-env)"},
+        {"--tls-cert", "PEM", "", "serve: REST (HTTPS) and gRPC over TLS with this certificate chain (with --tls-key)"},
+        {"--tls-key", "PEM", "", "serve: the private key of --tls-cert"},
     };
     return t;
 }
@@ -132,8 +144,10 @@ const std::vector<command_spec>& commands() {
          join({shape_opts, compile_opts, input_opts, {"-n", "--iterations", "--warmup", "--per-instruction", "--shapes"}})},
         {"verify", "run on --target and on ref (or --expected) and compare every output", true,
          join({shape_opts, compile_opts, input_opts, {"--atol", "--rtol", "--expected"}})},
-        {"serve", "serve a model repository over the Open Inference Protocol (KServe v2 REST)", false,
-         join({{"--model-repository", "--host", "--http-port", "--metrics-port", "--exit-timeout-secs", "--http-threads"}})},
+        {"serve", "serve a model repository over the Open Inference Protocol (KServe v2 REST and gRPC)", false,
+         join({{"--model-repository", "--host", "--http-port", "--grpc-port", "--metrics-port", "--exit-timeout-secs",
+                "--http-threads", "--max-message-mb", "--model-control-mode", "--load-model", "--repository-poll-secs",
+                "--auth-token-env", "--auth-token-file", "--tls-cert", "--tls-key"}})},
         {"onnx-ops", "list the supported ONNX operators", false, join({})},
         {"ops", "list the IR operations", false, join({})},
         {"targets", "list the targets and whether each can run here", false, join({})},
@@ -378,10 +392,26 @@ options parse(const std::string& command, const std::vector<std::string>& args) 
         else if (a == "--shapes") o.shape_sets = parse_shape_sets(value());
         else if (a == "--model-repository") o.model_repository = value();
         else if (a == "--host") o.host = value();
-        else if (a == "--http-port" || a == "--metrics-port") {
+        else if (a == "--http-port" || a == "--metrics-port" || a == "--grpc-port") {
             auto port = to_size(a, value());
             if (port > 65535) throw usage_error(a + " must be a port number (0 to 65535)");
-            (a == "--http-port" ? o.http_port : o.metrics_port) = static_cast<int>(port);
+            (a == "--http-port" ? o.http_port : a == "--grpc-port" ? o.grpc_port : o.metrics_port) = static_cast<int>(port);
+        } else if (a == "--model-control-mode") {
+            o.model_control_mode = value();
+            if (o.model_control_mode != "none" && o.model_control_mode != "explicit" && o.model_control_mode != "poll")
+                throw usage_error("--model-control-mode must be none, explicit or poll");
+        } else if (a == "--load-model") o.load_models.push_back(value());
+        else if (a == "--auth-token-env") o.auth_token_env = value();
+        else if (a == "--auth-token-file") o.auth_token_file = value();
+        else if (a == "--tls-cert") o.tls_cert = value();
+        else if (a == "--tls-key") o.tls_key = value();
+        else if (a == "--repository-poll-secs") {
+            auto secs = to_size(a, value());
+            if (secs < 1 || secs > 86400) throw usage_error("--repository-poll-secs must be 1 to 86400");
+            o.repository_poll_secs = static_cast<int>(secs);
+        } else if (a == "--max-message-mb") {
+            o.max_message_mb = to_size(a, value());
+            if (o.max_message_mb < 1 || o.max_message_mb > 2047) throw usage_error("--max-message-mb must be 1 to 2047");
         } else if (a == "--exit-timeout-secs") o.exit_timeout_secs = static_cast<int>(std::min<std::size_t>(to_size(a, value()), 86400));
         else if (a == "--http-threads") o.http_threads = std::max<std::size_t>(1, to_size(a, value()));
         else throw usage_error("unknown option " + a);
@@ -389,6 +419,8 @@ options parse(const std::string& command, const std::vector<std::string>& args) 
     if (spec->takes_model && o.model.empty()) throw usage_error(command + " needs a model (.onnx or .kiln)");
     if (command == "compile" && o.output_file.empty()) throw usage_error("compile needs -o FILE.kiln");
     if (command == "serve" && o.model_repository.empty()) throw usage_error("serve needs --model-repository DIR");
+    if (!o.load_models.empty() && o.model_control_mode != "explicit")
+        throw usage_error("--load-model needs --model-control-mode explicit");
     if (!o.shape_sets.empty() && o.per_instruction)
         throw usage_error("--per-instruction and --shapes do not combine (profile one shape at a time)");
     return o;

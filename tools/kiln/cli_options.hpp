@@ -55,6 +55,13 @@ struct options {
     std::string model_repository;
     std::string host = "127.0.0.1";
     int http_port = 8000;
+    int grpc_port = 8001;
+    std::size_t max_message_mb = 64;
+    std::string model_control_mode = "none";
+    std::vector<std::string> load_models;
+    int repository_poll_secs = 15;
+    std::string auth_token_env, auth_token_file;  // where the token is, never the token
+    std::string tls_cert, tls_key;
     int metrics_port = 8002;
     int exit_timeout_secs = 30;
     std::size_t http_threads = 64;
