@@ -78,3 +78,28 @@ def test_int8_entropy_scales_are_written(tmp_path):
     assert len(mm) == len(en) == 10
     assert all(0 < e["scale"] <= m["scale"] * (1 + 1e-6) for e, m in zip(en, mm))
     assert any(e["scale"] < m["scale"] for e, m in zip(en, mm))
+
+
+QDQ = os.path.join(SHARED, "models", "mobilenet_v2_qdq")
+QDQ_DATA = os.path.join(QDQ, "test_data_set_0")
+
+
+@pytest.mark.skipif(not os.path.isdir(QDQ_DATA), reason="the shared mobilenet_v2_qdq model is not there")
+def test_int8_kernels_chosen_with_vnni_run_on_a_cpu_without(tmp_path):
+    """A program whose int8 kernels were chosen where oneDNN has a VNNI dot product loads and runs
+    where it has none, computing in float inside the kernels. ONEDNN_MAX_CPU_ISA=AVX2 makes this
+    CPU one without; KILN_CPU_INT8_KERNELS=all makes a CPU without VNNI choose the kernels as one
+    with VNNI does. The QDQ model's bounds against ONNX Runtime's outputs hold (rel. L2 <= 0.2)."""
+    import numpy as np
+    from onnx_pb import read_tensor
+
+    saved, out = tmp_path / "mobilenet_v2_qdq.kiln", tmp_path / "out"
+    kiln("compile", os.path.join(QDQ, "model.onnx"), "--batch", "1", "-o", saved, "--quiet",
+         extra_env={"KILN_CPU_INT8_KERNELS": "all"})
+    assert kiln("read", saved).stdout.count("cpu::quant_conv") == 52
+    kiln("run", saved, "--input", QDQ_DATA, "--output", out, "--quiet", extra_env={"ONEDNN_MAX_CPU_ISA": "AVX2"})
+    y = read_tensor(out / "output_0.pb")[2].astype(np.float64)  # (name, type, values)
+    want = read_tensor(os.path.join(QDQ_DATA, "output_0.pb"))[2].astype(np.float64)
+    rel_l2 = np.linalg.norm(y - want) / np.linalg.norm(want)
+    cosine = float(np.dot(y.ravel(), want.ravel()) / (np.linalg.norm(y) * np.linalg.norm(want)))
+    assert rel_l2 <= 0.2 and cosine >= 0.99, (rel_l2, cosine)

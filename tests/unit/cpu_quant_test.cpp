@@ -1,8 +1,12 @@
 // QDQ groups on the cpu target (oneDNN's int8 kernels, op_quant.hpp) against ref, which
 // runs the same fused integer ops (fuse_qdq is target-independent): equal within one
 // output level (oneDNN rounds the requantize in float with a fused scale; ref computes
-// acc * scale in double), and nothing left on the reference kernels.
+// acc * scale in double), and nothing left on the reference kernels. With
+// KILN_CPU_INT8_KERNELS=all the int8 kernels are chosen on CPUs without VNNI too, where they
+// compute in float inside (quant_real.hpp: what a program compiled on a VNNI CPU does when
+// loaded on one without); the same bounds hold.
 #include "cpu_test_util.hpp"
+#include "env_override.hpp"
 #include "targets/cpu/kernels/onednn/op_quant.hpp"
 
 #include <kiln/module_text.hpp>
@@ -55,7 +59,7 @@ std::string replaced(std::string s, const std::string& from, const std::string& 
     return s;
 }
 
-void check_conv(std::size_t groups, std::size_t stride) {
+void check_conv(std::size_t groups, std::size_t stride, bool everywhere = false) {
     const std::size_t cg = 8 / groups;
     auto src = replaced(replaced(replaced(conv_text, "GROUP_C", std::to_string(cg)), "GROUPS", std::to_string(groups)),
                          "STRIDE", std::to_string(stride));
@@ -67,7 +71,7 @@ void check_conv(std::size_t groups, std::size_t stride) {
                                            {"b", literal(shape(type::float32, {16}), bias)}};
     param_map in{{"x", random_literal({2, 8, 9, 7}, 3.0f).get_argument()}};
     auto r = run_text(src, weights, in, 0.05 + 1e-6);
-    if (!cpu::has_int8_dot_product()) {  // back to float kernels there (dequantize_without_vnni.hpp)
+    if (!cpu::has_int8_dot_product() && !everywhere) {  // back to float kernels there (dequantize_without_vnni.hpp)
         EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
         return;
     }
@@ -82,8 +86,15 @@ TEST(cpu_quant, strided_grouped_and_depthwise_convolutions) {
     check_conv(2, 2);
     check_conv(8, 1);
 }
+TEST(cpu_quant, int8_convolution_kernels_without_vnni_compute_in_float) {
+    test::env_override all("KILN_CPU_INT8_KERNELS", "all");
+    check_conv(1, 1, true);
+    check_conv(2, 2, true);
+    check_conv(8, 1, true);
+}
 
-TEST(cpu_quant, matmuls_s8_weights_and_activation_pairs_with_float_results) {
+namespace {
+void check_matmuls(bool everywhere) {
     // BERT's shape: int8 activations with zero points, a Q/DQ pair before each operand;
     // per-column weights plus a bias Add, and a product of two activations (QK^T).
     const char* src = R"(
@@ -113,12 +124,19 @@ TEST(cpu_quant, matmuls_s8_weights_and_activation_pairs_with_float_results) {
     param_map in{{"a", random_literal({2, 5, 12}, 2.0f).get_argument()},
                  {"k", random_literal({2, 12, 6}, 2.0f).get_argument()}};
     auto r = run_text(src, weights, in, 1e-4);
-    if (!cpu::has_int8_dot_product()) {  // back to float kernels there (dequantize_without_vnni.hpp)
+    if (!cpu::has_int8_dot_product() && !everywhere) {  // back to float kernels (dequantize_without_vnni.hpp)
         EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
         return;
     }
     EXPECT_EQ(count_ops(r.cpu, "cpu::quant_matmul"), 2u) << text(r.cpu);
     EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
+}
+}  // namespace
+
+TEST(cpu_quant, matmuls_s8_weights_and_activation_pairs_with_float_results) { check_matmuls(false); }
+TEST(cpu_quant, int8_matmul_kernels_without_vnni_compute_in_float) {
+    test::env_override all("KILN_CPU_INT8_KERNELS", "all");
+    check_matmuls(true);
 }
 
 TEST(cpu_quant, residual_add_of_two_quantized_tensors_is_exact) {

@@ -66,6 +66,7 @@ cpu_options read_cpu_options(const compile_options& opts) {
     o.fusion = on_unless("KILN_CPU_FUSION", "0");
     o.dw_fusion = on_unless("KILN_CPU_DW_FUSION", "0");
     o.bf16 = on_unless("KILN_CPU_BF16", "0");
+    o.int8_kernels_everywhere = env_string("KILN_CPU_INT8_KERNELS") == "all";
     o.dw_blocked = on_unless("KILN_CPU_DW_BLOCKED", "0");
     o.sum_post_op = on_unless("KILN_CPU_SUM_POST_OP", "0");
     o.attention = on_unless("KILN_CPU_ATTENTION", "0");

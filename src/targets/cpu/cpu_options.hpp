@@ -63,6 +63,11 @@ struct cpu_options {
     // KILN_CPU_BF16 (default on; 0 = off): a bfloat16 program's convolutions compute in bf16
     // on oneDNN where the CPU has native bf16 (widen_reduced.hpp); off, in float32.
     bool bf16 = true;
+    // KILN_CPU_INT8_KERNELS (default off: only where oneDNN has a VNNI int8 dot product;
+    // all = also without): a quantized model's integer convolutions and matrix products as
+    // cpu::quant_conv / quant_matmul. Without VNNI those compute in float inside the kernel,
+    // as a program compiled on a VNNI CPU does when it is loaded there (op_quant.hpp).
+    bool int8_kernels_everywhere = false;
     // KILN_CPU_DW_BLOCKED (default on; 0 = off): with AVX-512, large 1x1 + depthwise pairs
     // planned in 16-channel blocks so that oneDNN can fuse them (lowering.cpp).
     bool dw_blocked = true;

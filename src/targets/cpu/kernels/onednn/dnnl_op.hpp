@@ -119,7 +119,7 @@ struct dnnl_op {
             auto k = std::make_shared<primitive_kernel>(dnnl::primitive(pd.get()), impl_name(pd));
             k->set_alone(alone);
             self.bind_operands(*k, pd, ops, constants, c.engine());
-            k->bind(DNNL_ARG_DST, inputs.size() - 1, pd.dst_desc());
+            k->bind_output(inputs.size() - 1, pd.dst_desc(), md_of(out), c.engine());
             if (!dst_layout.empty() && pd.dst_desc() != dst_layout.to_md())
                 throw_error(error_code::runtime, self.name() + ": the kernel writes another layout than planned");
             const auto sp = scratchpad >= 0 ? static_cast<std::size_t>(scratchpad) : 0;

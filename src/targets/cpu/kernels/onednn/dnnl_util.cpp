@@ -40,9 +40,12 @@ dnnl::memory::desc any_md(const shape& s) {
 
 dnnl::memory::desc retyped(const dnnl::memory::desc& md, dnnl::memory::data_type t) {
     if (md.data.format_kind == dnnl_format_kind_any) return dnnl::memory::desc(md.dims(), t, dnnl::memory::format_tag::any);
-    auto r = md_record::from(md);
-    r.data_type = static_cast<std::int64_t>(t);
-    return r.to_md();
+    if (!md_record::representable(md) || md.data.extra.flags != 0)
+        throw_error(error_code::unsupported, "cpu target: only a plain or blocked oneDNN layout can be retyped");
+    // The same blocking (md_record's checks are for stored layouts, which are float only).
+    auto d = md.data;
+    d.data_type = static_cast<dnnl_data_type_t>(t);
+    return dnnl::memory::desc(d);
 }
 
 dnnl::memory::desc md_with_rank(const shape& s, std::size_t rank) {

@@ -1,5 +1,7 @@
 #include "targets/cpu/kernels/onednn/op_quant.hpp"
 
+#include "targets/cpu/kernels/onednn/quant_real.hpp"
+
 #include "ops/quantize.hpp"
 #include "passes/rewrite_utils.hpp"
 
@@ -12,8 +14,6 @@ namespace kiln::cpu {
 namespace {
 
 using dt = dnnl::memory::data_type;
-
-void expect_int8_dot_product(const std::string& op_name);  // below, with has_int8_dot_product
 
 // The requantize of p as oneDNN attributes for a result whose channel dim is `channel_dim`
 // (output scales, run-time zero points, the folded Relu/Clip).
@@ -89,7 +89,7 @@ shape quant_conv::logical_shape(const std::vector<shape>& operands) const { retu
 dnnl::primitive_desc_base quant_conv::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
                                               const shape& dst) const {
     expect_plain();
-    expect_int8_dot_product(name());
+    const bool real = !has_int8_dot_product();  // float inside (quant_real.hpp)
     const shape& x = operands.at(0);
     const shape& w = operands.at(1);
     auto g = op.conv_geom(op.name(), x, w);
@@ -101,20 +101,41 @@ dnnl::primitive_desc_base quant_conv::make_pd(const dnnl::engine& eng, const std
         pad_l.push_back(g.pad_begin[i]);
         pad_r.push_back((g.out[i] - 1) * g.stride[i] + span - g.in[i] - g.pad_begin[i]);
     }
-    auto attr = quant_attr(op, static_cast<std::size_t>(g.out_channels), 1);
+    auto attr = real ? quant_real::primitive_attr(op) : quant_attr(op, static_cast<std::size_t>(g.out_channels), 1);
     auto wmd = conv_weights_md(w, g.group, true);
+    auto xmd = md_of(x), bmd = op.has_bias ? md_of(operands.at(2)) : dnnl::memory::desc(), ymd = md_of(dst);
+    if (real) {  // float32 in oneDNN's layouts for it; converted on the way in and out
+        wmd = retyped(wmd, dt::f32);
+        xmd = any_md(shape(type::float32, x.lens()));
+        ymd = any_md(shape(type::float32, dst.lens()));
+        if (op.has_bias) bmd = md_of(shape(type::float32, operands.at(2).lens()));
+    }
     const auto prop = dnnl::prop_kind::forward_inference;
     const auto alg = dnnl::algorithm::convolution_direct;
-    auto d = op.has_bias ? dnnl::convolution_forward::desc(prop, alg, md_of(x), wmd, md_of(operands.at(2)), md_of(dst),
-                                                           strides, dilates, pad_l, pad_r)
-                         : dnnl::convolution_forward::desc(prop, alg, md_of(x), wmd, md_of(dst), strides, dilates,
-                                                           pad_l, pad_r);
+    auto d = op.has_bias ? dnnl::convolution_forward::desc(prop, alg, xmd, wmd, bmd, ymd, strides, dilates, pad_l, pad_r)
+                         : dnnl::convolution_forward::desc(prop, alg, xmd, wmd, ymd, strides, dilates, pad_l, pad_r);
     return dnnl::convolution_forward::primitive_desc(d, attr, eng);
 }
 
 void quant_conv::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd,
                                const std::vector<shape>& operands, const std::vector<argument>& constants,
                                const dnnl::engine& eng) const {
+    if (!has_int8_dot_product()) {
+        const shape& w = operands.at(1);
+        const std::size_t channels = w.lens().at(0);
+        k.bind_converted(DNNL_ARG_SRC, 0, md_of(operands.at(0)), pd.src_desc(), eng,
+                         quant_real::input_attr(op.x_scale, op.x_zero_point));
+        const auto real_w = quant_real::weights(quant_real::constant(constants, 1, name()), op,
+                                                w.elements() / channels, channels, name());
+        k.bind_owned(DNNL_ARG_WEIGHTS, reorder_constant(eng, retyped(conv_weights_md(w, op.group, false), dt::f32),
+                                                        real_w.data(), pd.weights_desc()));
+        if (op.has_bias)
+            k.bind_owned(DNNL_ARG_BIAS, quant_real::bias(quant_real::constant(constants, 2, name()), op, channels,
+                                                         pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_BIAS), eng,
+                                                         name()));
+        k.convert_output(quant_real::output_attr(op));
+        return;
+    }
     k.bind(DNNL_ARG_SRC, 0, pd.src_desc());
     bind_weights(k, conv_weights_md(operands.at(1), op.group, false), pd.weights_desc(), constants, eng, name());
     if (op.has_bias) k.bind(DNNL_ARG_BIAS, 2, md_of(operands.at(2)));
@@ -143,15 +164,21 @@ dnnl::memory::desc rows_md(const shape& s) {
 dnnl::primitive_desc_base quant_matmul::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
                                                 const shape& dst) const {
     expect_plain();
-    expect_int8_dot_product(name());
+    const bool real = !has_int8_dot_product();  // float inside (quant_real.hpp)
     const bool fold = folds_rows(*this, operands, dst);
     const std::size_t r = fold ? 2 : dst.ndim();
     const bool constant_b = operands.at(1).ndim() == 2 && op.w_zero_point == 0;
     auto src = fold ? rows_md(operands.at(0)) : md_with_rank(operands.at(0), r);
     auto out = fold ? rows_md(dst) : md_of(dst);
     auto wei = md_with_rank(operands.at(1), r);
+    if (real) {  // float32 in the same layouts; converted on the way in and out
+        src = retyped(src, dt::f32);
+        out = retyped(out, dt::f32);
+        wei = retyped(wei, dt::f32);
+    }
     if (constant_b) wei = dnnl::memory::desc(wei.dims(), wei.data_type(), dnnl::memory::format_tag::any);
-    auto attr = quant_attr(op, operands.at(1).lens().back(), static_cast<int>(r) - 1);
+    auto attr = real ? quant_real::primitive_attr(op)
+                     : quant_attr(op, operands.at(1).lens().back(), static_cast<int>(r) - 1);
     if (op.has_bias) {
         auto lens = std::vector<std::size_t>(r, 1);
         lens.back() = operands.at(2).elements();
@@ -165,6 +192,10 @@ void quant_matmul::bind_operands(primitive_kernel& k, const dnnl::primitive_desc
                                  const std::vector<shape>& operands, const std::vector<argument>& constants,
                                  const dnnl::engine& eng) const {
     const std::size_t r = pd.dst_desc().dims().size();
+    if (!has_int8_dot_product()) {
+        bind_real_operands(k, pd, operands, constants, eng, r);
+        return;
+    }
     k.bind(DNNL_ARG_SRC, 0, pd.src_desc());
     const bool constant_b = operands.at(1).ndim() == 2 && op.w_zero_point == 0 && constants.size() > 1 &&
                             !constants[1].empty();
@@ -172,6 +203,32 @@ void quant_matmul::bind_operands(primitive_kernel& k, const dnnl::primitive_desc
     else k.bind(DNNL_ARG_WEIGHTS, 1, pd.weights_desc());
     if (op.has_bias) k.bind(DNNL_ARG_BIAS, 2, pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_BIAS));
     bind_zero_points(k, op, eng);
+}
+
+void quant_matmul::bind_real_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd,
+                                      const std::vector<shape>& operands, const std::vector<argument>& constants,
+                                      const dnnl::engine& eng, std::size_t r) const {
+    const shape& a = operands.at(0);
+    const shape& b = operands.at(1);
+    // The float product's src is the 8-bit one's layout (make_pd), retyped.
+    k.bind_converted(DNNL_ARG_SRC, 0, retyped(pd.src_desc(), to_dnnl_type(a.get_type())), pd.src_desc(), eng,
+                     quant_real::input_attr(op.x_scale, op.x_zero_point));
+    const std::size_t n = b.lens().back();
+    if (constants.size() > 1 && !constants[1].empty()) {
+        const auto real_b = quant_real::weights(constants[1], op, 1, n, name());
+        k.bind_owned(DNNL_ARG_WEIGHTS,
+                     reorder_constant(eng, retyped(md_with_rank(b, r), dt::f32), real_b.data(), pd.weights_desc()));
+    } else {
+        if (op.w_scales.size() != 1)
+            throw_error(error_code::runtime, name() + ": per-column scales need constant weights");
+        k.bind_converted(DNNL_ARG_WEIGHTS, 1, md_with_rank(b, r), pd.weights_desc(), eng,
+                         quant_real::input_attr(op.w_scales[0], op.w_zero_point));
+    }
+    if (op.has_bias)
+        k.bind_owned(DNNL_ARG_BIAS, quant_real::bias(quant_real::constant(constants, 2, name()), op, n,
+                                                     pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_BIAS), eng,
+                                                     name()));
+    k.convert_output(quant_real::output_attr(op));
 }
 
 shape quant_reorder::logical_shape(const std::vector<shape>& operands) const {
@@ -211,6 +268,12 @@ bool all_static(instruction_ref ins) {
     return true;
 }
 
+// Whether the integer ops become int8 kernels: where oneDNN has VNNI, or everywhere when
+// KILN_CPU_INT8_KERNELS=all asks (float inside them without VNNI: quant_real.hpp).
+bool int8_kernels(const lower_env& env) {
+    return has_int8_dot_product() || env.ctx.options().int8_kernels_everywhere;
+}
+
 // x in the IR strides `want` (an 8-bit plain tensor): x, or a quant_reorder before pos.
 instruction_ref with_strides(lower_env& env, instruction_ref pos, instruction_ref x, const shape& want) {
     if (x->get_shape().strides() == want.strides()) return x;
@@ -231,15 +294,6 @@ instruction_ref accumulator_bias(lower_env& env, instruction_ref pos, instructio
 
 }  // namespace
 
-namespace {
-// A program compiled where VNNI exists and loaded where it does not must not run oneDNN's
-// saturating int8 kernels (has_int8_dot_product): its load fails instead.
-void expect_int8_dot_product(const std::string& op_name) {
-    if (!has_int8_dot_product())
-        throw_error(error_code::unsupported, op_name + ": this CPU has no VNNI int8 dot product; oneDNN's int8 "
-                                                       "kernels would saturate (compile the program here instead)");
-}
-}  // namespace
 
 bool has_int8_dot_product() {
     using isa = dnnl::cpu_isa;
@@ -250,7 +304,7 @@ bool has_int8_dot_product() {
 
 bool lower_quant_convolution(lower_env& env, instruction_ref ins) {
     const auto* q = ins->get_operator().any_cast<op::quant_convolution>();
-    if (!q || !all_static(ins) || in_dnnl_layout(env, ins->inputs()[0]) || !has_int8_dot_product()) return false;
+    if (!q || !all_static(ins) || in_dnnl_layout(env, ins->inputs()[0]) || !int8_kernels(env)) return false;
     auto w = ins->inputs()[1];
     if (!w->is_literal() || w->get_shape().get_type() != type::int8 || q->w_zero_point != 0) return false;
     const auto& lens = ins->get_shape().lens();
@@ -268,7 +322,7 @@ bool lower_quant_convolution(lower_env& env, instruction_ref ins) {
 
 bool lower_quant_dot(lower_env& env, instruction_ref ins) {
     const auto* q = ins->get_operator().any_cast<op::quant_dot>();
-    if (!q || !all_static(ins) || !has_int8_dot_product()) return false;
+    if (!q || !all_static(ins) || !int8_kernels(env)) return false;
     for (auto in : ins->inputs())
         if (in_dnnl_layout(env, in)) return false;
     auto b = ins->inputs()[1];

@@ -45,6 +45,10 @@ struct quant_matmul : dnnl_op<quant_matmul> {
         f(self.dst_layout, "dst_layout");
     }
     KILN_CPU_DNNL_OP_DECLS("cpu::quant_matmul")
+    // Without VNNI (quant_real.hpp): the operands converted to real values.
+    void bind_real_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd,
+                            const std::vector<shape>& operands, const std::vector<argument>& constants,
+                            const dnnl::engine& eng, std::size_t r) const;
 };
 
 struct quant_reorder : dnnl_op<quant_reorder> {
@@ -71,7 +75,9 @@ struct quant_reorder : dnnl_op<quant_reorder> {
 // it (AVX2, AVX-512 without VNNI) its int8 kernels sum pairs of u8 x s8 products in int16
 // with saturation (vpmaddubsw): full-range int8 weights (QDQ models' -127..127) overflow,
 // results off by several levels. The integer convolution and matmul then go back to float
-// (dequantize_without_vnni.hpp).
+// ops before lowering (dequantize_without_vnni.hpp); cpu::quant_conv / quant_matmul met
+// there (a program compiled on a VNNI CPU, or KILN_CPU_INT8_KERNELS=all) compute in float
+// inside (quant_real.hpp).
 bool has_int8_dot_product();
 
 // The lowerings (selection.cpp's candidates): false leaves the instruction as it is.

@@ -23,8 +23,22 @@ void primitive_kernel::bind(int arg, std::size_t input, const dnnl::memory::desc
 }
 
 void primitive_kernel::bind_converted(int arg, std::size_t input, const dnnl::memory::desc& from,
-                                      const dnnl::memory::desc& to, const dnnl::engine& eng) {
-    converted_.push_back({arg, input, from, to, dnnl::reorder(dnnl::reorder::primitive_desc(eng, from, eng, to))});
+                                      const dnnl::memory::desc& to, const dnnl::engine& eng,
+                                      const dnnl::primitive_attr& attr) {
+    converted_.push_back(
+        {arg, input, from, to, dnnl::reorder(dnnl::reorder::primitive_desc(eng, from, eng, to, attr))});
+}
+
+void primitive_kernel::bind_output(std::size_t input, const dnnl::memory::desc& dst, const dnnl::memory::desc& out,
+                                   const dnnl::engine& eng) {
+    if (!convert_output_) {
+        bind(DNNL_ARG_DST, input, dst);
+        return;
+    }
+    // A product computed on folded rows (matmul) writes the same bytes as the buffer's dims.
+    const auto to = out.dims() == dst.dims() ? out : retyped(dst, out.data_type());
+    output_ = output_conversion{input, dst, to,
+                                dnnl::reorder(dnnl::reorder::primitive_desc(eng, dst, eng, to, output_attr_))};
 }
 
 void primitive_kernel::bind_owned(int arg, dnnl::memory mem) { owned_.emplace_back(arg, std::move(mem)); }
@@ -51,6 +65,9 @@ void primitive_kernel::run(context& ctx, const std::vector<argument>& args, cons
         if (b.input >= args.size())
             throw_error(error_code::runtime, op_name + ": kernel reads input " + std::to_string(b.input) + " of " +
                                                  std::to_string(args.size()));
+    if (output_ && output_->input >= args.size())
+        throw_error(error_code::runtime, op_name + ": kernel writes input " + std::to_string(output_->input) + " of " +
+                                             std::to_string(args.size()));
     std::unique_ptr<run_memories> cached;
     {
         std::lock_guard<std::mutex> lock(cache_->mutex);
@@ -63,6 +80,7 @@ void primitive_kernel::run(context& ctx, const std::vector<argument>& args, cons
         for (const auto& b : inputs_) cached->args.at(b.arg).set_data_handle(args[b.input].data());
         for (std::size_t i = 0; i < converted_.size(); ++i)
             cached->sources[i].set_data_handle(args[converted_[i].input].data());
+        if (output_) cached->result.set_data_handle(args[output_->input].data());
     } else {
         cached = std::make_unique<run_memories>();
         cached->args.reserve(inputs_.size() + owned_.size() + converted_.size());
@@ -71,6 +89,10 @@ void primitive_kernel::run(context& ctx, const std::vector<argument>& args, cons
         for (const auto& b : converted_) {
             cached->sources.emplace_back(b.from, c.engine(), args[b.input].data());
             cached->args.emplace(b.arg, dnnl::memory(b.to, c.engine()));
+        }
+        if (output_) {
+            cached->args.emplace(DNNL_ARG_DST, dnnl::memory(output_->from, c.engine()));
+            cached->result = dnnl::memory(output_->to, c.engine(), args[output_->input].data());
         }
     }
     const arg_map& m = cached->args;
@@ -86,6 +108,7 @@ void primitive_kernel::run(context& ctx, const std::vector<argument>& args, cons
         } else {
             prim_.execute(s, m);
         }
+        if (output_) output_->convert.execute(s, cached->args.at(DNNL_ARG_DST), cached->result);
     } catch (const dnnl::error& e) {
         throw_error(error_code::runtime, op_name + ": oneDNN (" + impl_ + ") failed: " + e.what());
     }

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -33,8 +34,18 @@ public:
     // Argument `arg` is input `input` (seen through `from`) converted at each run into memory
     // of layout `to` (another element type: a float32 activation into bf16 for a bf16
     // convolution). The converted copy is the kernel's, one per run in flight.
+    // `attr` may scale and shift on the way (a u8 activation into real values: the int8
+    // kernels' float fallback, op_quant.cpp).
     void bind_converted(int arg, std::size_t input, const dnnl::memory::desc& from, const dnnl::memory::desc& to,
-                        const dnnl::engine& eng);
+                        const dnnl::engine& eng, const dnnl::primitive_attr& attr = {});
+    // The primitive writes its result into memory of its own, converted by a reorder with
+    // `attr` into the output buffer when bind_output names it (a float result requantized
+    // into u8). Call before bind_output.
+    void convert_output(const dnnl::primitive_attr& attr) { output_attr_ = attr, convert_output_ = true; }
+    // The result: output buffer `input` in layout `out`, written by the primitive as `dst`
+    // (or through the conversion convert_output asked for).
+    void bind_output(std::size_t input, const dnnl::memory::desc& dst, const dnnl::memory::desc& out,
+                     const dnnl::engine& eng);
     // Argument `arg` is memory the kernel keeps (constant data).
     void bind_owned(int arg, dnnl::memory mem);
     // The primitive's scratchpad: input `input` when it is large enough (the planned
@@ -65,6 +76,15 @@ private:
         dnnl::reorder convert;
     };
     std::vector<converted_binding> converted_;
+    // The output conversion (convert_output): the primitive's result memory and the reorder.
+    bool convert_output_ = false;
+    dnnl::primitive_attr output_attr_;
+    struct output_conversion {
+        std::size_t input;
+        dnnl::memory::desc from, to;
+        dnnl::reorder convert;
+    };
+    std::optional<output_conversion> output_;
     std::vector<std::pair<int, dnnl::memory>> owned_;
     std::unique_ptr<std::mutex> serialize_;
     bool alone_ = false;
@@ -76,6 +96,7 @@ private:
     struct run_memories {
         arg_map args;
         std::vector<dnnl::memory> sources;  // the inputs of converted_, seen as `from`
+        dnnl::memory result;                // the output buffer, seen as output_->to
     };
     struct arg_cache {
         std::mutex mutex;
