@@ -21,7 +21,7 @@ namespace kiln::cpu {
 namespace {
 
 // Fewest rows (all batches) worth the packed kernels. Measured against oneDNN's gemm:jit
-// (tests/unit/cpu_packed_gemm_bench_test.cpp, 2 threads, min of 400 runs): from 2 rows up
+// (packed_gemm_bench_test.cpp, 2 threads, min of 400 runs): from 2 rows up
 // the packed product is as fast or faster (2x256x256 0.0056 vs 0.0091 ms, 2x2048x1000 0.16
 // vs 0.25, 128x256x256 0.091 vs 0.096, 128x1024x256 with a residual 0.363 vs 0.358); with
 // one row both stream B from memory and oneDNN's gemv is as fast or slightly faster
