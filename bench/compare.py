@@ -7,6 +7,12 @@ Run by hand, not by `make test`:
     /usr/bin/python3 bench/compare.py --models mobilenet_v2,resnet50@8 --rounds 3
     /usr/bin/python3 bench/compare.py --engines ort --out docs/performance.md \\
         --section '## ONNX Runtime 1.30 baseline (this machine)'
+    /usr/bin/python3 bench/compare.py --precisions fp32,bf16,fp16,int8,qdq --models resnet50,mobilenet_v2
+
+With --precisions, each model's row holds ORT fp32, ORT on the model's QDQ twin (NAME_qdq in the
+models folder), and Kiln in each precision asked for: fp32, `--bf16`, `--fp16`, `--int8 --calibration
+<the model's or its QDQ twin's calibration folder>`, and Kiln on the QDQ twin; float modes are
+compared with ORT fp32, int8 and qdq with ORT QDQ. A cell without its model or folder reads n/a.
 
 Each round runs every engine once per case, Kiln then ORT, each in a process of its own (so the
 peak RSS is that process's), on the same input files. See bench/README.md for the JSON contract
@@ -214,6 +220,110 @@ def kiln_state(args):
     return None
 
 
+PRECISIONS = ("fp32", "bf16", "fp16", "int8", "qdq")
+
+
+def calibration_dir(args, model):
+    """The model's calibration folder, or its QDQ twin's (the same inputs), or None."""
+    for name in (model, model + "_qdq"):
+        d = os.path.join(args.models_dir, name, "calibration")
+        if os.path.isdir(d):
+            return d
+    return None
+
+
+def precision_runs(args, model, common, input_dir):
+    """[(label, cmd or None, is_ort)] for one case in --precisions mode: ORT fp32, ORT QDQ, then Kiln
+    in each precision asked for. A None cmd is a cell that cannot run (no QDQ twin, no calibration)."""
+    base = os.path.join(args.models_dir, model, "model.onnx")
+    qdq = os.path.join(args.models_dir, model + "_qdq", "model.onnx")
+    has_qdq = os.path.isfile(qdq)
+    kiln = [args.kiln, "perf", "--target", args.target, *common, "--json", "--input", input_dir,
+            *shlex.split(args.kiln_args)]
+    runs = [("ort fp32", node_cmd(args, base, ["--input-dir", input_dir, *common]), True),
+            ("ort qdq", node_cmd(args, qdq, ["--input-dir", input_dir, *common]) if has_qdq else None, True)]
+    for p in args.precisions:
+        if p == "fp32":
+            runs.append(("kiln fp32", [*kiln, base], False))
+        elif p in ("bf16", "fp16"):
+            runs.append((f"kiln {p}", [*kiln, base, f"--{p}"], False))
+        elif p == "int8":
+            calib = calibration_dir(args, model)
+            runs.append(("kiln int8", [*kiln, base, "--int8", "--calibration", calib] if calib else None, False))
+        elif p == "qdq":
+            runs.append(("kiln qdq", [*kiln, qdq] if has_qdq else None, False))
+    return runs
+
+
+def benchmark_precisions(args):
+    """--precisions: per case, every run of precision_runs in each round, alternating."""
+    env = ensure_ort(args)
+    kiln_missing = kiln_state(args)
+    rows, notes, raw = [], [], []
+    for threads in args.threads:
+        for model, batch in make_cases(args):
+            if model.endswith("_qdq"):
+                continue  # the twin of another row's model
+            input_dir = inputs_for(args, env, model, batch)
+            base = os.path.join(args.models_dir, model, "model.onnx")
+            iterations, warmup = pick_iterations(args, env, base, input_dir, threads)
+            log(f"{model} batch {batch}, {threads} threads: {args.rounds} rounds x {iterations} iterations")
+            common = ["--threads", str(threads), "--iterations", str(iterations), "--warmup", str(warmup)]
+            runs = precision_runs(args, model, common, input_dir)
+            got = {label: [] for label, _, _ in runs}
+            failed = {}
+            for rnd in range(args.rounds):
+                for label, cmd, is_ort in runs:
+                    if cmd is None or label in failed or (not is_ort and kiln_missing):
+                        continue
+                    res, err = timed_run(args, cmd, env, label)
+                    need = ORT_REQUIRED if is_ort else KILN_REQUIRED
+                    if err or any(k not in res for k in need):
+                        failed[label] = err or f"JSON lacks one of {', '.join(need)}"
+                        notes.append(f"{label} on {model} batch {batch}: {failed[label]}")
+                        continue
+                    got[label].append(res)
+                    raw.append({"engine": label, "round": rnd, "case_model": model, **res})
+                    args.ort_version = args.ort_version or res.get("ort_version")
+                    log(f"  round {rnd + 1} {label}: median {res['median_ms']} ms, foreign load {res['foreign_load']}")
+            rows.append((model, batch, threads, {label: report.aggregate(v) for label, v in got.items()}))
+    return rows, notes, raw, kiln_missing
+
+
+def render_precisions(args, rows, notes):
+    cmd = shlex.join(["/usr/bin/python3", "bench/compare.py", *sys.argv[1:]])
+    kiln_labels = [f"kiln {p}" for p in args.precisions]
+    lines = [report.cpu_header() + ".", "",
+             f"ONNX Runtime {args.ort_version or '1.30'} (onnxruntime-node, CPU EP) on the fp32 model and on its "
+             f"QDQ twin; Kiln in each precision; {args.rounds} rounds, every run in a fresh process, the runs of "
+             f"a round one after another; median over rounds of each round's median. Ratios: float modes "
+             f"against ORT fp32, int8 and qdq against ORT QDQ. {datetime.date.today().isoformat()}.", "",
+             f"Command: `{cmd}`", ""]
+    header = ["model", "batch", "threads", "ORT fp32 ms", "ORT QDQ ms"] + [f"Kiln {p} ms (ratio)" for p in args.precisions]
+    body = []
+    for model, batch, threads, agg in rows:
+        def ms(label):
+            a = agg.get(label)
+            return a["median_ms"] if a else None
+        row = [model, batch, threads, report.fmt(ms("ort fp32")) if ms("ort fp32") else "n/a",
+               report.fmt(ms("ort qdq")) if ms("ort qdq") else "n/a"]
+        for label in kiln_labels:
+            k = ms(label)
+            against = ms("ort qdq") if label in ("kiln int8", "kiln qdq") else ms("ort fp32")
+            if k is None:
+                row.append("n/a")
+            elif against:
+                row.append(f"{report.fmt(k)} ({k / against:.2f})")
+            else:
+                row.append(report.fmt(k))
+        body.append(row)
+    lines.append(report.markdown_table(header, body))
+    notes.append("ORT QDQ, Kiln qdq: the model's NAME_qdq twin in the models folder (n/a without one); Kiln int8: "
+                 "`--int8 --calibration` on the model's calibration folder or its twin's.")
+    lines += ["", *[f"- {n}" for n in notes]]
+    return "\n".join(lines) + "\n"
+
+
 def benchmark(args):
     env = ensure_ort(args) if "ort" in args.engines else dict(os.environ)
     kiln_missing = kiln_state(args)
@@ -345,6 +455,8 @@ def main():
     p.add_argument("--nice", type=int, default=0, help="run each benchmark process in a session of its own "
                    "with this niceness (process and scheduler autogroup); a negative N (needs privileges) "
                    "keeps other users' processes on a busy machine out of the way")
+    p.add_argument("--precisions", help="comma-separated fp32, bf16, fp16, int8, qdq: one row per model with "
+                   "ORT fp32, ORT QDQ and Kiln in each (see above)")
     p.add_argument("--out", help="also write the Markdown to this file")
     p.add_argument("--section", help="with --out: replace (or append) this '## ...' section of the file "
                    "instead of overwriting it")
@@ -364,12 +476,18 @@ def main():
     # A plain SIGTERM would end Python without stopping the running benchmark process; as an
     # exception it unwinds through subprocess.run, which kills its child.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    args.precisions = [x.strip() for x in args.precisions.split(",") if x.strip()] if args.precisions else None
+    if args.precisions is not None and (not args.precisions or not set(args.precisions) <= set(PRECISIONS)):
+        p.error(f"--precisions takes some of {', '.join(PRECISIONS)}")
     try:
-        rows, notes, raw, kiln_missing = benchmark(args)
+        if args.precisions:
+            rows, notes, raw, _ = benchmark_precisions(args)
+        else:
+            rows, notes, raw, kiln_missing = benchmark(args)
     except RuntimeError as e:
         log(f"compare.py: {e}")
         return 1
-    text = render(args, rows, notes, kiln_missing)
+    text = render_precisions(args, rows, notes) if args.precisions else render(args, rows, notes, kiln_missing)
     print(text, end="")
     if args.raw:
         with open(args.raw, "w") as f:
