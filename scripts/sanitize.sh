@@ -17,10 +17,14 @@ build=${KILN_SANITIZE_BUILD:-$root/build-asan}
 
 if [ ! -f "$build/CMakeCache.txt" ]; then
     mkdir -p "$build"
-    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=address,undefined \
-        -DKILN_BUILD_PYTHON=OFF -DKILN_WERROR=OFF > "$build/cmake.log" || { cat "$build/cmake.log" >&2; exit 1; }
+    # -O1 (asserts kept): a third of -O2's compile time with ASan, and fast enough to run the tests.
+    launcher=$(command -v ccache || true)
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_FLAGS_SANITIZE="-O1 -g1" \
+        -DCMAKE_C_FLAGS_SANITIZE="-O1 -g1" ${launcher:+-DCMAKE_CXX_COMPILER_LAUNCHER=$launcher} \
+        -DKILN_SANITIZE=address,undefined -DKILN_BUILD_PYTHON=OFF -DKILN_WERROR=OFF > "$build/cmake.log" \
+        || { cat "$build/cmake.log" >&2; exit 1; }
 fi
-nice -n 19 cmake --build "$build" --target kiln_capi_tests -j"${KILN_SANITIZE_JOBS:-2}" | grep -v '^\[' || true
+nice -n 10 cmake --build "$build" --target kiln_capi_tests -j"${KILN_SANITIZE_JOBS:-2}" | grep -v '^\[' || true
 tests=$build/bin/kiln_capi_tests
 [ -x "$tests" ] || { echo "sanitize.sh: the build did not produce $tests" >&2; exit 1; }
 
