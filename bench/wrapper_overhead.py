@@ -75,9 +75,9 @@ def main():
         print(f"CPU: {cpu_model()}, {os.cpu_count()} logical cores, threads {args.threads or 'default'}")
         print(f"model: {args.model}")
         print(f"{'':22} {'median of medians ms':>21} {'rounds'}")
-        print(f"{'kiln perf (C++ API)':22} {p:>21.3f} {' '.join(f'{x:.2f}' for x in perf)}")
-        print(f"{'kiln.hpp run loop':22} {q:>21.3f} {' '.join(f'{x:.2f}' for x in loop)}")
-        print(f"kiln.hpp / kiln perf: {q / p:.3f} (goal: within 1.02)")
+        print(f"{'kiln perf (C++ API)':22} {p:>21.4g} {' '.join(f'{x:.4g}' for x in perf)}")
+        print(f"{'kiln.hpp run loop':22} {q:>21.4g} {' '.join(f'{x:.4g}' for x in loop)}")
+        print(f"kiln.hpp / kiln perf: {q / p:.3f} (goal: within 1.02); difference {1000 * (q - p):.1f} us per run")
 
 
 if __name__ == "__main__":
