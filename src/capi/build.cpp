@@ -83,7 +83,10 @@ kiln_instruction remember(kiln_module_t& m, kiln::instruction_ref ins) {
 }  // namespace
 
 kiln_status kiln_program_create(kiln_program* out) {
-    return guarded(__func__, [&] { *need(out, "out") = new_program(kiln::program{}); });
+    return guarded(__func__, [&] {
+        auto& result = *need(out, "out");  // checked first: the right side of = runs before the left
+        result = new_program(kiln::program{});
+    });
 }
 
 kiln_status kiln_program_get_main_module(kiln_program program, kiln_module* out) {
@@ -148,6 +151,7 @@ kiln_status kiln_module_to_string(kiln_module module, const char** text) {
 kiln_status kiln_instruction_shape(kiln_instruction instruction, kiln_shape* out) {
     return guarded(__func__, [&] {
         auto& i = get(instruction, "instruction");
-        *need(out, "out") = new_shape(i.ins->get_shape());
+        auto& result = *need(out, "out");  // checked first: the right side of = runs before the left
+        result = new_shape(i.ins->get_shape());
     });
 }
