@@ -1,6 +1,7 @@
 #include "serve/model_repository.hpp"
 
 #include "serve/errors.hpp"
+#include "serve/infer.hpp"
 
 #include <kiln/errors.hpp>
 #include <kiln/onnx.hpp>
@@ -10,7 +11,10 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <random>
+#include <sstream>
 #include <thread>
 
 #include <malloc.h>
@@ -98,11 +102,11 @@ std::vector<dim_buckets> batch_buckets(const program& p, const model_config& c) 
     return {};
 }
 
-// Runs the model once on zeros at its default shapes before it serves (or replaces the
-// version serving): the first request after a load or a swap does not pay for what a first
-// eval sets up (kernels created on first use, arenas). A model that fails on zeros may
-// still serve real inputs: the failure is logged, not fatal.
-void warm_up(const loaded_model& m, std::string& log) {
+// Without model_warmup: runs the model once on zeros at its default shapes before it serves
+// (or replaces the version serving), so the first request after a load or a swap does not
+// pay for what a first eval sets up (kernels created on first use, arenas). A model that
+// fails on zeros may still serve real inputs: the failure is logged, not fatal.
+void warm_up_on_zeros(const loaded_model& m, std::string& log) {
     param_map params;
     for (auto& t : m.inputs) {
         if (t.optional) continue;
@@ -119,6 +123,70 @@ void warm_up(const loaded_model& m, std::string& log) {
     } catch (const std::exception& e) {
         log += std::string("; warm-up on zeros failed (") + e.what() + ")";
     }
+}
+
+std::string read_file(const fs::path& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return {};
+    std::ostringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+// model_warmup: each sample as a request (so checked against the model as a request is:
+// names, datatypes, shapes, sizes), run `count` times. The configuration asked for these
+// samples to work, so a failure fails the load (a reload keeps the old version serving).
+// Random data is [0, 1) for floating types and 0 or 1 otherwise: indices stay in range
+// for a Gather or an embedding.
+void warm_up_configured(loaded_model& m, const fs::path& model_dir, std::string& log) {
+    const auto start = std::chrono::steady_clock::now();
+    std::mt19937 gen(22);
+    for (const auto& sample : m.config.warmup) {
+        const std::string where = "model_warmup '" + sample.name + "': ";
+        try {
+            infer_request r;
+            r.model = m.name;
+            std::vector<std::string> files;  // the raw bytes the inputs view
+            files.reserve(sample.inputs.size());
+            for (const auto& w : sample.inputs) {
+                infer_input in{w.name, w.datatype, w.shape, {}};
+                if (w.source == warmup_input::file) {
+                    const auto path = model_dir / "warmup" / w.file_name;
+                    if (!fs::is_regular_file(path))
+                        fail(error_kind::bad_request, "input '" + w.name + "': input_data_file '" + w.file_name +
+                                                          "' is not a file in the model's warmup/ folder");
+                    files.push_back(read_file(path));
+                    in.data.is_raw = true;
+                    in.data.raw = files.back();
+                } else {
+                    in.data.count = checked_elements(w.name, w.shape);
+                    const bool floating = w.datatype.starts_with("FP") || w.datatype == "BF16";
+                    if (w.source == warmup_input::random)
+                        in.data.fill = [&gen, floating](const argument& dst) {
+                            std::uniform_real_distribution<double> u(0.0, 1.0);
+                            visit(dst, [&](auto view) {
+                                using C = std::remove_cv_t<std::remove_reference_t<decltype(view[0])>>;
+                                if constexpr (!std::is_same_v<C, std::string>)
+                                    for (std::size_t i = 0; i < view.size(); ++i)
+                                        view[i] = convert<C>(floating ? u(gen) : static_cast<double>(gen() % 2));
+                            });
+                        };
+                }
+                r.inputs.push_back(std::move(in));
+            }
+            auto params = make_params(m, r);  // validated like a request; zeros unless filled
+            for (std::size_t i = 0; i < sample.count; ++i) {
+                m.prog->eval(params);
+                m.warmup_runs++;
+            }
+        } catch (const serve_error& e) {
+            fail(error_kind::bad_request, where + e.what());
+        } catch (const std::exception& e) {
+            fail(error_kind::bad_request, where + "the model failed on it: " + e.what());
+        }
+    }
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+    log += "; model_warmup: " + std::to_string(m.warmup_runs) + " run(s) in " + std::to_string(ms) + " ms";
 }
 
 }  // namespace
@@ -206,9 +274,10 @@ void model_repository::load(const std::string& name) {
             try {
                 auto prog = compile_version((model_dir / std::to_string(v)).string(), config, &log);
                 m = std::make_shared<loaded_model>(name, v, prog, config, stats);
-                warm_up(*m, log);
-            } catch (const serve_error&) {
-                throw;
+                if (config.warmup.empty()) warm_up_on_zeros(*m, log);
+                else warm_up_configured(*m, model_dir, log);
+            } catch (const serve_error& e) {
+                fail(e.kind(), "model '" + name + "' version " + std::to_string(v) + ": " + e.what());
             } catch (const std::exception& e) {
                 fail(error_kind::bad_request, "model '" + name + "' version " + std::to_string(v) + ": " + e.what());
             }

@@ -319,6 +319,28 @@ def test_bad_config_is_refused_and_the_old_version_keeps_serving(server, repo):
             f.write(good)
 
 
+def test_model_warmup_runs_before_ready_and_a_bad_one_keeps_the_old_version(server, repo):
+    config = os.path.join(repo, "small", "config.pbtxt")
+    good = open(config).read()
+    sample = ('model_warmup [ {{ name: "w" count: 3 inputs {{ key: "x" value: {{ data_type: TYPE_FP32 dims: {} '
+              'zero_data: true }} }} inputs {{ key: "y" value: {{ data_type: TYPE_FP32 dims: [2, 3] random_data: true }} }} }} ]\n')
+    try:
+        with open(config, "w") as f:
+            f.write(good + sample.format("[2, 3]"))
+        assert server.post("/v2/repository/models/small/load")[0] == 200
+        assert "model_warmup: 3 run(s)" in server.output()
+        with open(config, "w") as f:
+            f.write(good + sample.format("[2, 5]"))
+        status, _, body = server.post("/v2/repository/models/small/load")
+        assert status == 400, body
+        assert "model_warmup 'w': input 'x': dimension 1 is 5" in json.loads(body)["error"], body
+        assert server.get("/v2/models/small/ready")[0] == 200  # the old version serves on
+        decode_response(*server.post("/v2/models/small/infer", infer_json(small_inputs())))
+    finally:
+        with open(config, "w") as f:
+            f.write(good)
+
+
 def test_dynamic_batching_joins_concurrent_requests(server, repo):
     folder = os.path.join(repo, "batched", "1")
     os.makedirs(folder)
