@@ -185,8 +185,15 @@ void warm_up_configured(loaded_model& m, const fs::path& model_dir, std::string&
             fail(error_kind::bad_request, where + "the model failed on it: " + e.what());
         }
     }
+    // A dynamic program specializes shapes that recur (specialize_after) in the background:
+    // those the samples ran are compiled now, before the version serves, so that its first
+    // requests of those shapes neither run on the generic program nor compete with the
+    // compiles for the cores (an LSTM's batches of 1 to 8 rows: name each in a sample).
+    m.prog->finish_specializations();
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
     log += "; model_warmup: " + std::to_string(m.warmup_runs) + " run(s) in " + std::to_string(ms) + " ms";
+    if (auto st = m.prog->get_specialization_stats(); st.compiles)
+        log += " (" + std::to_string(st.compiles) + " specializations)";
 }
 
 }  // namespace

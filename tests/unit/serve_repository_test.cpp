@@ -208,3 +208,17 @@ TEST(serve_repository, a_bad_warmup_fails_the_load_and_keeps_the_old_version) {
     EXPECT_EQ(repo.find("m").get(), old.get());  // still serving
     EXPECT_EQ(infer(repo, small_request(0.5f)).outputs[0].data.to_vector<float>(), std::vector<float>(6, 1.0f));
 }
+
+TEST(serve_repository, model_warmup_compiles_the_specializations_of_its_shapes) {
+    temp_repo t;
+    fs::create_directories(t.root / "d" / "1");
+    fs::copy_file(std::string(KILN_SOURCE_DIR) + "/tests/data/models/mlp_dynamic.onnx", t.root / "d" / "1" / "model.onnx");
+    std::ofstream(t.root / "d" / "config.pbtxt")
+        << ref_target << "max_batch_size: 64\nmodel_warmup [ { name: \"b5\" batch_size: 5 count: 2 inputs { key: \"x\" "
+                         "value: { data_type: TYPE_FP32 dims: [4] random_data: true } } } ]\n";
+    model_repository repo(t.root.string());
+    repo.load("d");
+    auto stats = repo.find("d")->prog->get_specialization_stats();
+    EXPECT_GE(stats.compiles, 1u);  // batch 5 seen twice: specialized, and finished before ready
+    EXPECT_EQ(stats.failed_compiles, 0u);
+}
