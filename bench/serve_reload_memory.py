@@ -36,6 +36,8 @@ ap.add_argument("--threads", type=int, default=0, help="kiln.threads (0: the ser
 ap.add_argument("--limit", type=float, default=1.1)
 ap.add_argument("--env", action="append", default=[])
 ap.add_argument("--detail", action="store_true", help="list the mappings that grew most")
+ap.add_argument("--work", help="the repository folder, kept (its compiled caches reused); default: a temporary one")
+ap.add_argument("--every", type=int, default=0, help="print the RSS every N cycles")
 args = ap.parse_args()
 
 DATATYPE = {"float32": "FP32", "int64": "INT64"}
@@ -94,9 +96,10 @@ def show(label, m):
 
 
 def run_server(count):
-    root = tempfile.mkdtemp(prefix="kiln_reload_mem_")
-    os.makedirs(os.path.join(root, "m", "1"))
-    shutil.copy(os.path.join(args.model, "model.onnx"), os.path.join(root, "m", "1", "model.onnx"))
+    root = args.work or tempfile.mkdtemp(prefix="kiln_reload_mem_")
+    os.makedirs(os.path.join(root, "m", "1"), exist_ok=True)
+    if not os.path.exists(os.path.join(root, "m", "1", "model.onnx")):
+        shutil.copy(os.path.join(args.model, "model.onnx"), os.path.join(root, "m", "1", "model.onnx"))
     config = f"instance_group [ {{ count: {count} }} ]\n"
     if args.threads:
         config += f'parameters {{ key: "kiln.threads" value: {{ string_value: "{args.threads}" }} }}\n'
@@ -144,7 +147,7 @@ def run_server(count):
         print(show("after cycle 1", first))
         for i in range(2, args.cycles + 1):
             cycle()
-            if i in (10, 25, 50, 75) or i == args.cycles:
+            if (args.every and i % args.every == 0) or i in (10, 25, 50, 75) or i == args.cycles:
                 print(show(f"after cycle {i}", smaps(proc.pid)))
         last = smaps(proc.pid)
         ratio = last["total"] / first["total"]
@@ -160,7 +163,8 @@ def run_server(count):
     finally:
         os.kill(server_pid(proc.pid), signal.SIGTERM)  # --kiln may be a wrapper (heaptrack)
         proc.wait(timeout=300)
-        shutil.rmtree(root, ignore_errors=True)
+        if not args.work:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 counts = [int(c) for c in args.instances.split(",")]

@@ -375,6 +375,30 @@ def test_dynamic_batching_joins_concurrent_requests(server, repo):
     assert stats["execution_count"] < 12  # joined: fewer runs than requests
 
 
+def rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
+def test_reload_memory_stays_flat(server):
+    """The issue's goal, shortened (bench/serve_reload_memory.py runs the 100 cycles): after
+    unload + load + one request of MobileNetV2, repeated, RSS stays within 1.1x of the first
+    cycle's (a version that were never freed would add its 14 MB of weights each time)."""
+    x, expected = mobilenet_case(0)
+    header = json.dumps({"inputs": [{"name": "input", "shape": list(x.shape), "datatype": "FP32",
+                                     "parameters": {"binary_data_size": x.nbytes}}],
+                         "parameters": {"binary_data_output": True}}).encode()
+    sizes = []
+    for _ in range(25):
+        assert server.post("/v2/repository/models/mobilenet/unload")[0] == 200
+        assert server.post("/v2/repository/models/mobilenet/load")[0] == 200
+        _, out = decode_response(*server.post("/v2/models/mobilenet/infer", header + x.tobytes(),
+                                              {"Inference-Header-Content-Length": str(len(header))}))
+        np.testing.assert_allclose(out["logits"], expected, rtol=1e-3, atol=1e-4)
+        sizes.append(rss_mib(server.proc.pid))
+    assert sizes[-1] <= 1.1 * sizes[0], " ".join(f"{s:.1f}" for s in sizes)
+
+
 def test_sigterm_drains_in_flight_requests(repo):
     cached = any(f.endswith(".kiln") for f in os.listdir(os.path.join(repo, "mobilenet", "1")))
     s = Server(repo, "--exit-timeout-secs", "20")
