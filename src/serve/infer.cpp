@@ -88,6 +88,13 @@ void validate(const loaded_model& m, const infer_request& r) {
             if (in.data.raw.size() != elements * size)
                 bad("input '" + in.name + "': " + std::to_string(in.data.raw.size()) + " bytes of data, shape " +
                     shape_text(in.shape) + " of " + in.datatype + " needs " + std::to_string(elements * size));
+            // A C++ bool may only hold 0 or 1: any other byte would be undefined behaviour in
+            // the kernels and the response (found by the serve fuzzer).
+            if (*t == type::bool_)
+                for (std::size_t i = 0; i < in.data.raw.size(); ++i)
+                    if (static_cast<unsigned char>(in.data.raw[i]) > 1)
+                        bad("input '" + in.name + "': BOOL data must be bytes 0 or 1, byte " + std::to_string(i) +
+                            " is " + std::to_string(static_cast<unsigned char>(in.data.raw[i])));
         } else if (in.data.count != elements) {
             bad("input '" + in.name + "': " + std::to_string(in.data.count) + " values, shape " + shape_text(in.shape) +
                 " needs " + std::to_string(elements));
