@@ -41,8 +41,8 @@ std::vector<std::int64_t> versions_on_disk(const fs::path& model_dir) {
 }
 
 // What a poll compares: the version folders and the size and time of every file a load
-// reads (config.pbtxt, each version's model.onnx and model.kiln; not the compiled caches
-// Kiln writes beside them, which would make every load look like a change).
+// reads (config.pbtxt, warmup/*, each version's model.onnx and model.kiln; not the compiled
+// caches Kiln writes beside them, which would make every load look like a change).
 std::string fingerprint(const fs::path& model_dir) {
     std::string out;
     auto add = [&](const fs::path& f) {
@@ -55,6 +55,11 @@ std::string fingerprint(const fs::path& model_dir) {
                std::to_string(time.time_since_epoch().count()) + ";";
     };
     add(model_dir / "config.pbtxt");
+    std::error_code ec;
+    std::vector<fs::path> samples;  // model_warmup's input_data_file
+    for (auto& e : fs::directory_iterator(model_dir / "warmup", ec)) samples.push_back(e.path());
+    std::sort(samples.begin(), samples.end());
+    for (auto& f : samples) add(f);
     auto versions = versions_on_disk(model_dir);
     std::sort(versions.begin(), versions.end());
     for (auto v : versions) {

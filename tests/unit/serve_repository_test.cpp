@@ -222,3 +222,19 @@ TEST(serve_repository, model_warmup_compiles_the_specializations_of_its_shapes) 
     EXPECT_GE(stats.compiles, 1u);  // batch 5 seen twice: specialized, and finished before ready
     EXPECT_EQ(stats.failed_compiles, 0u);
 }
+
+TEST(serve_repository, a_poll_sees_a_changed_warmup_file) {
+    temp_repo t;
+    fs::create_directories(t.root / "m" / "warmup");
+    std::ofstream(t.root / "m" / "warmup" / "x.bin") << std::string(24, '\0');
+    t.write_config(warmup_config("[2, 3]", "input_data_file: \"x.bin\"", 1));
+    model_repository repo(t.root.string());
+    repo.poll();  // the first poll loads it
+    auto first = repo.find("m");
+    EXPECT_TRUE(repo.poll().empty());  // nothing changed
+    std::ofstream(t.root / "m" / "warmup" / "x.bin") << "abc";
+    auto log = repo.poll();
+    ASSERT_EQ(log.size(), 1u);
+    EXPECT_NE(log[0].find("needs 24"), std::string::npos) << log[0];
+    EXPECT_EQ(repo.find("m").get(), first.get());  // the old version serves on
+}
