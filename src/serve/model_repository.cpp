@@ -1,5 +1,6 @@
 #include "serve/model_repository.hpp"
 
+#include "serve/datatype.hpp"
 #include "serve/errors.hpp"
 #include "serve/infer.hpp"
 
@@ -160,6 +161,16 @@ void warm_up_configured(loaded_model& m, const fs::path& model_dir, std::string&
                     if (!fs::is_regular_file(path))
                         fail(error_kind::bad_request, "input '" + w.name + "': input_data_file '" + w.file_name +
                                                           "' is not a file in the model's warmup/ folder");
+                    // Its size against the shape before reading it (a wrong file may be huge).
+                    const auto bytes = fs::file_size(path);
+                    const auto needs = checked_elements(w.name, w.shape) * type_size(*type_of_datatype(w.datatype));
+                    if (bytes != needs) {
+                        std::string dims;
+                        for (auto d : w.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+                        fail(error_kind::bad_request, "input '" + w.name + "': input_data_file '" + w.file_name +
+                                                          "' holds " + std::to_string(bytes) + " bytes; shape [" + dims +
+                                                          "] of " + w.datatype + " needs " + std::to_string(needs));
+                    }
                     files.push_back(read_file(path));
                     in.data.is_raw = true;
                     in.data.raw = files.back();

@@ -200,7 +200,7 @@ TEST(serve_repository, a_bad_warmup_fails_the_load_and_keeps_the_old_version) {
     fs::create_directories(t.root / "m" / "warmup");
     std::ofstream(t.root / "m" / "warmup" / "short.bin") << "abc";
     e = reason(warmup_config("[2, 3]", "input_data_file: \"short.bin\"", 1));
-    EXPECT_NE(e.find("3 bytes of data, shape [2, 3] of FP32 needs 24"), std::string::npos) << e;
+    EXPECT_NE(e.find("input 'x': input_data_file 'short.bin' holds 3 bytes; shape [2, 3] of FP32 needs 24"), std::string::npos) << e;
     e = reason(ref_target + "model_warmup { name: \"w\" inputs { key: \"z\" value: { data_type: TYPE_FP32 dims: [1] zero_data: true } } }");
     EXPECT_NE(e.find("has no input 'z'"), std::string::npos) << e;
     e = reason(ref_target + "model_warmup { name: \"w\" inputs { key: \"x\" value: { data_type: TYPE_INT64 dims: [2, 3] zero_data: true } } }");
