@@ -48,17 +48,20 @@ if [ "$target" = serve ]; then
     mkdir -p "$build/obj" "$build/bin"
     flags=(-std=c++20 -O1 -gline-tables-only -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
            -fno-sanitize-recover=all -w -I"$root/include" -I"$root/src" -I"$host/src/serve" -I"$root/fuzz")
-    objs=()
+    objs=() pids=()
     for src in "$root"/fuzz/serve_request_fuzzer.cpp "$root"/src/serve/{json_codec,grpc_codec,infer,datatype,loaded_model,batcher,model_repository,model_config}.cpp \
                "$host"/src/serve/{grpc_service,model_config}.pb.cc; do
         obj=$build/obj/$(basename "$src").o
         if [ ! -f "$obj" ] || [ -n "$(find "$src" "$root/fuzz/serve_fuzz_driver.hpp" "$root/src/serve" -newer "$obj" -name '*.[ch]*' -print -quit)" ]; then
+            rm -f "$obj"  # a failed compile must not leave the old object to link
             nice -n 19 "$cxx" "${flags[@]}" -c "$src" -o "$obj" &
+            pids+=($!)
             [ "$(jobs -rp | wc -l)" -lt "${KILN_FUZZ_JOBS:-2}" ] || wait -n
         fi
         objs+=("$obj")
     done
-    wait
+    for p in "${pids[@]}"; do wait "$p" || true; done
+    for o in "${objs[@]}"; do [ -f "$o" ] || { echo "fuzz.sh: compiling $(basename "$o" .o) failed" >&2; exit 1; }; done
     "$cxx" "${flags[@]}" "${objs[@]}" -L"$host/lib" -Wl,-rpath,"$host/lib" -lkiln -lprotobuf -lpthread -o "$fuzzer"
 elif [ ! -f "$build/CMakeCache.txt" ]; then
     cmake -S "$root" -B "$build" -DKILN_FUZZ=ON -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release \
