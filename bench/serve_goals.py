@@ -83,6 +83,28 @@ def perf(model, *extra):
     return json.loads(out.stdout)
 
 
+def wrk_p50(port):
+    """REST p50 from wrk (a C client: no Python on the 2 cores), or None without wrk."""
+    if not shutil.which("wrk"):
+        return None
+    sys.path.insert(0, os.path.join(HERE, "..", "tests", "tools"))
+    import onnx_pb
+    name, _, a = onnx_pb.read_tensor(MB_IN)
+    header = json.dumps({"inputs": [{"name": name, "shape": list(a.shape), "datatype": "FP32",
+                                     "parameters": {"binary_data_size": a.nbytes}}],
+                         "parameters": {"binary_data_output": True}}).encode()
+    body, script = os.path.join(args.work, "wrk_body.bin"), os.path.join(args.work, "wrk_post.lua")
+    with open(body, "wb") as f:
+        f.write(header + a.tobytes())
+    with open(script, "w") as f:
+        f.write(f'local f = io.open("{body}", "rb")\nwrk.method = "POST"\nwrk.body = f:read("*all")\nf:close()\n'
+                f'wrk.headers["Inference-Header-Content-Length"] = "{len(header)}"\n')
+    out = subprocess.run(["wrk", "-t1", "-c1", "-d5s", "--latency", "-s", script,
+                          f"http://127.0.0.1:{port}/v2/models/mb/infer"], check=True, capture_output=True, text=True).stdout
+    m = re.search(r"^\s+50%\s+([0-9.]+)(us|ms|s)", out, re.M)
+    return float(m.group(1)) * {"us": 1e-3, "ms": 1, "s": 1e3}[m.group(2)]
+
+
 def client(*extra):
     out = subprocess.run([sys.executable, os.path.join(HERE, "serve_latency.py"), *extra], check=True,
                          capture_output=True, text=True).stdout
@@ -108,12 +130,13 @@ if "latency" not in skip:
                    MB_IN)["median_ms"]
         g = client("--grpc-port", str(grpc_port), "--port", str(port), "--model", "mb", "--input", MB_IN, "-n", n)[0]
         h = client("--port", str(port), "--model", "mb", "--input", MB_IN, "-n", n)[0]
+        w = wrk_p50(port)
         print(f"round {r + 1} (load {load()}): kiln perf median {med:.2f} ms; REST binary p50 {h:.2f} ({h - med:+.2f}); "
-              f"gRPC p50 {g:.2f} ({g - med:+.2f})")
+              f"gRPC p50 {g:.2f} ({g - med:+.2f})" + (f"; REST p50 from wrk {w:.2f} ({w - med:+.2f})" if w else ""))
     s = json.loads(request(port, "GET", "/v2/models/mb/stats")[2])["model_stats"][0]["inference_stats"]
     count = s["success"]["count"]
     per = {k: s[k]["ns"] / count / 1000 for k in ("success", "queue", "compute_input", "compute_infer", "compute_output")}
-    print(f"server time per request over {count} requests (us): outside queue and compute "
+    print(f"server time per request over {count} requests (us, means): outside queue and compute "
           f"{per['success'] - per['queue'] - per['compute_infer']:.0f} (input {per['compute_input']:.0f}, output "
           f"{per['compute_output']:.0f}), compute {per['compute_infer']:.0f}")
     stop(proc)
