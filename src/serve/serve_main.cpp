@@ -53,8 +53,8 @@ int run_server(const server_options& o) {
     // took 27 MB of fresh pages: RSS alternated between 77 and 105 MiB. One arena: the
     // server's own allocations are few per request (the work is in the kernels), and a
     // freed version goes back to the system (loaded models trim where they are freed).
-    // Set before any thread starts, unless the environment chose.
-    if (!std::getenv("MALLOC_ARENA_MAX")) mallopt(M_ARENA_MAX, 1);
+    // Set before any thread starts.
+    mallopt(M_ARENA_MAX, 1);
     // protobuf logs an ERROR line for each string field of a gRPC message that is not UTF-8
     // (the serve fuzzer's log: 120,426 of them), so clients could fill the server's log; the
     // request is refused all the same. Its fatal messages still abort as before.
