@@ -86,6 +86,18 @@ def client():
             times.append((time.perf_counter() - start) * 1e3)
 
 
+def server_counts():
+    """(inferences, executions) of the model so far, from the statistics on the REST port."""
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", args.port, timeout=5)
+        conn.request("GET", f"/v2/models/{args.model}/stats")
+        s = json.loads(conn.getresponse().read())["model_stats"]
+        return sum(m["inference_count"] for m in s), sum(m["execution_count"] for m in s)
+    except (OSError, KeyError, ValueError):
+        return None, None
+
+
+rows0, runs0 = server_counts()
 threads = [threading.Thread(target=client) for _ in range(args.clients)]
 wall = time.perf_counter()
 for t in threads:
@@ -95,5 +107,7 @@ for t in threads:
 wall = time.perf_counter() - wall
 times.sort()
 q = lambda p: times[min(len(times) - 1, int(p * len(times)))]
+rows, runs = server_counts()
+stats = f"; executed batches: {(rows - rows0) / max(runs - runs0, 1):.2f} rows a run" if runs is not None else ""
 print(f"{args.model} over {'gRPC' if args.grpc_port else 'REST'}: {args.clients} client(s), n={len(times)} p50 {statistics.median(times):.3f} ms, "
-      f"p90 {q(0.9):.3f}, p99 {q(0.99):.3f}, min {times[0]:.3f}; {args.clients * (args.warmup + args.n) / wall:.1f} requests/s")
+      f"p90 {q(0.9):.3f}, p99 {q(0.99):.3f}, min {times[0]:.3f}; {args.clients * (args.warmup + args.n) / wall:.1f} requests/s{stats}")

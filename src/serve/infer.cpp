@@ -5,7 +5,9 @@
 
 #include <kiln/errors.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -38,6 +40,18 @@ std::string shape_text(const std::vector<std::int64_t>& s) {
         case error_code::out_of_memory: fail(error_kind::unavailable, "model '" + model + "': " + e.message());
         default: fail(error_kind::internal, "model '" + model + "': " + e.what());
     }
+}
+
+// A tensor holding a copy of raw bytes (validated: exactly the shape's). argument(shape)
+// would zero the buffer first, only for the copy to overwrite it: that fill was half the
+// server's time taking a 602 KB input in. The 64-byte rounding is zeroed as there.
+argument copy_of(const shape& s, std::string_view raw) {
+    const std::size_t rounded = std::max<std::size_t>(64, (raw.size() + 63) / 64 * 64);
+    auto* p = static_cast<char*>(std::aligned_alloc(64, rounded));
+    if (!p) fail(error_kind::unavailable, "out of memory: cannot allocate " + std::to_string(raw.size()) + " bytes");
+    if (!raw.empty()) std::memcpy(p, raw.data(), raw.size());
+    std::memset(p + raw.size(), 0, rounded - raw.size());
+    return argument(s, std::shared_ptr<char>(p, [](char* q) { std::free(q); }));
 }
 
 }  // namespace
@@ -88,6 +102,13 @@ void validate(const loaded_model& m, const infer_request& r) {
             if (in.data.raw.size() != elements * size)
                 bad("input '" + in.name + "': " + std::to_string(in.data.raw.size()) + " bytes of data, shape " +
                     shape_text(in.shape) + " of " + in.datatype + " needs " + std::to_string(elements * size));
+            // A C++ bool may only hold 0 or 1: any other byte would be undefined behaviour in
+            // the kernels and the response (found by the serve fuzzer).
+            if (*t == type::bool_)
+                for (std::size_t i = 0; i < in.data.raw.size(); ++i)
+                    if (static_cast<unsigned char>(in.data.raw[i]) > 1)
+                        bad("input '" + in.name + "': BOOL data must be bytes 0 or 1, byte " + std::to_string(i) +
+                            " is " + std::to_string(static_cast<unsigned char>(in.data.raw[i])));
         } else if (in.data.count != elements) {
             bad("input '" + in.name + "': " + std::to_string(in.data.count) + " values, shape " + shape_text(in.shape) +
                 " needs " + std::to_string(elements));
@@ -104,12 +125,13 @@ param_map make_params(const loaded_model& m, const infer_request& r) {
     param_map params;
     for (auto& in : r.inputs) {
         std::vector<std::size_t> lens(in.shape.begin(), in.shape.end());
-        argument a{shape(m.find_input(in.name)->element_type, lens)};
+        shape s(m.find_input(in.name)->element_type, lens);
         if (in.data.is_raw) {
-            if (!in.data.raw.empty()) std::memcpy(a.data(), in.data.raw.data(), in.data.raw.size());
-        } else if (in.data.fill) {
-            in.data.fill(a);
+            params[in.name] = copy_of(s, in.data.raw);
+            continue;
         }
+        argument a{s};
+        if (in.data.fill) in.data.fill(a);
         params[in.name] = std::move(a);
     }
     return params;

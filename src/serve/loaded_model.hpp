@@ -87,6 +87,8 @@ struct loaded_model {
     std::vector<tensor_spec> inputs, outputs;
     std::shared_ptr<model_stats> stats;
     std::unique_ptr<instance_pool> instances;
+    // model_warmup runs done before this version was made visible (ready only after them).
+    std::size_t warmup_runs = 0;
     // With dynamic_batching: the queue whose workers (one per instance) run the batches.
     // Last, so that it stops before the rest goes.
     std::unique_ptr<batcher> batch_queue;

@@ -37,6 +37,79 @@ std::size_t positive_size(const std::string& model, const std::string& what, con
                                       value + "'");
 }
 
+// Triton's DataType as the protocol's datatype name; "" for what Kiln cannot run.
+std::string datatype_name(inference::DataType t) {
+    switch (t) {
+        case inference::TYPE_BOOL: return "BOOL";
+        case inference::TYPE_UINT8: return "UINT8";
+        case inference::TYPE_UINT16: return "UINT16";
+        case inference::TYPE_UINT32: return "UINT32";
+        case inference::TYPE_UINT64: return "UINT64";
+        case inference::TYPE_INT8: return "INT8";
+        case inference::TYPE_INT16: return "INT16";
+        case inference::TYPE_INT32: return "INT32";
+        case inference::TYPE_INT64: return "INT64";
+        case inference::TYPE_FP16: return "FP16";
+        case inference::TYPE_FP32: return "FP32";
+        case inference::TYPE_FP64: return "FP64";
+        case inference::TYPE_BF16: return "BF16";
+        default: return "";
+    }
+}
+
+// What can be checked without the model; the shapes and types against the model are
+// checked when the sample runs, by the same validation as a request.
+std::vector<warmup_sample> parse_warmup(const inference::ModelConfig& proto, std::size_t max_batch_size,
+                                        const std::string& where) {
+    std::vector<warmup_sample> out;
+    for (const auto& w : proto.model_warmup()) {
+        const std::string sample = where + "model_warmup '" + w.name() + "': ";
+        if (w.name().empty()) fail(error_kind::bad_request, where + "a model_warmup has no name");
+        // Triton: batch_size >= 1, and 1 for a model that does not batch (0 taken as 1).
+        const std::size_t batch = std::max<std::uint32_t>(w.batch_size(), 1);
+        if (max_batch_size == 0 && batch != 1)
+            fail(error_kind::bad_request, sample + "batch_size " + std::to_string(batch) +
+                                              " needs max_batch_size > 0 (the model does not batch: give the full dims)");
+        if (max_batch_size && batch > max_batch_size)
+            fail(error_kind::bad_request, sample + "batch_size " + std::to_string(batch) + " exceeds max_batch_size " +
+                                              std::to_string(max_batch_size));
+        if (w.inputs().empty()) fail(error_kind::bad_request, sample + "no inputs");
+        warmup_sample s{w.name(), {}, std::max<std::uint32_t>(w.count(), 1)};
+        for (const auto& [name, in] : w.inputs()) {
+            const std::string input = sample + "input '" + name + "': ";
+            warmup_input wi{name, datatype_name(in.data_type()), {}, warmup_input::zero, {}};
+            if (wi.datatype.empty())
+                fail(error_kind::bad_request, input + "data_type " + inference::DataType_Name(in.data_type()) +
+                                                  " is not one Kiln runs (TYPE_BOOL, TYPE_INT*, TYPE_UINT*, TYPE_FP16/32/64, TYPE_BF16)");
+            if (max_batch_size) wi.shape.push_back(static_cast<std::int64_t>(batch));
+            for (auto d : in.dims()) {
+                if (d < 0) fail(error_kind::bad_request, input + "dims must be >= 0 (a warm-up runs one concrete shape)");
+                wi.shape.push_back(d);
+            }
+            switch (in.input_data_type_case()) {
+                case inference::ModelWarmup::Input::kZeroData: break;
+                case inference::ModelWarmup::Input::kRandomData: wi.source = warmup_input::random; break;
+                case inference::ModelWarmup::Input::kInputDataFile: {
+                    const auto& f = in.input_data_file();
+                    // A plain name: the file must stay inside the model's warmup/ folder.
+                    if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." ||
+                        f == "..")
+                        fail(error_kind::bad_request, input + "input_data_file '" + f +
+                                                          "' must be a file name in the model's warmup/ folder");
+                    wi.source = warmup_input::file;
+                    wi.file_name = f;
+                    break;
+                }
+                default:
+                    fail(error_kind::bad_request, input + "set one of zero_data, random_data or input_data_file");
+            }
+            s.inputs.push_back(std::move(wi));
+        }
+        out.push_back(std::move(s));
+    }
+    return out;
+}
+
 }  // namespace
 
 model_config parse_model_config(const std::string& text, const std::string& model_name) {
@@ -91,6 +164,8 @@ model_config parse_model_config(const std::string& text, const std::string& mode
         c.max_queue_delay_us = b.max_queue_delay_microseconds();
         c.max_queue_size = b.default_queue_policy().max_queue_size();
     }
+
+    c.warmup = parse_warmup(proto, c.max_batch_size, where);
 
     const auto& vp = proto.version_policy();
     if (vp.has_all()) c.policy = version_policy::all;

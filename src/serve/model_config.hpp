@@ -9,6 +9,20 @@
 
 namespace kiln::serve {
 
+// model_warmup { }: a sample request run before a version serves.
+struct warmup_input {
+    std::string name;
+    std::string datatype;             // the protocol's name ("FP32", ...)
+    std::vector<std::int64_t> shape;  // batch_size prepended when max_batch_size > 0
+    enum source_kind { zero, random, file } source = zero;
+    std::string file_name;  // input_data_file: a name in the model's warmup/ folder
+};
+struct warmup_sample {
+    std::string name;
+    std::vector<warmup_input> inputs;
+    std::size_t count = 1;  // runs of this sample
+};
+
 enum class version_policy { latest, all, specific };
 
 struct model_config {
@@ -24,6 +38,8 @@ struct model_config {
     std::vector<std::size_t> preferred_batch_sizes;
     std::uint64_t max_queue_delay_us = 0;
     std::size_t max_queue_size = 0;  // 0: unbounded
+    // Run in order before a version serves; none: one run on zeros at the default shapes.
+    std::vector<warmup_sample> warmup;
 };
 
 // Parses the text of a config.pbtxt for model `model_name` (used in messages and checked

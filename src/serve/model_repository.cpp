@@ -1,6 +1,8 @@
 #include "serve/model_repository.hpp"
 
+#include "serve/datatype.hpp"
 #include "serve/errors.hpp"
+#include "serve/infer.hpp"
 
 #include <kiln/errors.hpp>
 #include <kiln/onnx.hpp>
@@ -10,7 +12,10 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <random>
+#include <sstream>
 #include <thread>
 
 #include <malloc.h>
@@ -37,8 +42,8 @@ std::vector<std::int64_t> versions_on_disk(const fs::path& model_dir) {
 }
 
 // What a poll compares: the version folders and the size and time of every file a load
-// reads (config.pbtxt, each version's model.onnx and model.kiln; not the compiled caches
-// Kiln writes beside them, which would make every load look like a change).
+// reads (config.pbtxt, warmup/*, each version's model.onnx and model.kiln; not the compiled
+// caches Kiln writes beside them, which would make every load look like a change).
 std::string fingerprint(const fs::path& model_dir) {
     std::string out;
     auto add = [&](const fs::path& f) {
@@ -51,6 +56,11 @@ std::string fingerprint(const fs::path& model_dir) {
                std::to_string(time.time_since_epoch().count()) + ";";
     };
     add(model_dir / "config.pbtxt");
+    std::error_code ec;
+    std::vector<fs::path> samples;  // model_warmup's input_data_file
+    for (auto& e : fs::directory_iterator(model_dir / "warmup", ec)) samples.push_back(e.path());
+    std::sort(samples.begin(), samples.end());
+    for (auto& f : samples) add(f);
     auto versions = versions_on_disk(model_dir);
     std::sort(versions.begin(), versions.end());
     for (auto v : versions) {
@@ -98,11 +108,11 @@ std::vector<dim_buckets> batch_buckets(const program& p, const model_config& c) 
     return {};
 }
 
-// Runs the model once on zeros at its default shapes before it serves (or replaces the
-// version serving): the first request after a load or a swap does not pay for what a first
-// eval sets up (kernels created on first use, arenas). A model that fails on zeros may
-// still serve real inputs: the failure is logged, not fatal.
-void warm_up(const loaded_model& m, std::string& log) {
+// Without model_warmup: runs the model once on zeros at its default shapes before it serves
+// (or replaces the version serving), so the first request after a load or a swap does not
+// pay for what a first eval sets up (kernels created on first use, arenas). A model that
+// fails on zeros may still serve real inputs: the failure is logged, not fatal.
+void warm_up_on_zeros(const loaded_model& m, std::string& log) {
     param_map params;
     for (auto& t : m.inputs) {
         if (t.optional) continue;
@@ -119,6 +129,104 @@ void warm_up(const loaded_model& m, std::string& log) {
     } catch (const std::exception& e) {
         log += std::string("; warm-up on zeros failed (") + e.what() + ")";
     }
+}
+
+std::string read_file(const fs::path& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return {};
+    std::ostringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+// model_warmup: each sample as a request (so checked against the model as a request is:
+// names, datatypes, shapes, sizes), run `count` times. The configuration asked for these
+// samples to work, so a failure fails the load (a reload keeps the old version serving).
+// Random data is [0, 1) for floating types and 0 or 1 otherwise: indices stay in range
+// for a Gather or an embedding.
+void warm_up_configured(loaded_model& m, const fs::path& model_dir, std::string& log) {
+    const auto start = std::chrono::steady_clock::now();
+    std::mt19937 gen(22);
+    for (const auto& sample : m.config.warmup) {
+        const std::string where = "model_warmup '" + sample.name + "': ";
+        try {
+            infer_request r;
+            r.model = m.name;
+            std::vector<std::string> files;  // the raw bytes the inputs view
+            files.reserve(sample.inputs.size());
+            for (const auto& w : sample.inputs) {
+                infer_input in{w.name, w.datatype, w.shape, {}};
+                if (w.source == warmup_input::file) {
+                    const auto path = model_dir / "warmup" / w.file_name;
+                    if (!fs::is_regular_file(path))
+                        fail(error_kind::bad_request, "input '" + w.name + "': input_data_file '" + w.file_name +
+                                                          "' is not a file in the model's warmup/ folder");
+                    // Its size against the shape before reading it (a wrong file may be huge).
+                    const auto bytes = fs::file_size(path);
+                    const auto needs = checked_elements(w.name, w.shape) * type_size(*type_of_datatype(w.datatype));
+                    if (bytes != needs) {
+                        std::string dims;
+                        for (auto d : w.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+                        fail(error_kind::bad_request, "input '" + w.name + "': input_data_file '" + w.file_name +
+                                                          "' holds " + std::to_string(bytes) + " bytes; shape [" + dims +
+                                                          "] of " + w.datatype + " needs " + std::to_string(needs));
+                    }
+                    files.push_back(read_file(path));
+                    in.data.is_raw = true;
+                    in.data.raw = files.back();
+                } else {
+                    in.data.count = checked_elements(w.name, w.shape);
+                    const bool floating = w.datatype.starts_with("FP") || w.datatype == "BF16";
+                    if (w.source == warmup_input::random)
+                        in.data.fill = [&gen, floating](const argument& dst) {
+                            std::uniform_real_distribution<double> u(0.0, 1.0);
+                            visit(dst, [&](auto view) {
+                                using C = std::remove_cv_t<std::remove_reference_t<decltype(view[0])>>;
+                                if constexpr (!std::is_same_v<C, std::string>)
+                                    for (std::size_t i = 0; i < view.size(); ++i)
+                                        view[i] = convert<C>(floating ? u(gen) : static_cast<double>(gen() % 2));
+                            });
+                        };
+                }
+                r.inputs.push_back(std::move(in));
+            }
+            auto params = make_params(m, r);  // validated like a request; zeros unless filled
+            for (std::size_t i = 0; i < sample.count; ++i) {
+                m.prog->eval(params);
+                m.warmup_runs++;
+            }
+        } catch (const serve_error& e) {
+            fail(error_kind::bad_request, where + e.what());
+        } catch (const std::exception& e) {
+            fail(error_kind::bad_request, where + "the model failed on it: " + e.what());
+        }
+    }
+    // A dynamic program specializes shapes that recur (specialize_after) in the background:
+    // those the samples ran are compiled now, before the version serves, so that its first
+    // requests of those shapes neither run on the generic program nor compete with the
+    // compiles for the cores (an LSTM's batches of 1 to 8 rows: name each in a sample).
+    m.prog->finish_specializations();
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+    log += "; model_warmup: " + std::to_string(m.warmup_runs) + " run(s) in " + std::to_string(ms) + " ms";
+    if (auto st = m.prog->get_specialization_stats(); st.compiles)
+        log += " (" + std::to_string(st.compiles) + " specializations)";
+}
+
+// A version's memory (weights, arenas: tens of MB) is freed when its last reference goes:
+// after the swap, or in the thread of the last request still running on it. glibc keeps
+// what a thread frees in that thread's arena (and, once big blocks have been freed, no
+// longer trims on free), while the next load, in another thread, may take fresh pages
+// from another arena: mobilenet_v2's RSS went up by one version (27 MB) every other
+// reload when a request thread let go last. So memory goes back to the system right
+// where a version is freed.
+std::shared_ptr<loaded_model> make_loaded_model(const std::string& name, std::int64_t v,
+                                                std::shared_ptr<const program> prog, const model_config& config,
+                                                std::shared_ptr<model_stats> stats) {
+    return std::shared_ptr<loaded_model>(new loaded_model(name, v, std::move(prog), config, std::move(stats)),
+                                         [](loaded_model* m) {
+                                             delete m;
+                                             malloc_trim(0);
+                                         });
 }
 
 }  // namespace
@@ -205,10 +313,11 @@ void model_repository::load(const std::string& name) {
             std::shared_ptr<loaded_model> m;
             try {
                 auto prog = compile_version((model_dir / std::to_string(v)).string(), config, &log);
-                m = std::make_shared<loaded_model>(name, v, prog, config, stats);
-                warm_up(*m, log);
-            } catch (const serve_error&) {
-                throw;
+                m = make_loaded_model(name, v, prog, config, stats);
+                if (config.warmup.empty()) warm_up_on_zeros(*m, log);
+                else warm_up_configured(*m, model_dir, log);
+            } catch (const serve_error& e) {
+                fail(e.kind(), "model '" + name + "' version " + std::to_string(v) + ": " + e.what());
             } catch (const std::exception& e) {
                 fail(error_kind::bad_request, "model '" + name + "' version " + std::to_string(v) + ": " + e.what());
             }
@@ -236,7 +345,6 @@ void model_repository::load(const std::string& name) {
         entry.reason.clear();
     }
     fresh.clear();  // the old versions, unless requests still hold them
-    malloc_trim(0);  // hand what they freed back to the system (reload memory stays flat)
 }
 
 void model_repository::unload(const std::string& name) {
@@ -255,7 +363,6 @@ void model_repository::unload(const std::string& name) {
     }
     // In-flight requests hold their own references: the programs go when the last ends.
     old.clear();
-    malloc_trim(0);
 }
 
 std::vector<std::string> model_repository::load_all() {

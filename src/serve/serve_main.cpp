@@ -8,6 +8,7 @@
 #include "serve/rest_server.hpp"
 #include "serve/server_state.hpp"
 
+#include <google/protobuf/stubs/logging.h>
 #include <httplib.h>
 
 #include <chrono>
@@ -46,9 +47,22 @@ int run_server(const server_options& o) {
     }
     // glibc gives threads their own malloc arenas (up to 8 per core), and memory freed in
     // one stays there: with the HTTP threads and the loads spread over arenas, 100
-    // unload/load cycles of mobilenet_v2 grew RSS from 93 to 409 MiB; with two arenas, from
-    // 72 to 98 MiB. Set before any thread starts.
-    mallopt(M_ARENA_MAX, 2);
+    // unload/load cycles of mobilenet_v2 grew RSS from 93 to 409 MiB. Even with two, a
+    // version freed in the second arena stayed resident (malloc_trim releases the main
+    // arena's top but not another's), and the next load, from a thread of the main arena,
+    // took 27 MB of fresh pages: RSS alternated between 77 and 105 MiB. One arena: the
+    // server's own allocations are few per request (the work is in the kernels), and a
+    // freed version goes back to the system (loaded models trim where they are freed).
+    // Set before any thread starts.
+    mallopt(M_ARENA_MAX, 1);
+    // protobuf logs an ERROR line for each string field of a gRPC message that is not UTF-8
+    // (the serve fuzzer's log: 120,426 of them), so clients could fill the server's log; the
+    // request is refused all the same. Its fatal messages still abort as before.
+    google::protobuf::SetLogHandler([](google::protobuf::LogLevel level, const char* file, int line,
+                                       const std::string& message) {
+        if (level >= google::protobuf::LOGLEVEL_FATAL)
+            std::cerr << "libprotobuf FATAL " << file << ":" << line << "] " << message << "\n";
+    });
     auto signals = shutdown_signals();
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 

@@ -319,6 +319,28 @@ def test_bad_config_is_refused_and_the_old_version_keeps_serving(server, repo):
             f.write(good)
 
 
+def test_model_warmup_runs_before_ready_and_a_bad_one_keeps_the_old_version(server, repo):
+    config = os.path.join(repo, "small", "config.pbtxt")
+    good = open(config).read()
+    sample = ('model_warmup [ {{ name: "w" count: 3 inputs {{ key: "x" value: {{ data_type: TYPE_FP32 dims: {} '
+              'zero_data: true }} }} inputs {{ key: "y" value: {{ data_type: TYPE_FP32 dims: [2, 3] random_data: true }} }} }} ]\n')
+    try:
+        with open(config, "w") as f:
+            f.write(good + sample.format("[2, 3]"))
+        assert server.post("/v2/repository/models/small/load")[0] == 200
+        assert "model_warmup: 3 run(s)" in server.output()
+        with open(config, "w") as f:
+            f.write(good + sample.format("[2, 5]"))
+        status, _, body = server.post("/v2/repository/models/small/load")
+        assert status == 400, body
+        assert "model_warmup 'w': input 'x': dimension 1 is 5" in json.loads(body)["error"], body
+        assert server.get("/v2/models/small/ready")[0] == 200  # the old version serves on
+        decode_response(*server.post("/v2/models/small/infer", infer_json(small_inputs())))
+    finally:
+        with open(config, "w") as f:
+            f.write(good)
+
+
 def test_dynamic_batching_joins_concurrent_requests(server, repo):
     folder = os.path.join(repo, "batched", "1")
     os.makedirs(folder)
@@ -351,6 +373,30 @@ def test_dynamic_batching_joins_concurrent_requests(server, repo):
     stats = json.loads(server.get("/v2/models/batched/stats")[2])["model_stats"][0]
     assert stats["inference_count"] == 12
     assert stats["execution_count"] < 12  # joined: fewer runs than requests
+
+
+def rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
+def test_reload_memory_stays_flat(server):
+    """The issue's goal, shortened (bench/serve_reload_memory.py runs the 100 cycles): after
+    unload + load + one request of MobileNetV2, repeated, RSS stays within 1.1x of the first
+    cycle's (a version that were never freed would add its 14 MB of weights each time)."""
+    x, expected = mobilenet_case(0)
+    header = json.dumps({"inputs": [{"name": "input", "shape": list(x.shape), "datatype": "FP32",
+                                     "parameters": {"binary_data_size": x.nbytes}}],
+                         "parameters": {"binary_data_output": True}}).encode()
+    sizes = []
+    for _ in range(25):
+        assert server.post("/v2/repository/models/mobilenet/unload")[0] == 200
+        assert server.post("/v2/repository/models/mobilenet/load")[0] == 200
+        _, out = decode_response(*server.post("/v2/models/mobilenet/infer", header + x.tobytes(),
+                                              {"Inference-Header-Content-Length": str(len(header))}))
+        np.testing.assert_allclose(out["logits"], expected, rtol=1e-3, atol=1e-4)
+        sizes.append(rss_mib(server.proc.pid))
+    assert sizes[-1] <= 1.1 * sizes[0], " ".join(f"{s:.1f}" for s in sizes)
 
 
 def test_sigterm_drains_in_flight_requests(repo):

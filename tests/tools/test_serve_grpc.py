@@ -243,6 +243,11 @@ def test_malformed_requests_get_a_status_and_the_server_stays_live(client, pb, s
     with pytest.raises(grpc.RpcError) as e:
         infer(b"\xff\xff\xff\xff", timeout=10)
     assert e.value.code() != grpc.StatusCode.OK
+    # A model_name that is not UTF-8: refused, and protobuf's complaint kept out of the log.
+    with pytest.raises(grpc.RpcError) as e:
+        infer(b"\x0a\x02\xff\xfe", timeout=10)
+    assert e.value.code() != grpc.StatusCode.OK
+    assert "libprotobuf" not in server.output()
     # A client allowed to send more: the server's limit (64 MiB) refuses it.
     big = pb[0].ModelInferRequest(model_name="mobilenet", raw_input_contents=[b"\0" * (65 << 20)])
     channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}", options=[("grpc.max_send_message_length", 128 << 20)])

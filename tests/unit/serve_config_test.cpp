@@ -99,3 +99,53 @@ TEST(serve_config, dynamic_batching) {
     EXPECT_NE(refusal("max_batch_size: 4 dynamic_batching { priority_levels: 2 }").find("priority_levels"),
               std::string::npos);
 }
+
+TEST(serve_config, model_warmup_as_triton_writes_it) {
+    auto c = parse_model_config(R"(
+        max_batch_size: 8
+        model_warmup [
+          { name: "zeros" batch_size: 4 count: 3
+            inputs { key: "x" value: { data_type: TYPE_FP32 dims: [3] zero_data: true } }
+            inputs { key: "y" value: { data_type: TYPE_FP32 dims: [3] random_data: true } } },
+          { name: "file" inputs { key: "x" value: { data_type: TYPE_INT64 dims: [3] input_data_file: "x.bin" } } }
+        ]
+    )", "m");
+    ASSERT_EQ(c.warmup.size(), 2u);
+    EXPECT_EQ(c.warmup[0].name, "zeros");
+    EXPECT_EQ(c.warmup[0].count, 3u);
+    ASSERT_EQ(c.warmup[0].inputs.size(), 2u);
+    for (auto& in : c.warmup[0].inputs) {
+        EXPECT_EQ(in.shape, (std::vector<std::int64_t>{4, 3}));  // batch_size prepended
+        EXPECT_EQ(in.datatype, "FP32");
+        EXPECT_EQ(in.source, in.name == "x" ? warmup_input::zero : warmup_input::random);
+    }
+    EXPECT_EQ(c.warmup[1].count, 1u);  // count 0 and batch_size 0 mean 1
+    EXPECT_EQ(c.warmup[1].inputs[0].shape, (std::vector<std::int64_t>{1, 3}));
+    EXPECT_EQ(c.warmup[1].inputs[0].source, warmup_input::file);
+    EXPECT_EQ(c.warmup[1].inputs[0].file_name, "x.bin");
+
+    auto unbatched = parse_model_config(R"(model_warmup { name: "w"
+        inputs { key: "x" value: { data_type: TYPE_BOOL dims: [2, 3] zero_data: true } } })", "m");
+    EXPECT_EQ(unbatched.warmup[0].inputs[0].shape, (std::vector<std::int64_t>{2, 3}));  // dims as given
+    EXPECT_EQ(unbatched.warmup[0].inputs[0].datatype, "BOOL");
+}
+
+TEST(serve_config, model_warmup_mistakes_are_named) {
+    const std::string x = R"(inputs { key: "x" value: { data_type: TYPE_FP32 dims: [3] zero_data: true } })";
+    auto e = refusal("model_warmup { name: \"w\" batch_size: 2 " + x + " }");
+    EXPECT_NE(e.find("'w'"), std::string::npos) << e;
+    EXPECT_NE(e.find("max_batch_size"), std::string::npos) << e;
+    e = refusal("max_batch_size: 2 model_warmup { name: \"w\" batch_size: 4 " + x + " }");
+    EXPECT_NE(e.find("exceeds max_batch_size 2"), std::string::npos) << e;
+    EXPECT_NE(refusal("model_warmup { " + x + " }").find("no name"), std::string::npos);
+    EXPECT_NE(refusal("model_warmup { name: \"w\" }").find("no inputs"), std::string::npos);
+    e = refusal(R"(model_warmup { name: "w" inputs { key: "x" value: { data_type: TYPE_STRING zero_data: true } } })");
+    EXPECT_NE(e.find("TYPE_STRING"), std::string::npos) << e;
+    e = refusal(R"(model_warmup { name: "w" inputs { key: "x" value: { data_type: TYPE_FP32 dims: [-1] zero_data: true } } })");
+    EXPECT_NE(e.find("dims must be >= 0"), std::string::npos) << e;
+    e = refusal(R"(model_warmup { name: "w" inputs { key: "x" value: { data_type: TYPE_FP32 dims: [3] } } })");
+    EXPECT_NE(e.find("zero_data, random_data or input_data_file"), std::string::npos) << e;
+    e = refusal(R"(model_warmup { name: "w" inputs { key: "x" value: { data_type: TYPE_FP32 input_data_file: "../x" } } })");
+    EXPECT_NE(e.find("warmup/ folder"), std::string::npos) << e;
+    EXPECT_NE(refusal("model_warmup { name: \"w\" sample_rate: 3 }").find("sample_rate"), std::string::npos);
+}

@@ -140,3 +140,101 @@ TEST(serve_repository, requests_during_reloads_never_fail) {
     for (auto& c : clients) c.join();
     EXPECT_EQ(failures, 0);
 }
+
+namespace {
+const std::string ref_target = "parameters { key: \"kiln.target\" value: { string_value: \"ref\" } }\n";
+std::string warmup_config(const std::string& dims_x, const std::string& source_x, int count) {
+    return ref_target + "model_warmup [ { name: \"w\" count: " + std::to_string(count) +
+           " inputs { key: \"x\" value: { data_type: TYPE_FP32 dims: " + dims_x + " " + source_x + " } }" +
+           " inputs { key: \"y\" value: { data_type: TYPE_FP32 dims: [2, 3] random_data: true } } } ]\n";
+}
+}  // namespace
+
+TEST(serve_repository, model_warmup_runs_before_the_version_turns_ready) {
+    temp_repo t;
+    fs::create_directories(t.root / "m" / "warmup");
+    std::vector<float> x(6, 0.25f);
+    std::ofstream(t.root / "m" / "warmup" / "x.bin", std::ios::binary)
+        .write(reinterpret_cast<const char*>(x.data()), static_cast<std::streamsize>(x.size() * sizeof(float)));
+    t.write_config(warmup_config("[2, 3]", "input_data_file: \"x.bin\"", 200));
+    model_repository repo(t.root.string());
+    std::atomic<bool> loaded{false};
+    std::atomic<int> seen_ready{0}, seen_unwarmed{0};
+    std::thread prober([&] {
+        while (!loaded) {
+            if (repo.is_ready("m")) {
+                seen_ready++;
+                if (repo.find("m")->warmup_runs != 200) seen_unwarmed++;
+            }
+        }
+    });
+    repo.load("m");
+    loaded = true;
+    prober.join();
+    EXPECT_EQ(seen_unwarmed, 0);
+    auto m = repo.find("m");
+    EXPECT_EQ(m->warmup_runs, 200u);
+    EXPECT_EQ(m->stats->success, 0u);  // warm-up runs are not requests
+    EXPECT_EQ(infer(repo, small_request(0.5f)).outputs[0].data.to_vector<float>(), std::vector<float>(6, 1.0f));
+}
+
+TEST(serve_repository, a_bad_warmup_fails_the_load_and_keeps_the_old_version) {
+    temp_repo t;
+    model_repository repo(t.root.string());
+    repo.load("m");
+    auto old = repo.find("m");
+    auto reason = [&](const std::string& config) {
+        t.write_config(config);
+        try {
+            repo.load("m");
+        } catch (const serve_error& e) {
+            EXPECT_EQ(e.http_status(), 400);
+            return std::string(e.what());
+        }
+        return std::string("loaded");
+    };
+    auto e = reason(warmup_config("[2, 7]", "zero_data: true", 1));
+    EXPECT_NE(e.find("model 'm' version 2: model_warmup 'w': input 'x': dimension 1 is 7"), std::string::npos) << e;
+    e = reason(warmup_config("[2, 3]", "input_data_file: \"missing.bin\"", 1));
+    EXPECT_NE(e.find("'missing.bin' is not a file in the model's warmup/ folder"), std::string::npos) << e;
+    fs::create_directories(t.root / "m" / "warmup");
+    std::ofstream(t.root / "m" / "warmup" / "short.bin") << "abc";
+    e = reason(warmup_config("[2, 3]", "input_data_file: \"short.bin\"", 1));
+    EXPECT_NE(e.find("input 'x': input_data_file 'short.bin' holds 3 bytes; shape [2, 3] of FP32 needs 24"), std::string::npos) << e;
+    e = reason(ref_target + "model_warmup { name: \"w\" inputs { key: \"z\" value: { data_type: TYPE_FP32 dims: [1] zero_data: true } } }");
+    EXPECT_NE(e.find("has no input 'z'"), std::string::npos) << e;
+    e = reason(ref_target + "model_warmup { name: \"w\" inputs { key: \"x\" value: { data_type: TYPE_INT64 dims: [2, 3] zero_data: true } } }");
+    EXPECT_NE(e.find("datatype INT64, the model expects FP32"), std::string::npos) << e;
+    EXPECT_EQ(repo.find("m").get(), old.get());  // still serving
+    EXPECT_EQ(infer(repo, small_request(0.5f)).outputs[0].data.to_vector<float>(), std::vector<float>(6, 1.0f));
+}
+
+TEST(serve_repository, model_warmup_compiles_the_specializations_of_its_shapes) {
+    temp_repo t;
+    fs::create_directories(t.root / "d" / "1");
+    fs::copy_file(std::string(KILN_SOURCE_DIR) + "/tests/data/models/mlp_dynamic.onnx", t.root / "d" / "1" / "model.onnx");
+    std::ofstream(t.root / "d" / "config.pbtxt")
+        << ref_target << "max_batch_size: 64\nmodel_warmup [ { name: \"b5\" batch_size: 5 count: 2 inputs { key: \"x\" "
+                         "value: { data_type: TYPE_FP32 dims: [4] random_data: true } } } ]\n";
+    model_repository repo(t.root.string());
+    repo.load("d");
+    auto stats = repo.find("d")->prog->get_specialization_stats();
+    EXPECT_GE(stats.compiles, 1u);  // batch 5 seen twice: specialized, and finished before ready
+    EXPECT_EQ(stats.failed_compiles, 0u);
+}
+
+TEST(serve_repository, a_poll_sees_a_changed_warmup_file) {
+    temp_repo t;
+    fs::create_directories(t.root / "m" / "warmup");
+    std::ofstream(t.root / "m" / "warmup" / "x.bin") << std::string(24, '\0');
+    t.write_config(warmup_config("[2, 3]", "input_data_file: \"x.bin\"", 1));
+    model_repository repo(t.root.string());
+    repo.poll();  // the first poll loads it
+    auto first = repo.find("m");
+    EXPECT_TRUE(repo.poll().empty());  // nothing changed
+    std::ofstream(t.root / "m" / "warmup" / "x.bin") << "abc";
+    auto log = repo.poll();
+    ASSERT_EQ(log.size(), 1u);
+    EXPECT_NE(log[0].find("needs 24"), std::string::npos) << log[0];
+    EXPECT_EQ(repo.find("m").get(), first.get());  // the old version serves on
+}

@@ -217,3 +217,23 @@ TEST(serve_request, mangled_requests_are_answered_or_refused) {
     EXPECT_GT(answered, 0u);
     EXPECT_GT(refused, 1000u);
 }
+
+TEST(serve_request, binary_bool_data_must_be_0_or_1) {
+    // Found by the serve fuzzer: a BOOL byte other than 0 or 1 was undefined behaviour in
+    // the kernel and the response. Raw data (REST binary, gRPC raw contents) is checked.
+    auto p = kiln::parse_program(R"(module main
+  b = @param -> bool[3]
+  @1 = logical_not(b) -> bool[3]
+  @return(@1)
+)");
+    p.compile(*kiln::get_target("ref"));
+    loaded_model m("not", 1, std::make_shared<const kiln::program>(std::move(p)), {}, std::make_shared<model_stats>());
+    const std::string h = R"({"inputs": [{"name": "b", "shape": [3], "datatype": "BOOL", "parameters": {"binary_data_size": 3}}]})";
+    auto refused = refusal(m, h + std::string("\1\2\0", 3), h.size());
+    EXPECT_EQ(refused.first, 400);
+    EXPECT_NE(refused.second.find("input 'b': BOOL data must be bytes 0 or 1, byte 1 is 2"), std::string::npos)
+        << refused.second;
+    auto d = decode_infer_request(h + std::string("\1\0\1", 3), h.size(), "not", std::nullopt);
+    auto out = run(m, d.request).outputs.at(0).data;
+    EXPECT_EQ(out.to_vector<int>(), (std::vector<int>{0, 1, 0}));
+}

@@ -1,0 +1,171 @@
+"""The issue 22 goals measured in one go, by hand (numbers for docs/server.md):
+
+    /usr/bin/python3 bench/serve_goals.py --work /tmp/kiln_goals [--rounds 3] [-n 300]
+
+--work keeps the repository it builds (and so the compiled caches) between runs:
+  mb    mobilenet_v2, kiln.threads 1: one client over REST (binary) and gRPC against
+        `kiln perf --threads 1` (rounds alternate; goals +0.5 ms and +1.0 ms on the p50), and
+        the server's time outside queue and compute from its statistics (goal <= 100 us);
+  r50k  resnet50 as a saved .kiln: time from start to ready (goal <= 3 s), reload (<= 2 s);
+  r50b  resnet50, max_batch_size 8, dynamic_batching: 8 clients against `kiln perf --batch 8`
+        images/s (goal >= 0.9x).
+Prints the load average before and after: on a shared machine the numbers are upper bounds.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "tools"))
+from test_serve import free_port, request  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--kiln", default=os.path.join(HERE, "..", "build", "bin", "kiln"))
+ap.add_argument("--models", default=os.path.join(HERE, "..", "..", "shared", "models"))
+ap.add_argument("--work", required=True)
+ap.add_argument("--rounds", type=int, default=3)
+ap.add_argument("-n", type=int, default=300)
+ap.add_argument("--skip", default="", help="comma-separated parts to skip: latency,start,throughput")
+args = ap.parse_args()
+skip = set(args.skip.split(","))
+MB, R50 = os.path.join(args.models, "mobilenet_v2"), os.path.join(args.models, "resnet50")
+MB_IN, R50_IN = os.path.join(MB, "test_data_set_0", "input_0.pb"), os.path.join(R50, "test_data_set_0", "input_0.pb")
+
+
+def load():
+    return open("/proc/loadavg").read().split()[0]
+
+
+def folder(name, config, source, kiln_file=False):
+    d = os.path.join(args.work, name, "1")
+    os.makedirs(d, exist_ok=True)
+    target = os.path.join(d, "model.kiln" if kiln_file else "model.onnx")
+    if not os.path.exists(target):
+        if kiln_file:
+            subprocess.run([args.kiln, "compile", source, "-o", target], check=True, stdout=subprocess.DEVNULL)
+        else:
+            shutil.copy(source, target)
+    with open(os.path.join(args.work, name, "config.pbtxt"), "w") as f:
+        f.write(config)
+
+
+def start(*extra):
+    port = free_port()
+    log = open(os.path.join(args.work, "server.log"), "w")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([args.kiln, "serve", "--model-repository", args.work, "--http-port", str(port),
+                             "--grpc-port", str(free_port()), "--metrics-port", str(free_port()), *extra],
+                            stdout=log, stderr=subprocess.STDOUT)
+    while True:
+        if proc.poll() is not None:
+            sys.exit("the server exited; see " + log.name)
+        try:
+            if request(port, "GET", "/v2/health/ready", timeout=2)[0] == 200:
+                return proc, port, time.perf_counter() - t0
+        except OSError:
+            pass
+        time.sleep(0.01)
+
+
+def stop(proc):
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=120)
+
+
+def perf(model, *extra):
+    out = subprocess.run([args.kiln, "perf", model, "--json", "--quiet", *extra], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def wrk_p50(port):
+    """REST p50 from wrk (a C client: no Python on the 2 cores), or None without wrk."""
+    if not shutil.which("wrk"):
+        return None
+    sys.path.insert(0, os.path.join(HERE, "..", "tests", "tools"))
+    import onnx_pb
+    name, _, a = onnx_pb.read_tensor(MB_IN)
+    header = json.dumps({"inputs": [{"name": name, "shape": list(a.shape), "datatype": "FP32",
+                                     "parameters": {"binary_data_size": a.nbytes}}],
+                         "parameters": {"binary_data_output": True}}).encode()
+    body, script = os.path.join(args.work, "wrk_body.bin"), os.path.join(args.work, "wrk_post.lua")
+    with open(body, "wb") as f:
+        f.write(header + a.tobytes())
+    with open(script, "w") as f:
+        f.write(f'local f = io.open("{body}", "rb")\nwrk.method = "POST"\nwrk.body = f:read("*all")\nf:close()\n'
+                f'wrk.headers["Inference-Header-Content-Length"] = "{len(header)}"\n')
+    out = subprocess.run(["wrk", "-t1", "-c1", "-d5s", "--latency", "-s", script,
+                          f"http://127.0.0.1:{port}/v2/models/mb/infer"], check=True, capture_output=True, text=True).stdout
+    m = re.search(r"^\s+50%\s+([0-9.]+)(us|ms|s)", out, re.M)
+    return float(m.group(1)) * {"us": 1e-3, "ms": 1, "s": 1e3}[m.group(2)]
+
+
+def client(*extra):
+    out = subprocess.run([sys.executable, os.path.join(HERE, "serve_latency.py"), *extra], check=True,
+                         capture_output=True, text=True).stdout
+    p50 = float(re.search(r"p50 ([0-9.]+) ms", out).group(1))
+    p99 = float(re.search(r"p99 ([0-9.]+)", out).group(1))
+    rate = float(re.search(r"([0-9.]+) requests/s", out).group(1))
+    return p50, p99, rate
+
+
+os.makedirs(args.work, exist_ok=True)
+print(f"load average at start: {load()}")
+folder("mb", 'parameters { key: "kiln.threads" value: { string_value: "1" } }\n', os.path.join(MB, "model.onnx"))
+folder("r50k", "", os.path.join(R50, "model.onnx"), kiln_file=True)
+folder("r50b", "max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 200000 preferred_batch_size: [8] }\n",
+       os.path.join(R50, "model.onnx"))
+
+if "latency" not in skip:
+    proc, port, _ = start("--model-control-mode", "explicit", "--load-model", "mb")
+    grpc_port = int(re.search(r"gRPC on 127.0.0.1:(\d+)", open(os.path.join(args.work, "server.log")).read()).group(1))
+    n = str(args.n)
+    for r in range(args.rounds):
+        med = perf(os.path.join(args.work, "mb", "1", "model.onnx"), "--threads", "1", "-n", n, "--input-file", "@input",
+                   MB_IN)["median_ms"]
+        g = client("--grpc-port", str(grpc_port), "--port", str(port), "--model", "mb", "--input", MB_IN, "-n", n)[0]
+        h = client("--port", str(port), "--model", "mb", "--input", MB_IN, "-n", n)[0]
+        w = wrk_p50(port)
+        print(f"round {r + 1} (load {load()}): kiln perf median {med:.2f} ms; REST binary p50 {h:.2f} ({h - med:+.2f}); "
+              f"gRPC p50 {g:.2f} ({g - med:+.2f})" + (f"; REST p50 from wrk {w:.2f} ({w - med:+.2f})" if w else ""))
+    s = json.loads(request(port, "GET", "/v2/models/mb/stats")[2])["model_stats"][0]["inference_stats"]
+    count = s["success"]["count"]
+    per = {k: s[k]["ns"] / count / 1000 for k in ("success", "queue", "compute_input", "compute_infer", "compute_output")}
+    print(f"server time per request over {count} requests (us, means): outside queue and compute "
+          f"{per['success'] - per['queue'] - per['compute_infer']:.0f} (input {per['compute_input']:.0f}, output "
+          f"{per['compute_output']:.0f}), compute {per['compute_infer']:.0f}")
+    stop(proc)
+
+if "start" not in skip:
+    for _ in range(2):
+        proc, port, ready = start("--model-control-mode", "explicit", "--load-model", "r50k")
+        print(f"resnet50 .kiln: ready {ready:.2f} s after start (load {load()})")
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            assert request(port, "POST", "/v2/repository/models/r50k/load")[0] == 200
+            times.append(time.perf_counter() - t0)
+        print("resnet50 .kiln: reload " + ", ".join(f"{t:.2f}" for t in times) + " s")
+        stop(proc)
+
+if "throughput" not in skip:
+    b8 = os.path.join(args.work, "resnet50_b8.kiln")
+    if not os.path.exists(b8):
+        subprocess.run([args.kiln, "compile", os.path.join(R50, "model.onnx"), "--batch", "8", "-o", b8], check=True,
+                       stdout=subprocess.DEVNULL)
+    proc, port, ready = start("--model-control-mode", "explicit", "--load-model", "r50b")
+    for r in range(args.rounds):
+        p = perf(b8, "-n", "5", "--warmup", "1")
+        ips = 8 / (p["median_ms"] / 1000)
+        p50, p99, rate = client("--port", str(port), "--model", "r50b", "--input", R50_IN, "-n", "6", "--warmup", "2",
+                                "--clients", "8")
+        s = json.loads(request(port, "GET", "/v2/models/r50b/stats")[2])["model_stats"][0]
+        print(f"round {r + 1} (load {load()}): kiln perf --batch 8 {ips:.1f} images/s; 8 clients {rate:.1f} images/s "
+              f"({rate / ips:.2f}x), p50 {p50:.0f} ms; {s['inference_count'] / s['execution_count']:.2f} rows a run so far")
+    stop(proc)
+print(f"load average at the end: {load()}")
