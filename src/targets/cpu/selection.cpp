@@ -9,6 +9,7 @@
 #include "targets/cpu/kernels/dynamic/dyn_matmul.hpp"
 #include "targets/cpu/kernels/gather_blocks/gather_blocks.hpp"
 #include "targets/cpu/kernels/global_avg_pool/global_avg_pool.hpp"
+#include "targets/cpu/kernels/int4_gemm/int4_gemm.hpp"
 #include "targets/cpu/lower_ops.hpp"
 #include "targets/cpu/kernels/max_pool_blocked/max_pool_blocked.hpp"
 #include "targets/cpu/kernels/onednn/op_conv.hpp"
@@ -159,6 +160,8 @@ const std::vector<op_candidate>& op_candidates() {
          lower_dyn_matmul},
         {"gemm", "dyn_matmul", "a generic program's gemm with alpha 1: the product plus its bias", false,
          lower_dyn_gemm},
+        {"matmul_int4", "int4_gemm", "static, row-major float32 a: int4 panels unpacked in registers (int4_gemm.hpp)",
+         false, lower_int4_gemm},
         {"quant_convolution", "onednn_int8",
          "VNNI, static, int8 weights (literal, zero point 0): u8/s8 x in channels-last (op_quant.hpp)", false,
          lower_quant_convolution},

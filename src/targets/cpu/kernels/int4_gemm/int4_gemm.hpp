@@ -1,0 +1,65 @@
+// cpu::int4_gemm: op::matmul_int4 (weight-only int4, src/ops/nn_matmul_int4.hpp) on Kiln's
+// own kernels. The weights are repacked once, at compile time, into 16-column panels of
+// nibbles with the scales beside them (int4_gemm_args.hpp): 0.5 byte per weight plus 8
+// bytes per block and column, never widened in memory. The kernels unpack them in
+// registers where they multiply (AVX-512, AVX2+FMA or the baseline, chosen by cpuid when
+// the program is loaded, so a saved program runs on any x86-64).
+//
+// A batch-1 product streams its weights once: int4 reads an eighth of float32's bytes (plus
+// the scales), which is what makes it faster than the float32 GEMV when the weights come
+// from memory (docs/quantization.md has the timings). Many rows amortize the unpacking
+// over R-row tiles (4 with AVX2, 8 with AVX-512).
+//
+// Inputs: (a [..., K] float32 row-major, packed b, scales+offsets, output buffer).
+// KILN_CPU_PACKED_GEMM_ISA=avx2 / generic lowers the kernels chosen, as for packed_gemm.
+#pragma once
+#include "targets/cpu/lowering_util.hpp"
+
+#include <kiln/operation.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::cpu {
+
+struct int4_gemm {
+    std::int64_t m = 0, n = 0, k = 0, block = 32;
+    std::vector<std::int64_t> out_lens;
+
+    template <class Self, class F>
+    static void reflect(Self& self, F f) {
+        f(self.m, "m");
+        f(self.n, "n");
+        f(self.k, "k");
+        f(self.block, "block");
+        f(self.out_lens, "out_lens");
+    }
+    std::string name() const { return "cpu::int4_gemm"; }
+    shape compute_shape(const std::vector<shape>& inputs) const;
+    void finalize(context& ctx, const shape& out, const std::vector<shape>& inputs);
+    argument compute(context& ctx, const shape& out, const std::vector<argument>& args) const;
+    std::ptrdiff_t output_alias(const std::vector<shape>& inputs) const {
+        return static_cast<std::ptrdiff_t>(inputs.size()) - 1;
+    }
+    std::string isa() const;  // "avx512", "avx2", "generic", or "" before finalize
+
+    struct plan;
+    std::shared_ptr<const plan> ready;
+};
+
+// matmul_int4's operands (b packed as ONNX int4, scales [blocks][n], zero points or null)
+// in the kernels' layout: the panel bytes and the per-block scales and offsets.
+struct int4_packed {
+    std::vector<std::uint8_t> b;
+    std::vector<float> so;
+};
+int4_packed pack_int4_weights(const std::uint8_t* b, const float* scales, const std::uint8_t* zero_points,
+                              std::size_t k, std::size_t n, std::size_t block);
+
+// Replaces a matmul_int4 `ins` by a cpu::int4_gemm when its operands suit (static, a
+// row-major float32); false, changing nothing, otherwise (the ref kernel then runs it).
+bool lower_int4_gemm(lower_env& env, instruction_ref ins);
+
+}  // namespace kiln::cpu

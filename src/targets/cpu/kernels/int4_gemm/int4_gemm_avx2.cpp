@@ -1,0 +1,92 @@
+// The int4 GEMM for CPUs with AVX2 and FMA (chosen by cpuid, int4_gemm.cpp). A tile of
+// R (1..4) rows x 16 columns lives in 2R ymm accumulators; each k step loads the panel's
+// 8 bytes (16 weights), splits the nibbles (AND, shift), widens them to two vectors of 8
+// int32, converts them and makes the weights with one FMA each (u s + offset, the block's
+// scale and offset held in 4 registers), then broadcasts A's R values into 2R FMAs. The
+// weights exist only in registers.
+#include "targets/cpu/kernels/int4_gemm/int4_gemm_args.hpp"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+namespace kiln::cpu::int4g {
+namespace {
+
+#define I4_TARGET __attribute__((target("avx2,fma")))
+
+alignas(32) const std::int32_t mask_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+
+I4_TARGET inline __m256i lanes(std::size_t count) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(mask_table + 8 - count));
+}
+
+template <int R>
+I4_TARGET void tile(const args& g, std::size_t i, std::size_t p, std::size_t width) {
+    const std::size_t nb = blocks(g);
+    const float* a = g.a + i * g.k;
+    const std::uint8_t* b = g.b + p * g.k * panel_bytes;
+    const float* so = g.so + p * nb * 2 * panel;
+    const __m128i low = _mm_set1_epi8(0x0F);
+    __m256 acc[R][2];
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (std::size_t kb = 0, blk = 0; kb < g.k; kb += g.block, ++blk) {
+        const float* s = so + blk * 2 * panel;
+        const __m256 s0 = _mm256_loadu_ps(s), s1 = _mm256_loadu_ps(s + 8);
+        const __m256 o0 = _mm256_loadu_ps(s + 16), o1 = _mm256_loadu_ps(s + 24);
+        const std::size_t kend = std::min(g.k, kb + g.block);
+#pragma GCC unroll 4
+        for (std::size_t k = kb; k < kend; ++k) {
+            const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + k * panel_bytes));
+            const __m128i lo = _mm_and_si128(x, low);
+            const __m128i hi = _mm_and_si128(_mm_srli_epi16(x, 4), low);
+            const __m256 w0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo)), s0, o0);
+            const __m256 w1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi)), s1, o1);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; ++r) {
+                const __m256 av = _mm256_broadcast_ss(a + static_cast<std::size_t>(r) * g.k + k);
+                acc[r][0] = _mm256_fmadd_ps(av, w0, acc[r][0]);
+                acc[r][1] = _mm256_fmadd_ps(av, w1, acc[r][1]);
+            }
+        }
+    }
+    const std::size_t col = p * panel;
+    for (int r = 0; r < R; ++r) {
+        float* c = g.c + (i + static_cast<std::size_t>(r)) * g.n + col;
+        if (width == panel) {
+            _mm256_storeu_ps(c, acc[r][0]);
+            _mm256_storeu_ps(c + 8, acc[r][1]);
+        } else {
+            _mm256_maskstore_ps(c, lanes(std::min<std::size_t>(width, 8)), acc[r][0]);
+            if (width > 8) _mm256_maskstore_ps(c + 8, lanes(width - 8), acc[r][1]);
+        }
+    }
+}
+
+I4_TARGET void part(const args& g, std::size_t m0, std::size_t m1, std::size_t p0, std::size_t p1) {
+    constexpr std::size_t rows = 4;
+    for (std::size_t p = p0; p < p1; ++p) {
+        const std::size_t width = std::min(panel, g.n - p * panel);
+        std::size_t i = m0;
+        for (; i + rows <= m1; i += rows) tile<4>(g, i, p, width);
+        switch (m1 - i) {
+        case 3: tile<3>(g, i, p, width); break;
+        case 2: tile<2>(g, i, p, width); break;
+        case 1: tile<1>(g, i, p, width); break;
+        default: break;
+        }
+    }
+}
+
+#undef I4_TARGET
+
+}  // namespace
+
+part_fn avx2_part() { return part; }
+
+}  // namespace kiln::cpu::int4g

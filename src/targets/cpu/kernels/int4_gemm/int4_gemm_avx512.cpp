@@ -1,0 +1,78 @@
+// The int4 GEMM for CPUs with AVX-512 (chosen by cpuid, int4_gemm.cpp): as the AVX2
+// kernel (int4_gemm_avx2.cpp), with a panel's 16 columns in one zmm (the two nibble
+// halves joined into 16 bytes before widening) and tiles of up to 8 rows.
+#include "targets/cpu/kernels/int4_gemm/int4_gemm_args.hpp"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as an unused merge source, which its
+// own flow analysis then reports as maybe-uninitialized (as in packed_gemm_avx512.cpp).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace kiln::cpu::int4g {
+namespace {
+
+#define I4_TARGET __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")))
+
+template <int R>
+I4_TARGET void tile(const args& g, std::size_t i, std::size_t p, std::size_t width) {
+    const std::size_t nb = blocks(g);
+    const float* a = g.a + i * g.k;
+    const std::uint8_t* b = g.b + p * g.k * panel_bytes;
+    const float* so = g.so + p * nb * 2 * panel;
+    const __m128i low = _mm_set1_epi8(0x0F);
+    __m512 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+    for (std::size_t kb = 0, blk = 0; kb < g.k; kb += g.block, ++blk) {
+        const float* s = so + blk * 2 * panel;
+        const __m512 sv = _mm512_loadu_ps(s), ov = _mm512_loadu_ps(s + 16);
+        const std::size_t kend = std::min(g.k, kb + g.block);
+#pragma GCC unroll 4
+        for (std::size_t k = kb; k < kend; ++k) {
+            const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + k * panel_bytes));
+            const __m128i lo = _mm_and_si128(x, low);
+            const __m128i hi = _mm_and_si128(_mm_srli_epi16(x, 4), low);
+            const __m512i u = _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(lo, hi));  // columns 0-7, then 8-15
+            const __m512 w = _mm512_fmadd_ps(_mm512_cvtepi32_ps(u), sv, ov);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r)
+                acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[static_cast<std::size_t>(r) * g.k + k]), w, acc[r]);
+        }
+    }
+    const auto mask = static_cast<__mmask16>((1u << width) - 1u);
+    for (int r = 0; r < R; ++r)
+        _mm512_mask_storeu_ps(g.c + (i + static_cast<std::size_t>(r)) * g.n + p * panel, mask, acc[r]);
+}
+
+I4_TARGET void part(const args& g, std::size_t m0, std::size_t m1, std::size_t p0, std::size_t p1) {
+    constexpr std::size_t rows = 8;
+    for (std::size_t p = p0; p < p1; ++p) {
+        const std::size_t width = std::min(panel, g.n - p * panel);
+        std::size_t i = m0;
+        for (; i + rows <= m1; i += rows) tile<8>(g, i, p, width);
+        switch (m1 - i) {
+        case 7: tile<7>(g, i, p, width); break;
+        case 6: tile<6>(g, i, p, width); break;
+        case 5: tile<5>(g, i, p, width); break;
+        case 4: tile<4>(g, i, p, width); break;
+        case 3: tile<3>(g, i, p, width); break;
+        case 2: tile<2>(g, i, p, width); break;
+        case 1: tile<1>(g, i, p, width); break;
+        default: break;
+        }
+    }
+}
+
+#undef I4_TARGET
+
+}  // namespace
+
+part_fn avx512_part() { return part; }
+
+}  // namespace kiln::cpu::int4g
