@@ -69,6 +69,14 @@ struct int8_summary {
 int8_summary quantize_int8(program& p, const target& t, const std::vector<param_map>& calibration,
                            const int8_options& options = {});
 
+// Post-training float8 (MIGraphX's quantize_fp8): quantize_int8's choice of ops and its
+// calibration, but activations and weights both float8e4m3fn (range +-448) with one scale
+// per tensor (amax / 448, no zero point), as QuantizeLinear/DequantizeLinear pairs. On CPUs
+// without fp8 arithmetic the ops compute in float32 on the fp8 values (docs/quantization.md).
+// The metadata records "quantized": "float8e4m3fn".
+int8_summary quantize_fp8(program& p, const target& t, const std::vector<param_map>& calibration,
+                          const int8_options& options = {});
+
 // What quantize_int4_weights did.
 struct int4_summary {
     std::size_t quantized_ops = 0;          // matmuls / gemms now matmul_int4
