@@ -114,7 +114,8 @@ TEST(matmul_int4, cpu_kernels_equal_a_plain_dequantize_and_matmul) {
     if (has_avx512()) variants.push_back({"avx512", int4g::avx512_part()});
     std::mt19937 rng(2);
     for (const case_data c : {case_data{1, 45, 37, 32, false}, case_data{5, 100, 16, 32, true}, case_data{9, 64, 50, 16, false},
-                              case_data{4, 31, 7, 32, true}, case_data{13, 257, 33, 64, false}}) {
+                              case_data{4, 31, 7, 32, true}, case_data{13, 257, 33, 64, false},
+                              case_data{20, 900, 40, 32, true}}) {
         const std::size_t nb = (c.k + c.bs - 1) / c.bs;
         const auto a = random_values(rng, c.m * c.k);
         const auto q = random_int4(rng, c.k * c.n);
@@ -131,9 +132,24 @@ TEST(matmul_int4, cpu_kernels_equal_a_plain_dequantize_and_matmul) {
             int4g::args g;
             g.m = c.m, g.n = c.n, g.k = c.k, g.block = c.bs;
             g.a = a.data(), g.b = packed.b.data(), g.so = packed.so.data(), g.c = y.data();
+            std::vector<float> asum(c.m * int4g::blocks(g));
+            int4g::fill_block_sums(g, asum.data());
+            g.asum = asum.data();
             part(g, 0, c.m, 0, int4g::panels(c.n));
             EXPECT_LT(max_rel_diff(y, want), 1e-5) << name << " m " << c.m << " k " << c.k << " n " << c.n;
         }
+        // The whole product on the team, both ways: register tiles, and unpacked k blocks
+        // multiplied by the packed GEMM's kernels (many rows), for each ISA this CPU runs.
+        for (auto cap : {isa_cap::none, isa_cap::avx2, isa_cap::generic})
+            for (bool wide : {false, true}) {
+                const auto kernels = int4_kernels_for(cap);
+                std::vector<float> y(c.m * c.n, -1.0f);
+                int4g::args g;
+                g.m = c.m, g.n = c.n, g.k = c.k, g.block = c.bs;
+                g.a = a.data(), g.b = packed.b.data(), g.so = packed.so.data(), g.c = y.data();
+                run_int4_gemm(g, kernels, wide);
+                EXPECT_LT(max_rel_diff(y, want), 1e-5) << kernels.isa << (wide ? " wide" : "") << " m " << c.m;
+            }
     }
 }
 

@@ -4,6 +4,7 @@
 #include "targets/cpu/context.hpp"
 #include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/kernels/int4_gemm/int4_gemm_args.hpp"
+#include "targets/cpu/kernels/packed_gemm/packed_gemm_args.hpp"
 #include "targets/cpu/kernels/onednn/dnnl_util.hpp"
 #include "targets/cpu/kernels/onednn/primitive_kernel.hpp"
 
@@ -25,15 +26,66 @@ int4g::part_fn chosen_part(isa_cap cap) {
     return int4g::avx512_part();
 }
 
+int4g::unpack_fn chosen_unpack(isa_cap cap) {
+    if (cap == isa_cap::generic || !has_avx2_fma()) return int4g::generic_unpack();
+    if (cap == isa_cap::avx2 || !has_avx512()) return int4g::avx2_unpack();
+    return int4g::avx512_unpack();
+}
+
 const char* part_name(int4g::part_fn part) {
     if (part == int4g::avx512_part()) return "avx512";
     if (part == int4g::avx2_part()) return "avx2";
     return "generic";
 }
 
+// Many rows: each panel's weights, a k block at a time, unpacked into a float32 tile on the
+// stack (at most 384 x 16, in L1) that the packed GEMM's register tiles (6 x 16) multiply
+// all the part's rows by, so the unpacking is paid once per weight, not once per 4 rows.
+void wide_part(const int4g::args& g, const int4_kernels& k, std::size_t m0, std::size_t m1, std::size_t p0,
+               std::size_t p1) {
+    const std::size_t kc_max = pgemm::depth_block(g.k);
+    alignas(64) float tile[384 * int4g::panel];
+    for (std::size_t p = p0; p < p1; ++p) {
+        for (std::size_t k0 = 0; k0 < g.k; k0 += kc_max) {
+            const std::size_t kc = std::min(kc_max, g.k - k0);
+            k.unpack(g, p, k0, kc, tile);
+            pgemm::args pg;
+            pg.m = g.m;
+            pg.n = std::min(int4g::panel, g.n - p * int4g::panel);
+            pg.k = pg.kc = kc;
+            pg.a = g.a + k0;
+            pg.lda = g.k;
+            pg.b = tile;
+            pg.c = g.c + p * int4g::panel;
+            pg.ldc = g.n;
+            pg.accumulate = k0 > 0;
+            k.gemm(pg, m0, m1, 0, 1);
+        }
+    }
+}
+
+}  // namespace
+
+int4_kernels int4_kernels_for(isa_cap cap) {
+    int4_kernels k;
+    k.part = chosen_part(cap);
+    k.unpack = chosen_unpack(cap);
+    k.gemm = pgemm::chosen_part(cap);
+    k.isa = part_name(k.part);
+    return k;
+}
+
 // Each thread its own panels (so each streams only its share of the weights), rows for
-// the rest when the panels are too few to go round.
-void run_all(const int4g::args& g, int4g::part_fn part) {
+// the rest when the panels are too few to go round. The register kernels' sums of A per
+// block are made first, once for all panels.
+void run_int4_gemm(const int4g::args& given, const int4_kernels& k, bool wide) {
+    int4g::args g = given;
+    std::vector<float> asum;
+    if (!wide && !g.asum) {
+        asum.resize(g.m * int4g::blocks(g));
+        int4g::fill_block_sums(g, asum.data());
+        g.asum = asum.data();
+    }
     const std::size_t np = int4g::panels(g.n);
     const std::size_t threads =
         g.m * g.n * g.k < single_thread_macs ? 1 : static_cast<std::size_t>(std::max(omp_get_max_threads(), 1));
@@ -47,7 +99,9 @@ void run_all(const int4g::args& g, int4g::part_fn part) {
         const std::size_t rp = id / cols, cp = id % cols;
         const std::size_t m0 = std::min(rp * rows_per, g.m), m1 = std::min(m0 + rows_per, g.m);
         const std::size_t p0 = std::min(cp * cols_per, np), p1 = std::min(p0 + cols_per, np);
-        if (m0 < m1 && p0 < p1) part(g, m0, m1, p0, p1);
+        if (m0 >= m1 || p0 >= p1) return;
+        if (wide) wide_part(g, k, m0, m1, p0, p1);
+        else k.part(g, m0, m1, p0, p1);
     };
     if (parts == 1) {
         run_part(0);
@@ -57,14 +111,12 @@ void run_all(const int4g::args& g, int4g::part_fn part) {
     for (std::int64_t id = 0; id < static_cast<std::int64_t>(parts); ++id) run_part(static_cast<std::size_t>(id));
 }
 
-}  // namespace
-
 struct int4_gemm::plan {
-    int4g::part_fn part = nullptr;
-    std::string isa;
+    int4_kernels kernels;
+    bool wide = false;
 };
 
-std::string int4_gemm::isa() const { return ready ? ready->isa : std::string(); }
+std::string int4_gemm::isa() const { return ready ? ready->kernels.isa : std::string(); }
 
 int4_packed pack_int4_weights(const std::uint8_t* b, const float* scales, const std::uint8_t* zero_points,
                               std::size_t k, std::size_t n, std::size_t block) {
@@ -115,8 +167,9 @@ shape int4_gemm::compute_shape(const std::vector<shape>& inputs) const {
 
 void int4_gemm::finalize(context& ctx, const shape&, const std::vector<shape>&) {
     auto p = std::make_shared<plan>();
-    p->part = chosen_part(as_cpu_context(ctx, name()).options().packed_gemm_isa);  // at load time
-    p->isa = part_name(p->part);
+    p->kernels = int4_kernels_for(as_cpu_context(ctx, name()).options().packed_gemm_isa);  // at load time
+    // The baseline GEMM kernels are no faster than the register path.
+    p->wide = static_cast<std::size_t>(m) >= int4_wide_rows && p->kernels.isa != std::string("generic");
     ready = std::move(p);
 }
 
@@ -131,7 +184,7 @@ argument int4_gemm::compute(context&, const shape&, const std::vector<argument>&
     g.b = reinterpret_cast<const std::uint8_t*>(args[1].data());
     g.so = reinterpret_cast<const float*>(args[2].data());
     g.c = reinterpret_cast<float*>(args.back().data());
-    run_all(g, ready->part);
+    run_int4_gemm(g, ready->kernels, ready->wide);
     return args.back();
 }
 

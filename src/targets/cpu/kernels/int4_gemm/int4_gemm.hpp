@@ -13,6 +13,9 @@
 // Inputs: (a [..., K] float32 row-major, packed b, scales+offsets, output buffer).
 // KILN_CPU_PACKED_GEMM_ISA=avx2 / generic lowers the kernels chosen, as for packed_gemm.
 #pragma once
+#include "targets/cpu/cpu_options.hpp"
+#include "targets/cpu/kernels/int4_gemm/int4_gemm_args.hpp"
+#include "targets/cpu/kernels/packed_gemm/packed_gemm_args.hpp"
 #include "targets/cpu/lowering_util.hpp"
 
 #include <kiln/operation.hpp>
@@ -48,6 +51,23 @@ struct int4_gemm {
     struct plan;
     std::shared_ptr<const plan> ready;
 };
+
+// The kernels for this CPU (cpuid; `cap` lowers the choice): the register kernels, the
+// unpacking into a float32 tile and the packed GEMM that multiplies by it.
+struct int4_kernels {
+    int4g::part_fn part = nullptr;
+    int4g::unpack_fn unpack = nullptr;
+    pgemm::part_fn gemm = nullptr;
+    std::string isa;
+};
+int4_kernels int4_kernels_for(isa_cap cap);
+// From this many rows (all batches) a product unpacks each k block of a panel once into a
+// float32 tile and runs the packed GEMM's 6 x 16 tiles over it (`wide`); fewer rows run
+// the register kernels. From 4 rows the tiles win (Zen 3, 1 thread: 4x1024x1024 0.18 against
+// 0.25 ms, 4x4096x4096 4.8 against 5.3), with 2 the register kernels (0.12 against 0.17).
+constexpr std::size_t int4_wide_rows = 4;
+// All of C on the current OpenMP team.
+void run_int4_gemm(const int4g::args& g, const int4_kernels& k, bool wide);
 
 // matmul_int4's operands (b packed as ONNX int4, scales [blocks][n], zero points or null)
 // in the kernels' layout: the panel bytes and the per-block scales and offsets.

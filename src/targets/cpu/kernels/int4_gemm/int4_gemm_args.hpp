@@ -23,16 +23,38 @@ struct args {
     const std::uint8_t* b = nullptr;              // [panels][k][8]
     const float* so = nullptr;                    // [panels][blocks][2][16]
     float* c = nullptr;                           // [m][n] row-major
+    // [m][blocks]: the sum of each row of A over each block of K. The vector kernels
+    // multiply A by u alone within a block and add s times that plus offset times this
+    // sum at its end: two FMAs per 16 weights instead of four (fill_block_sums).
+    const float* asum = nullptr;
 };
 
 inline std::size_t panels(std::size_t n) { return (n + panel - 1) / panel; }
 inline std::size_t blocks(const args& g) { return (g.k + g.block - 1) / g.block; }
 
-// Computes C rows [m0, m1) x panels [p0, p1). Parts are independent.
+inline void fill_block_sums(const args& g, float* out) {
+    const std::size_t nb = blocks(g);
+    for (std::size_t i = 0; i < g.m; ++i)
+        for (std::size_t b = 0; b < nb; ++b) {
+            float s = 0;
+            for (std::size_t k = b * g.block; k < g.k && k < (b + 1) * g.block; ++k) s += g.a[i * g.k + k];
+            out[i * nb + b] = s;
+        }
+}
+
+// Computes C rows [m0, m1) x panels [p0, p1). Parts are independent; the vector kernels
+// read args::asum.
 using part_fn = void (*)(const args&, std::size_t m0, std::size_t m1, std::size_t p0, std::size_t p1);
 
 part_fn generic_part();
 part_fn avx2_part();    // only for CPUs with AVX2 and FMA
 part_fn avx512_part();  // only for CPUs with AVX-512 F, DQ, VL and BW
+
+// Writes panel p's weights of rows [k0, k0 + kc) as float32 [kc][16] into out: the
+// transient tile many-row products multiply with the float32 packed GEMM's kernels.
+using unpack_fn = void (*)(const args&, std::size_t p, std::size_t k0, std::size_t kc, float* out);
+unpack_fn generic_unpack();
+unpack_fn avx2_unpack();
+unpack_fn avx512_unpack();
 
 }  // namespace kiln::cpu::int4g

@@ -30,8 +30,21 @@ void part(const args& g, std::size_t m0, std::size_t m1, std::size_t p0, std::si
     }
 }
 
+void unpack(const args& g, std::size_t p, std::size_t k0, std::size_t kc, float* out) {
+    const std::size_t nb = blocks(g);
+    const std::uint8_t* b = g.b + p * g.k * panel_bytes;
+    for (std::size_t k = k0; k < k0 + kc; ++k) {
+        const float* s = g.so + (p * nb + k / g.block) * 2 * panel;
+        for (std::size_t j = 0; j < panel; ++j) {
+            const std::uint8_t byte = b[k * panel_bytes + j % 8];
+            out[(k - k0) * panel + j] = static_cast<float>(j < 8 ? byte & 0x0F : byte >> 4) * s[j] + s[panel + j];
+        }
+    }
+}
+
 }  // namespace
 
 part_fn generic_part() { return part; }
+unpack_fn generic_unpack() { return unpack; }
 
 }  // namespace kiln::cpu::int4g
