@@ -31,14 +31,17 @@ std::vector<float> dequantize_int4(const std::uint8_t* b, const float* scales, c
 shape matmul_int4::compute_shape(const std::vector<shape>& inputs) const {
     check_num_inputs(name(), inputs, 3, 4);
     auto bad = [&](const std::string& why) { throw_error(error_code::shape, name() + ": " + why); };
-    for (const auto& s : inputs)
-        if (!s.is_tensor() || s.dynamic()) bad("inputs must be static tensors, got " + s.to_string());
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+        if (!inputs[i].is_tensor() || (i > 0 && inputs[i].dynamic()))
+            bad("inputs must be tensors, static but for a's leading dims, got " + inputs[i].to_string());
     if (block_size <= 0) bad("block_size must be positive, got " + std::to_string(block_size));
     const shape& a = inputs[0];
     const shape& sc = inputs[2];
     if (a.get_type() != type::float32 || a.ndim() < 1) bad("a must be a float32 tensor, got " + a.to_string());
     if (sc.get_type() != type::float32 || sc.ndim() != 2) bad("scales must be float32 [blocks, N], got " + sc.to_string());
-    const std::size_t k = a.lens().back(), n = sc.lens()[1];
+    auto a_dims = a.to_dynamic_dims();
+    if (a_dims.back().min != a_dims.back().max) bad("a's last dim (K) must be fixed, got " + a.to_string());
+    const std::size_t k = a_dims.back().min, n = sc.lens()[1];
     const std::size_t blocks = (k + static_cast<std::size_t>(block_size) - 1) / static_cast<std::size_t>(block_size);
     if (sc.lens()[0] != blocks)
         bad("scales " + sc.to_string() + " must have ceil(" + std::to_string(k) + " / " + std::to_string(block_size) +
@@ -49,6 +52,10 @@ shape matmul_int4::compute_shape(const std::vector<shape>& inputs) const {
     if (inputs.size() > 3 && (inputs[3].get_type() != type::uint8 || inputs[3].elements() != (blocks * n + 1) / 2))
         bad("zero_points must be uint8 [" + std::to_string((blocks * n + 1) / 2) + "] (int4, two per byte), got " +
             inputs[3].to_string());
+    if (a.dynamic()) {  // a generic program's: the rows vary
+        a_dims.back() = dynamic_dimension{n, n};
+        return shape::make_dynamic(type::float32, a_dims);
+    }
     auto lens = a.lens();
     lens.back() = n;
     return shape(type::float32, lens);

@@ -4,7 +4,7 @@
 // DequantizeLinear of INT4 weights feeding a MatMul (opset 21).
 //
 // Inputs (a, b, scales[, zero_points]):
-//   a            float32 [..., K] (every leading dim is a row);
+//   a            float32 [..., K] (every leading dim is a row; they may be dynamic);
 //   b            uint8 [ceil(K N / 2)]: the int4 values of the [K, N] weights, row-major,
 //                element i in the low nibble of byte i / 2 when i is even, else the high
 //                one, two's complement (ONNX's INT4 packing, so an ONNX initializer's bytes
@@ -33,6 +33,8 @@ struct matmul_int4 {
         f(self.block_size, "block_size");
     }
     std::string name() const { return "matmul_int4"; }
+    // a's leading dims may vary (a generic program); K and the weights are fixed.
+    op_traits traits() const { return {.handles_dynamic = true}; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     argument compute(const shape& out, const std::vector<argument>& args) const;
 };

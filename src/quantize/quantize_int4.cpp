@@ -111,7 +111,7 @@ int4_summary quantize_int4_weights(program& p, std::size_t block_size) {
         if (!is<op::matmul>(ins) && !is<op::gemm>(ins)) continue;
         const auto& in = ins->inputs();
         std::string why;
-        if (ins->get_shape().get_type() != type::float32 || ins->get_shape().dynamic()) why = "not a static float32 result";
+        if (!ins->get_shape().is_tensor() || ins->get_shape().get_type() != type::float32) why = "not a float32 result";
         else if (!f32_literal(in[1]) || in[1]->get_shape().ndim() != 2) why = "weights not a 2-D float32 constant";
         else if (in[0]->is_literal()) why = "constant first operand";
         else if (in[0]->get_shape().ndim() < 2) why = "a vector first operand";
