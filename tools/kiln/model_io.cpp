@@ -251,8 +251,9 @@ void compile_model(program& p, const options& o, bool target_given) {
     if (o.int4_weights) {
         const auto s = quantize_int4_weights(p);
         if (!o.quiet)
-            std::cerr << "int4 weights: " << s.quantized_ops << " matmuls, " << s.weight_bytes_before / 1024 << " KiB of float32 "
-                      << "weights now " << s.weight_bytes_after / 1024 << " KiB"
+            std::cerr << "int4 weights: " << s.quantized_ops << " matmuls, " << std::fixed << std::setprecision(1)
+                      << s.weight_bytes_before / 1024.0 << " KiB of float32 weights now " << s.weight_bytes_after / 1024.0
+                      << " KiB" << std::defaultfloat
                       << (s.skipped.empty() ? std::string() : "; " + std::to_string(s.skipped.size()) + " left float32 (e.g. " +
                                                                  s.skipped.front() + ")")
                       << "\n";
