@@ -8,6 +8,7 @@
 #include "targets/cpu/dw_fusion.hpp"
 #include "targets/cpu/kernels/dynamic/dyn_matmul.hpp"
 #include "targets/cpu/kernels/gather_blocks/gather_blocks.hpp"
+#include "targets/cpu/kernels/fp8/fp8_round_trip.hpp"
 #include "targets/cpu/kernels/global_avg_pool/global_avg_pool.hpp"
 #include "targets/cpu/kernels/int4_gemm/int4_gemm.hpp"
 #include "targets/cpu/lower_ops.hpp"
@@ -171,6 +172,9 @@ const std::vector<op_candidate>& op_candidates() {
          lower_quant_add},
         {"quantize_linear", "onednn_reorder", "static, one scale and zero point, float32 to 8-bit", false,
          lower_quantize_linear},
+        {"dequantize_linear", "fp8_round_trip",
+         "of a saturating e4m3fn quantize_linear with the same one scale: one float32 pass (fp8_round_trip.hpp)", false,
+         lower_fp8_round_trip},
         {"dequantize_linear", "onednn_reorder", "static, one scale and zero point, 8-bit to float32", false,
          lower_dequantize_linear},
         {"pooling", "max_pool_blocked", "max over a channel-blocked activation (max_pool_blocked.hpp)", true,
