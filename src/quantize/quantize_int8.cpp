@@ -22,6 +22,12 @@
 // of a product of two activations (attention's K^T and V) takes the weights' place, so it
 // is int8 symmetric. Weights are int8 symmetric in [-127, 127] (no zero point, no -128, so
 // that u8 x s8 pairs cannot saturate VNNI's 16-bit intermediate sums).
+//
+// quantize_fp8 is the same three steps with float8 e4m3fn for activations and weights alike:
+// one scale per tensor, amax / 448, no zero point (the form cuBLASLt's fp8 matmuls take), the
+// QuantizeLinear saturating. fuse_qdq leaves these pairs (it takes 8-bit integers only); the
+// cpu target rounds through e4m3fn in float32 (kernels/fp8). percentile and entropy clip the
+// range as for int8 (entropy's quantized histogram still has int8's 128 / 256 levels).
 #include <kiln/quantization.hpp>
 
 #include "ops/nn_conv.hpp"
