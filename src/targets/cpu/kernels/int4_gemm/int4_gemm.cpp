@@ -129,8 +129,8 @@ int4_packed pack_int4_weights(const std::uint8_t* b, const float* scales, const 
         const std::size_t p = c / panel, j = c % panel;
         for (std::size_t r = 0; r < k; ++r) {
             const auto u = static_cast<std::uint8_t>(op::int4_at(b, r * n + c) + 8);
-            auto& byte = out.b[(p * k + r) * panel_bytes + j % 8];
-            byte = j < 8 ? static_cast<std::uint8_t>((byte & 0xF0) | u) : static_cast<std::uint8_t>((byte & 0x0F) | (u << 4));
+            auto& byte = out.b[(p * k + r) * panel_bytes + j / 2];
+            byte = j % 2 == 0 ? static_cast<std::uint8_t>((byte & 0xF0) | u) : static_cast<std::uint8_t>((byte & 0x0F) | (u << 4));
         }
         for (std::size_t blk = 0; blk < nb; ++blk) {
             const float s = scales[blk * n + c];

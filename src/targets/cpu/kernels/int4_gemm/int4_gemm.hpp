@@ -63,9 +63,11 @@ struct int4_kernels {
 int4_kernels int4_kernels_for(isa_cap cap);
 // From this many rows (all batches) a product unpacks each k block of a panel once into a
 // float32 tile and runs the packed GEMM's 6 x 16 tiles over it (`wide`); fewer rows run
-// the register kernels. From 4 rows the tiles win (Zen 3, 1 thread: 4x1024x1024 0.18 against
-// 0.25 ms, 4x4096x4096 4.8 against 5.3), with 2 the register kernels (0.12 against 0.17).
-constexpr std::size_t int4_wide_rows = 4;
+// the register kernels. Zen 3, 2 threads (cpu_int4_gemm_bench_test.cpp, medians): the
+// register kernels win up to 4 rows (4x1024x1024 0.097 against 0.120 ms, 4x4096x4096 1.57
+// against 1.96), the two are even at 6-8, the tiles win from 12 (0.22 against 0.29) and 16
+// (4.97 against 6.38 at 4096).
+constexpr std::size_t int4_wide_rows = 8;
 // All of C on the current OpenMP team.
 void run_int4_gemm(const int4g::args& g, const int4_kernels& k, bool wide);
 

@@ -2,9 +2,11 @@
 // variants share. Plain data only: the variants are compiled with different target
 // attributes and share nothing but this header.
 //
-// Weights, for panels of 16 columns: b [panels][k][8] bytes, byte j of row k holding
-// column 16 p + j in its low nibble and column 16 p + j + 8 in its high one, each as
-// u = q + 8 (0..15: offset binary, so one AND and one shift unpack them); so
+// Weights, for panels of 16 columns: b [panels][k][8] bytes, column 16 p + j of row k in
+// byte j / 2 (the low nibble for even j), as u = q + 8 (0..15: offset binary). So the 32 bits
+// at a row's start hold its first 8 columns: broadcast to 8 lanes and shifted right by
+// 0, 4, ..., 28 (one variable shift and one AND, no shuffles: 1.45x the speed of widening
+// split nibbles with vpmovzxbd, measured on Zen 3, one row, K = N = 256..4096); so
 // [panels][blocks][2][16] floats: per block of K and column the scale s and the offset
 // -(8 + zero point) s, so that the weight is u s + offset, one FMA (exact without a zero
 // point: 8 s is a power-of-two multiple). Padded columns have u = 8, s = 0, offset 0.

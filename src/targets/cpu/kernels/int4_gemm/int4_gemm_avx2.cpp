@@ -1,7 +1,7 @@
 // The int4 GEMM for CPUs with AVX2 and FMA (chosen by cpuid, int4_gemm.cpp). A tile of
 // R (1..4) rows x 16 columns lives in 2R ymm accumulators; each k step loads the panel's
-// 8 bytes (16 weights), splits the nibbles (AND, shift), widens them to two vectors of 8
-// int32 and converts them, then broadcasts A's R values into 2R FMAs with the raw nibbles;
+// 8 bytes (16 weights) as two broadcast 32-bit halves, shifts each lane to its nibble,
+// masks and converts them, then broadcasts A's R values into 2R FMAs with the raw nibbles;
 // the block's scale and offset are applied once per block (int4_gemm_args.hpp, asum). The
 // weights exist only in registers. unpack() writes float32 weights for the many-row path.
 #include "targets/cpu/kernels/int4_gemm/int4_gemm_args.hpp"
@@ -26,12 +26,17 @@ I4_TARGET inline __m256i lanes(std::size_t count) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(mask_table + 8 - count));
 }
 
-// The 16 nibbles of panel row k as floats u (0..15).
+// The 16 nibbles of panel row k as floats u (0..15): each 32-bit half broadcast, shifted
+// lane by lane to its column's nibble, masked.
 I4_TARGET inline void nibbles(const std::uint8_t* row, __m256& u0, __m256& u1) {
-    const __m128i low = _mm_set1_epi8(0x0F);
-    const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row));
-    u0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_and_si128(x, low)));
-    u1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(x, 4), low)));
+    const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), low = _mm256_set1_epi32(0x0F);
+    // vbroadcastss from memory is a load alone; a broadcast from a register would take a
+    // shuffle port (GCC makes one of _mm256_set1_epi32 over a scalar load).
+    const float* halves = reinterpret_cast<const float*>(row);
+    const __m256i h0 = _mm256_castps_si256(_mm256_broadcast_ss(halves));
+    const __m256i h1 = _mm256_castps_si256(_mm256_broadcast_ss(halves + 1));
+    u0 = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(h0, shifts), low));
+    u1 = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(h1, shifts), low));
 }
 
 template <int R>

@@ -1,6 +1,6 @@
 // The int4 GEMM for CPUs with AVX-512 (chosen by cpuid, int4_gemm.cpp): as the AVX2
-// kernel (int4_gemm_avx2.cpp), with a panel's 16 columns in one zmm (the two nibble
-// halves joined into 16 bytes before widening) and tiles of up to 8 rows.
+// kernel (int4_gemm_avx2.cpp), with a panel's 16 columns in one zmm and tiles of up to 8
+// rows.
 #include "targets/cpu/kernels/int4_gemm/int4_gemm_args.hpp"
 
 #include <immintrin.h>
@@ -20,14 +20,14 @@ namespace {
 
 #define I4_TARGET __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")))
 
-// The 16 nibbles of panel row k as floats u in one vector (the halves joined in column
-// order before widening).
+// The 16 nibbles of panel row k as floats u in one vector: the row's first 32 bits in lanes
+// 0-7 and its next 32 in lanes 8-15 (one permute), each lane shifted to its nibble, masked.
 I4_TARGET inline __m512 nibbles(const std::uint8_t* row) {
-    const __m128i low = _mm_set1_epi8(0x0F);
+    const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m512i shifts = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
     const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row));
-    const __m128i lo = _mm_and_si128(x, low);
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(x, 4), low);
-    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi64(lo, hi)));
+    const __m512i v = _mm512_permutexvar_epi32(halves, _mm512_castsi128_si512(x));
+    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srlv_epi32(v, shifts), _mm512_set1_epi32(0x0F)));
 }
 
 template <int R>

@@ -20,8 +20,8 @@ void part(const args& g, std::size_t m0, std::size_t m1, std::size_t p0, std::si
                 const float* s = so + (kb / g.block) * 2 * panel;
                 for (std::size_t k = kb; k < std::min(g.k, kb + g.block); ++k)
                     for (std::size_t j = 0; j < panel; ++j) {
-                        const std::uint8_t byte = b[k * panel_bytes + j % 8];
-                        const int u = j < 8 ? byte & 0x0F : byte >> 4;
+                        const std::uint8_t byte = b[k * panel_bytes + j / 2];
+                        const int u = j % 2 == 0 ? byte & 0x0F : byte >> 4;
                         acc[j] += a[k] * (static_cast<float>(u) * s[j] + s[panel + j]);
                     }
             }
@@ -36,8 +36,8 @@ void unpack(const args& g, std::size_t p, std::size_t k0, std::size_t kc, float*
     for (std::size_t k = k0; k < k0 + kc; ++k) {
         const float* s = g.so + (p * nb + k / g.block) * 2 * panel;
         for (std::size_t j = 0; j < panel; ++j) {
-            const std::uint8_t byte = b[k * panel_bytes + j % 8];
-            out[(k - k0) * panel + j] = static_cast<float>(j < 8 ? byte & 0x0F : byte >> 4) * s[j] + s[panel + j];
+            const std::uint8_t byte = b[k * panel_bytes + j / 2];
+            out[(k - k0) * panel + j] = static_cast<float>(j % 2 == 0 ? byte & 0x0F : byte >> 4) * s[j] + s[panel + j];
         }
     }
 }
