@@ -6,9 +6,11 @@
 // the program is loaded, so a saved program runs on any x86-64).
 //
 // A batch-1 product streams its weights once: int4 reads an eighth of float32's bytes (plus
-// the scales), which is what makes it faster than the float32 GEMV when the weights come
-// from memory (docs/quantization.md has the timings). Many rows amortize the unpacking
-// over R-row tiles (4 with AVX2, 8 with AVX-512).
+// the scales), which makes it 2.8-3.2x faster than the float32 GEMV when the weights come
+// from memory and 1.0-1.8x when float32's stay in the caches (Zen 3; docs/quantization.md).
+// Up to 7 rows share each unpacked row of weights in R-row register tiles (4 with AVX2, 8
+// with AVX-512); from 8 rows (int4_wide_rows) each k block is unpacked once into a transient
+// float32 tile that the packed GEMM's kernels multiply all rows by.
 //
 // Inputs: (a [..., K] float32 row-major, packed b, scales+offsets, output buffer).
 // KILN_CPU_PACKED_GEMM_ISA=avx2 / generic lowers the kernels chosen, as for packed_gemm.
