@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """fashion_resnet's accuracy on the 10,000 labelled Fashion-MNIST test images in float32,
-fp16, bf16 and int8 (each calibration method), as Kiln compiles it:
+fp16, bf16, int8 (each calibration method), fp8 and int4 weights, as Kiln compiles it:
 
-    /usr/bin/python3 bench/accuracy.py [--target cpu] [--eval DIR] [--modes fp32,fp16,bf16,int8]
+    /usr/bin/python3 bench/accuracy.py [--target cpu] [--eval DIR] [--modes fp32,fp16,bf16,int8,fp8,int4]
 
 The evaluation data is not stored in the shared folder: make_fashion_models.py --eval-only writes
 ../shared/models/fashion_resnet/eval/{input_0.pb, labels.pb} from the dataset-fashion-mnist
@@ -10,7 +10,9 @@ package (see the models README); without that folder the script reads the packag
 files itself (--mnist-dir, normalised as the README says). Without either it says so and uses
 the 16 labelled images of test_data_set_0 (labels from manifest_fashion.json), which shows the
 table's form, not the accuracy. int8 is calibrated on fashion_resnet/calibration (8 sets of 16 training
-images). The bar (issue 20): int8 >= 99.5% of float32's accuracy, fp16/bf16 >= 99.9%.
+images), fp8 likewise (minmax). int4 quantizes the weights of the matmuls and gemms only (block 32;
+fashion_resnet's classifier Gemm: its convolutions stay float32). The bar (issue 20): int8 >=
+99.5% of float32's accuracy, fp16/bf16 >= 99.9%, int4 >= 99%.
 Needs numpy and the kiln module (--kiln-python, default build/python).
 """
 import argparse
@@ -42,7 +44,7 @@ def main():
     ap.add_argument("--eval", default=os.path.join(FASHION, "eval"), help="folder with input_0.pb and labels.pb")
     ap.add_argument("--mnist-dir", default="/usr/share/datasets/fashion-mnist",
                     help="the dataset-fashion-mnist package's idx files, used when --eval is not there")
-    ap.add_argument("--modes", default="fp32,fp16,bf16,int8-minmax,int8-percentile,int8-entropy")
+    ap.add_argument("--modes", default="fp32,fp16,bf16,int8-minmax,int8-percentile,int8-entropy,fp8,int4")
     ap.add_argument("--kiln-python", default=os.path.join(ROOT, "build", "python"))
     args = ap.parse_args()
     sys.path.insert(0, args.kiln_python)
@@ -90,6 +92,10 @@ def main():
         elif mode.startswith("int8"):
             method = mode.partition("-")[2] or "minmax"
             kiln.quantize_int8(model, target, calib, method=method)
+        elif mode.startswith("fp8"):
+            kiln.quantize_fp8(model, target, calib, method=mode.partition("-")[2] or "minmax")
+        elif mode == "int4":
+            kiln.quantize_int4_weights(model)
         elif mode != "fp32":
             raise SystemExit(f"unknown mode {mode}")
         model.compile(target)

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Kiln's own int8 (kiln.quantize_int8) against Kiln's float32 on the evaluation batches of
 ../shared/models/make_qdq_models.py (same seeds: fp32 seed + 100 for calibration, + 200 for
-evaluation), per calibration method, with the bounds of issue 20:
+evaluation), per calibration method, with the bounds of issue 20; also fp8 (kiln.quantize_fp8,
+minmax, same calibration) and int4 weights (kiln.quantize_int4_weights, block 32), which the issue
+gives no rel. L2 bound:
 
     /usr/bin/python3 bench/int8_eval.py [--models mobilenet_v2,resnet50,bert_small]
-        [--methods minmax,percentile,entropy] [--target cpu] [--eval-batch 64]
+        [--methods minmax,percentile,entropy,fp8,int4] [--target cpu] [--eval-batch 64]
 
 Calibration: the stored folders (mobilenet_v2_qdq/calibration, bert_small_qdq/calibration); for
 resnet50 (whose QDQ folder is not stored) the same 8 images make_qdq_models.py draws. Each
@@ -119,15 +121,22 @@ def main():
         for method in args.methods.split(","):
             model = kiln.parse_onnx(path, map_input_dims=dims)
             t0 = time.perf_counter()
-            summary = kiln.quantize_int8(model, target, calib, method=method)
+            if method == "int4":
+                summary = kiln.quantize_int4_weights(model)
+            elif method == "fp8":
+                summary = kiln.quantize_fp8(model, target, calib)
+            else:
+                summary = kiln.quantize_int8(model, target, calib, method=method)
             seconds = time.perf_counter() - t0
             model.compile(target)
             got = run_rows(model, feeds)
             r = compare(got, want, classifier, feeds.get("attention_mask") if name == "bert_small" else None)
             ok = "ok" if r["rel_l2"] <= bound and (not classifier or r["top1_in_top5"] >= 0.9) else "OVER"
+            if method in ("fp8", "int4"):  # no bound in the issue: the int8 one for comparison
+                ok = f"(int8's: {ok})"
             print(f"| {name} | {method} | {r['rel_l2']:.4f} ({bound}) {ok} | {r['cosine_min']:.4f} | "
                   f"{r.get('top1_agree', float('nan')):.3f} | {r.get('top1_in_top5', float('nan')):.3f} | "
-                  f"{seconds:.1f} ({summary['quantized_ops']} ops, {len(calib)} sets) |", flush=True)
+                  f"{seconds:.1f} ({summary['quantized_ops']} ops, {len(calib) if method != 'int4' else 0} sets) |", flush=True)
 
 
 if __name__ == "__main__":

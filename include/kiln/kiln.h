@@ -249,6 +249,14 @@ kiln_status kiln_quantize_bf16(kiln_program program, const char* const* ops, siz
 kiln_status kiln_quantize_int8(kiln_program program, kiln_target target, const kiln_params* calibration,
                                size_t calibration_count, const char* const* ops, size_t op_count, const char* method,
                                double percentile, const char* dump_scales);
+/* Before compile: float8 e4m3fn activations and weights with per-tensor scales, calibrated as
+ * kiln_quantize_int8 (same arguments; docs/quantization.md). */
+kiln_status kiln_quantize_fp8(kiln_program program, kiln_target target, const kiln_params* calibration,
+                              size_t calibration_count, const char* const* ops, size_t op_count, const char* method,
+                              double percentile, const char* dump_scales);
+/* Before compile: int4 weights (symmetric, one float32 scale per block_size rows of K; 0 means
+ * 32) for every matmul/gemm with constant 2-D weights; activations stay float32. */
+kiln_status kiln_quantize_int4_weights(kiln_program program, size_t block_size);
 /* Runs a compiled program; every input by name. The outputs' memory is Kiln's. */
 kiln_status kiln_program_run(kiln_program program, kiln_params params, kiln_arguments* outputs);
 /* Runs and writes output i into outputs[i] (e.g. kiln_argument_wrap of the caller's

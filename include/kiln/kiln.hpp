@@ -359,17 +359,17 @@ public:
                        const std::vector<std::string>& ops = {"convolution", "dot"},
                        const std::string& method = "minmax", double percentile = 99.99,
                        const std::string& dump_scales = "") {
-        std::vector<params> sets;
-        std::vector<kiln_params> handles;
-        for (const auto& inputs : calibration) {
-            sets.push_back(make_params(inputs));
-            handles.push_back(sets.back().get());
-        }
-        std::vector<const char*> names;
-        for (const auto& n : ops) names.push_back(n.c_str());
-        check(kiln_quantize_int8(get(), t.get(), handles.data(), handles.size(), names.data(), names.size(),
-                                 method.c_str(), percentile, dump_scales.empty() ? nullptr : dump_scales.c_str()));
+        calibrated(kiln_quantize_int8, t, calibration, ops, method, percentile, dump_scales);
     }
+    // Before compile: float8 e4m3fn, calibrated as quantize_int8 (kiln_quantize_fp8).
+    void quantize_fp8(const target& t, const std::vector<std::map<std::string, argument>>& calibration,
+                      const std::vector<std::string>& ops = {"convolution", "dot"},
+                      const std::string& method = "minmax", double percentile = 99.99,
+                      const std::string& dump_scales = "") {
+        calibrated(kiln_quantize_fp8, t, calibration, ops, method, percentile, dump_scales);
+    }
+    // Before compile: int4 weights for the matmuls (kiln_quantize_int4_weights).
+    void quantize_int4_weights(std::size_t block_size = 32) { check(kiln_quantize_int4_weights(get(), block_size)); }
 
     std::vector<argument> run(const std::map<std::string, argument>& inputs) const {
         auto params = make_params(inputs);
@@ -401,6 +401,21 @@ public:
     void save(const std::string& path) const { check(kiln_save(get(), path.c_str())); }
 
 private:
+    template <class F>
+    void calibrated(F f, const target& t, const std::vector<std::map<std::string, argument>>& calibration,
+                    const std::vector<std::string>& ops, const std::string& method, double percentile,
+                    const std::string& dump_scales) {
+        std::vector<params> sets;
+        std::vector<kiln_params> handles;
+        for (const auto& inputs : calibration) {
+            sets.push_back(make_params(inputs));
+            handles.push_back(sets.back().get());
+        }
+        std::vector<const char*> names;
+        for (const auto& n : ops) names.push_back(n.c_str());
+        check(f(get(), t.get(), handles.data(), handles.size(), names.data(), names.size(), method.c_str(), percentile,
+                dump_scales.empty() ? nullptr : dump_scales.c_str()));
+    }
     template <class F>
     void quantize(F f, const std::vector<std::string>& ops) {
         std::vector<const char*> names;

@@ -69,6 +69,29 @@ struct int8_summary {
 int8_summary quantize_int8(program& p, const target& t, const std::vector<param_map>& calibration,
                            const int8_options& options = {});
 
+// Post-training float8 (MIGraphX's quantize_fp8): quantize_int8's choice of ops and its
+// calibration, but activations and weights both float8e4m3fn (range +-448) with one scale
+// per tensor (amax / 448, no zero point), as QuantizeLinear/DequantizeLinear pairs. On CPUs
+// without fp8 arithmetic the ops compute in float32 on the fp8 values (docs/quantization.md).
+// The metadata records "quantized": "float8e4m3fn".
+int8_summary quantize_fp8(program& p, const target& t, const std::vector<param_map>& calibration,
+                          const int8_options& options = {});
+
+// What quantize_int4_weights did.
+struct int4_summary {
+    std::size_t quantized_ops = 0;          // matmuls / gemms now matmul_int4
+    std::size_t weight_bytes_before = 0;    // their float32 weights
+    std::size_t weight_bytes_after = 0;     // packed int4 values and float32 scales
+    std::vector<std::string> skipped;       // matmuls / gemms left float32, each with the reason
+};
+
+// Weight-only int4 (the low-bit path of LLM deployments): every float32 matmul / gemm
+// whose weights are a 2-D float32 literal becomes a matmul_int4 with the weights int4
+// symmetric, packed two per byte, and one float32 scale per block of `block_size` rows of
+// K in each column (docs/quantization.md). Activations, convolutions and the rest stay
+// float32. The metadata records "quantized": "int4".
+int4_summary quantize_int4_weights(program& p, std::size_t block_size = 32);
+
 // The reduced type a program was quantized to (type::float32 when it was not): recorded in
 // the program's metadata ("quantized": "float16", "int8"), so it survives .kiln files.
 type quantized_type(const program& p);

@@ -255,40 +255,64 @@ void bind_program(py::module_& m) {
     m.def("quantize_bf16", [](program& p, const std::vector<std::string>& ops) { quantize_bf16(p, ops); },
           py::arg("program"), py::arg("ops") = std::vector<std::string>{"all"},
           "Before compile: the ops compute in bfloat16; inputs and outputs stay float32.");
-    m.def("quantize_int8", [](program& p, const py::object& t, const py::iterable& calibration,
-                              const std::vector<std::string>& ops, const std::string& method, double percentile,
-                              const std::optional<std::string>& dump_scales) {
-              std::shared_ptr<const target> tg = py::isinstance<py::str>(t) ? get_target(t.cast<std::string>())
-                                                                            : t.cast<std::shared_ptr<target>>();
-              std::vector<param_map> sets;
-              for (auto item : calibration) {
-                  if (!py::isinstance<py::dict>(item))
-                      throw_error(error_code::invalid_argument, "quantize_int8: calibration is a list of dicts {input name: array}");
-                  sets.push_back(to_params(p, item.cast<py::dict>()));
-              }
-              int8_options o;
-              o.ops = ops;
-              o.method = calibration_method_from_name(method);
-              o.percentile = percentile;
-              if (dump_scales) o.dump_scales = *dump_scales;
-              int8_summary s;
-              {
-                  py::gil_scoped_release release;
-                  s = quantize_int8(p, *tg, sets, o);
-              }
-              py::dict d;
-              d["quantized_ops"] = s.quantized_ops;
-              d["activation_tensors"] = s.activation_tensors;
-              d["calibration_runs"] = s.calibration_runs;
-              d["skipped"] = s.skipped;
-              d["seconds"] = s.seconds;
-              return d;
-          },
+    // quantize_int8 and quantize_fp8 take the same calibration arguments.
+    auto calibrated = [](const char* fname, int8_summary (*f)(program&, const target&, const std::vector<param_map>&,
+                                                              const int8_options&)) {
+        return [fname, f](program& p, const py::object& t, const py::iterable& calibration,
+                          const std::vector<std::string>& ops, const std::string& method, double percentile,
+                          const std::optional<std::string>& dump_scales) {
+            std::shared_ptr<const target> tg = py::isinstance<py::str>(t) ? get_target(t.cast<std::string>())
+                                                                          : t.cast<std::shared_ptr<target>>();
+            std::vector<param_map> sets;
+            for (auto item : calibration) {
+                if (!py::isinstance<py::dict>(item))
+                    throw_error(error_code::invalid_argument,
+                                std::string(fname) + ": calibration is a list of dicts {input name: array}");
+                sets.push_back(to_params(p, item.cast<py::dict>()));
+            }
+            int8_options o;
+            o.ops = ops;
+            o.method = calibration_method_from_name(method);
+            o.percentile = percentile;
+            if (dump_scales) o.dump_scales = *dump_scales;
+            int8_summary s;
+            {
+                py::gil_scoped_release release;
+                s = f(p, *tg, sets, o);
+            }
+            py::dict d;
+            d["quantized_ops"] = s.quantized_ops;
+            d["activation_tensors"] = s.activation_tensors;
+            d["calibration_runs"] = s.calibration_runs;
+            d["skipped"] = s.skipped;
+            d["seconds"] = s.seconds;
+            return d;
+        };
+    };
+    m.def("quantize_int8", calibrated("quantize_int8", &quantize_int8),
           py::arg("program"), py::arg("target"), py::arg("calibration"),
           py::arg("ops") = std::vector<std::string>{"convolution", "dot"}, py::arg("method") = "minmax",
           py::arg("percentile") = 99.99, py::arg("dump_scales") = py::none(),
           "Before compile: int8 calibrated on the input sets (a list of dicts {input name: array}); "
           "method 'minmax', 'percentile' or 'entropy'. Returns what was done (ops quantized, ops skipped).");
+    m.def("quantize_fp8", calibrated("quantize_fp8", &quantize_fp8),
+          py::arg("program"), py::arg("target"), py::arg("calibration"),
+          py::arg("ops") = std::vector<std::string>{"convolution", "dot"}, py::arg("method") = "minmax",
+          py::arg("percentile") = 99.99, py::arg("dump_scales") = py::none(),
+          "Before compile: float8 e4m3fn activations and weights, per-tensor scales calibrated on the input "
+          "sets (as quantize_int8). Returns what was done.");
+    m.def("quantize_int4_weights", [](program& p, std::size_t block_size) {
+              const auto s = quantize_int4_weights(p, block_size);
+              py::dict d;
+              d["quantized_ops"] = s.quantized_ops;
+              d["weight_bytes_before"] = s.weight_bytes_before;
+              d["weight_bytes_after"] = s.weight_bytes_after;
+              d["skipped"] = s.skipped;
+              return d;
+          },
+          py::arg("program"), py::arg("block_size") = 32,
+          "Before compile: int4 weights (symmetric, one float32 scale per block of block_size along K) for every "
+          "matmul/gemm with constant 2-D weights. Returns what was done.");
 }
 
 }  // namespace kiln::python

@@ -207,10 +207,11 @@ kiln_status kiln_quantize_bf16(kiln_program program, const char* const* ops, siz
     return quantize_to(__func__, program, ops, op_count, kiln::type::bfloat16);
 }
 
-kiln_status kiln_quantize_int8(kiln_program program, kiln_target target, const kiln_params* calibration,
-                               size_t calibration_count, const char* const* ops, size_t op_count, const char* method,
-                               double percentile, const char* dump_scales) {
-    return guarded(__func__, [&] {
+namespace {
+kiln_status quantize_calibrated(const char* func, kiln_program program, kiln_target target, const kiln_params* calibration,
+                                size_t calibration_count, const char* const* ops, size_t op_count, const char* method,
+                                double percentile, const char* dump_scales, bool fp8) {
+    return guarded(func, [&] {
         auto& p = get(program, "program");
         auto& t = get(target, "target");
         std::vector<kiln::param_map> sets;
@@ -224,7 +225,30 @@ kiln_status kiln_quantize_int8(kiln_program program, kiln_target target, const k
         if (method) o.method = kiln::calibration_method_from_name(method);
         if (percentile > 0) o.percentile = percentile;
         if (dump_scales) o.dump_scales = dump_scales;
-        kiln::quantize_int8(*p.program, *t.target, sets, o);
+        if (fp8) kiln::quantize_fp8(*p.program, *t.target, sets, o);
+        else kiln::quantize_int8(*p.program, *t.target, sets, o);
+    });
+}
+}  // namespace
+
+kiln_status kiln_quantize_int8(kiln_program program, kiln_target target, const kiln_params* calibration,
+                               size_t calibration_count, const char* const* ops, size_t op_count, const char* method,
+                               double percentile, const char* dump_scales) {
+    return quantize_calibrated(__func__, program, target, calibration, calibration_count, ops, op_count, method,
+                               percentile, dump_scales, false);
+}
+
+kiln_status kiln_quantize_fp8(kiln_program program, kiln_target target, const kiln_params* calibration,
+                              size_t calibration_count, const char* const* ops, size_t op_count, const char* method,
+                              double percentile, const char* dump_scales) {
+    return quantize_calibrated(__func__, program, target, calibration, calibration_count, ops, op_count, method,
+                               percentile, dump_scales, true);
+}
+
+kiln_status kiln_quantize_int4_weights(kiln_program program, size_t block_size) {
+    return guarded(__func__, [&] {
+        auto& p = get(program, "program");
+        kiln::quantize_int4_weights(*p.program, block_size == 0 ? 32 : block_size);
     });
 }
 

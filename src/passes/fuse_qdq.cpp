@@ -3,6 +3,8 @@
 // be gone.
 #include "passes/fuse_qdq.hpp"
 
+#include "passes/fuse_int4.hpp"
+
 #include "passes/dead_code_elimination.hpp"
 #include "passes/rewrite_utils.hpp"
 
@@ -308,6 +310,7 @@ void activations_as_uint8(module& m) {
 }  // namespace
 
 void fuse_qdq::apply(module& m) const {
+    fuse_int4_weights(m);
     std::vector<instruction_ref> products;
     for (auto it = m.begin(); it != m.end(); ++it)
         if (is<op::convolution>(it) || is<op::matmul>(it) || is<op::gemm>(it) || is<op::add_op>(it))

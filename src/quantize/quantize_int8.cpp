@@ -22,6 +22,12 @@
 // of a product of two activations (attention's K^T and V) takes the weights' place, so it
 // is int8 symmetric. Weights are int8 symmetric in [-127, 127] (no zero point, no -128, so
 // that u8 x s8 pairs cannot saturate VNNI's 16-bit intermediate sums).
+//
+// quantize_fp8 is the same three steps with float8 e4m3fn for activations and weights alike:
+// one scale per tensor, amax / 448, no zero point (the form cuBLASLt's fp8 matmuls take), the
+// QuantizeLinear saturating. fuse_qdq leaves these pairs (it takes 8-bit integers only); the
+// cpu target rounds through e4m3fn in float32 (kernels/fp8). percentile and entropy clip the
+// range as for int8 (entropy's quantized histogram still has int8's 128 / 256 levels).
 #include <kiln/quantization.hpp>
 
 #include "ops/nn_conv.hpp"
@@ -259,7 +265,10 @@ struct activation_params {
     std::int64_t zero_point = 0;
 };
 
-activation_params choose_params(const tensor_stats& s, input_kind kind, const int8_options& o) {
+// fp8 e4m3fn's largest finite value: a tensor's amax maps to it.
+constexpr double fp8_max = 448.0;
+
+activation_params choose_params(const tensor_stats& s, input_kind kind, const int8_options& o, bool fp8) {
     activation_params a;
     a.lo = std::isfinite(s.lo) ? s.lo : 0.0;
     a.hi = std::isfinite(s.hi) ? s.hi : 0.0;
@@ -273,6 +282,12 @@ activation_params choose_params(const tensor_stats& s, input_kind kind, const in
     // The range always holds 0, so that zero padding and ReLU's zeros are exact.
     a.lo = std::min(a.lo, 0.0);
     a.hi = std::max(a.hi, 0.0);
+    if (fp8) {  // symmetric: fp8 has no zero point
+        a.t = type::float8e4m3fn;
+        const double amax = std::max(-a.lo, a.hi);
+        a.scale = amax > 0 ? static_cast<float>(amax / fp8_max) : 1.0f;
+        return a;
+    }
     if (kind == input_kind::activation_s8) {
         a.t = type::int8;
         const double amax = std::max(-a.lo, a.hi);
@@ -330,6 +345,23 @@ quantized_weights quantize_weights(const literal& w, std::optional<std::size_t> 
     return out;
 }
 
+// fp8 e4m3fn weights with one scale (amax / 448): the per-tensor scale cuBLASLt's fp8
+// matmuls take.
+quantized_weights quantize_weights_fp8(const literal& w) {
+    const auto v = w.to_vector<float>();
+    float amax = 0;
+    for (float x : v)
+        if (std::isfinite(x)) amax = std::max(amax, std::fabs(x));
+    const float scale = amax > 0 ? static_cast<float>(amax / fp8_max) : 1.0f;
+    std::vector<fp8e4m3fn> q(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) q[i] = fp8e4m3fn(v[i] / scale, true);  // saturating
+    quantized_weights out;
+    out.values = literal(shape(type::float8e4m3fn, w.get_shape().lens()), q);
+    out.scales = literal(shape(type::float32), std::vector<float>{scale});
+    out.scale_min = out.scale_max = scale;
+    return out;
+}
+
 std::string json_number(double v) {
     if (!std::isfinite(v)) return "null";
     std::ostringstream os;
@@ -365,18 +397,21 @@ std::string calibration_method_name(calibration_method m) {
     return "minmax";
 }
 
-int8_summary quantize_int8(program& p, const target& t, const std::vector<param_map>& calibration,
-                           const int8_options& options) {
+namespace {
+
+int8_summary quantize_calibrated(program& p, const target& t, const std::vector<param_map>& calibration,
+                                 const int8_options& options, bool fp8) {
+    const std::string fname = fp8 ? "quantize_fp8" : "quantize_int8";
     const auto started = std::chrono::steady_clock::now();
     if (p.is_compiled()) throw_error(error_code::invalid_argument, "quantize: the program is already compiled (quantize before compile)");
     if (quantized_type(p) != type::float32)
-        throw_error(error_code::invalid_argument, "quantize_int8: the program is already quantized (" +
+        throw_error(error_code::invalid_argument, fname + ": the program is already quantized (" +
                                                       std::string(type_name(quantized_type(p))) + ")");
     const auto names = int8_op_names(options.ops);
     if (calibration.empty())
-        throw_error(error_code::invalid_argument, "quantize_int8: no calibration data (give at least one set of inputs)");
+        throw_error(error_code::invalid_argument, fname + ": no calibration data (give at least one set of inputs)");
     if (options.method == calibration_method::percentile && !(options.percentile > 50 && options.percentile <= 100))
-        throw_error(error_code::invalid_argument, "quantize_int8: percentile must be in (50, 100], not " +
+        throw_error(error_code::invalid_argument, fname + ": percentile must be in (50, 100], not " +
                                                       json_number(options.percentile));
     module& m = *p.get_main_module();
     int8_summary summary;
@@ -430,7 +465,7 @@ int8_summary quantize_int8(program& p, const target& t, const std::vector<param_
         std::vector<instruction_ref> by_position;
         for (auto it = cm.begin(); it != cm.end(); ++it) by_position.push_back(it);
         auto ret = cm.get_return();
-        if (ret == cm.end()) throw_error(error_code::invalid_argument, "quantize_int8: the program has no @return");
+        if (ret == cm.end()) throw_error(error_code::invalid_argument, fname + ": the program has no @return");
         std::vector<instruction_ref> outs = ret->inputs();
         const std::size_t first_extra = outs.size();
         for (auto x : tensors) outs.push_back(by_position.at(position.at(&*x)));
@@ -461,7 +496,7 @@ int8_summary quantize_int8(program& p, const target& t, const std::vector<param_
 
     // 3. Rewrite: Q -> DQ after each activation (before its first chosen reader), DQ of int8 weights.
     std::vector<activation_params> params(tensors.size());
-    for (std::size_t i = 0; i < tensors.size(); ++i) params[i] = choose_params(stats[i], kinds.at(&*tensors[i]), options);
+    for (std::size_t i = 0; i < tensors.size(); ++i) params[i] = choose_params(stats[i], kinds.at(&*tensors[i]), options, fp8);
     std::unordered_map<const instruction*, instruction_ref> dequantized;  // tensor -> its DQ
     std::ostringstream weights_json;
     bool first_weight = true;
@@ -474,6 +509,14 @@ int8_summary quantize_int8(program& p, const target& t, const std::vector<param_
             if (it == dequantized.end()) {
                 const auto& a = params.at(index.at(&*x));
                 auto s = m.insert_literal(ins, literal(shape(type::float32), std::vector<float>{a.scale}));
+                if (fp8) {
+                    op::quantize_linear_op qop;
+                    qop.output_type = a.t;
+                    auto q = m.insert_instruction(ins, qop, {x, s});
+                    it = dequantized.emplace(&*x, m.insert_instruction(ins, op::dequantize_linear_op{}, {q, s})).first;
+                    args[i] = it->second;
+                    continue;
+                }
                 auto z = a.t == type::uint8
                              ? m.insert_literal(ins, literal(shape(type::uint8), std::vector<std::uint8_t>{
                                                                                      static_cast<std::uint8_t>(a.zero_point)}))
@@ -489,13 +532,14 @@ int8_summary quantize_int8(program& p, const target& t, const std::vector<param_
         }
         if (plan.weights) {
             auto w = args[plan.weights->input];
-            auto qw = quantize_weights(w->get_literal(), plan.weights->axis);
+            if (fp8) plan.weights->axis.reset();
+            auto qw = fp8 ? quantize_weights_fp8(w->get_literal()) : quantize_weights(w->get_literal(), plan.weights->axis);
             auto wq = m.insert_literal(ins, qw.values);
             auto s = m.insert_literal(ins, qw.scales);
-            auto z = m.insert_literal(ins, qw.zero_points);
             op::dequantize_linear_op dq;
             dq.axis = static_cast<std::int64_t>(plan.weights->axis.value_or(1));
-            args[plan.weights->input] = m.insert_instruction(ins, dq, {wq, s, z});
+            if (fp8) args[plan.weights->input] = m.insert_instruction(ins, dq, {wq, s});
+            else args[plan.weights->input] = m.insert_instruction(ins, dq, {wq, s, m.insert_literal(ins, qw.zero_points)});
             weights_json << (first_weight ? "" : ",\n") << "    {\"op\": " << json_string(plan.name)
                          << ", \"kind\": " << json_string(ins->name()) << ", \"channels\": " << qw.scales.get_shape().elements()
                          << ", \"per_channel\": " << (plan.weights->axis ? "true" : "false")
@@ -511,8 +555,8 @@ int8_summary quantize_int8(program& p, const target& t, const std::vector<param_
 
     auto meta = p.get_metadata();
     if (!meta.is_object()) meta = value::make_object();
-    meta["quantized"] = std::string("int8");
-    meta["int8_calibration"] = calibration_method_name(options.method) + ", " + std::to_string(calibration.size()) +
+    meta["quantized"] = std::string(fp8 ? "float8e4m3fn" : "int8");
+    meta[fp8 ? "fp8_calibration" : "int8_calibration"] = calibration_method_name(options.method) + ", " + std::to_string(calibration.size()) +
                                " sets, " + std::to_string(summary.quantized_ops) + " ops";
     p.set_metadata(meta);
 
@@ -535,9 +579,21 @@ int8_summary quantize_int8(program& p, const target& t, const std::vector<param_
         os << "]\n}\n";
         std::ofstream f(options.dump_scales);
         f << os.str();
-        if (!f) throw_error(error_code::runtime, "quantize_int8: cannot write the scales to '" + options.dump_scales + "'");
+        if (!f) throw_error(error_code::runtime, fname + ": cannot write the scales to '" + options.dump_scales + "'");
     }
     return summary;
+}
+
+}  // namespace
+
+int8_summary quantize_int8(program& p, const target& t, const std::vector<param_map>& calibration,
+                           const int8_options& options) {
+    return quantize_calibrated(p, t, calibration, options, false);
+}
+
+int8_summary quantize_fp8(program& p, const target& t, const std::vector<param_map>& calibration,
+                          const int8_options& options) {
+    return quantize_calibrated(p, t, calibration, options, true);
 }
 
 }  // namespace kiln

@@ -96,3 +96,26 @@ TEST(capi_quantize, cpp_wrapper_int8) {
     EXPECT_NE(p.to_string().find("quantize_linear"), std::string::npos);
     EXPECT_THROW(p.quantize_int8(kiln::api::target("ref"), {{{"input", x}}}), kiln::api::error);  // already int8
 }
+
+// kiln_quantize_fp8 and kiln_quantize_int4_weights through the C++ wrapper (the C functions
+// underneath): fp8 Q/DQ pairs, fashion_resnet's Gemm as matmul_int4, both compile on the cpu
+// target and run; a second quantization and empty calibration are refused.
+TEST(capi_quantize, cpp_wrapper_fp8_and_int4_weights) {
+    const fs::path dir = fs::path(KILN_SHARED_DIR) / "models" / "fashion_resnet";
+    if (!fs::exists(dir / "calibration")) GTEST_SKIP() << dir << " has no calibration folder";
+    auto x = kiln::api::argument::read_tensor_proto((dir / "calibration" / "data_set_0" / "input_0.pb").string());
+    auto p = kiln::api::parse_onnx((dir / "model.onnx").string());
+    EXPECT_THROW(p.quantize_fp8(kiln::api::target("cpu"), {}), kiln::api::error);
+    p.quantize_fp8(kiln::api::target("cpu"), {{{"input", x}}});
+    EXPECT_NE(p.to_string().find("float8e4m3fn"), std::string::npos);
+    EXPECT_THROW(p.quantize_int4_weights(), kiln::api::error);  // already fp8
+    p.compile(kiln::api::target("cpu"));
+    EXPECT_EQ(p.run({{"input", x}}).size(), 1u);
+
+    auto q = kiln::api::parse_onnx((dir / "model.onnx").string());
+    EXPECT_EQ(kiln_quantize_int4_weights(nullptr, 32), KILN_STATUS_INVALID_ARGUMENT);
+    q.quantize_int4_weights(16);
+    EXPECT_NE(q.to_string().find("matmul_int4"), std::string::npos);
+    q.compile(kiln::api::target("cpu"));
+    EXPECT_EQ(q.run({{"input", x}}).size(), 1u);
+}

@@ -168,6 +168,15 @@ TEST_F(capi_robustness, bad_handles) {
              kiln_params bad = (kiln_params)h;
              return kiln_quantize_int8(program, target, &bad, 1, nullptr, 0, nullptr, 0, nullptr);
          }},
+        {"kiln_quantize_fp8", "program",
+         [&](void* h) { return kiln_quantize_fp8((kiln_program)h, target, &params, 1, nullptr, 0, nullptr, 0, nullptr); }},
+        {"kiln_quantize_fp8", "target",
+         [&](void* h) { return kiln_quantize_fp8(program, (kiln_target)h, &params, 1, nullptr, 0, nullptr, 0, nullptr); }},
+        {"kiln_quantize_fp8", "params", [&](void* h) {
+             kiln_params bad = (kiln_params)h;
+             return kiln_quantize_fp8(program, target, &bad, 1, nullptr, 0, nullptr, 0, nullptr);
+         }},
+        {"kiln_quantize_int4_weights", "program", [&](void* h) { return kiln_quantize_int4_weights((kiln_program)h, 32); }},
         {"kiln_program_run", "program", [&](void* h) { return kiln_program_run((kiln_program)h, params, &ars); }},
         {"kiln_program_run", "params", [&](void* h) { return kiln_program_run(program, (kiln_params)h, &ars); }},
         {"kiln_program_run_into", "program",
@@ -300,6 +309,8 @@ TEST_F(capi_robustness, null_pointers) {
         {"kiln_quantize_bf16", [&] { return kiln_quantize_bf16(program, nullptr, 1); }},
         {"kiln_quantize_int8", [&] { return kiln_quantize_int8(program, target, nullptr, 1, nullptr, 0, nullptr, 0, nullptr); }},
         {"kiln_quantize_int8", [&] { return kiln_quantize_int8(program, target, &params, 1, nullptr, 1, nullptr, 0, nullptr); }},
+        {"kiln_quantize_fp8", [&] { return kiln_quantize_fp8(program, target, nullptr, 1, nullptr, 0, nullptr, 0, nullptr); }},
+        {"kiln_quantize_fp8", [&] { return kiln_quantize_fp8(program, target, &params, 1, nullptr, 1, nullptr, 0, nullptr); }},
         {"kiln_save", [&] { return kiln_save(program, nullptr); }},
         {"kiln_load", [&] { return kiln_load(nullptr, fopts, nullptr); }},
         {"kiln_program_create", [&] { return kiln_program_create(nullptr); }},

@@ -30,11 +30,18 @@ const std::vector<option_spec>& option_table() {
         {"--int8", "", "off",
          "int8 convolutions and matmuls calibrated on --calibration DIR (inputs and outputs stay float32; "
          "docs/quantization.md)"},
+        {"--fp8", "", "off",
+         "float8 e4m3fn activations and weights of convolutions and matmuls, per-tensor scales calibrated on "
+         "--calibration DIR (the cpu target computes in float32 on the fp8 values; docs/quantization.md)"},
+        {"--int4-weights", "", "off",
+         "int4 weights (one scale per 32 along K) for matmuls and gemms with constant weights; activations stay "
+         "float32 (docs/quantization.md)"},
         {"--calibration", "DIR", "one random set",
-         "calibration inputs for --int8 (data_set_K/input_N.pb folders); without it the accuracy means nothing"},
+         "calibration inputs for --int8 / --fp8 (data_set_K/input_N.pb folders); without it the accuracy means "
+         "nothing"},
         {"--calibration-method", "minmax|percentile|entropy", "minmax",
-         "--int8: activation ranges from the extremes, the 99.99th percentile of |x|, or least KL divergence"},
-        {"--dump-scales", "FILE", "", "--int8: write the activation and weight scales (JSON)"},
+         "--int8 / --fp8: activation ranges from the extremes, the 99.99th percentile of |x|, or least KL divergence"},
+        {"--dump-scales", "FILE", "", "--int8 / --fp8: write the activation and weight scales (JSON)"},
         {"--fast-math", "", "on", "allow fast approximations of exp, erf, tanh, sigmoid, division"},
         {"--no-fast-math", "", "", "exact math functions"},
         {"--exhaustive-tune", "", "off", "time candidate kernels at compile time and keep the fastest"},
@@ -89,7 +96,8 @@ const std::vector<option_spec>& option_table() {
 }
 
 const std::vector<std::string> shape_opts = {"--batch", "--default-dim-value", "--input-dim", "--dyn-input-dim"};
-const std::vector<std::string> compile_opts = {"--target", "--fp16", "--bf16", "--int8", "--calibration",
+const std::vector<std::string> compile_opts = {"--target", "--fp16", "--bf16", "--int8", "--fp8", "--int4-weights",
+                                               "--calibration",
                                                "--calibration-method", "--dump-scales",
                                                "--fast-math", "--no-fast-math", "--exhaustive-tune", "--device-id",
                                                "--offload-copy", "--no-offload-copy", "--threads",
@@ -336,6 +344,8 @@ options parse(const std::string& command, const std::vector<std::string>& args) 
         } else if (a == "--fp16") o.fp16 = true;
         else if (a == "--bf16") o.bf16 = true;
         else if (a == "--int8") o.int8 = true;
+        else if (a == "--fp8") o.fp8 = true;
+        else if (a == "--int4-weights") o.int4_weights = true;
         else if (a == "--calibration") o.calibration = value();
         else if (a == "--calibration-method") {
             o.calibration_method = value();

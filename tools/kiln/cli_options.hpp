@@ -21,7 +21,7 @@ struct options {
     std::size_t default_dim_value = 0;
     std::map<std::string, std::vector<std::size_t>> input_dims;
     std::map<std::string, std::vector<dynamic_dimension>> dyn_input_dims;
-    bool fp16 = false, bf16 = false, int8 = false;
+    bool fp16 = false, bf16 = false, int8 = false, fp8 = false, int4_weights = false;
     std::string calibration;
     std::string calibration_method = "minmax";
     std::string dump_scales;

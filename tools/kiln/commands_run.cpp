@@ -451,7 +451,9 @@ json accuracy_json(const std::vector<double>& got, const std::vector<double>& wa
 
 // The rel. L2 a reduced-precision verify accepts: the bounds for the CNNs (int8:
 // MobileNetV2's, the loosest; random weights make the CNNs chaotic, docs/quantization.md).
-double reduced_rel_l2_bound(type t) { return t == type::float16 ? 0.04 : t == type::int8 ? 0.25 : 0.17; }
+double reduced_rel_l2_bound(type t) {
+    return t == type::float16 ? 0.04 : (t == type::int8 || t == type::float8e4m3fn) ? 0.25 : 0.17;
+}
 
 int cmd_verify(const options& o) {
     auto l = load_and_compile(o);

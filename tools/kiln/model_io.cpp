@@ -165,13 +165,15 @@ std::vector<param_map> read_calibration(const program& p, const std::string& dir
     return out;
 }
 
-void quantize_int8_from_options(program& p, const options& o, const target& t) {
+// --int8 or --fp8.
+void quantize_calibrated_from_options(program& p, const options& o, const target& t) {
+    const std::string mode = o.fp8 ? "fp8" : "int8";
     std::vector<param_map> sets;
     if (!o.calibration.empty()) {
         sets = read_calibration(p, o.calibration);
     } else {
-        std::cerr << "\n*** WARNING: --int8 without --calibration DIR: calibrating on ONE set of RANDOM inputs.\n"
-                     "*** The scales fit noise, not your data: the accuracy of this int8 program means NOTHING.\n"
+        std::cerr << "\n*** WARNING: --" << mode << " without --calibration DIR: calibrating on ONE set of RANDOM inputs.\n"
+                     "*** The scales fit noise, not your data: the accuracy of this " << mode << " program means NOTHING.\n"
                      "*** Give --calibration DIR (data_set_K/input_N.pb folders of real inputs).\n\n";
         options ro = o;
         ro.input_dir.clear();
@@ -189,9 +191,9 @@ void quantize_int8_from_options(program& p, const options& o, const target& t) {
             std::cerr << "\rcalibrating [" << std::string(filled, '#') << std::string(width - filled, ' ') << "] " << done
                       << "/" << total << (done == total ? "\n" : "") << std::flush;
         };
-    auto s = quantize_int8(p, t, sets, q);
+    auto s = o.fp8 ? quantize_fp8(p, t, sets, q) : quantize_int8(p, t, sets, q);
     if (!o.quiet) {
-        std::cerr << "int8: " << s.quantized_ops << " ops quantized, " << s.activation_tensors << " activations calibrated ("
+        std::cerr << mode << ": " << s.quantized_ops << " ops quantized, " << s.activation_tensors << " activations calibrated ("
                   << calibration_method_name(q.method) << ", " << sets.size() << " set" << (sets.size() == 1 ? "" : "s")
                   << ") in " << std::fixed << std::setprecision(2) << s.seconds << " s" << std::defaultfloat;
         if (!s.skipped.empty()) std::cerr << "; " << s.skipped.size() << " left float32 (e.g. " << s.skipped.front() << ")";
@@ -203,14 +205,19 @@ void quantize_int8_from_options(program& p, const options& o, const target& t) {
 }  // namespace
 
 void compile_model(program& p, const options& o, bool target_given) {
-    if (!o.int8 && (!o.calibration.empty() || !o.dump_scales.empty() || o.calibration_method != "minmax"))
-        throw_error(error_code::invalid_argument, "--calibration, --calibration-method and --dump-scales need --int8");
-    if (o.int8 && (o.fp16 || o.bf16)) throw_error(error_code::invalid_argument, "--int8 excludes --fp16 and --bf16");
-    if (o.int8 && p.is_compiled()) {
-        if (quantized_type(p) != type::int8)
+    const bool calibrated = o.int8 || o.fp8;
+    if (!calibrated && (!o.calibration.empty() || !o.dump_scales.empty() || o.calibration_method != "minmax"))
+        throw_error(error_code::invalid_argument, "--calibration, --calibration-method and --dump-scales need --int8 or --fp8");
+    if (int(o.fp16) + int(o.bf16) + int(o.int8) + int(o.fp8) + int(o.int4_weights) > 1)
+        throw_error(error_code::invalid_argument, "--fp16, --bf16, --int8, --fp8 and --int4-weights exclude each other");
+    // Modes that quantize before compile: a compiled .kiln must have been made with the same one.
+    const char* flag = o.int8 ? "--int8" : o.fp8 ? "--fp8" : o.int4_weights ? "--int4-weights" : nullptr;
+    const type mode = o.int8 ? type::int8 : o.fp8 ? type::float8e4m3fn : type::int4;
+    if (flag && p.is_compiled()) {
+        if (quantized_type(p) != mode)
             throw_error(error_code::invalid_argument, "'" + o.model + "' was compiled in " +
-                                                          std::string(type_name(quantized_type(p))) +
-                                                          ", not with --int8 (quantize the .onnx)");
+                                                          std::string(type_name(quantized_type(p))) + ", not with " +
+                                                          flag + " (quantize the .onnx)");
         if (!o.calibration.empty() || !o.dump_scales.empty())
             throw_error(error_code::invalid_argument, "'" + o.model + "' is already quantized and compiled: "
                                                       "--calibration and --dump-scales apply to an .onnx");
@@ -240,7 +247,17 @@ void compile_model(program& p, const options& o, bool target_given) {
         throw_error(e.code(), e.message() + (o.target == "gpu" ? "; this build has no gpu target (no CUDA support)" : "") +
                                   " (see kiln targets)");
     }
-    if (o.int8) quantize_int8_from_options(p, o, *t);
+    if (calibrated) quantize_calibrated_from_options(p, o, *t);
+    if (o.int4_weights) {
+        const auto s = quantize_int4_weights(p);
+        if (!o.quiet)
+            std::cerr << "int4 weights: " << s.quantized_ops << " matmuls, " << std::fixed << std::setprecision(1)
+                      << s.weight_bytes_before / 1024.0 << " KiB of float32 weights now " << s.weight_bytes_after / 1024.0
+                      << " KiB" << std::defaultfloat
+                      << (s.skipped.empty() ? std::string() : "; " + std::to_string(s.skipped.size()) + " left float32 (e.g. " +
+                                                                 s.skipped.front() + ")")
+                      << "\n";
+    }
     p.compile(*t, make_compile_options(o));
 }
 

@@ -8,7 +8,9 @@
 #include "targets/cpu/dw_fusion.hpp"
 #include "targets/cpu/kernels/dynamic/dyn_matmul.hpp"
 #include "targets/cpu/kernels/gather_blocks/gather_blocks.hpp"
+#include "targets/cpu/kernels/fp8/fp8_round_trip.hpp"
 #include "targets/cpu/kernels/global_avg_pool/global_avg_pool.hpp"
+#include "targets/cpu/kernels/int4_gemm/int4_gemm.hpp"
 #include "targets/cpu/lower_ops.hpp"
 #include "targets/cpu/kernels/max_pool_blocked/max_pool_blocked.hpp"
 #include "targets/cpu/kernels/onednn/op_conv.hpp"
@@ -159,6 +161,8 @@ const std::vector<op_candidate>& op_candidates() {
          lower_dyn_matmul},
         {"gemm", "dyn_matmul", "a generic program's gemm with alpha 1: the product plus its bias", false,
          lower_dyn_gemm},
+        {"matmul_int4", "int4_gemm", "static, row-major float32 a: int4 panels unpacked in registers (int4_gemm.hpp)",
+         false, lower_int4_gemm},
         {"quant_convolution", "onednn_int8",
          "VNNI, static, int8 weights (literal, zero point 0): u8/s8 x in channels-last (op_quant.hpp)", false,
          lower_quant_convolution},
@@ -168,6 +172,9 @@ const std::vector<op_candidate>& op_candidates() {
          lower_quant_add},
         {"quantize_linear", "onednn_reorder", "static, one scale and zero point, float32 to 8-bit", false,
          lower_quantize_linear},
+        {"dequantize_linear", "fp8_round_trip",
+         "of a saturating e4m3fn quantize_linear with the same one scale: one float32 pass (fp8_round_trip.hpp)", false,
+         lower_fp8_round_trip},
         {"dequantize_linear", "onednn_reorder", "static, one scale and zero point, 8-bit to float32", false,
          lower_dequantize_linear},
         {"pooling", "max_pool_blocked", "max over a channel-blocked activation (max_pool_blocked.hpp)", true,

@@ -5,6 +5,7 @@
 #include "targets/cpu/context.hpp"
 #include "targets/cpu/dequantize_without_vnni.hpp"
 #include "targets/cpu/lowering.hpp"
+#include "targets/cpu/fp8_weights.hpp"
 #include "targets/cpu/widen_reduced.hpp"
 
 #include <kiln/pipeline.hpp>
@@ -32,6 +33,8 @@ public:
         std::vector<pass> passes;
         // 16-bit float computations in float32, on the float32 kernels (widen_reduced.hpp).
         passes.push_back(widen_reduced_precision{&cpu});
+        // float8 weights dequantized once, here (fp8_weights.hpp).
+        passes.push_back(fold_fp8_weights{});
         // 0. A batched CNN's first layers image by image, where one image's activations
         //    stay in the caches and the batch's do not (passes/split_batch.hpp);
         //    KILN_CPU_SPLIT_BATCH=0 keeps the whole batch together.
