@@ -1,5 +1,5 @@
-// The cpu target (src/targets/cpu), the kernel generator it shares (src/codegen) and
-// src/core/dynamic_padding.cpp ask op traits or typed
+// The cpu and gpu targets (src/targets/cpu, src/targets/gpu), their shared kernel generator
+// (src/codegen) and src/core/dynamic_padding.cpp ask op traits or typed
 // matchers (rewrite::is<op::mul_op>(ins), any_cast) instead of op names, as src/passes
 // does (passes_no_op_names_test.cpp). The cpu target's code also compares strings that are
 // not op names (post-op kinds, oneDNN algorithms, option values), so this scan, on the
@@ -138,8 +138,8 @@ TEST(cpu_no_op_names, the_scanner_finds_what_it_should) {
 TEST(cpu_no_op_names, cpu_target_asks_traits_or_types_not_names) {
     const auto ops = op_names();
     std::vector<fs::path> files{source_dir / "src/core/dynamic_padding.cpp"};
-    // The targets' shared generator (src/codegen) follows the same rule.
-    for (const char* dir : {"src/targets/cpu", "src/codegen"})
+    // The targets' shared generator (src/codegen) and the gpu target follow the same rule.
+    for (const char* dir : {"src/targets/cpu", "src/codegen", "src/targets/gpu"})
         for (const auto& e : fs::recursive_directory_iterator(source_dir / dir)) {
             const auto ext = e.path().extension();
             if (e.is_regular_file() && (ext == ".cpp" || ext == ".hpp")) files.push_back(e.path());
