@@ -2,7 +2,8 @@
 """Runs every test suite of Kiln and prints one summary line: N passed, N failed[, N skipped].
 
 Suites: unit (GoogleTest), capi (GoogleTest over the C API and kiln.hpp), conformance (the ONNX
-backend tests on each target), python (pytest), tools (pytest over the kiln command-line tool),
+backend tests on each target), models, gpu and gpu-device (builds with the gpu target only: its
+kernels through NVRTC and on the host, without a device; the GPU-only tests), python (pytest), tools (pytest over the kiln command-line tool),
 install (cmake --install, then a C and a C++ program built against the prefix), examples
 (examples/resnet50 end to end: PyTorch export, Python and C++ classification, the worker), clang (one step:
 the sources compile with clang 14, which the fuzz build needs; scripts/clang_check.py). A suite
@@ -142,6 +143,23 @@ def clang_suite(build):
     return 1, 0, 0
 
 
+def has_gpu_target(build):
+    """Whether CMake built the gpu target here (cmake/KilnGpu.cmake records it)."""
+    try:
+        with open(os.path.join(build, "CMakeCache.txt")) as f:
+            return "KILN_HAVE_GPU:INTERNAL=ON\n" in f.readlines()
+    except OSError:
+        return False
+
+
+def gpu_suite(build, name, binary):
+    """A gpu suite where the build has the gpu target; else none (said, not hidden)."""
+    if not has_gpu_target(build):
+        print(f"[{name}] not run: this build has no gpu target (no CUDA 13 / cuDNN 9 found)")
+        return 0, 0, 0
+    return gtest_suite(build, name, binary)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
@@ -158,6 +176,9 @@ def main():
         "conformance-ref": lambda: summary_line_suite(build, "conformance-ref", ["kiln_conformance", "--target", "ref"]),
         "conformance-cpu": lambda: summary_line_suite(build, "conformance-cpu", ["kiln_conformance", "--target", "cpu"]),
         "models": lambda: gtest_suite(build, "models", "kiln_model_tests"),
+        # The gpu target without a device; the GPU-only tests skip where there is none.
+        "gpu": lambda: gpu_suite(build, "gpu", "kiln_gpu_tests"),
+        "gpu-device": lambda: gpu_suite(build, "gpu-device", "kiln_gpu_device_tests"),
         "python": lambda: pytest_suite(build, "python", "python/tests"),
         "tools": lambda: pytest_suite(build, "tools", "tests/tools"),
         "install": lambda: pytest_suite(build, "install", "tests/install"),

@@ -1,4 +1,6 @@
 """Bad input raises kiln.Error subclasses that name what was wrong and what was expected."""
+import re
+
 import numpy as np
 import pytest
 
@@ -75,3 +77,17 @@ def test_quantization_not_yet(test_model):
         kiln.quantize_int8(model, kiln.get_target("cpu"), [])
     with pytest.raises(kiln.InvalidArgumentError, match="calibration method"):
         kiln.quantize_int8(model, "cpu", [{}], method="kl")
+
+
+def test_gpu_target_says_why_it_cannot_run(test_model):
+    """`gpu` is always a known target; where it cannot run it says why, and compiling for it
+    is an error carrying that reason (never a crash)."""
+    assert "gpu" in kiln.targets()
+    gpu = kiln.get_target("gpu")
+    why = gpu.unavailable_reason()
+    if not why:
+        pytest.skip("this machine has a CUDA device")
+    assert why in ("no CUDA driver", "built without CUDA") or why.startswith("no CUDA device: "), why
+    model = kiln.parse_onnx(test_model("add_relu.onnx"))
+    with pytest.raises(kiln.UnsupportedError, match=re.escape("target gpu is not available: " + why)):
+        model.compile(gpu)

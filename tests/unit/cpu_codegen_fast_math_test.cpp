@@ -6,7 +6,7 @@
 #include "cpu_codegen_util.hpp"
 
 #include "targets/cpu/codegen/compiler.hpp"
-#include "targets/cpu/codegen/fast_math.hpp"
+#include "codegen/fast_math.hpp"
 
 #include <cfloat>
 #include <cmath>

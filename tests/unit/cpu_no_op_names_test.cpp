@@ -1,4 +1,5 @@
-// The cpu target (src/targets/cpu) and src/core/dynamic_padding.cpp ask op traits or typed
+// The cpu and gpu targets (src/targets/cpu, src/targets/gpu), their shared kernel generator
+// (src/codegen) and src/core/dynamic_padding.cpp ask op traits or typed
 // matchers (rewrite::is<op::mul_op>(ins), any_cast) instead of op names, as src/passes
 // does (passes_no_op_names_test.cpp). The cpu target's code also compares strings that are
 // not op names (post-op kinds, oneDNN algorithms, option values), so this scan, on the
@@ -40,18 +41,18 @@ const std::vector<allowed> allow_list = {
      "the candidate table is keyed by op name; a binary or reduce op's name is also its oneDNN algorithm's"},
     {"src/targets/cpu/lowering_util.cpp", "bool is_cpu_kernel(",
      "defines is_cpu_kernel: the cpu ops share no type or trait, only their name's cpu:: prefix"},
-    {"src/targets/cpu/codegen/plan.cpp", "",
+    {"src/codegen/plan.cpp", "",
      "the fused-kernel generator's table of the ops it compiles: its plan nodes carry op names, and expr.cpp "
      "keys each op's C expression by name"},
     {"src/targets/cpu/codegen/interpreter.cpp", "", "runs those plan nodes, by name; reduction kinds (max, min)"},
     {"src/targets/cpu/codegen/emit.cpp", "kind ==", "reduction kinds (max, min), not ops"},
-    {"src/targets/cpu/codegen/lowering.cpp", "kernel_supports(ins->name()", "asks the generator's table (plan.cpp)"},
     {"src/targets/cpu/codegen/lowering.cpp", "m.name()", "a module's name, not an op's"},
     {"src/targets/cpu/", "conv_geom(", "a typed convolution's own name, for conv_geom's messages"},
     {"src/targets/cpu/kernels/onednn/dnnl_op.hpp", "self.name()", "the kernel's own name, for its messages"},
     {"src/targets/cpu/tuning.cpp", "trials[", "a candidate kernel's name (the tuning cache's key), not an op's"},
     {"src/targets/cpu/", ".algorithm", "a post-op's oneDNN algorithm (add, relu, ...), not an op"},
     {"src/targets/cpu/", "== \"tanh\"", "gelu's `approximate` attribute, not the tanh op"},
+    {"src/codegen/expr.cpp", "== \"tanh\"", "gelu's `approximate` attribute, not the tanh op"},
     {"src/targets/cpu/lower_ops.cpp", "nm == \"floor\"", "resize's `nearest_mode` attribute, not the floor op"},
 };
 
@@ -137,12 +138,14 @@ TEST(cpu_no_op_names, the_scanner_finds_what_it_should) {
 TEST(cpu_no_op_names, cpu_target_asks_traits_or_types_not_names) {
     const auto ops = op_names();
     std::vector<fs::path> files{source_dir / "src/core/dynamic_padding.cpp"};
-    for (const auto& e : fs::recursive_directory_iterator(source_dir / "src/targets/cpu")) {
-        const auto ext = e.path().extension();
-        // The kernels' tests (kernels/<kind>/*_test.cpp) build programs by op name on purpose.
-        const bool test = e.path().stem().string().ends_with("_test");
-        if (e.is_regular_file() && (ext == ".cpp" || ext == ".hpp") && !test) files.push_back(e.path());
-    }
+    // The targets' shared generator (src/codegen) and the gpu target follow the same rule.
+    for (const char* dir : {"src/targets/cpu", "src/codegen", "src/targets/gpu"})
+        for (const auto& e : fs::recursive_directory_iterator(source_dir / dir)) {
+            const auto ext = e.path().extension();
+            // The kernels' tests (kernels/<kind>/*_test.cpp) build programs by op name on purpose.
+            const bool test = e.path().stem().string().ends_with("_test");
+            if (e.is_regular_file() && (ext == ".cpp" || ext == ".hpp") && !test) files.push_back(e.path());
+        }
     EXPECT_GE(files.size(), 90u);
     std::vector<bool> used(allow_list.size(), false);
     for (const auto& p : files) {

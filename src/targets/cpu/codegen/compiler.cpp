@@ -1,6 +1,6 @@
 #include "targets/cpu/codegen/compiler.hpp"
 
-#include "targets/cpu/codegen/hash.hpp"
+#include "targets/cpu/codegen/shared.hpp"
 #include "targets/cpu/codegen/isa.hpp"
 
 #include <dlfcn.h>

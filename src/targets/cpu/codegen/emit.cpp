@@ -1,7 +1,7 @@
 #include "targets/cpu/codegen/emit.hpp"
 
-#include "targets/cpu/codegen/fast_math.hpp"
-#include "targets/cpu/codegen/hash.hpp"
+#include "codegen/fast_math.hpp"
+#include "codegen/hash.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -16,33 +16,6 @@ namespace {
 
 std::string v(std::size_t k) { return "v" + std::to_string(k); }
 std::string num(std::int64_t x) { return std::to_string(x) + "L"; }
-
-std::string constant_literal(const node& n) {
-    char buf[64];
-    switch (n.t) {
-        case type::bool_: return n.value != 0 ? "true" : "false";
-        case type::float32: {
-            const float f = static_cast<float>(n.value);
-            if (std::isnan(f)) return "__builtin_nanf(\"\")";
-            if (std::isinf(f)) return f > 0 ? "__builtin_inff()" : "(-__builtin_inff())";
-            std::snprintf(buf, sizeof buf, "%af", static_cast<double>(f));
-            return buf;
-        }
-        case type::float64:
-        case type::float16:
-        case type::bfloat16:
-            if (std::isnan(n.value)) return "__builtin_nan(\"\")";
-            if (std::isinf(n.value)) return n.value > 0 ? "__builtin_inf()" : "(-__builtin_inf())";
-            std::snprintf(buf, sizeof buf, "%a", n.value);
-            return buf;
-        default: std::snprintf(buf, sizeof buf, "%.17g", n.value); return buf;
-    }
-}
-
-std::string value_type(const node& n) {
-    if (n.kind == node_kind::constant && (n.t == type::float16 || n.t == type::bfloat16)) return "double";
-    return c_type(n.t);
-}
 
 // Writes the kernel body pieces; `o` collects the text.
 struct writer {

@@ -13,22 +13,20 @@
 // order). With fast_math on, exp, erf, tanh and sigmoid use the approximations of
 // fast_math.hpp and division by a constant becomes a multiplication.
 #pragma once
-#include "targets/cpu/codegen/plan.hpp"
+#include "targets/cpu/codegen/shared.hpp"
 
 #include <string>
 #include <vector>
 
 namespace kiln::cpu::codegen {
 
-// The expression computing node k of p from its arguments (variables v<arg>).
-std::string node_expression(const plan& p, std::size_t k);
 // One kernel function named `name`.
 std::string emit_kernel(const plan& p, const std::string& name);
 // The kernel's symbol: derived from its source, so equal groups share one function.
 std::string kernel_symbol(const plan& p);
 // A whole library: the helpers, then the kernels.
 std::string library_source(const std::vector<std::string>& kernels);
-// The C type of an element type ("float", "long long", ...).
-std::string c_type(type t);
+// The helpers of generated kernels (codegen/fast_math.hpp) as source text.
+const char* helpers_source();
 
 }  // namespace kiln::cpu::codegen

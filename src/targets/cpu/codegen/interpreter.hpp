@@ -4,7 +4,7 @@
 // function, so the results equal the reference kernels' (reductions aside, which add in
 // double in a different order). Values are held as float (bool as 0 and 1).
 #pragma once
-#include "targets/cpu/codegen/plan.hpp"
+#include "targets/cpu/codegen/shared.hpp"
 
 #include <cstddef>
 

@@ -18,7 +18,7 @@
 #pragma once
 #include "ops/fused.hpp"
 #include "targets/cpu/codegen/compiler.hpp"
-#include "targets/cpu/codegen/plan.hpp"
+#include "targets/cpu/codegen/shared.hpp"
 
 #include <kiln/operation.hpp>
 

@@ -5,7 +5,7 @@
 #include "passes/fuse_pointwise.hpp"
 #include "targets/cpu/codegen/compiler.hpp"
 #include "targets/cpu/codegen/emit.hpp"
-#include "targets/cpu/codegen/hash.hpp"
+#include "targets/cpu/codegen/shared.hpp"
 #include "targets/cpu/codegen/isa.hpp"
 #include "targets/cpu/codegen/kernel_op.hpp"
 
@@ -22,25 +22,6 @@ namespace kiln::cpu::codegen {
 
 namespace {
 
-bool static_tensor(const shape& s) { return s.is_tensor() && !s.dynamic(); }
-
-// A lone elementwise op becomes a one-node group (its scalar literal inputs inside).
-op::fused single_group(instruction_ref ins, std::vector<instruction_ref>& inputs) {
-    op::fused f;
-    op::fused_node n{ins->get_operator(), {}};
-    for (auto in : ins->inputs()) {
-        if (in->is_literal() && in->get_shape().elements() == 1) {
-            n.args.push_back(static_cast<std::int64_t>(f.nodes.size()));
-            f.nodes.push_back({op::fused_literal{in->get_literal()}, {}});
-        } else {
-            n.args.push_back(op::fused_input_arg(inputs.size()));
-            inputs.push_back(in);
-        }
-    }
-    f.nodes.push_back(std::move(n));
-    return f;
-}
-
 struct planned {
     instruction_ref ins;
     op::fused body;
@@ -49,22 +30,6 @@ struct planned {
 };
 
 }  // namespace
-
-bool kernel_can_run(instruction_ref ins) {
-    if (!static_tensor(ins->get_shape()) || ins->get_shape().elements() == 0) return false;
-    std::vector<type> in;
-    for (std::size_t i = 0; i < ins->inputs().size(); ++i) {
-        auto x = ins->inputs()[i];
-        if (!static_tensor(x->get_shape())) return false;
-        type t = x->get_shape().get_type();
-        // pow's exponent may be a scalar constant of any numeric type (it becomes a body constant).
-        if (ins->get_operator().any_cast<op::pow_op>() && i == 1 && x->is_literal() && x->get_shape().elements() == 1 &&
-            t != type::string)
-            t = type::float32;
-        in.push_back(t);
-    }
-    return kernel_supports(ins->name(), ins->get_operator().to_value(), in, ins->get_shape().get_type());
-}
 
 pass make_fusion_pass(const cpu_options& opts) {
     fuse_pointwise f;

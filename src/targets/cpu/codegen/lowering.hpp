@@ -39,8 +39,6 @@ struct lowering {
     void apply(module& m) const;
 };
 
-// Whether a cpu fused kernel can hold this instruction (op, element types, static shapes).
-bool kernel_can_run(instruction_ref ins);
 
 // The elementwise instructions cpu::lowering takes after the convolution or matrix
 // product before them (as post-ops, or SiLU as cpu::silu): from each such anchor, the

@@ -2,7 +2,7 @@
 // convert.hpp) in the same evaluation order, with the op's constants rounded to float as
 // apply rounds them. tests/unit/cpu_codegen_test.cpp compares every op bit for bit
 // with the reference kernels.
-#include "targets/cpu/codegen/emit.hpp"
+#include "codegen/expr.hpp"
 
 #include <kiln/errors.hpp>
 
@@ -11,7 +11,7 @@
 #include <functional>
 #include <map>
 
-namespace kiln::cpu::codegen {
+namespace kiln::codegen {
 
 namespace {
 
@@ -200,6 +200,33 @@ std::string node_expression(const plan& p, std::size_t k) {
     return it->second(c);
 }
 
+std::string constant_literal(const node& n) {
+    char buf[64];
+    switch (n.t) {
+        case type::bool_: return n.value != 0 ? "true" : "false";
+        case type::float32: {
+            const float f = static_cast<float>(n.value);
+            if (std::isnan(f)) return "__builtin_nanf(\"\")";
+            if (std::isinf(f)) return f > 0 ? "__builtin_inff()" : "(-__builtin_inff())";
+            std::snprintf(buf, sizeof buf, "%af", static_cast<double>(f));
+            return buf;
+        }
+        case type::float64:
+        case type::float16:
+        case type::bfloat16:
+            if (std::isnan(n.value)) return "__builtin_nan(\"\")";
+            if (std::isinf(n.value)) return n.value > 0 ? "__builtin_inf()" : "(-__builtin_inf())";
+            std::snprintf(buf, sizeof buf, "%a", n.value);
+            return buf;
+        default: std::snprintf(buf, sizeof buf, "%.17g", n.value); return buf;
+    }
+}
+
+std::string value_type(const node& n) {
+    if (n.kind == node_kind::constant && (n.t == type::float16 || n.t == type::bfloat16)) return "double";
+    return c_type(n.t);
+}
+
 std::string c_type(type t) {
     switch (t) {
         case type::float32: return "float";
@@ -217,4 +244,4 @@ std::string c_type(type t) {
     }
 }
 
-}  // namespace kiln::cpu::codegen
+}  // namespace kiln::codegen

@@ -1,6 +1,7 @@
 // A fused group analysed for one set of input shapes: the iteration space, how each
-// tensor is addressed in it, and each node's place in the schedule. The source generator
-// (emit.hpp) and the interpreter (interpreter.hpp) both run from a plan, so they agree on
+// tensor is addressed in it, and each node's place in the schedule. Target-neutral: the
+// cpu target's source generator and interpreter (src/targets/cpu/codegen) and the gpu
+// target's CUDA generator (src/targets/gpu/codegen) all run from a plan, so they agree on
 // what a group computes and in which order.
 //
 // Iteration space. The group's domain (the lens its members are evaluated over) is split
@@ -18,6 +19,7 @@
 #pragma once
 #include "ops/fused.hpp"
 
+#include <kiln/module.hpp>
 #include <kiln/shape.hpp>
 
 #include <cstddef>
@@ -25,7 +27,7 @@
 #include <string>
 #include <vector>
 
-namespace kiln::cpu::codegen {
+namespace kiln::codegen {
 
 // How a kernel addresses one tensor: element strides over the outer and inner dims.
 struct access {
@@ -81,7 +83,15 @@ plan make_plan(const op::fused& f, const std::vector<shape>& inputs, const shape
 // `supported` on the cpu target). Reductions are checked by name and types only.
 bool kernel_supports(const std::string& op_name, const value& attributes, const std::vector<type>& inputs, type result);
 
+// Whether a fused kernel can hold this instruction: its op and element types
+// (kernel_supports), static shapes, no empty result.
+bool kernel_can_run(instruction_ref ins);
+
+// A lone elementwise op as a one-node group: its scalar literal inputs go inside, its
+// other inputs are appended to `inputs`.
+op::fused single_group(instruction_ref ins, std::vector<instruction_ref>& inputs);
+
 // Reduction kinds by op name ("reduce_mean" -> "mean"); empty for other ops.
 std::string reduction_kind(const std::string& op_name);
 
-}  // namespace kiln::cpu::codegen
+}  // namespace kiln::codegen

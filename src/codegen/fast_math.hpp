@@ -1,7 +1,7 @@
 // The scalar helpers of generated kernels, written once as a macro so that the same text
-// is (1) compiled into Kiln for the interpreter (KILN_CODEGEN_HELPERS expanded in a
-// namespace) and (2) pasted into every generated source (kiln::cpu::codegen::helpers_source,
-// the macro stringified). The code is plain C++ without includes, branch-free where it
+// is (1) compiled into Kiln for the cpu interpreter (KILN_CODEGEN_HELPERS expanded in a
+// namespace) and (2) pasted into every generated source, cpu and gpu (the macro
+// stringified: kiln::cpu::codegen::helpers_source, kiln::gpu::codegen::device_source). The code is plain C++ without includes, branch-free where it
 // matters, so that GCC vectorizes loops that call it for whatever -march it is given.
 //
 // Exact helpers, the same expressions as the ops' scalar apply functions:
@@ -113,10 +113,3 @@
         float big = __builtin_copysignf(q, x);                                                \
         return a < 1.0f ? small : big;                                                        \
     }
-
-namespace kiln::cpu::codegen {
-
-// The helpers as source text, for generated kernels.
-const char* helpers_source();
-
-}  // namespace kiln::cpu::codegen

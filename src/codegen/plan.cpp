@@ -1,5 +1,6 @@
-#include "targets/cpu/codegen/plan.hpp"
+#include "codegen/plan.hpp"
 
+#include "ops/pointwise_binary.hpp"
 #include "passes/fuse_pointwise.hpp"
 
 #include <kiln/errors.hpp>
@@ -7,7 +8,7 @@
 #include <algorithm>
 #include <set>
 
-namespace kiln::cpu::codegen {
+namespace kiln::codegen {
 
 namespace {
 
@@ -149,6 +150,40 @@ bool kernel_supports(const std::string& n, const value& attrs, const std::vector
         return result == b && in[0] == f;
     }
     return false;
+}
+
+static bool static_tensor(const shape& s) { return s.is_tensor() && !s.dynamic(); }
+
+bool kernel_can_run(instruction_ref ins) {
+    if (!static_tensor(ins->get_shape()) || ins->get_shape().elements() == 0) return false;
+    std::vector<type> in;
+    for (std::size_t i = 0; i < ins->inputs().size(); ++i) {
+        auto x = ins->inputs()[i];
+        if (!static_tensor(x->get_shape())) return false;
+        type t = x->get_shape().get_type();
+        // pow's exponent may be a scalar constant of any numeric type (it becomes a body constant).
+        if (ins->get_operator().any_cast<op::pow_op>() && i == 1 && x->is_literal() && x->get_shape().elements() == 1 &&
+            t != type::string)
+            t = type::float32;
+        in.push_back(t);
+    }
+    return kernel_supports(ins->name(), ins->get_operator().to_value(), in, ins->get_shape().get_type());
+}
+
+op::fused single_group(instruction_ref ins, std::vector<instruction_ref>& inputs) {
+    op::fused f;
+    op::fused_node n{ins->get_operator(), {}};
+    for (auto in : ins->inputs()) {
+        if (in->is_literal() && in->get_shape().elements() == 1) {
+            n.args.push_back(static_cast<std::int64_t>(f.nodes.size()));
+            f.nodes.push_back({op::fused_literal{in->get_literal()}, {}});
+        } else {
+            n.args.push_back(op::fused_input_arg(inputs.size()));
+            inputs.push_back(in);
+        }
+    }
+    f.nodes.push_back(std::move(n));
+    return f;
 }
 
 plan make_plan(const op::fused& f, const std::vector<shape>& inputs, const shape& output, bool fast_math) {
@@ -302,4 +337,4 @@ plan make_plan(const op::fused& f, const std::vector<shape>& inputs, const shape
     return p;
 }
 
-}  // namespace kiln::cpu::codegen
+}  // namespace kiln::codegen

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-namespace kiln::cpu::codegen {
+namespace kiln::codegen {
 
 inline std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 1469598103934665603ull) {
     for (unsigned char c : s) {
@@ -27,4 +27,4 @@ inline std::string content_hash(std::string_view s) {
     return hex64(fnv1a(s)) + hex64(fnv1a(s, 0x9e3779b97f4a7c15ull));
 }
 
-}  // namespace kiln::cpu::codegen
+}  // namespace kiln::codegen

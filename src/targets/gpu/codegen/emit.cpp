@@ -1,0 +1,87 @@
+#include "targets/gpu/codegen/emit.hpp"
+
+#include "codegen/expr.hpp"
+#include "codegen/hash.hpp"
+
+#include <kiln/errors.hpp>
+
+#include <algorithm>
+#include <sstream>
+
+namespace kiln::gpu::codegen {
+
+using namespace kiln::codegen;
+
+namespace {
+
+std::string v(std::size_t k) { return "v" + std::to_string(k); }
+std::string num(std::int64_t x) { return std::to_string(x) + "LL"; }
+
+// sum(idx[d] * strides[d]).
+std::string offset(const std::vector<std::string>& idx, const std::vector<std::int64_t>& strides) {
+    std::string s;
+    for (std::size_t d = 0; d < idx.size(); ++d) {
+        if (strides[d] == 0) continue;
+        if (!s.empty()) s += " + ";
+        s += idx[d] + (strides[d] == 1 ? "" : " * " + num(strides[d]));
+    }
+    return s.empty() ? "0" : s;
+}
+
+}  // namespace
+
+bool can_emit(const plan& p) { return !p.reduction; }
+
+std::string emit_kernel(const plan& p, const std::string& name) {
+    if (!can_emit(p)) throw_error(error_code::unsupported, "gpu fused kernel: reductions are not generated yet");
+    if (p.inputs.size() > 64) throw_error(error_code::unsupported, "gpu fused kernel: more than 64 inputs");
+    std::ostringstream o;
+    o << "extern \"C\" __global__ void __launch_bounds__(" << block_size << ") " << name << "(const kiln_args a_) {\n";
+    for (std::size_t i = 0; i < p.inputs.size(); ++i) {
+        const auto t = c_type(p.inputs[i].t);
+        o << "  const " << t << "* __restrict__ in" << i << " = (const " << t << "*)a_.in[" << i << "];\n";
+    }
+    o << "  " << c_type(p.output.t) << "* __restrict__ out = (" << c_type(p.output.t) << "*)a_.out;\n";
+    // Constants and inputs read at one place: once per thread, outside the loop.
+    for (std::size_t k = 0; k < p.nodes.size(); ++k) {
+        const auto& n = p.nodes[k];
+        if (n.kind == node_kind::constant)
+            o << "  const " << value_type(n) << " " << v(k) << " = " << constant_literal(n) << ";\n";
+        else if (n.kind == node_kind::input && p.inputs[n.input].invariant())
+            o << "  const " << c_type(n.t) << " " << v(k) << " = in" << n.input << "[0];\n";
+    }
+    const auto& L = p.outer_lens;
+    o << "  for (long long i_ = (long long)blockIdx.x * blockDim.x + threadIdx.x; i_ < " << num(static_cast<std::int64_t>(p.outer_size()))
+      << "; i_ += (long long)gridDim.x * blockDim.x) {\n";
+    std::vector<std::string> idx(L.size());
+    if (L.size() == 1) {
+        idx[0] = "i_";
+    } else {
+        o << "    long long r_ = i_;\n";
+        for (std::size_t d = L.size(); d-- > 0;) {
+            idx[d] = "d" + std::to_string(d) + "_";
+            if (d == 0) o << "    const long long d0_ = r_;\n";
+            else o << "    const long long " << idx[d] << " = r_ % " << num(static_cast<std::int64_t>(L[d])) << "; r_ /= "
+                   << num(static_cast<std::int64_t>(L[d])) << ";\n";
+        }
+    }
+    for (std::size_t k = 0; k < p.nodes.size(); ++k) {
+        const auto& n = p.nodes[k];
+        if (n.kind == node_kind::input && !p.inputs[n.input].invariant())
+            o << "    const " << c_type(n.t) << " " << v(k) << " = in" << n.input << "[" << offset(idx, p.inputs[n.input].outer)
+              << "];\n";
+        else if (n.kind == node_kind::op)
+            o << "    const " << c_type(n.t) << " " << v(k) << " = " << node_expression(p, k) << ";\n";
+    }
+    o << "    out[" << offset(idx, p.output.outer) << "] = " << v(p.root) << ";\n  }\n}\n";
+    return o.str();
+}
+
+std::string kernel_symbol(const plan& p) { return "kiln_gpu_" + content_hash(emit_kernel(p, "KERNEL")).substr(0, 24); }
+
+unsigned grid_size(const plan& p) {
+    const std::size_t blocks = (p.outer_size() + block_size - 1) / block_size;
+    return static_cast<unsigned>(std::clamp<std::size_t>(blocks, 1, 65535u * 8));
+}
+
+}  // namespace kiln::gpu::codegen

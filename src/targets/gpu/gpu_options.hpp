@@ -1,0 +1,26 @@
+// Every switch of the gpu target, read in one place (read_gpu_options) from compile_options
+// and the environment, as cpu_options is for the cpu target; docs/options.md lists them.
+// A gpu_context keeps the options read when it was made, so a program compiles with the
+// settings it started with.
+#pragma once
+#include <kiln/compile_options.hpp>
+
+#include <string>
+
+namespace kiln::gpu {
+
+struct gpu_options {
+    bool fast_math = true;      // compile_options::fast_math
+    std::string arch;           // KILN_GPU_ARCH: "sm_90" (default: the build's first KILN_CUDA_ARCHS)
+    bool fusion = true;         // KILN_GPU_FUSION=0: no grouping (lone pointwise ops still get kernels)
+    std::string cache_dir;      // KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln ("" none)
+    bool codegen_verbose = false;  // KILN_CODEGEN_VERBOSE: each module's kernels and NVRTC time on stderr
+};
+
+gpu_options read_gpu_options(const compile_options& opts);
+
+// Whether `arch` names a real architecture NVRTC can build CUBIN for ("sm_90", "sm_90a",
+// "sm_100"); the gpu target refuses others.
+bool valid_arch(const std::string& arch);
+
+}  // namespace kiln::gpu

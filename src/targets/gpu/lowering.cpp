@@ -1,0 +1,28 @@
+#include "targets/gpu/lowering.hpp"
+
+#include "codegen/plan.hpp"
+#include "passes/fuse_pointwise.hpp"
+#include "targets/gpu/selection.hpp"
+
+#include <kiln/errors.hpp>
+
+#include <vector>
+
+namespace kiln::gpu {
+
+pass make_fusion_pass(const gpu_options& o) {
+    fuse_pointwise f;
+    f.supported = [](instruction_ref ins) { return kiln::codegen::kernel_can_run(ins); };
+    f.reductions = false;  // the CUDA generator writes elementwise groups only, for now
+    if (!o.fusion) f.min_size = static_cast<std::size_t>(-1);
+    return f;
+}
+
+void lowering::apply(module& m) const {
+    if (!options) throw_error(error_code::runtime, name() + ": made without the gpu context's options");
+    std::vector<instruction_ref> all;
+    for (auto ins = m.begin(); ins != m.end(); ++ins) all.push_back(ins);
+    for (auto ins : all) (void)lower_instruction(m, ins, *options);
+}
+
+}  // namespace kiln::gpu

@@ -1,0 +1,101 @@
+// The candidate list (selection.hpp).
+#include "targets/gpu/selection.hpp"
+
+#include "codegen/plan.hpp"
+#include "ops/fused.hpp"
+#include "ops/nn_matmul.hpp"
+#include "passes/rewrite_utils.hpp"
+#include "targets/gpu/codegen/emit.hpp"
+#include "targets/gpu/kernels/fused_kernel.hpp"
+#include "targets/gpu/kernels/lt_matmul.hpp"
+
+#include <kiln/builtin_ops.hpp>
+#include <kiln/errors.hpp>
+
+namespace kiln::gpu {
+
+namespace {
+
+// A fused group (or one op as a group) as a generated kernel, when its plan is one the
+// CUDA generator writes.
+bool lower_group(module& m, instruction_ref ins, const gpu_options& o, op::fused body,
+                 std::vector<instruction_ref> inputs) {
+    const auto out = ins->get_shape().as_standard();
+    kiln::codegen::plan plan;
+    try {
+        plan = kiln::codegen::make_plan(body, to_shapes(inputs), out, o.fast_math);
+    } catch (const error& e) {
+        if (e.code() != error_code::unsupported) throw;
+        return false;
+    }
+    if (!codegen::can_emit(plan)) return false;
+    fused_kernel k;
+    k.body = std::move(body);
+    k.fast_math = o.fast_math;
+    k.symbol = codegen::kernel_symbol(plan);
+    k.grid = codegen::grid_size(plan);
+    inputs.push_back(m.insert_instruction(ins, builtin::allocate{out}, {}));
+    m.replace_instruction(ins, k, inputs);
+    return true;
+}
+
+bool lower_fused(module& m, instruction_ref ins, const gpu_options& o) {
+    const auto* f = ins->get_operator().any_cast<op::fused>();
+    return f && lower_group(m, ins, o, *f, ins->inputs());
+}
+
+bool lower_pointwise(module& m, instruction_ref ins, const gpu_options& o) {
+    if (!ins->get_operator().traits().pointwise || !ins->module_inputs().empty() || !kiln::codegen::kernel_can_run(ins))
+        return false;
+    std::vector<instruction_ref> inputs;
+    auto body = kiln::codegen::single_group(ins, inputs);
+    return lower_group(m, ins, o, std::move(body), std::move(inputs));
+}
+
+bool static_f32(const shape& s) { return s.is_tensor() && !s.dynamic() && s.get_type() == type::float32; }
+
+// matmul of static float32 tensors, both of one rank >= 2 with equal batch dims (cuBLASLt's
+// strided batches; broadcast batches come later), row-major (any layout is copied first).
+bool lower_matmul(module& m, instruction_ref ins, const gpu_options&) {
+    if (!rewrite::is<op::matmul>(ins) || ins->inputs().size() != 2) return false;
+    const auto& a = ins->inputs()[0]->get_shape();
+    const auto& b = ins->inputs()[1]->get_shape();
+    if (!static_f32(a) || !static_f32(b) || !static_f32(ins->get_shape())) return false;
+    if (!a.standard() || !b.standard() || a.ndim() < 2 || a.ndim() != b.ndim()) return false;
+    for (std::size_t d = 0; d + 2 < a.ndim(); ++d)
+        if (a.lens()[d] != b.lens()[d]) return false;
+    auto workspace = m.insert_instruction(ins, builtin::allocate{shape(type::uint8, {lt_workspace_bytes})}, {});
+    auto out = m.insert_instruction(ins, builtin::allocate{ins->get_shape().as_standard()}, {});
+    m.replace_instruction(ins, lt_matmul{}, {ins->inputs()[0], ins->inputs()[1], workspace, out});
+    return true;
+}
+
+}  // namespace
+
+const std::vector<candidate>& candidates() {
+    static const std::vector<candidate> list = {
+        {"fused (elementwise groups)", "generated",
+         "the group's plan has no reduction (CUDA C++ per group, compiled by NVRTC)", lower_fused},
+        {"pointwise ops", "generated", "a lone elementwise op the generator handles (static shapes, its element types)",
+         lower_pointwise},
+        {"matmul", "cublaslt",
+         "static float32, equal ranks >= 2 with equal batch dims, row-major; a 32 MiB workspace planned in the arena",
+         lower_matmul},
+    };
+    return list;
+}
+
+std::string lower_instruction(module& m, instruction_ref ins, const gpu_options& o) {
+    for (const auto& c : candidates())
+        if (c.lower(m, ins, o)) return c.kernel;
+    return {};
+}
+
+std::string selection_table() {
+    std::string t = "| ops | kernel | rule |\n| --- | --- | --- |\n";
+    for (const auto& c : candidates()) t += std::string("| ") + c.ops + " | " + c.kernel + " | " + c.rule + " |\n";
+    t += "| any other | ref | the reference kernel |\n";
+    return t;
+}
+
+}  // namespace kiln::gpu
