@@ -27,6 +27,9 @@ struct compile_options {
     bool fast_math = true;
     // Time candidate kernels and keep the fastest, instead of using heuristics.
     bool exhaustive_tune = false;
+    // The gpu target: the CUDA architecture its kernels are compiled for ("sm_90"); "" for
+    // KILN_GPU_ARCH, else the build's first KILN_CUDA_ARCHS. Compiling needs no device.
+    std::string gpu_arch;
     // Plan intermediate buffers into one arena. Off only for tests and debugging.
     bool memory_planning = true;
     // Worker threads for the cpu target; 0 = KILN_NUM_THREADS or the machine's cores.

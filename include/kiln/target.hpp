@@ -20,6 +20,10 @@ public:
     virtual std::string name() const = 0;
     // Why this target cannot run on this machine ("no CUDA device"); empty when it can.
     virtual std::string unavailable_reason() const { return {}; }
+    // Why it cannot compile programs here; by default why it cannot run. A target whose
+    // compiler needs no device (gpu: NVRTC) says "" and compiles ahead, for a machine that
+    // has one; running such a program here is refused by its context (begin_run).
+    virtual std::string compile_unavailable_reason() const { return unavailable_reason(); }
 
     virtual std::shared_ptr<context> make_context(const compile_options& opts) const = 0;
     // A context for a program compiled on behalf of one whose context is `parent` (a

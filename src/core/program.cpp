@@ -227,7 +227,7 @@ void program::compile(const target& t, const compile_options& options) { compile
 
 void program::compile(const target& t, const compile_options& options, std::shared_ptr<context> ctx) {
     if (impl_->compiled) throw_error(error_code::invalid_argument, "program is already compiled for " + target_name());
-    if (auto why = t.unavailable_reason(); !why.empty())
+    if (auto why = t.compile_unavailable_reason(); !why.empty())
         throw_error(error_code::unsupported, "target " + t.name() + " is not available: " + why);
     impl_->tgt = kiln::get_target(t.name());
     impl_->options = options;

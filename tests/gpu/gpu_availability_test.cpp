@@ -1,15 +1,19 @@
-// On a machine without a usable GPU the gpu target says why, in C++, the C API and at
-// compile time, and never crashes; on one with a GPU it reports nothing (GPU runs of these
+// On a machine without a usable GPU the gpu target says why, in C++ and the C API, and
+// never crashes: programs compile (NVRTC needs no device) but eval and load say why not; on one with a GPU it reports nothing (GPU runs of these
 // lines happen in the device suite, tests/gpu_device).
 #include "targets/gpu/availability.hpp"
 
 #include <kiln/errors.hpp>
 #include <kiln/kiln.h>
 #include <kiln/program.hpp>
+#include <kiln/serialize.hpp>
 #include <kiln/register_op.hpp>
 #include <kiln/target.hpp>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 using namespace kiln;
 
@@ -29,21 +33,38 @@ TEST(gpu_availability, the_target_says_why_it_cannot_run) {
     std::cout << "[ gpu      ] gpu: unavailable: " << why << "\n";
 }
 
-TEST(gpu_availability, compiling_for_it_is_a_clear_error) {
+TEST(gpu_availability, programs_compile_without_a_device_but_do_not_run) {
     const auto t = get_target("gpu");
     const auto why = t->unavailable_reason();
     if (why.empty()) GTEST_SKIP() << "this machine has a CUDA device";
+    EXPECT_EQ(t->compile_unavailable_reason(), "") << "NVRTC needs no device";
     program p;
     auto* m = p.get_main_module();
     auto x = m->add_parameter("x", shape(type::float32, {4}));
     m->add_return({m->add_instruction(make_op("relu"), {x})});
+    compile_options o;
+    o.gpu_arch = "sm_90a";
+    p.compile(*t, o);
+    EXPECT_EQ(p.target_name(), "gpu");
+    EXPECT_EQ(p.get_compile_options().gpu_arch, "sm_90a");
+    argument in(shape(type::float32, {4}));
     try {
-        p.compile(*t);
-        FAIL() << "compiled for an unavailable gpu";
+        (void)p.eval({{"x", in}});
+        FAIL() << "ran on an unavailable gpu";
     } catch (const error& e) {
         EXPECT_EQ(e.code(), error_code::unsupported);
         EXPECT_EQ(e.message(), "target gpu is not available: " + why);
     }
+    // Saved, it carries its kernels' CUBIN; loading is for running, so it says why not here.
+    const auto file = std::filesystem::temp_directory_path() / ("kiln_gpu_" + std::to_string(::getpid()) + ".kiln");
+    save(p, file.string());
+    try {
+        (void)load(file.string());
+        FAIL() << "loaded for an unavailable gpu";
+    } catch (const error& e) {
+        EXPECT_NE(e.message().find(why), std::string::npos) << e.message();
+    }
+    std::filesystem::remove(file);
 }
 
 TEST(gpu_availability, the_c_api_says_the_same) {

@@ -34,7 +34,8 @@ def test_targets_text_and_json():
     assert len(gpu) == 1
     if not by_name["gpu"]["available"]:
         assert gpu[0] == "gpu: unavailable: " + by_name["gpu"]["reason"]
-        # Asking for it anyway: an error (usage when not built, model/runtime otherwise) that says why.
+        # Asking for it anyway: an error (usage when not built, model/runtime otherwise) that says why
+        # (a build with the gpu target compiles without a device, then refuses to run).
         proc = kiln("run", ADD_RELU, "--target", "gpu", expect=None)
         assert proc.returncode in (2, 3, 4) and "gpu" in proc.stderr and proc.stdout == ""
 
@@ -122,3 +123,19 @@ def test_help_and_parser_agree_on_the_options():
             continue
         proc = kiln("run", ADD_RELU, flag, "--quiet", "--target", "ref", expect=None)
         assert "unknown option" not in proc.stderr and "does not apply" not in proc.stderr, (flag, proc.stderr)
+
+
+def test_compile_for_gpu_without_a_device(tmp_path):
+    """kiln compile --target gpu --gpu-arch sm_90 needs no device: NVRTC compiles the kernels
+    into the .kiln; running or loading it here says why not."""
+    by_name = {t["name"]: t for t in kiln_json("targets")["targets"]}
+    if by_name["gpu"]["available"] or by_name["gpu"]["reason"] == "built without CUDA":
+        pytest.skip("needs a build with the gpu target on a machine without a device")
+    out = tmp_path / "m.kiln"
+    proc = kiln("compile", ADD_RELU, "--target", "gpu", "--gpu-arch", "sm_90", "-o", out)
+    assert "for gpu" in proc.stdout and out.stat().st_size > 0
+    assert b".target sm_90" in out.read_bytes()  # the kernels' PTX travels with the CUBIN
+    proc = kiln("run", out, expect=None)
+    assert proc.returncode in (3, 4) and by_name["gpu"]["reason"] in proc.stderr, proc.stderr
+    proc = kiln("compile", ADD_RELU, "--target", "gpu", "--gpu-arch", "compute_90", "-o", out, expect=None)
+    assert proc.returncode in (2, 3) and "compute_90" in proc.stderr, proc.stderr

@@ -46,6 +46,7 @@ const std::vector<option_spec>& option_table() {
         {"--no-fast-math", "", "", "exact math functions"},
         {"--exhaustive-tune", "", "off", "time candidate kernels at compile time and keep the fastest"},
         {"--device-id", "N", "0", "device to use (gpu)"},
+        {"--gpu-arch", "sm_NN", "sm_90", "gpu: the CUDA architecture to compile for (no device needed; also KILN_GPU_ARCH)"},
         {"--offload-copy", "", "on", "run takes and returns host data"},
         {"--no-offload-copy", "", "", "the caller passes device buffers"},
         {"--threads", "N", "cores",
@@ -99,7 +100,7 @@ const std::vector<std::string> shape_opts = {"--batch", "--default-dim-value", "
 const std::vector<std::string> compile_opts = {"--target", "--fp16", "--bf16", "--int8", "--fp8", "--int4-weights",
                                                "--calibration",
                                                "--calibration-method", "--dump-scales",
-                                               "--fast-math", "--no-fast-math", "--exhaustive-tune", "--device-id",
+                                               "--fast-math", "--no-fast-math", "--exhaustive-tune", "--device-id", "--gpu-arch",
                                                "--offload-copy", "--no-offload-copy", "--threads",
                                                "--specialize-after", "--max-specializations", "--dynamic-buckets"};
 const std::vector<std::string> input_opts = {"--input", "--input-file", "--seed"};
@@ -356,6 +357,7 @@ options parse(const std::string& command, const std::vector<std::string>& args) 
         else if (a == "--no-fast-math") o.fast_math = false;
         else if (a == "--exhaustive-tune") o.exhaustive_tune = true;
         else if (a == "--device-id") o.device_id = static_cast<int>(to_size(a, value()));
+        else if (a == "--gpu-arch") o.gpu_arch = value();
         else if (a == "--offload-copy") o.offload_copy = true;
         else if (a == "--no-offload-copy") o.offload_copy = false;
         else if (a == "--threads") o.threads = to_size(a, value());

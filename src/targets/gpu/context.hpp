@@ -6,12 +6,16 @@
 
 #include <kiln/context.hpp>
 
+#include <memory>
+
 namespace kiln::gpu {
 
 class gpu_context final : public context {
 public:
     explicit gpu_context(const compile_options& opts) : options_(read_gpu_options(opts)) {}
     std::string target_name() const override { return "gpu"; }
+    // A program compiled without a device (compile_unavailable_reason) runs only on one.
+    std::shared_ptr<void> begin_run() override;
     const gpu_options& options() const { return options_; }
 
 private:

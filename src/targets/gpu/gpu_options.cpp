@@ -41,6 +41,7 @@ gpu_options read_gpu_options(const compile_options& opts) {
     o.fast_math = opts.fast_math;
     o.arch = default_arch();
     if (const char* a = env("KILN_GPU_ARCH"); a && *a) o.arch = a;
+    if (!opts.gpu_arch.empty()) o.arch = opts.gpu_arch;
     if (!valid_arch(o.arch))
         throw_error(error_code::invalid_argument, "gpu: '" + o.arch + "' is not a CUDA architecture (e.g. sm_90)");
     o.fusion = !off("KILN_GPU_FUSION");

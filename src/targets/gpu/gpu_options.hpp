@@ -11,7 +11,7 @@ namespace kiln::gpu {
 
 struct gpu_options {
     bool fast_math = true;      // compile_options::fast_math
-    std::string arch;           // KILN_GPU_ARCH: "sm_90" (default: the build's first KILN_CUDA_ARCHS)
+    std::string arch;           // compile_options::gpu_arch, else KILN_GPU_ARCH, else sm_ + the build's first KILN_CUDA_ARCHS
     bool fusion = true;         // KILN_GPU_FUSION=0: no grouping (lone pointwise ops still get kernels)
     std::string cache_dir;      // KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln ("" none)
     bool codegen_verbose = false;  // KILN_CODEGEN_VERBOSE: each module's kernels and NVRTC time on stderr
