@@ -33,6 +33,13 @@ if(NOT KILN_ENABLE_GPU STREQUAL "OFF")
     add_library(kiln_cudnn UNKNOWN IMPORTED)
     set_target_properties(kiln_cudnn PROPERTIES IMPORTED_LOCATION ${KILN_CUDNN_LIBRARY}
       INTERFACE_INCLUDE_DIRECTORIES ${KILN_CUDNN_INCLUDE_DIR})
+    # CMake's CUDA::nvrtc lists CUDA::cuda_driver (libcuda's stub) as a dependency; only a
+    # linker that drops unneeded libraries (--as-needed: Debian's default, lost under
+    # -fsanitize) leaves it out of the binary. NVRTC's library alone, then.
+    get_target_property(_nvrtc_library CUDA::nvrtc IMPORTED_LOCATION)
+    add_library(kiln_nvrtc UNKNOWN IMPORTED)
+    set_target_properties(kiln_nvrtc PROPERTIES IMPORTED_LOCATION ${_nvrtc_library}
+      INTERFACE_INCLUDE_DIRECTORIES "${CUDAToolkit_INCLUDE_DIRS}")
     message(STATUS "gpu target: CUDA ${CUDAToolkit_VERSION}, cuDNN ${_cudnn_major}, archs ${KILN_CUDA_ARCHS}")
   elseif(KILN_ENABLE_GPU STREQUAL "ON")
     message(FATAL_ERROR "KILN_ENABLE_GPU=ON: ${_why}")
