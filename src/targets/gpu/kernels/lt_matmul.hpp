@@ -3,17 +3,49 @@
 // is an ordinary `allocate` the lowering inserts, so memory planning places it in the
 // arena with everything else and eval allocates nothing.
 //
-// cuBLASLt's algorithm is chosen on the device (heuristics, or timing under
-// exhaustive_tune) when the program first loads on one; that, and running it, land with
-// the device runtime (issue 21), so for now compute() says so.
+// On a device, finalize (at compile and at load; nothing without a device) makes the
+// matmul descriptor (CUBLAS_COMPUTE_32F: strict fp32, no TF32) and the three layouts of
+// lt_plan, and asks cuBLASLt's heuristic for an algorithm that fits the planned
+// workspace; compute runs cublasLtMatmul on the context's stream. No epilogue yet (bias,
+// ReLU and GELU come with the lowering that fuses them).
+//
+// Row-major without a layout attribute: cuBLASLt is column-major, and a row-major M x N
+// product D = op(A) op(B) is, read column-major, the N x M product D^T = op(B)^T op(A)^T.
+// So cuBLASLt's "A" is our b and its "B" our a (lt_plan below, checked without a device
+// in tests/gpu).
 #pragma once
 #include <kiln/operation.hpp>
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace kiln::gpu {
+
+// One column-major matrix operand as cuBLASLt sees it.
+struct lt_layout {
+    std::uint64_t rows = 0, cols = 0;
+    std::int64_t ld = 0;
+    std::int64_t batch_stride = 0;  // elements between matrices of a batch
+    bool transposed = false;        // CUBLAS_OP_T on this operand
+};
+
+// cuBLASLt's view of a row-major float32 product out = op(a) op(b) (lens [..., M, K] and
+// [..., K, N], batch dims equal): m = N, n = M, k = K, "A" = b, "B" = a, D = out.
+struct lt_plan {
+    std::uint64_t m = 0, n = 0, k = 0;
+    std::int32_t batch = 1;
+    lt_layout first;   // cuBLASLt's A: our b
+    lt_layout second;  // cuBLASLt's B: our a
+    lt_layout out;     // C and D
+};
+// Throws a kiln shape error for operands it cannot describe (not standard, ranks or batch
+// dims that differ, a batch over 2^31).
+lt_plan plan_lt(const shape& a, const shape& b, const shape& out, bool trans_a, bool trans_b);
+
+struct lt_state;  // descriptors and the chosen algorithm (lt_matmul.cpp)
 
 struct lt_matmul {
     bool trans_a = false;
@@ -25,8 +57,10 @@ struct lt_matmul {
         f(self.trans_b, "trans_b");
         f(self.alpha, "alpha");
     }
+    std::shared_ptr<lt_state> state;  // on the device, made by finalize (not saved)
     std::string name() const { return "gpu::lt_matmul"; }
     shape compute_shape(const std::vector<shape>& inputs) const;
+    void finalize(context& ctx, const shape& output, const std::vector<shape>& inputs);
     argument compute(context& ctx, const shape& output, const std::vector<argument>& args) const;
     std::ptrdiff_t output_alias(const std::vector<shape>& inputs) const {
         return static_cast<std::ptrdiff_t>(inputs.size()) - 1;
