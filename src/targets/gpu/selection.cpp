@@ -54,16 +54,18 @@ bool lower_pointwise(module& m, instruction_ref ins, const gpu_options& o) {
 
 bool static_f32(const shape& s) { return s.is_tensor() && !s.dynamic() && s.get_type() == type::float32; }
 
-// matmul of static float32 tensors, both of one rank >= 2 with equal batch dims (cuBLASLt's
-// strided batches; broadcast batches come later), row-major (any layout is copied first).
+// matmul of static float32 tensors that cuBLASLt can read as they are (plan_lt accepts
+// them: row-major or transposed views, one batch stride or a broadcast matrix).
 bool lower_matmul(module& m, instruction_ref ins, const gpu_options&) {
     if (!rewrite::is<op::matmul>(ins) || ins->inputs().size() != 2) return false;
     const auto& a = ins->inputs()[0]->get_shape();
     const auto& b = ins->inputs()[1]->get_shape();
     if (!static_f32(a) || !static_f32(b) || !static_f32(ins->get_shape())) return false;
-    if (!a.standard() || !b.standard() || a.ndim() < 2 || a.ndim() != b.ndim()) return false;
-    for (std::size_t d = 0; d + 2 < a.ndim(); ++d)
-        if (a.lens()[d] != b.lens()[d]) return false;
+    try {
+        (void)plan_lt(a, b, ins->get_shape().as_standard(), false, false);
+    } catch (const error&) {
+        return false;
+    }
     auto workspace = m.insert_instruction(ins, builtin::allocate{shape(type::uint8, {lt_workspace_bytes})}, {});
     auto out = m.insert_instruction(ins, builtin::allocate{ins->get_shape().as_standard()}, {});
     m.replace_instruction(ins, lt_matmul{}, {ins->inputs()[0], ins->inputs()[1], workspace, out});
@@ -79,7 +81,8 @@ const std::vector<candidate>& candidates() {
         {"pointwise ops", "generated", "a lone elementwise op the generator handles (static shapes, its element types)",
          lower_pointwise},
         {"matmul", "cublaslt",
-         "static float32, equal ranks >= 2 with equal batch dims, row-major; a 32 MiB workspace planned in the arena",
+         "static float32, rank >= 2, each operand row-major or a transposed view, batch dims of one stride or "
+         "broadcast (plan_lt); a 32 MiB workspace planned in the arena",
          lower_matmul},
     };
     return list;

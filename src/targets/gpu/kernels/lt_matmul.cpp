@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 namespace kiln::gpu {
 
@@ -33,15 +34,48 @@ shape lt_matmul::compute_shape(const std::vector<shape>& inputs) const {
 
 namespace {
 
-// A row-major stored matrix [.., r, c] seen column-major: c x r, leading dim c.
-lt_layout column_major_view(const shape& s, bool transposed) {
+// One operand of logical lens [batch..., r, c] as cuBLASLt sees it (column-major): a
+// row-major matrix (strides [c, 1]) is c x r with leading dim c; a transposed view of one
+// (strides [1, r], e.g. a transpose of the last two dims) is r x c with leading dim r,
+// marked transposed. Batch dims must collapse into one stride (0 for a broadcast batch).
+// `batch_out`: the product's batch count, which this operand's batch dims must match or
+// broadcast to. Nothing else is describable: nullopt.
+std::optional<lt_layout> describe(const shape& s, std::uint64_t batch_out, bool transposed) {
     const auto& l = s.lens();
+    const auto& st = s.strides();
+    const std::size_t n = l.size();
+    const std::uint64_t r = l[n - 2], c = l[n - 1];
     lt_layout v;
-    v.rows = l[l.size() - 1];
-    v.cols = l[l.size() - 2];
-    v.ld = static_cast<std::int64_t>(std::max<std::uint64_t>(v.rows, 1));
-    v.batch_stride = static_cast<std::int64_t>(v.rows * v.cols);
-    v.transposed = transposed;
+    // The leading dim is the other stride; it may exceed the matrix's (a view of a wider
+    // tensor, e.g. one head of [batch, tokens, heads, dim]), as cuBLASLt allows.
+    if ((st[n - 1] == 1 || c == 1) && (r == 1 || st[n - 2] >= c)) {
+        v.rows = c;
+        v.cols = r;
+        v.ld = static_cast<std::int64_t>(std::max<std::uint64_t>(r == 1 ? c : st[n - 2], 1));
+        v.transposed = transposed;
+    } else if ((st[n - 2] == 1 || r == 1) && (c == 1 || st[n - 1] >= r)) {
+        v.rows = r;
+        v.cols = c;
+        v.ld = static_cast<std::int64_t>(std::max<std::uint64_t>(c == 1 ? r : st[n - 1], 1));
+        v.transposed = !transposed;
+    } else {
+        return std::nullopt;
+    }
+    // Batch dims of length > 1, outermost first, must be one run of strides.
+    std::uint64_t batch = 1;
+    std::int64_t inner_stride = -1;
+    std::uint64_t inner_len = 0;
+    for (std::size_t d = n - 2; d-- > 0;) {
+        if (l[d] == 1) continue;
+        const auto sd = static_cast<std::int64_t>(st[d]);
+        if (inner_stride < 0) v.batch_stride = sd;
+        else if (sd != inner_stride * static_cast<std::int64_t>(inner_len)) return std::nullopt;
+        inner_stride = sd;
+        inner_len = l[d];
+        batch *= l[d];
+    }
+    if (batch == 1) v.batch_stride = 0;  // one matrix for every batch of the product
+    else if (batch != batch_out) return std::nullopt;
     return v;
 }
 
@@ -50,28 +84,56 @@ lt_layout column_major_view(const shape& s, bool transposed) {
 lt_plan plan_lt(const shape& a, const shape& b, const shape& out, bool trans_a, bool trans_b) {
     const auto what = "gpu::lt_matmul(" + a.to_string() + ", " + b.to_string() + " -> " + out.to_string() + ")";
     for (const shape* s : {&a, &b, &out})
-        if (!s->is_tensor() || s->dynamic() || !s->standard() || s->ndim() < 2 || s->ndim() != out.ndim())
-            throw_error(error_code::shape, what + ": cuBLASLt takes standard (row-major) operands of one rank >= 2");
+        if (!s->is_tensor() || s->dynamic() || s->ndim() < 2)
+            throw_error(error_code::shape, what + ": cuBLASLt takes static operands of rank >= 2");
+    if (!out.standard()) throw_error(error_code::shape, what + ": the output must be standard (row-major)");
+    const auto& ol = out.lens();
     std::uint64_t batch = 1;
-    for (std::size_t d = 0; d + 2 < out.ndim(); ++d) {
-        if (a.lens()[d] != out.lens()[d] || b.lens()[d] != out.lens()[d])
-            throw_error(error_code::shape, what + ": batch dims differ (broadcast batches are not planned)");
-        batch *= out.lens()[d];
-    }
+    for (std::size_t d = 0; d + 2 < ol.size(); ++d) batch *= ol[d];
     if (batch > static_cast<std::uint64_t>(std::numeric_limits<std::int32_t>::max()))
         throw_error(error_code::shape, what + ": a batch of " + std::to_string(batch) + " matrices");
+    // Batch dims must be the output's (or 1): align ranks from the right.
+    for (const shape* s : {&a, &b}) {
+        const auto& l = s->lens();
+        if (l.size() > ol.size()) throw_error(error_code::shape, what + ": an operand of higher rank than the output");
+        for (std::size_t d = 0; d + 2 < l.size(); ++d) {
+            const auto od = ol[ol.size() - l.size() + d];
+            if (l[d] != od && l[d] != 1) throw_error(error_code::shape, what + ": batch dims differ");
+        }
+    }
+    auto va = describe(a, batch, trans_a);
+    auto vb = describe(b, batch, trans_b);
+    if (!va || !vb)
+        throw_error(error_code::shape, what + ": an operand is neither row-major nor a transposed row-major matrix "
+                                              "with one batch stride");
     lt_plan p;
-    p.first = column_major_view(b, trans_b);
-    p.second = column_major_view(a, trans_a);
-    p.out = column_major_view(out, false);
+    p.first = *vb;
+    p.second = *va;
+    p.out.rows = ol.back();
+    p.out.cols = ol[ol.size() - 2];
+    p.out.ld = static_cast<std::int64_t>(std::max<std::uint64_t>(p.out.rows, 1));
+    p.out.batch_stride = batch > 1 ? static_cast<std::int64_t>(p.out.rows * p.out.cols) : 0;
     p.m = p.out.rows;  // N
     p.n = p.out.cols;  // M
-    p.k = trans_a ? a.lens()[a.ndim() - 2] : a.lens().back();
     p.batch = static_cast<std::int32_t>(batch);
+    // A batch of row-major a against one b: one product of batch * M rows.
+    if (batch > 1 && p.first.batch_stride == 0 && !p.second.transposed &&
+        p.second.ld == static_cast<std::int64_t>(p.second.rows) &&
+        p.second.batch_stride == static_cast<std::int64_t>(p.second.rows * p.second.cols)) {
+        p.second.cols *= batch;
+        p.second.batch_stride = 0;
+        p.out.cols *= batch;
+        p.out.batch_stride = 0;
+        p.n = p.out.cols;
+        p.batch = 1;
+    }
     const auto first_rows = p.first.transposed ? p.first.cols : p.first.rows;
+    const auto first_cols = p.first.transposed ? p.first.rows : p.first.cols;
+    const auto second_rows = p.second.transposed ? p.second.cols : p.second.rows;
     const auto second_cols = p.second.transposed ? p.second.rows : p.second.cols;
-    if (first_rows != p.m || second_cols != p.n)
+    if (first_rows != p.m || second_cols != p.n || first_cols != second_rows)
         throw_error(error_code::shape, what + ": the output's dims do not match the operands'");
+    p.k = first_cols;
     return p;
 }
 

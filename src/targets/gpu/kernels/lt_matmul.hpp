@@ -32,8 +32,11 @@ struct lt_layout {
     bool transposed = false;        // CUBLAS_OP_T on this operand
 };
 
-// cuBLASLt's view of a row-major float32 product out = op(a) op(b) (lens [..., M, K] and
-// [..., K, N], batch dims equal): m = N, n = M, k = K, "A" = b, "B" = a, D = out.
+// cuBLASLt's view of a float32 product out = op(a) op(b) (logical lens [..., M, K] and
+// [..., K, N]; out standard): m = N, n = M, k = K, "A" = b, "B" = a, D = out. Operands
+// may be row-major or transposed views of row-major matrices (cuBLASLt's op T), with
+// batch dims that collapse into one stride, or none (a matrix every batch reads: stride
+// 0); a batch of row-major a against one b is folded into one product of batch * M rows.
 struct lt_plan {
     std::uint64_t m = 0, n = 0, k = 0;
     std::int32_t batch = 1;
@@ -41,8 +44,8 @@ struct lt_plan {
     lt_layout second;  // cuBLASLt's B: our a
     lt_layout out;     // C and D
 };
-// Throws a kiln shape error for operands it cannot describe (not standard, ranks or batch
-// dims that differ, a batch over 2^31).
+// Throws a kiln shape error for operands it cannot describe (other strides, batch dims
+// that differ, a batch over 2^31). The lowering takes a matmul when this accepts it.
 lt_plan plan_lt(const shape& a, const shape& b, const shape& out, bool trans_a, bool trans_b);
 
 struct lt_state;  // descriptors and the chosen algorithm (lt_matmul.cpp)
