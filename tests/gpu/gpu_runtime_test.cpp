@@ -28,6 +28,8 @@ using namespace kiln::gpu_test;
 
 namespace {
 
+value arr(const std::vector<std::int64_t>& v) { return value(value::array(v.begin(), v.end())); }
+
 std::size_t count(const module& m, const std::string& name) {
     std::size_t n = 0;
     for (auto& ins : m) n += ins.name() == name;
@@ -222,9 +224,9 @@ TEST(gpu_runtime, host_kernels_and_the_literal_upload) {
     auto x = m->add_parameter("x", shape(type::float32, {1, 3, 8, 8}));
     auto w = m->add_literal(literal(random_tensor(shape(type::float32, {4, 3, 3, 3}), 7)));
     auto conv = m->add_instruction(make_op("convolution"), {x, w});
-    auto flat = m->add_instruction(make_op("reshape", {{"dims", {1, 4 * 6 * 6}}}), {m->add_instruction(make_op("relu"), {conv})});
+    auto flat = m->add_instruction(make_op("reshape", {{"dims", arr({1, 4 * 6 * 6})}}), {m->add_instruction(make_op("relu"), {conv})});
     auto fc = m->add_literal(literal(random_tensor(shape(type::float32, {10, 4 * 6 * 6}), 8)));
-    auto fct = m->add_instruction(make_op("transpose", {{"permutation", {1, 0}}}), {fc});
+    auto fct = m->add_instruction(make_op("transpose", {{"perm", arr({1, 0})}}), {fc});
     m->add_return({m->add_instruction(make_op("matmul"), {flat, fct})});
     compile_for_gpu(p);
     EXPECT_EQ(count(*m, "ref::kernel"), 0u);
@@ -268,7 +270,8 @@ TEST(gpu_runtime, unplanned_programs_allocate_device_memory_per_eval) {
 TEST(gpu_runtime, every_instruction_of_the_shared_models_has_a_place) {
     const auto dir = std::filesystem::path(KILN_SHARED_DIR) / "models";
     std::size_t models = 0;
-    for (const char* name : {"resnet50", "mobilenet_v2", "efficientnet_b0", "bert_small", "vit_tiny", "lstm_seq"}) {
+    for (const char* name : {"resnet50", "mobilenet_v2", "efficientnet_b0", "bert_small", "vit_tiny", "lstm_seq",
+                             "fashion_resnet"}) {
         const auto file = dir / name / "model.onnx";
         if (!std::filesystem::exists(file)) continue;
         ++models;
