@@ -1,5 +1,8 @@
 #include "targets/gpu/host_fallback.hpp"
 
+#include "ops/tensor_slice.hpp"
+#include "ops/tensor_views.hpp"
+#include "passes/rewrite_utils.hpp"
 #include "targets/gpu/context.hpp"
 #include "targets/gpu/device.hpp"
 #include "targets/gpu/kernels/fused_kernel.hpp"
@@ -12,7 +15,6 @@
 
 #include <algorithm>
 #include <iterator>
-#include <set>
 
 namespace kiln::gpu {
 
@@ -92,12 +94,13 @@ argument gpu_allocate::compute(context& ctx, const shape& output, const std::vec
 }
 
 bool device_view(instruction_ref ins) {
-    static const std::set<std::string> views = {"reshape",   "flatten",   "squeeze", "unsqueeze",
-                                                "transpose", "broadcast", "slice"};
     const auto& s = ins->get_shape();
     if (!s.is_tensor() || s.dynamic() || !ins->module_inputs().empty()) return false;
     const auto& op = ins->get_operator();
-    if (!views.count(op.name()) || ins->inputs().size() != 1) return false;
+    const bool view = rewrite::is<op::reshape>(ins) || rewrite::is<op::flatten>(ins) || rewrite::is<op::squeeze>(ins) ||
+                      rewrite::is<op::unsqueeze>(ins) || rewrite::is<op::transpose>(ins) ||
+                      rewrite::is<op::broadcast>(ins) || rewrite::is<op::slice>(ins);
+    if (!view || ins->inputs().size() != 1) return false;
     if (ins->inputs()[0]->get_shape().dynamic()) return false;
     return op.output_alias(to_shapes(ins->inputs())) == 0;
 }
