@@ -72,7 +72,10 @@ argument upload(const argument& host, gpu_context& ctx, const std::string& what,
         throw_error(error_code::runtime, "gpu: " + what + ": already device memory");
     auto dev = once ? device_allocate(host.get_shape(), ctx, what) : device_allocate_async(host.get_shape(), ctx, what);
     upload_into(host, dev, ctx, what);
-    if (once) ctx.finish();  // the buffer is used by other threads' evals afterwards
+    // Pageable host memory may be read after the call returns, and the caller may drop
+    // `host` once we return (and a literal's copy serves other threads' evals): wait.
+    // (Pinned staging buffers would let input copies overlap; not yet.)
+    ctx.finish();
     return dev;
 }
 
@@ -82,7 +85,6 @@ void upload_into(const argument& src, const argument& dest, gpu_context& ctx, co
     if (span_bytes(dest.get_shape()) < bytes)
         throw_error(error_code::runtime, "gpu: " + what + ": " + std::to_string(bytes) + " bytes do not fit the device buffer " +
                                              dest.get_shape().to_string());
-    // From pageable memory the call returns once the bytes are staged: `src` may go after.
     check_cuda(cudaMemcpyAsync(dest.data(), src.data(), bytes, cudaMemcpyHostToDevice, ctx.stream()),
                "cudaMemcpyAsync (host to device) for " + what);
 }

@@ -27,13 +27,15 @@ argument device_allocate(const shape& s, gpu_context& ctx, const std::string& wh
 // buffers of one eval (inputs copied in, results copied out of the arena).
 argument device_allocate_async(const shape& s, gpu_context& ctx, const std::string& what);
 
-// Host -> device: a new device buffer of the argument's shape and layout.
+// Host -> device: a new device buffer of the argument's shape and layout (cudaMalloc when
+// `once`, else stream-ordered); returns when the copy is done.
 argument upload(const argument& host, gpu_context& ctx, const std::string& what, bool once = false);
 // Device -> host: a new host buffer of the argument's shape and layout; waits for it.
 argument download(const argument& device, gpu_context& ctx, const std::string& what);
 // Device -> device: a new device buffer (stream-ordered).
 argument device_copy(const argument& device, gpu_context& ctx, const std::string& what);
-// Host bytes into an existing device buffer of the same span (`dest` device, `src` host).
+// Host bytes into an existing device buffer of the same span (`dest` device, `src` host),
+// queued on the stream: `src` must live until the stream has done it (finish()).
 void upload_into(const argument& src, const argument& dest, gpu_context& ctx, const std::string& what);
 
 }  // namespace kiln::gpu

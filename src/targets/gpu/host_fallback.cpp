@@ -64,6 +64,9 @@ argument host_kernel::compute(context& ctx, const shape& output, const std::vect
     argument staging(dest.get_shape());
     result.copy_to(staging);
     upload_into(staging, dest, g, "the result of " + what);
+    // The copy may still read `staging` (pageable memory) after the call returns: wait
+    // before it goes.
+    g.finish();
     return dest.reshape(output);
 }
 
