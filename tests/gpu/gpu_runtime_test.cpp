@@ -379,3 +379,33 @@ TEST(gpu_runtime, device_id_and_offload_copy_reach_the_options) {
     o.device_id = -1;
     EXPECT_THROW((void)gpu::read_gpu_options(o), error);
 }
+
+// gemm: alpha and transposes on cuBLASLt, C as its bias epilogue when it is one value per
+// output column with beta 1; anything else stays on the host.
+TEST(gpu_runtime, gemm_with_a_bias_becomes_cublaslt_with_the_bias_epilogue) {
+    auto make = [](float beta, std::vector<std::size_t> c_lens) {
+        program p;
+        auto* m = p.get_main_module();
+        auto x = m->add_parameter("x", shape(type::float32, {4, 2048}));
+        auto w = m->add_literal(literal(random_tensor(shape(type::float32, {1000, 2048}), 2)));
+        auto c = m->add_literal(literal(random_tensor(shape(type::float32, c_lens), 3)));
+        m->add_return({m->add_instruction(
+            make_op("gemm", {{"alpha", 0.5}, {"beta", beta}, {"trans_b", true}}), {x, w, c})});
+        compile_for_gpu(p);
+        return p;
+    };
+    auto p = make(1.0f, {1000});
+    const module& m = *p.get_main_module();
+    ASSERT_EQ(count(m, "gpu::lt_matmul"), 1u) << m;
+    for (auto& ins : m) {
+        if (ins.name() != "gpu::lt_matmul") continue;
+        const auto v = ins.get_operator().to_value();
+        EXPECT_TRUE(v.at("bias").get_bool());
+        EXPECT_TRUE(v.at("trans_b").get_bool());
+        EXPECT_FLOAT_EQ(static_cast<float>(v.at("alpha").get_double()), 0.5f);
+        EXPECT_EQ(ins.inputs().size(), 5u);
+        EXPECT_EQ(ins.inputs()[2]->name(), "gpu::device_literal") << "the bias is uploaded";
+    }
+    EXPECT_EQ(count(*make(0.5f, {1000}).get_main_module(), "gpu::lt_matmul"), 0u) << "beta 0.5";
+    EXPECT_EQ(count(*make(1.0f, {4, 1000}).get_main_module(), "gpu::lt_matmul"), 0u) << "a full C";
+}

@@ -299,6 +299,19 @@ TEST(gpu_device, cublaslt_products_of_every_planned_layout_match_ref) {
             EXPECT_EQ(count(*gpu.get_main_module(), "gpu::device_literal"), 1u) << c.what << ": weights not uploaded\n" << gpu;
         }
     }
+    // gemm on cuBLASLt: alpha, transposes, and C as the bias epilogue (resnet50's classifier).
+    for (bool trans_a : {false, true}) {
+        program g;
+        auto* gm = g.get_main_module();
+        auto x = gm->add_parameter("x", trans_a ? shape(f, {2048, 3}) : shape(f, {3, 2048}));
+        auto w = gm->add_literal(literal(random_tensor(shape(f, {1000, 2048}), 21)));
+        auto c = gm->add_literal(literal(random_tensor(shape(f, {1000}), 22)));
+        gm->add_return({gm->add_instruction(
+            make_op("gemm", {{"alpha", 0.5}, {"beta", 1.0}, {"trans_a", trans_a}, {"trans_b", true}}), {x, w, c})});
+        const std::string what = std::string("gemm 0.5 * x") + (trans_a ? "^T" : "") + " * w^T + bias";
+        auto gpu = expect_matches_ref(g, random_inputs(g), what, {}, 1e-4, 1e-4);
+        EXPECT_EQ(count(*gpu.get_main_module(), "gpu::lt_matmul"), 1u) << what << ": not on cuBLASLt\n" << gpu;
+    }
     // Attention's layouts from a real model's shapes: heads as views of [batch, tokens, heads, dim].
     program att;
     auto* m = att.get_main_module();

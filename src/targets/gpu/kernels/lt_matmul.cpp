@@ -11,12 +11,16 @@
 
 #include <cstdint>
 #include <limits>
+#include <mutex>
 #include <optional>
 
 namespace kiln::gpu {
 
 shape lt_matmul::compute_shape(const std::vector<shape>& inputs) const {
-    if (inputs.size() != 4) throw_error(error_code::shape, "gpu::lt_matmul: expects a, b, workspace and output");
+    const std::size_t n = bias ? 5 : 4;
+    if (inputs.size() != n)
+        throw_error(error_code::shape, std::string("gpu::lt_matmul: expects a, b, ") + (bias ? "bias, " : "") +
+                                           "workspace and output");
     const auto& a = inputs[0].lens();
     const auto& b = inputs[1].lens();
     if (a.size() < 2 || b.size() < 2)
@@ -27,9 +31,13 @@ shape lt_matmul::compute_shape(const std::vector<shape>& inputs) const {
     if (k_a != k_b)
         throw_error(error_code::shape, "gpu::lt_matmul: inner dims differ: " + inputs[0].to_string() + " and " +
                                            inputs[1].to_string());
-    if (inputs[2].bytes() < lt_workspace_bytes)
-        throw_error(error_code::shape, "gpu::lt_matmul: workspace " + inputs[2].to_string() + " is too small");
-    return inputs[3];
+    const auto& out = inputs[n - 1];
+    if (bias && (out.ndim() < 1 || inputs[2].elements() != out.lens().back()))
+        throw_error(error_code::shape, "gpu::lt_matmul: bias " + inputs[2].to_string() + " is not one value per column of " +
+                                           out.to_string());
+    if (inputs[n - 2].bytes() < lt_workspace_bytes)
+        throw_error(error_code::shape, "gpu::lt_matmul: workspace " + inputs[n - 2].to_string() + " is too small");
+    return out;
 }
 
 namespace {
@@ -142,6 +150,7 @@ struct lt_state {
     cublasLtMatrixLayout_t layouts[3] = {nullptr, nullptr, nullptr};  // A (b), B (a), C/D (out)
     cublasLtMatmulAlgo_t algo{};
     std::size_t workspace = 0;  // what the algorithm needs
+    std::mutex mutex;           // compute sets the bias pointer on the shared descriptor
     std::string problem;        // "m=.. n=.. k=.. batch=.."
     ~lt_state() {
         for (auto* l : layouts)
@@ -175,6 +184,7 @@ void lt_matmul::finalize(context& ctx, const shape& output, const std::vector<sh
     auto st = std::make_shared<lt_state>();
     st->problem = "m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) +
                   " batch=" + std::to_string(p.batch);
+    if (bias) st->problem += " bias";
     const std::string what = "gpu::lt_matmul (" + st->problem + ")";
     check_cublas(cublasLtMatmulDescCreate(&st->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate for " + what);
     const cublasOperation_t op_a = p.first.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -183,6 +193,13 @@ void lt_matmul::finalize(context& ctx, const shape& output, const std::vector<sh
                  "cublasLtMatmulDescSetAttribute(TRANSA) for " + what);
     check_cublas(cublasLtMatmulDescSetAttribute(st->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)),
                  "cublasLtMatmulDescSetAttribute(TRANSB) for " + what);
+    if (bias) {
+        // The bias is one value per row of cuBLASLt's D (our output's columns); its pointer
+        // is set per run (an arena address, or the uploaded literal).
+        const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+        check_cublas(cublasLtMatmulDescSetAttribute(st->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
+                     "cublasLtMatmulDescSetAttribute(EPILOGUE_BIAS) for " + what);
+    }
     st->layouts[0] = make_layout(p.first, p.batch, what + " operand b");
     st->layouts[1] = make_layout(p.second, p.batch, what + " operand a");
     st->layouts[2] = make_layout(p.out, p.batch, what + " output");
@@ -221,25 +238,37 @@ argument lt_matmul::compute(context& ctx, const shape& output, const std::vector
         throw_error(error_code::runtime, "gpu::lt_matmul: not planned on a device (the program was finalized where "
                                          "there was no device; compile or load it on the machine that runs it)");
     const std::string what = "gpu::lt_matmul (" + state->problem + ")";
-    if (args.size() != 4) throw_error(error_code::runtime, what + ": expects a, b, workspace and output");
-    const char* names[] = {"operand a", "operand b", "workspace", "output"};
-    for (std::size_t i = 0; i < 4; ++i) {
+    const std::size_t n = bias ? 5 : 4;
+    if (args.size() != n) throw_error(error_code::runtime, what + ": expects " + std::to_string(n) + " arguments");
+    const auto& a = args[0];
+    const auto& b = args[1];
+    const auto& ws = args[n - 2];
+    const auto& out = args[n - 1];
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::string which = i == 0 ? "operand a" : i == 1 ? "operand b" : i == n - 2 ? "workspace" : i == n - 1 ? "output" : "bias";
         if (args[i].location() != memory_location::device)
-            throw_error(error_code::runtime, what + ": " + names[i] + " (" + args[i].get_shape().to_string() +
+            throw_error(error_code::runtime, what + ": " + which + " (" + args[i].get_shape().to_string() +
                                                  ") is host memory; gpu kernels take device memory");
-        if (i != 2 && reinterpret_cast<std::uintptr_t>(args[i].data()) % 16 != 0)
-            throw_error(error_code::runtime, what + ": " + names[i] + " is not 16-byte aligned");
+        if (i != n - 2 && reinterpret_cast<std::uintptr_t>(args[i].data()) % 16 != 0)
+            throw_error(error_code::runtime, what + ": " + which + " is not 16-byte aligned");
     }
-    const std::size_t workspace = args[2].get_shape().bytes();
+    const std::size_t workspace = ws.get_shape().bytes();
     if (workspace < state->workspace)
         throw_error(error_code::runtime, what + ": the algorithm needs " + std::to_string(state->workspace) +
                                              " workspace bytes, the planned buffer has " + std::to_string(workspace));
     const float beta = 0.0f;
-    check_cublas(cublasLtMatmul(g.lt_handle(), state->desc, &alpha, args[1].data(), state->layouts[0], args[0].data(),
-                                state->layouts[1], &beta, args[3].data(), state->layouts[2], args[3].data(),
-                                state->layouts[2], &state->algo, args[2].data(), workspace, g.stream()),
+    // One descriptor per instruction: evals on other threads set their bias pointer too.
+    std::lock_guard<std::mutex> lock(state->mutex);
+    if (bias) {
+        const void* p = args[2].data();
+        check_cublas(cublasLtMatmulDescSetAttribute(state->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p, sizeof(p)),
+                     "cublasLtMatmulDescSetAttribute(BIAS_POINTER) for " + what);
+    }
+    check_cublas(cublasLtMatmul(g.lt_handle(), state->desc, &alpha, b.data(), state->layouts[0], a.data(),
+                                state->layouts[1], &beta, out.data(), state->layouts[2], out.data(), state->layouts[2],
+                                &state->algo, ws.data(), workspace, g.stream()),
                  "cublasLtMatmul for " + what);
-    return args[3].reshape(output);
+    return out.reshape(output);
 }
 
 KILN_REGISTER_OP(lt_matmul)

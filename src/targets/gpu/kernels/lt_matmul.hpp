@@ -1,13 +1,15 @@
-// gpu::lt_matmul: a float32 matrix product (matmul, or gemm without its C term) on
-// cuBLASLt, in destination-passing style: inputs (a, b, workspace, output). The workspace
+// gpu::lt_matmul: a float32 matrix product on cuBLASLt (matmul; gemm with alpha, its
+// transposes and a bias C of N values), in destination-passing style: inputs (a, b,
+// workspace, output), or (a, b, bias, workspace, output) with cuBLASLt's bias epilogue. The workspace
 // is an ordinary `allocate` the lowering inserts, so memory planning places it in the
 // arena with everything else and eval allocates nothing.
 //
 // On a device, finalize (at compile and at load; nothing without a device) makes the
 // matmul descriptor (CUBLAS_COMPUTE_32F: strict fp32, no TF32) and the three layouts of
 // lt_plan, and asks cuBLASLt's heuristic for an algorithm that fits the planned
-// workspace; compute runs cublasLtMatmul on the context's stream. No epilogue yet (bias,
-// ReLU and GELU come with the lowering that fuses them).
+// workspace; compute runs cublasLtMatmul on the context's stream. The one epilogue so far
+// is CUBLASLT_EPILOGUE_BIAS (gemm's C as a vector over the output's columns, beta 1); ReLU
+// and GELU epilogues come with a lowering that fuses them.
 //
 // Row-major without a layout attribute: cuBLASLt is column-major, and a row-major M x N
 // product D = op(A) op(B) is, read column-major, the N x M product D^T = op(B)^T op(A)^T.
@@ -54,11 +56,13 @@ struct lt_matmul {
     bool trans_a = false;
     bool trans_b = false;
     float alpha = 1.0f;
+    bool bias = false;  // input 2 is a bias of N values (cuBLASLt's bias epilogue)
     template <class Self, class F>
     static void reflect(Self& self, F f) {
         f(self.trans_a, "trans_a");
         f(self.trans_b, "trans_b");
         f(self.alpha, "alpha");
+        f(self.bias, "bias");
     }
     std::shared_ptr<lt_state> state;  // on the device, made by finalize (not saved)
     std::string name() const { return "gpu::lt_matmul"; }
