@@ -508,6 +508,7 @@ std::vector<argument> program::run_checked(param_map checked, std::vector<instru
                 auto* base = arena.data();
                 if (p && base && p >= base && p < base + arena.get_shape().bytes()) r = I.tgt->copy_to_target(r, ctx);
             }
+            ctx.finish();  // the caller reads them on streams of its own
         }
     } catch (...) {
         if (I.arenas) I.arenas->release(arena);
