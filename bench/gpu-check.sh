@@ -2,8 +2,9 @@
 # The one script a session with a lent GPU (an H200) runs, in the repository root on the GPU
 # machine, within about 8 minutes (issue 21). That machine has the CUDA 13 toolkit but cannot
 # install packages and reaches nothing outside. It:
-#   1. finds a build with the gpu target (KILN_BUILD_DIR, build-gpu/ from scripts/gpu-bundle.sh,
-#      or build/), else configures and builds one (KILN_ENABLE_GPU=ON, only the targets below);
+#   1. finds a build with the gpu target (KILN_BUILD_DIR, build-gpu/ or build-gpu.tar.xz from
+#      scripts/gpu-bundle.sh, or build/), else configures and builds one (KILN_ENABLE_GPU=ON,
+#      only the targets below);
 #   2. records the GPU, driver and library versions (nvidia-smi, kiln targets);
 #   3. runs kiln_gpu_tests (no device needed; a sanity check of the carried build) and
 #      kiln_gpu_device_tests (every program-level check against ref; the shared models in
@@ -99,7 +100,10 @@ step() {
 
 skip() { record "$1" skipped 0 "$OUT_DIR/$1.log" "$2"; }
 
-# 1. A build with the gpu target.
+# 1. A build with the gpu target (a carried scripts/gpu-bundle.sh archive is unpacked first).
+if [ ! -d build-gpu ] && [ -f build-gpu.tar.xz ]; then
+  step unpack_bundle 60 tar -xJf build-gpu.tar.xz
+fi
 BUILD=""
 for cand in "${KILN_BUILD_DIR:-}" build-gpu build; do
   if [ -n "$cand" ] && [ -x "$cand/bin/kiln" ] && [ -x "$cand/bin/kiln_gpu_device_tests" ]; then BUILD=$cand; break; fi
@@ -141,6 +145,7 @@ dims() {
   case $1 in
     bert_small) echo "--input-dim @input_ids 1 128 --input-dim @attention_mask 1 128" ;;
     lstm_seq) echo "--input-dim @features 1 100 80" ;;
+    fashion_resnet) echo "--batch 16" ;;
     *) echo "--batch 1" ;;
   esac
 }

@@ -9,8 +9,10 @@
 #   bench/gpu-check.sh "$OUT"        # finds build-gpu/ and builds nothing
 #
 # It builds only kiln (the tool), libkiln and the two gpu test binaries in build-gpu-tree/,
-# then assembles build-gpu/bin and build-gpu/lib from them (no object files: the folder is
-# what travels), strips the copies, and fails when it exceeds 40 MiB (KILN_BUNDLE_MAX_MIB). The CUDA
+# then assembles build-gpu/bin and build-gpu/lib from them (no object files), strips the
+# copies, and packs the folder as build-gpu.tar.xz, what travels: it fails when that exceeds
+# 40 MiB (KILN_BUNDLE_MAX_MIB). (The folder itself is ~76 MiB: oneDNN is 38 of them, as long
+# as the cpu target is required.) The CUDA
 # libraries (cudart, NVRTC, cuBLASLt, cuDNN) are not copied: the GPU machine's toolkit has
 # them, and libcuda comes with its driver (Kiln never links it).
 set -euo pipefail
@@ -68,8 +70,15 @@ done
 strip --strip-unneeded "$OUT"/bin/* "$OUT"/lib/libkiln*.so* 2> /dev/null || true
 size=$(du -cbL "$OUT"/bin/kiln "$OUT"/bin/kiln_gpu_tests "$OUT"/bin/kiln_gpu_device_tests "$OUT"/lib/*.so* | tail -n 1 | cut -f1)
 mib=$(( (size + 1048575) / 1048576 ))
-echo "gpu-bundle: $OUT: $copied libraries copied into $OUT/lib; bin + lib: $mib MiB (limit $MAX_MIB)"
-if [ "$mib" -gt "$MAX_MIB" ]; then
+echo "gpu-bundle: $OUT: $copied libraries copied into $OUT/lib; bin + lib: $mib MiB"
+# oneDNN alone is ~38 MiB (the cpu target is still required), so the folder travels as an
+# archive: bench/gpu-check.sh unpacks build-gpu.tar.xz where no build-gpu/ is found.
+rm -f "$OUT.tar.xz"
+tar -cf - "$OUT" | xz -T0 -6 > "$OUT.tar.xz"
+archive=$(stat -c %s "$OUT.tar.xz")
+amib=$(( (archive + 1048575) / 1048576 ))
+echo "gpu-bundle: $OUT.tar.xz: $amib MiB (limit $MAX_MIB)"
+if [ "$amib" -gt "$MAX_MIB" ]; then
   echo "gpu-bundle: over $MAX_MIB MiB" >&2
   exit 1
 fi
