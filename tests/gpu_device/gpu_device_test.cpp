@@ -273,6 +273,7 @@ program matmul_program(const shape& a, const shape& b, bool literal_b, bool then
 
 TEST(gpu_device, cublaslt_products_of_every_planned_layout_match_ref) {
     SKIP_WITHOUT_DEVICE_UNLESS_DRY();
+    const auto fallbacks_before = gpu::lt_host_fallbacks();
     const auto f = type::float32;
     struct mm {
         const char* what;
@@ -324,6 +325,17 @@ TEST(gpu_device, cublaslt_products_of_every_planned_layout_match_ref) {
     m->add_return({m->add_instruction(make_op("matmul"), {qh, kt})});
     auto gpu = expect_matches_ref(att, random_inputs(att), "attention Q K^T on head views", {}, 1e-4, 1e-4);
     EXPECT_EQ(count(*gpu.get_main_module(), "gpu::lt_matmul"), 1u) << gpu;
+    // A transposed a against one b: a batch with b's stride 0 (no folding).
+    program bc;
+    auto* bm = bc.get_main_module();
+    auto a = bm->add_parameter("a", shape(f, {3, 4, 5}));
+    auto at = bm->add_instruction(make_op("transpose", {{"perm", arr({0, 2, 1})}}), {a});
+    auto w = bm->add_literal(literal(random_tensor(shape(f, {4, 6}), 31)));
+    bm->add_return({bm->add_instruction(make_op("matmul"), {at, w})});
+    gpu = expect_matches_ref(bc, random_inputs(bc), "a^T (batch 3) against one b (batch stride 0)", {}, 1e-4, 1e-4);
+    EXPECT_EQ(count(*gpu.get_main_module(), "gpu::lt_matmul"), 1u) << gpu;
+    EXPECT_EQ(gpu::lt_host_fallbacks(), fallbacks_before)
+        << "cuBLASLt's heuristic had no algorithm for some products: they ran on the host (correct, slow)";
 }
 
 TEST(gpu_device, host_kernels_between_copies_and_uploaded_literals) {
@@ -521,6 +533,7 @@ TEST(gpu_device, the_shared_models_match_ref) {
         }
         std::string line;
         for (auto& [k, c] : kinds) line += " " + k + "=" + std::to_string(c);
+        line += " lt_host_fallbacks(so far)=" + std::to_string(gpu::lt_host_fallbacks());
         std::cout << "[ gpu-device ] " << name << " ("
                   << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
                   << " s with ref):" << line << "\n";

@@ -7,7 +7,8 @@
 // On a device, finalize (at compile and at load; nothing without a device) makes the
 // matmul descriptor (CUBLAS_COMPUTE_32F: strict fp32, no TF32) and the three layouts of
 // lt_plan, and asks cuBLASLt's heuristic for an algorithm that fits the planned
-// workspace; compute runs cublasLtMatmul on the context's stream. The one epilogue so far
+// workspace (when it has none, compute runs the reference product on the host between
+// copies, counted by lt_host_fallbacks); compute runs cublasLtMatmul on the context's stream. The one epilogue so far
 // is CUBLASLT_EPILOGUE_BIAS (gemm's C as a vector over the output's columns, beta 1); ReLU
 // and GELU epilogues come with a lowering that fuses them.
 //
@@ -51,6 +52,7 @@ struct lt_plan {
 lt_plan plan_lt(const shape& a, const shape& b, const shape& out, bool trans_a, bool trans_b);
 
 struct lt_state;  // descriptors and the chosen algorithm (lt_matmul.cpp)
+class gpu_context;
 
 struct lt_matmul {
     bool trans_a = false;
@@ -72,7 +74,13 @@ struct lt_matmul {
     std::ptrdiff_t output_alias(const std::vector<shape>& inputs) const {
         return static_cast<std::ptrdiff_t>(inputs.size()) - 1;
     }
+    // When cuBLASLt's heuristic found no algorithm at finalize: the reference product on
+    // the host between copies.
+    argument on_host(gpu_context& g, const shape& output, const std::vector<argument>& args) const;
 };
+
+// How many products ran on the host because cuBLASLt had no algorithm (process-wide).
+std::size_t lt_host_fallbacks();
 
 // cuBLASLt's workspace: 32 MiB, what NVIDIA recommends for Hopper.
 inline constexpr std::size_t lt_workspace_bytes = std::size_t{32} << 20;
