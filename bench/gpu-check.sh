@@ -18,9 +18,15 @@
 #   OUT_DIR/gpu-summary.md     the same as a table, with the device lines
 #   OUT_DIR/<step>.log         each step's output (gtest JSON for the test binaries too)
 # OUT_DIR: the first argument, else $OUT, else ./gpu-check-out.
-# Models: KILN_MODELS_DIR, else ../shared/models, else shared/models; without them the model
-# steps are recorded as skipped (the models are over 64 MiB and do not travel; make_models.py
-# needs PyTorch).
+# Models: KILN_MODELS_DIR, else ../shared/models, else shared/models, else gpu-models/ (a
+# carried subset: the device machine takes at most 64 MiB, so build-gpu.tar.xz (17 MiB) plus
+# fashion_resnet, lstm_seq, bert_small and vit_tiny (40 MiB) travel, resnet50 (100 MiB) does
+# not); missing models are recorded as skipped (make_models.py needs PyTorch).
+#
+# From a checkout without a GPU, for a session that is lent one:
+#   scripts/gpu-bundle.sh
+#   mkdir -p gpu-models && cp -r ../shared/models/{fashion_resnet,lstm_seq,bert_small,vit_tiny} gpu-models/
+#   run: bench/gpu-check.sh "$OUT"   carrying build-gpu.tar.xz and gpu-models
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -132,7 +138,7 @@ filter=()
 [ "$(basename "$BUILD")" = build-gpu ] && filter=(--gtest_filter=-gpu_build.*)
 step gpu_tests 120 "$BUILD/bin/kiln_gpu_tests" "${filter[@]}" --gtest_output="json:$OUT_DIR/gpu_tests.json"
 MODELS=""
-for cand in "${KILN_MODELS_DIR:-}" ../shared/models shared/models; do
+for cand in "${KILN_MODELS_DIR:-}" ../shared/models shared/models gpu-models; do
   if [ -n "$cand" ] && [ -f "$cand/resnet50/model.onnx" -o -f "$cand/bert_small/model.onnx" ]; then MODELS=$(cd "$cand" && pwd); break; fi
 done
 export KILN_MODELS_DIR=$MODELS
