@@ -65,7 +65,7 @@ TEST(gpu_pipeline, named_passes_in_order) {
     for (auto& p : t->get_passes(*ctx, o)) names.push_back(p.name());
     const std::vector<std::string> want = {"fuse_pointwise",        "gpu::lowering",        "ref::lowering",
                                            "gpu::place_host_ops",   "gpu::compile_kernels", "dead_code_elimination",
-                                           "schedule",              "memory_coloring"};
+                                           "schedule",              "memory_coloring",      "gpu::device_allocations"};
     EXPECT_EQ(names, want);
 }
 
@@ -76,7 +76,8 @@ TEST(gpu_pipeline, matmul_to_cublaslt_pointwise_to_one_generated_kernel_workspac
     EXPECT_EQ(count(m, "gpu::lt_matmul"), 2u);
     EXPECT_EQ(count(m, "gpu::fused_kernel"), 1u);
     EXPECT_EQ(count(m, "ref::kernel"), 0u);
-    EXPECT_EQ(count(m, "allocate"), 1u) << "only the returned result stays unplanned";
+    EXPECT_EQ(count(m, "allocate"), 0u) << "no host allocation is left";
+    EXPECT_EQ(count(m, "gpu::allocate"), 1u) << "only the returned result stays unplanned: device memory per eval";
     // Each product's workspace is a planned view of the arena, and the two share it.
     std::set<std::size_t> offsets;
     for (auto& ins : m) {

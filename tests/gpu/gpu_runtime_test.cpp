@@ -230,6 +230,8 @@ TEST(gpu_runtime, host_kernels_and_the_literal_upload) {
     m->add_return({m->add_instruction(make_op("matmul"), {flat, fct})});
     compile_for_gpu(p);
     EXPECT_EQ(count(*m, "ref::kernel"), 0u);
+    EXPECT_EQ(count(*m, "allocate"), 0u) << "the result's buffer is device memory per eval";
+    EXPECT_EQ(count(*m, "gpu::allocate"), 1u) << *m;
     EXPECT_EQ(count(*m, "gpu::host_kernel"), 1u) << "the convolution";
     EXPECT_EQ(count(*m, "gpu::fused_kernel"), 1u) << "the relu";
     for (auto& ins : *m) {
@@ -284,6 +286,7 @@ TEST(gpu_runtime, every_instruction_of_the_shared_models_has_a_place) {
         for (auto& ins : *p.get_main_module()) {
             const auto n = ins.name();
             EXPECT_NE(n, "ref::kernel") << name;
+            EXPECT_NE(n, "allocate") << name << ": a host buffer left for device work";
             if (n == "gpu::host_kernel") ++kinds["host:" + ins.get_operator().get<gpu::host_kernel>().op.name()];
             else if (n.rfind("gpu::", 0) == 0) ++kinds[n];
             // Device work never reads a host literal.

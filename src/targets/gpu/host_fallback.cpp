@@ -124,11 +124,7 @@ void place_host_ops::apply(module& m) const {
         if (ins->is_param() || ins->is_literal() || ins->is_return()) continue;
         const auto& op = ins->get_operator();
         if (device_work(op) || op.any_cast<host_kernel>()) continue;
-        if (const auto* a = op.any_cast<builtin::allocate>()) {
-            if (!planned) m.replace_instruction(ins, gpu_allocate{a->s}, {});
-            continue;
-        }
-        if (op.traits().builtin) continue;  // load (of the arena)
+        if (op.traits().builtin) continue;  // allocate (device_allocations), load (of the arena)
         if (!ins->module_inputs().empty())
             throw_error(error_code::unsupported, "gpu: " + op.name() + " has sub-modules (control flow), which the gpu " +
                                                      "target does not run yet (issue 21)");
@@ -139,8 +135,7 @@ void place_host_ops::apply(module& m) const {
         if (device_view(ins)) continue;
         const auto& s = ins->get_shape();
         if (s.is_tensor() && !s.dynamic() && s.get_type() != type::string) {
-            auto out = planned ? m.insert_instruction(ins, builtin::allocate{s}, {})
-                               : m.insert_instruction(ins, gpu_allocate{s}, {});
+            auto out = m.insert_instruction(ins, builtin::allocate{s}, {});
             auto inputs = ins->inputs();
             inputs.push_back(out);
             m.replace_instruction(ins, host_kernel{op, true}, inputs);
@@ -160,6 +155,12 @@ void place_host_ops::apply(module& m) const {
         auto d = m.insert_instruction(std::next(ins), device_literal{}, {ins});
         for (auto u : device_users) m.replace_argument(u, ins, d);
     }
+}
+
+void device_allocations::apply(module& m) const {
+    for (auto ins = m.begin(); ins != m.end(); ++ins)
+        if (const auto* a = ins->get_operator().any_cast<builtin::allocate>())
+            m.replace_instruction(ins, gpu_allocate{a->s}, {});
 }
 
 KILN_REGISTER_OP(host_kernel)

@@ -9,8 +9,8 @@
 // their result copied into a planned device buffer after, so the next instruction finds it
 // on the device. Literals that device work reads get a gpu::device_literal: the literal
 // uploaded once, when the program is finalized on a device (the "literal upload" step);
-// host kernels read the literal itself. Without memory planning, `allocate` becomes
-// gpu::allocate (device memory per eval). Control flow (ops with sub-modules) does not run
+// host kernels read the literal itself. gpu::device_allocations, after memory planning,
+// makes the `allocate`s it left gpu::allocate (device memory per eval). Control flow (ops with sub-modules) does not run
 // on the gpu target yet: the pass says so at compile time.
 #pragma once
 #include <kiln/module.hpp>
@@ -68,8 +68,15 @@ struct gpu_allocate {
 bool device_view(instruction_ref ins);
 
 struct place_host_ops {
-    bool planned = true;  // memory_coloring follows (else allocate -> gpu::allocate)
     std::string name() const { return "gpu::place_host_ops"; }
+    void apply(module& m) const;
+};
+
+// Last in the pipeline: every `allocate` memory planning left (the returned results', or
+// all of them without planning) becomes gpu::allocate, device memory per eval; a plain
+// allocate would give the kernels host memory.
+struct device_allocations {
+    std::string name() const { return "gpu::device_allocations"; }
     void apply(module& m) const;
 };
 

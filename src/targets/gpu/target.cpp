@@ -43,7 +43,7 @@ public:
         for (auto& p : get_target("ref")->get_passes(ctx, fallback)) passes.push_back(std::move(p));
         // 4. What stays on the host (reference kernels between copies) and the literal
         //    upload (host_fallback.hpp).
-        passes.push_back(place_host_ops{opts.memory_planning});
+        passes.push_back(place_host_ops{});
         // 5. The generated kernels through NVRTC, one run per module.
         passes.push_back(codegen::compile_kernels{&o});
         passes.push_back(make_pass("dead_code_elimination"));
@@ -52,6 +52,8 @@ public:
             passes.push_back(make_pass("schedule"));
             passes.push_back(make_pass("memory_coloring"));
         }
+        // 7. What planning left (the results' buffers) in device memory per eval.
+        passes.push_back(device_allocations{});
         return passes;
     }
 
