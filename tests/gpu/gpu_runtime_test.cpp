@@ -51,6 +51,45 @@ std::string message_of(const std::function<void()>& f) {
 
 bool no_device() { return !gpu::unavailable_reason().empty(); }
 
+// Where an instruction's value lives when a compiled gpu program runs (with offload_copy,
+// parameters are copied to the device): what device work reads must be device memory.
+bool on_device(instruction_ref ins) {
+    if (ins->is_param()) return true;  // copied in (offload_copy) or the caller's device memory; #scratch too
+    if (ins->is_literal()) return false;
+    const auto n = ins->name();
+    if (n == "gpu::fused_kernel" || n == "gpu::lt_matmul" || n == "gpu::device_literal" || n == "gpu::allocate")
+        return true;
+    if (n == "gpu::host_kernel") return ins->get_operator().get<gpu::host_kernel>().buffer;
+    if (n == "load") return on_device(ins->inputs()[0]);
+    if (gpu::device_view(ins)) return on_device(ins->inputs()[0]);
+    return false;
+}
+
+// Every input of device work, and every buffer a host kernel copies its result into, is
+// device memory; nothing else is left that would compute on device memory on the host.
+void expect_placed(module& m, const std::string& what) {
+    for (auto ins = m.begin(); ins != m.end(); ++ins) {
+        const auto n = ins->name();
+        if (ins->is_param() || ins->is_literal() || ins->is_return()) continue;
+        const bool device_work = n == "gpu::fused_kernel" || n == "gpu::lt_matmul";
+        const bool host_buffer = n == "gpu::host_kernel" && ins->get_operator().get<gpu::host_kernel>().buffer;
+        for (std::size_t i = 0; i < ins->inputs().size(); ++i) {
+            const bool must = device_work || (host_buffer && i + 1 == ins->inputs().size()) || n == "load";
+            if (must) {
+                EXPECT_TRUE(on_device(ins->inputs()[i])) << what << ": input " << i << " of " << n << " ("
+                                                         << ins->inputs()[i]->name() << ") is not device memory";
+            }
+        }
+        const bool known = device_work || n == "gpu::host_kernel" || n == "gpu::device_literal" || n == "gpu::allocate" ||
+                           n == "load";
+        if (!known) {
+            // Only views of device memory may run as they are.
+            EXPECT_TRUE(gpu::device_view(ins) && on_device(ins->inputs()[0]))
+                << what << ": " << n << " runs as it is but is not a view of device memory";
+        }
+    }
+}
+
 }  // namespace
 
 TEST(gpu_runtime, kernel_args_are_kiln_device_h_s_kiln_args) {
@@ -295,6 +334,7 @@ TEST(gpu_runtime, every_instruction_of_the_shared_models_has_a_place) {
                 EXPECT_FALSE(in->is_literal()) << name << ": " << n;
             }
         }
+        expect_placed(*p.get_main_module(), name);
         std::string line;
         for (auto& [k, c] : kinds) line += " " + k + "=" + std::to_string(c);
         std::cout << "[ gpu ] " << name << ":" << line << "\n";
@@ -411,4 +451,36 @@ TEST(gpu_runtime, gemm_with_a_bias_becomes_cublaslt_with_the_bias_epilogue) {
     }
     EXPECT_EQ(count(*make(0.5f, {1000}).get_main_module(), "gpu::lt_matmul"), 0u) << "beta 0.5";
     EXPECT_EQ(count(*make(1.0f, {4, 1000}).get_main_module(), "gpu::lt_matmul"), 0u) << "a full C";
+}
+
+// The same for the programs of the device tests' kinds: every op of the generator, products
+// of each layout, gemm, host kernels around device work.
+TEST(gpu_runtime, device_work_reads_device_memory_only) {
+    auto ops = every_op();
+    compile_for_gpu(ops);
+    expect_placed(*ops.get_main_module(), "every op");
+    for (const auto& c : op_cases()) {
+        program q;
+        auto* m = q.get_main_module();
+        std::vector<instruction_ref> args;
+        for (std::size_t i = 0; i < c.inputs.size(); ++i)
+            args.push_back(m->add_parameter("x" + std::to_string(i), shape(c.inputs[i], {7, 129})));
+        m->add_return({m->add_instruction(make_op(c.name), args)});
+        compile_for_gpu(q);
+        expect_placed(*q.get_main_module(), c.name);
+    }
+    program p;
+    auto* m = p.get_main_module();
+    auto x = m->add_parameter("x", shape(type::float32, {2, 3, 16, 16}));
+    auto w = m->add_literal(literal(random_tensor(shape(type::float32, {8, 3, 3, 3}), 5)));
+    auto conv = m->add_instruction(make_op("convolution", {{"padding", arr({1, 1, 1, 1})}}), {x, w});
+    auto r = m->add_instruction(make_op("relu"), {conv});
+    auto flat = m->add_instruction(make_op("reshape", {{"dims", arr({2, 8 * 16 * 16})}}), {r});
+    auto fc = m->add_literal(literal(random_tensor(shape(type::float32, {10, 8 * 16 * 16}), 8)));
+    auto bias = m->add_literal(literal(random_tensor(shape(type::float32, {10}), 9)));
+    auto g = m->add_instruction(make_op("gemm", {{"trans_b", true}}), {flat, fc, bias});
+    m->add_return({g, m->add_instruction(make_op("softmax", {{"axis", 1}}), {g})});
+    compile_for_gpu(p);
+    expect_placed(*p.get_main_module(), "conv, relu, gemm, softmax");
+    EXPECT_EQ(count(*p.get_main_module(), "gpu::lt_matmul"), 1u) << *p.get_main_module();
 }
