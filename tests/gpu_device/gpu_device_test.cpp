@@ -22,6 +22,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
