@@ -28,12 +28,12 @@ bool gpu_context::has_device() { return unavailable_reason().empty(); }
 std::shared_ptr<void> gpu_context::begin_run() {
     if (auto why = unavailable_reason(); !why.empty())
         throw_error(error_code::unsupported, "target gpu is not available: " + why);
-    use_device();
+    use_device(true);
     return nullptr;
 }
 
 void gpu_context::setup_locked() {
-    if (ready_) return;
+    if (ready_.load()) return;
     int count = 0;
     check_cuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
     if (options_.device_id >= count)
@@ -53,16 +53,20 @@ void gpu_context::setup_locked() {
     cublasLtHandle_t h = nullptr;
     check_cublas(cublasLtCreate(&h), "cublasLtCreate");
     lt_ = h;
-    ready_ = true;
+    ready_.store(true, std::memory_order_release);
 }
 
-void gpu_context::use_device() {
-    {
+void gpu_context::use_device(bool force_set) {
+    if (!ready_.load(std::memory_order_acquire)) {
         std::lock_guard<std::mutex> lock(mutex_);
         setup_locked();
     }
     // The current device is per host thread: set it for this one.
-    check_cuda(cudaSetDevice(options_.device_id), "cudaSetDevice(" + std::to_string(options_.device_id) + ")");
+    thread_local int current = -1;  // what this thread last set through a gpu_context
+    if (force_set || current != options_.device_id) {
+        check_cuda(cudaSetDevice(options_.device_id), "cudaSetDevice(" + std::to_string(options_.device_id) + ")");
+        current = options_.device_id;
+    }
 }
 
 CUstream_st* gpu_context::stream() {
@@ -84,7 +88,7 @@ void gpu_context::finish() {
     CUstream_st* s = nullptr;
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (!ready_) return;
+        if (!ready_.load()) return;
         s = stream_;
     }
     check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (the eval's queued work)");
@@ -144,9 +148,9 @@ std::shared_ptr<loaded_library> gpu_context::library(const std::string& key, con
     return lib;
 }
 
-gpu_context& gpu_context_of(context& ctx, const std::string& what) {
+gpu_context& gpu_context_of(context& ctx, const char* what) {
     auto* g = dynamic_cast<gpu_context*>(&ctx);
-    if (!g) throw_error(error_code::runtime, what + ": runs only with the gpu target's context, got " + ctx.target_name());
+    if (!g) throw_error(error_code::runtime, std::string(what) + ": runs only with the gpu target's context, got " + ctx.target_name());
     return *g;
 }
 

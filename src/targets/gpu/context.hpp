@@ -13,6 +13,7 @@
 #include <kiln/argument.hpp>
 #include <kiln/context.hpp>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -47,8 +48,10 @@ public:
     // Whether this machine has a usable device (unavailable_reason() is "").
     static bool has_device();
     // The device, current on the calling thread, its stream and handles created on first
-    // use. Throws a runtime error naming the CUDA call that failed.
-    void use_device();
+    // use. Throws a runtime error naming the CUDA call that failed. Cheap once set up: the
+    // device is set again only when this thread last set another one through a gpu_context
+    // (begin_run sets it at every eval, in case the caller changed it).
+    void use_device(bool force_set = false);
     CUstream_st* stream();
     cublasLtContext* lt_handle();
     // The device's architecture, "sm_90" (from its compute capability).
@@ -65,7 +68,7 @@ private:
     void setup_locked();
     gpu_options options_;
     std::mutex mutex_;
-    bool ready_ = false;
+    std::atomic<bool> ready_{false};
     CUstream_st* stream_ = nullptr;
     cublasLtContext* lt_ = nullptr;
     std::string arch_;
@@ -74,6 +77,6 @@ private:
 
 // gpu_context of `ctx`, or a runtime error naming `what` (a gpu kernel run with another
 // target's context).
-gpu_context& gpu_context_of(context& ctx, const std::string& what);
+gpu_context& gpu_context_of(context& ctx, const char* what);
 
 }  // namespace kiln::gpu

@@ -61,7 +61,7 @@ void fused_kernel::finalize(context& ctx, const shape&, const std::vector<shape>
 }
 
 argument fused_kernel::compute(context& ctx, const shape& output, const std::vector<argument>& args) const {
-    auto& g = gpu_context_of(ctx, "gpu::fused_kernel " + symbol);
+    auto& g = gpu_context_of(ctx, "gpu::fused_kernel");
     if (!loaded)
         throw_error(error_code::runtime, "gpu::fused_kernel " + symbol +
                                              ": not loaded on a device (the program was finalized where there was "
@@ -76,10 +76,11 @@ argument fused_kernel::compute(context& ctx, const shape& output, const std::vec
     }
     kernel_args packed = pack_args(args, symbol);
     void* params[] = {&packed};
-    check_cuda(cudaLaunchKernel(reinterpret_cast<const void*>(fn), dim3(grid), dim3(codegen::block_size), params, 0,
-                                g.stream()),
-               "cudaLaunchKernel of " + symbol + " (" + std::to_string(grid) + " blocks of " +
-                   std::to_string(codegen::block_size) + " threads)");
+    const auto e = cudaLaunchKernel(reinterpret_cast<const void*>(fn), dim3(grid), dim3(codegen::block_size), params, 0,
+                                    g.stream());
+    if (e != cudaSuccess)
+        check_cuda(e, "cudaLaunchKernel of " + symbol + " (" + std::to_string(grid) + " blocks of " +
+                          std::to_string(codegen::block_size) + " threads)");
     return args.back().reshape(output);
 }
 

@@ -13,17 +13,18 @@ kernel_args pack_args(const std::vector<argument>& args, const std::string& kern
     for (std::size_t i = 0; i < args.size(); ++i) {
         const auto& a = args[i];
         const bool out = i + 1 == args.size();
-        const std::string which = out ? "its output buffer" : "input " + std::to_string(i);
+        // Messages only on failure: this runs at every launch.
+        auto which = [&] { return out ? std::string("its output buffer") : "input " + std::to_string(i); };
         if (!a.get_shape().is_tensor() || a.get_shape().dynamic())
-            throw_error(error_code::runtime, "gpu kernel " + kernel + ": " + which + " is " + a.get_shape().to_string() +
+            throw_error(error_code::runtime, "gpu kernel " + kernel + ": " + which() + " is " + a.get_shape().to_string() +
                                                  ", not a static tensor");
         if (a.location() != memory_location::device)
             throw_error(error_code::runtime,
-                        "gpu kernel " + kernel + ": " + which + " (" + a.get_shape().to_string() +
+                        "gpu kernel " + kernel + ": " + which() + " (" + a.get_shape().to_string() +
                             ") is host memory; a gpu program's kernels take device memory (with offload_copy off, "
                             "pass device pointers: argument::borrow(shape, ptr, memory_location::device))");
         if (!a.data() && a.get_shape().elements() > 0)
-            throw_error(error_code::runtime, "gpu kernel " + kernel + ": " + which + " has no memory");
+            throw_error(error_code::runtime, "gpu kernel " + kernel + ": " + which() + " has no memory");
         if (out) k.out = a.data();
         else k.in[i] = a.data();
     }

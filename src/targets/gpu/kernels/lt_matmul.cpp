@@ -246,24 +246,27 @@ argument lt_matmul::compute(context& ctx, const shape& output, const std::vector
     if (!state)
         throw_error(error_code::runtime, "gpu::lt_matmul: not planned on a device (the program was finalized where "
                                          "there was no device; compile or load it on the machine that runs it)");
-    const std::string what = "gpu::lt_matmul (" + state->problem + ")";
+    // Messages are built only on failure: this runs at every product.
+    auto what = [&] { return "gpu::lt_matmul (" + state->problem + ")"; };
     const std::size_t n = bias ? 5 : 4;
-    if (args.size() != n) throw_error(error_code::runtime, what + ": expects " + std::to_string(n) + " arguments");
+    if (args.size() != n) throw_error(error_code::runtime, what() + ": expects " + std::to_string(n) + " arguments");
     const auto& a = args[0];
     const auto& b = args[1];
     const auto& ws = args[n - 2];
     const auto& out = args[n - 1];
     for (std::size_t i = 0; i < n; ++i) {
-        const std::string which = i == 0 ? "operand a" : i == 1 ? "operand b" : i == n - 2 ? "workspace" : i == n - 1 ? "output" : "bias";
+        auto which = [&] {
+            return std::string(i == 0 ? "operand a" : i == 1 ? "operand b" : i == n - 2 ? "workspace" : i == n - 1 ? "output" : "bias");
+        };
         if (args[i].location() != memory_location::device)
-            throw_error(error_code::runtime, what + ": " + which + " (" + args[i].get_shape().to_string() +
+            throw_error(error_code::runtime, what() + ": " + which() + " (" + args[i].get_shape().to_string() +
                                                  ") is host memory; gpu kernels take device memory");
         if (i != n - 2 && reinterpret_cast<std::uintptr_t>(args[i].data()) % 16 != 0)
-            throw_error(error_code::runtime, what + ": " + which + " is not 16-byte aligned");
+            throw_error(error_code::runtime, what() + ": " + which() + " is not 16-byte aligned");
     }
     const std::size_t workspace = ws.get_shape().bytes();
     if (workspace < state->workspace)
-        throw_error(error_code::runtime, what + ": the algorithm needs " + std::to_string(state->workspace) +
+        throw_error(error_code::runtime, what() + ": the algorithm needs " + std::to_string(state->workspace) +
                                              " workspace bytes, the planned buffer has " + std::to_string(workspace));
     if (!state->no_algorithm.empty()) return on_host(g, output, args);
     const float beta = 0.0f;
@@ -271,13 +274,13 @@ argument lt_matmul::compute(context& ctx, const shape& output, const std::vector
     std::lock_guard<std::mutex> lock(state->mutex);
     if (bias) {
         const void* p = args[2].data();
-        check_cublas(cublasLtMatmulDescSetAttribute(state->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p, sizeof(p)),
-                     "cublasLtMatmulDescSetAttribute(BIAS_POINTER) for " + what);
+        const auto st = cublasLtMatmulDescSetAttribute(state->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p, sizeof(p));
+        if (st != CUBLAS_STATUS_SUCCESS) check_cublas(st, "cublasLtMatmulDescSetAttribute(BIAS_POINTER) for " + what());
     }
-    check_cublas(cublasLtMatmul(g.lt_handle(), state->desc, &alpha, b.data(), state->layouts[0], a.data(),
-                                state->layouts[1], &beta, out.data(), state->layouts[2], out.data(), state->layouts[2],
-                                &state->algo, ws.data(), workspace, g.stream()),
-                 "cublasLtMatmul for " + what);
+    const auto st = cublasLtMatmul(g.lt_handle(), state->desc, &alpha, b.data(), state->layouts[0], a.data(),
+                                   state->layouts[1], &beta, out.data(), state->layouts[2], out.data(), state->layouts[2],
+                                   &state->algo, ws.data(), workspace, g.stream());
+    if (st != CUBLAS_STATUS_SUCCESS) check_cublas(st, "cublasLtMatmul for " + what());
     return out.reshape(output);
 }
 
