@@ -484,3 +484,86 @@ TEST(gpu_runtime, device_work_reads_device_memory_only) {
     expect_placed(*p.get_main_module(), "conv, relu, gemm, softmax");
     EXPECT_EQ(count(*p.get_main_module(), "gpu::lt_matmul"), 1u) << *p.get_main_module();
 }
+
+namespace {
+
+// cuBLASLt's semantics on the host, from an lt_plan: D (m x n, column-major) = alpha op(A)
+// op(B) (+ bias per row of D), A = our b, B = our a, each (i, j) at data[i + j * ld] plus
+// batch * batch_stride, op T reading (j, i). Run against the reference matmul/gemm, it
+// checks that plan_lt describes the row-major product (transposes, leading dims, batch
+// strides, folding) before any device sees it.
+argument lt_emulate(const gpu::lt_plan& p, const argument& a, const argument& b, const shape& out, float alpha,
+                    const argument* bias) {
+    argument d(out);
+    const float* A = reinterpret_cast<const float*>(b.data());
+    const float* B = reinterpret_cast<const float*>(a.data());
+    float* D = reinterpret_cast<float*>(d.data());
+    auto at = [](const float* x, const gpu::lt_layout& l, std::int64_t batch, std::uint64_t i, std::uint64_t j) {
+        if (l.transposed) std::swap(i, j);
+        return x[batch * l.batch_stride + static_cast<std::int64_t>(i) + static_cast<std::int64_t>(j) * l.ld];
+    };
+    for (std::int64_t batch = 0; batch < p.batch; ++batch)
+        for (std::uint64_t i = 0; i < p.m; ++i)
+            for (std::uint64_t j = 0; j < p.n; ++j) {
+                double acc = 0;
+                for (std::uint64_t k = 0; k < p.k; ++k) acc += double(at(A, p.first, batch, i, k)) * at(B, p.second, batch, k, j);
+                float v = static_cast<float>(alpha * acc);
+                if (bias) v += reinterpret_cast<const float*>(bias->data())[i];
+                D[batch * p.out.batch_stride + static_cast<std::int64_t>(i) + static_cast<std::int64_t>(j) * p.out.ld] = v;
+            }
+    return d;
+}
+
+void expect_lt_matches(const shape& as, const shape& bs, bool ta, bool tb, float alpha, bool with_bias,
+                       const std::string& what) {
+    const auto a = random_tensor(as, 1), b = random_tensor(bs, 2);
+    host_context ctx;
+    std::optional<argument> bias;
+    argument want;
+    if (ta || tb || alpha != 1.0f || with_bias) {
+        const operation g = make_op("gemm", {{"alpha", alpha}, {"beta", 1.0}, {"trans_a", ta}, {"trans_b", tb}});
+        std::vector<argument> in = {a, b};
+        std::vector<shape> shapes = {as, bs};
+        if (with_bias) {
+            const auto n = g.compute_shape(shapes).lens().back();
+            bias = random_tensor(shape(type::float32, {n}), 3);
+            in.push_back(*bias);
+            shapes.push_back(bias->get_shape());
+        }
+        want = g.compute(ctx, g.compute_shape(shapes), in);
+    } else {
+        const operation mm = make_op("matmul");
+        want = mm.compute(ctx, mm.compute_shape({as, bs}), {a, b});
+    }
+    const shape out = want.get_shape().as_standard();
+    const auto p = gpu::plan_lt(as, bs, out, ta, tb);
+    const auto got = lt_emulate(p, a, b, out, alpha, bias ? &*bias : nullptr);
+    const auto w = want.contiguous();
+    for (std::size_t i = 0; i < out.elements(); ++i) {
+        const float g = reinterpret_cast<const float*>(got.data())[i], x = reinterpret_cast<const float*>(w.data())[i];
+        ASSERT_NEAR(g, x, 1e-4 * std::fabs(x) + 1e-4) << what << ": element " << i;
+    }
+}
+
+}  // namespace
+
+TEST(gpu_runtime, lt_plans_compute_the_row_major_product) {
+    const auto f = type::float32;
+    expect_lt_matches(shape(f, {4, 5}), shape(f, {5, 6}), false, false, 1, false, "2-D");
+    expect_lt_matches(shape(f, {17, 33}), shape(f, {33, 9}), false, false, 1, false, "odd 2-D");
+    expect_lt_matches(shape(f, {2, 3, 4, 5}), shape(f, {2, 3, 5, 6}), false, false, 1, false, "batched");
+    expect_lt_matches(shape(f, {3, 7, 8}), shape(f, {8, 5}), false, false, 1, false, "folded batch");
+    expect_lt_matches(shape(f, {8, 5}), shape(f, {3, 5, 4}), false, false, 1, false, "broadcast a");
+    expect_lt_matches(shape(f, {3, 4, 5}, {20, 1, 4}), shape(f, {5, 6}), false, false, 1, false, "transposed a, one b");
+    expect_lt_matches(shape(f, {3, 4, 5}, {20, 1, 4}), shape(f, {3, 5, 6}, {0, 6, 1}), false, false, 1, false,
+                      "transposed a, broadcast b");
+    expect_lt_matches(shape(f, {2, 4, 16, 8}), shape(f, {2, 4, 8, 16}, {512, 128, 1, 8}), false, false, 1, false,
+                      "K^T view");
+    expect_lt_matches(shape(f, {1, 4, 12, 8}, {384, 8, 32, 1}), shape(f, {1, 4, 8, 12}, {384, 8, 1, 32}), false, false, 1,
+                      false, "attention head views");
+    expect_lt_matches(shape(f, {1, 4, 12, 12}), shape(f, {1, 4, 12, 8}, {384, 8, 32, 1}), false, false, 1, false,
+                      "P V with a head view");
+    expect_lt_matches(shape(f, {3, 20}), shape(f, {7, 20}), false, true, 0.5f, true, "gemm x w^T * 0.5 + bias");
+    expect_lt_matches(shape(f, {20, 3}), shape(f, {7, 20}), true, true, 1, false, "gemm a^T b^T");
+    expect_lt_matches(shape(f, {20, 3}), shape(f, {20, 7}), true, false, 2, true, "gemm a^T b * 2 + bias");
+}
