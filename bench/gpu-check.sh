@@ -10,8 +10,9 @@
 #      kiln_gpu_device_tests (every program-level check against ref; the shared models in
 #      KILN_GPU_DEVICE_MODELS, the quick ones by default);
 #   4. `kiln verify --target gpu` on every shared model against ref (their test inputs);
-#   5. `kiln perf --target gpu` on resnet50 at batch 1 and 8 and bert_small, and a
-#      per-instruction profile of bert_small (where the time goes).
+#   5. a .kiln save/load of bert_small for the gpu, then `kiln perf --target gpu` on resnet50
+#      at batch 1 and 8 and bert_small, and a per-instruction profile of bert_small (where the
+#      time goes).
 # Each step runs under `timeout`, inside one overall budget (KILN_GPU_CHECK_BUDGET seconds,
 # default 470), and the summary is rewritten after every step, so a run cut off still reports:
 #   OUT_DIR/gpu-summary.json   one record per step: name, exit status, seconds, log, last line
@@ -164,6 +165,13 @@ else
     [ -f "$MODELS/$m/model.onnx" ] || { skip "verify_$m" "no $MODELS/$m/model.onnx"; continue; }
     step "verify_$m" 60 "$KILN" verify "$MODELS/$m/model.onnx" --target gpu --input "$MODELS/$m/test_data_set_0" $(dims "$m")
   done
+fi
+
+# A .kiln round trip: compiled for the gpu, saved, loaded (no NVRTC when the arch matches) and run.
+if [ -n "$MODELS" ] && [ -f "$MODELS/bert_small/model.onnx" ]; then
+  step save_bert_small 60 "$KILN" compile "$MODELS/bert_small/model.onnx" --target gpu $(dims bert_small) -o "$OUT_DIR/bert_small.kiln"
+  step load_bert_small 60 "$KILN" perf "$OUT_DIR/bert_small.kiln" --target gpu --input "$MODELS/bert_small/test_data_set_0" -n 5 --warmup 1
+  rm -f "$OUT_DIR/bert_small.kiln"
 fi
 
 # 5. perf. The convolutions still run on the host (cuDNN is the next step), so ResNet-50
