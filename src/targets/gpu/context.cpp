@@ -20,7 +20,7 @@ gpu_context::~gpu_context() {
     // to report to (the process may be exiting), so statuses are ignored.
     libraries_.clear();
     if (lt_) (void)cublasLtDestroy(lt_);
-    if (stream_) (void)cudaStreamDestroy(stream_);
+    stream_.reset();  // destroyed when the last buffer freed on it goes too
 }
 
 bool gpu_context::has_device() { return unavailable_reason().empty(); }
@@ -49,7 +49,7 @@ void gpu_context::setup_locked() {
     arch_ = "sm_" + std::to_string(major * 10 + minor);
     cudaStream_t s = nullptr;
     check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    stream_ = s;
+    stream_ = std::shared_ptr<CUstream_st>(s, [](cudaStream_t x) { (void)cudaStreamDestroy(x); });
     cublasLtHandle_t h = nullptr;
     check_cublas(cublasLtCreate(&h), "cublasLtCreate");
     lt_ = h;
@@ -71,6 +71,11 @@ void gpu_context::use_device(bool force_set) {
 
 CUstream_st* gpu_context::stream() {
     use_device();
+    return stream_.get();
+}
+
+std::shared_ptr<CUstream_st> gpu_context::shared_stream() {
+    use_device();
     return stream_;
 }
 
@@ -89,7 +94,7 @@ void gpu_context::finish() {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         if (!ready_.load()) return;
-        s = stream_;
+        s = stream_.get();
     }
     check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (the eval's queued work)");
 }

@@ -53,6 +53,9 @@ public:
     // (begin_run sets it at every eval, in case the caller changed it).
     void use_device(bool force_set = false);
     CUstream_st* stream();
+    // The stream, shared: buffers of an eval freed on it (cudaFreeAsync) may outlive this
+    // context (results handed to the caller), and keep the stream until they go.
+    std::shared_ptr<CUstream_st> shared_stream();
     cublasLtContext* lt_handle();
     // The device's architecture, "sm_90" (from its compute capability).
     std::string device_arch();
@@ -69,7 +72,7 @@ private:
     gpu_options options_;
     std::mutex mutex_;
     std::atomic<bool> ready_{false};
-    CUstream_st* stream_ = nullptr;
+    std::shared_ptr<CUstream_st> stream_;
     cublasLtContext* lt_ = nullptr;
     std::string arch_;
     std::map<std::string, std::shared_ptr<loaded_library>> libraries_;

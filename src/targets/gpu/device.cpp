@@ -55,14 +55,14 @@ argument device_allocate(const shape& s, gpu_context& ctx, const std::string& wh
 }
 
 argument device_allocate_async(const shape& s, gpu_context& ctx, const std::string& what) {
-    cudaStream_t stream = ctx.stream();
+    auto stream = ctx.shared_stream();
     const std::size_t bytes = span_bytes(s);
     void* p = nullptr;
-    check_cuda(cudaMallocAsync(&p, std::max<std::size_t>(bytes, 1), stream),
+    check_cuda(cudaMallocAsync(&p, std::max<std::size_t>(bytes, 1), stream.get()),
                "cudaMallocAsync of " + std::to_string(bytes) + " bytes for " + what);
     const int device = ctx.options().device_id;
-    // The context (and so its stream) outlives the buffers of its evals.
-    detail::device_memory_owner owner{device, [stream](char* q) { (void)cudaFreeAsync(q, stream); }};
+    // The buffer keeps the stream it is freed on (a result may outlive its program).
+    detail::device_memory_owner owner{device, [stream](char* q) { (void)cudaFreeAsync(q, stream.get()); }};
     return argument(s, std::shared_ptr<char>(static_cast<char*>(p), std::move(owner)));
 }
 
