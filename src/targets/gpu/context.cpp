@@ -56,13 +56,19 @@ void gpu_context::setup_locked() {
     ready_.store(true, std::memory_order_release);
 }
 
+namespace {
+// The device this thread last made current through a gpu_context (-1: unknown).
+thread_local int current_device = -1;
+}  // namespace
+
 void gpu_context::use_device(bool force_set) {
     if (!ready_.load(std::memory_order_acquire)) {
         std::lock_guard<std::mutex> lock(mutex_);
         setup_locked();
+        current_device = -1;  // setup set it without the cache: set it again below
     }
     // The current device is per host thread: set it for this one.
-    thread_local int current = -1;  // what this thread last set through a gpu_context
+    int& current = current_device;
     if (force_set || current != options_.device_id) {
         check_cuda(cudaSetDevice(options_.device_id), "cudaSetDevice(" + std::to_string(options_.device_id) + ")");
         current = options_.device_id;
@@ -85,7 +91,7 @@ cublasLtContext* gpu_context::lt_handle() {
 }
 
 std::string gpu_context::device_arch() {
-    use_device();
+    use_device(true);
     return arch_;
 }
 

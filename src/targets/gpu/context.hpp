@@ -49,8 +49,9 @@ public:
     static bool has_device();
     // The device, current on the calling thread, its stream and handles created on first
     // use. Throws a runtime error naming the CUDA call that failed. Cheap once set up: the
-    // device is set again only when this thread last set another one through a gpu_context
-    // (begin_run sets it at every eval, in case the caller changed it).
+    // device is set again only when this thread last set another one through a gpu_context,
+    // or with force_set (begin_run at every eval, finalize, arena and literal allocations:
+    // the caller may have changed it).
     void use_device(bool force_set = false);
     CUstream_st* stream();
     // The stream, shared: buffers of an eval freed on it (cudaFreeAsync) may outlive this

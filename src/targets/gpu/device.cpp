@@ -44,7 +44,7 @@ void require_tensor(const argument& a, const std::string& what) {
 }  // namespace
 
 argument device_allocate(const shape& s, gpu_context& ctx, const std::string& what) {
-    ctx.use_device();
+    ctx.use_device(true);  // arenas and literals: not on the launch path
     const std::size_t bytes = span_bytes(s);
     void* p = nullptr;
     check_cuda(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)),

@@ -183,6 +183,7 @@ cublasLtMatrixLayout_t make_layout(const lt_layout& v, std::int32_t batch, const
 void lt_matmul::finalize(context& ctx, const shape& output, const std::vector<shape>& inputs) {
     auto* g = dynamic_cast<gpu_context*>(&ctx);
     if (!g || !gpu_context::has_device()) return;  // compiled ahead: planned where it runs
+    g->use_device(true);
     const auto p = plan_lt(inputs.at(0), inputs.at(1), output, trans_a, trans_b);
     auto st = std::make_shared<lt_state>();
     st->problem = "m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) +
