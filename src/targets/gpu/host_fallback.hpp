@@ -31,9 +31,13 @@ struct host_kernel {
         f(self.buffer, "buffer");
     }
     std::string name() const { return "gpu::host_kernel"; }
+    // The wrapped op's randomness and side effects; without a buffer (dynamic or non-tensor
+    // results) also how it handles dynamic shapes.
     op_traits traits() const {
         auto t = op.traits();
-        return {.nondeterministic = t.nondeterministic, .side_effects = t.side_effects};
+        return {.nondeterministic = t.nondeterministic,
+                .side_effects = t.side_effects,
+                .handles_dynamic = !buffer && t.handles_dynamic};
     }
     shape compute_shape(const std::vector<shape>& inputs) const;
     argument compute(context& ctx, const shape& output, const std::vector<argument>& args) const;
