@@ -146,8 +146,8 @@ export KILN_MODELS_DIR=$MODELS
 export KILN_GPU_DEVICE_MODELS=${KILN_GPU_DEVICE_MODELS:-fashion_resnet,lstm_seq,bert_small,vit_tiny}
 step gpu_device_tests 200 "$BUILD/bin/kiln_gpu_device_tests" --gtest_output="json:$OUT_DIR/gpu_device_tests.json"
 
-# Static shapes at the test inputs' (a dynamic program's generic steps run on the host, and
-# device kernels refuse their host results: compile the shapes the inputs have).
+# Static shapes at the test inputs' (a dynamic program's generic program runs on the host
+# until a specialization is compiled: measure and verify the device code directly).
 dims() {
   case $1 in
     bert_small) echo "--input-dim @input_ids 1 128 --input-dim @attention_mask 1 128" ;;
