@@ -1,4 +1,5 @@
 #include "core/buffer_recycler.hpp"
+#include "core/device_memory.hpp"
 
 #include <kiln/allocation_limit.hpp>
 #include <kiln/argument.hpp>
@@ -63,7 +64,13 @@ argument::argument(const shape& s) : shape_(s), has_shape_(true) {
 }
 
 argument::argument(const shape& s, std::shared_ptr<char> data)
-    : shape_(s), data_(std::move(data)), has_shape_(true) {}
+    : shape_(s), data_(std::move(data)), has_shape_(true) {
+    // A device target's buffer (core/device_memory.hpp) is device memory.
+    if (const auto* owner = std::get_deleter<detail::device_memory_owner>(data_)) {
+        location_ = memory_location::device;
+        device_id_ = owner->device_id;
+    }
+}
 
 argument argument::borrow(const shape& s, void* data, memory_location where, int device_id) {
     argument a;

@@ -453,13 +453,15 @@ std::vector<argument> program::run_checked(param_map checked, std::vector<instru
     }
 
     context& ctx = get_context();
-    const bool offload = I.compiled && I.tgt && I.tgt->location() != memory_location::host && I.options.offload_copy;
-    if (offload)
-        for (auto& [k, v] : checked) v = I.tgt->copy_to_target(v, ctx);
+    const bool device = I.compiled && I.tgt && I.tgt->location() != memory_location::host;
+    const bool offload = device && I.options.offload_copy;
     // Caller memory is host memory: only a host target computes into it.
     if (I.tgt && I.tgt->location() != memory_location::host) destinations = nullptr;
 
+    // First: a target that cannot run here says why before any copy is tried.
     auto run_token = ctx.begin_run();
+    if (offload)
+        for (auto& [k, v] : checked) v = I.tgt->copy_to_target(v, ctx);
     argument arena;
     if (I.arenas) {
         arena = I.arenas->acquire(I.scratch_shape, *I.tgt, ctx);
@@ -495,6 +497,19 @@ std::vector<argument> program::run_checked(param_map checked, std::vector<instru
             results = plan.run(ctx, checked, get_plan, profile, destinations);
         }
         ctx.finish();
+        // A device target's results come back before its arena goes to the next eval:
+        // copied to host memory (offload_copy), or else out of the arena into device
+        // buffers of their own (the caller's device memory).
+        if (offload) {
+            for (auto& r : results) r = I.tgt->copy_to_host(r, ctx);
+        } else if (device && I.arenas) {
+            for (auto& r : results) {
+                auto* p = r.data();
+                auto* base = arena.data();
+                if (p && base && p >= base && p < base + arena.get_shape().bytes()) r = I.tgt->copy_to_target(r, ctx);
+            }
+            ctx.finish();  // the caller reads them on streams of its own
+        }
     } catch (...) {
         if (I.arenas) I.arenas->release(arena);
         throw;
@@ -526,8 +541,6 @@ std::vector<argument> program::run_checked(param_map checked, std::vector<instru
         }
         if (aliases) r = r.copy();
     }
-    if (offload)
-        for (auto& r : results) r = I.tgt->copy_to_host(r, ctx);
     return results;
 }
 

@@ -63,8 +63,9 @@ TEST(gpu_pipeline, named_passes_in_order) {
     auto ctx = t->make_context(o);
     std::vector<std::string> names;
     for (auto& p : t->get_passes(*ctx, o)) names.push_back(p.name());
-    const std::vector<std::string> want = {"fuse_pointwise", "gpu::lowering", "ref::lowering", "gpu::compile_kernels",
-                                           "dead_code_elimination", "schedule", "memory_coloring"};
+    const std::vector<std::string> want = {"fuse_pointwise",        "gpu::lowering",        "ref::lowering",
+                                           "gpu::place_host_ops",   "gpu::compile_kernels", "dead_code_elimination",
+                                           "schedule",              "memory_coloring",      "gpu::device_allocations"};
     EXPECT_EQ(names, want);
 }
 
@@ -75,7 +76,8 @@ TEST(gpu_pipeline, matmul_to_cublaslt_pointwise_to_one_generated_kernel_workspac
     EXPECT_EQ(count(m, "gpu::lt_matmul"), 2u);
     EXPECT_EQ(count(m, "gpu::fused_kernel"), 1u);
     EXPECT_EQ(count(m, "ref::kernel"), 0u);
-    EXPECT_EQ(count(m, "allocate"), 1u) << "only the returned result stays unplanned";
+    EXPECT_EQ(count(m, "allocate"), 0u) << "no host allocation is left";
+    EXPECT_EQ(count(m, "gpu::allocate"), 1u) << "only the returned result stays unplanned: device memory per eval";
     // Each product's workspace is a planned view of the arena, and the two share it.
     std::set<std::size_t> offsets;
     for (auto& ins : m) {
@@ -101,7 +103,9 @@ TEST(gpu_pipeline, what_no_candidate_takes_runs_on_the_reference_kernels) {
     auto w = m->add_parameter("w", shape(type::float32, {4, 3, 3, 3}));
     m->add_return({m->add_instruction(make_op("relu"), {m->add_instruction(make_op("convolution"), {x, w})})});
     compile_for_gpu(p);
-    EXPECT_EQ(count(*p.get_main_module(), "ref::kernel"), 1u);
+    // The reference convolution runs on the host between copies (host_fallback.hpp).
+    EXPECT_EQ(count(*p.get_main_module(), "ref::kernel"), 0u);
+    EXPECT_EQ(count(*p.get_main_module(), "gpu::host_kernel"), 1u);
     EXPECT_EQ(count(*p.get_main_module(), "gpu::fused_kernel"), 1u);
 }
 

@@ -13,6 +13,7 @@
 #include <kiln/context.hpp>
 #include <kiln/pipeline.hpp>
 #include <kiln/program.hpp>
+#include <kiln/register_op.hpp>
 #include <kiln/target.hpp>
 
 #include <gtest/gtest.h>
@@ -25,6 +26,51 @@
 #include <vector>
 
 namespace kiln::gpu_test {
+
+struct op_case {
+    const char* name;
+    std::vector<type> inputs;
+};
+
+// The generator's table (src/codegen/plan.cpp), one case per op.
+inline std::vector<op_case> op_cases() {
+    const type f = type::float32, b = type::bool_;
+    std::vector<op_case> c;
+    for (const char* n : {"exp",   "log",   "sqrt",  "reciprocal", "sin",          "cos",        "tan",        "asin",
+                          "acos",  "atan",  "sinh",  "cosh",       "asinh",        "acosh",      "atanh",      "tanh",
+                          "floor", "ceil",  "round", "sigmoid",    "softplus",     "softsign",   "hard_swish", "mish",
+                          "abs",   "neg",   "sign",  "erf",        "relu",         "leaky_relu", "elu",        "selu",
+                          "celu",  "gelu",  "swish", "shrink",     "hard_sigmoid", "thresholded_relu", "isnan", "isinf"})
+        c.push_back({n, {f}});
+    for (const char* n : {"add", "sub", "mul", "div", "mod", "max", "min", "prelu", "swiglu", "pow", "equal", "less",
+                          "greater", "less_or_equal", "greater_or_equal"})
+        c.push_back({n, {f, f}});
+    for (const char* n : {"logical_and", "logical_or", "logical_xor"}) c.push_back({n, {b, b}});
+    c.push_back({"logical_not", {b}});
+    c.push_back({"clip", {f, f, f}});
+    c.push_back({"where", {b, f, f}});
+    return c;
+}
+
+// Every case as its own result over [3, 37] (the other inputs broadcast from [37]), so one
+// NVRTC run and one host build cover them all.
+inline program every_op() {
+    program p;
+    auto* m = p.get_main_module();
+    std::vector<instruction_ref> results;
+    std::size_t k = 0;
+    for (const auto& c : op_cases()) {
+        std::vector<instruction_ref> args;
+        for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+            const bool full = i == 0 || std::string(c.name) == "swiglu";  // swiglu does not broadcast
+            args.push_back(m->add_parameter("x" + std::to_string(k++), shape(c.inputs[i], full ? std::vector<std::size_t>{3, 37}
+                                                                                                 : std::vector<std::size_t>{37})));
+        }
+        results.push_back(m->add_instruction(make_op(c.name), args));
+    }
+    m->add_return(results);
+    return p;
+}
 
 inline void compile_for_gpu(program& p, compile_options opts = {}) {
     run_passes(p, target_independent_passes(opts));

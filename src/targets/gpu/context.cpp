@@ -1,15 +1,168 @@
 #include "targets/gpu/context.hpp"
 
 #include "targets/gpu/availability.hpp"
+#include "targets/gpu/codegen/nvrtc.hpp"
+#include "targets/gpu/device.hpp"
 
 #include <kiln/errors.hpp>
 
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
 namespace kiln::gpu {
+
+loaded_library::~loaded_library() {
+    if (handle) (void)cudaLibraryUnload(handle);
+}
+
+gpu_context::~gpu_context() {
+    // The libraries, handle and stream belong to this context; a failure here has no one
+    // to report to (the process may be exiting), so statuses are ignored.
+    libraries_.clear();
+    if (lt_) (void)cublasLtDestroy(lt_);
+    stream_.reset();  // destroyed when the last buffer freed on it goes too
+}
+
+bool gpu_context::has_device() { return unavailable_reason().empty(); }
 
 std::shared_ptr<void> gpu_context::begin_run() {
     if (auto why = unavailable_reason(); !why.empty())
         throw_error(error_code::unsupported, "target gpu is not available: " + why);
+    use_device(true);
     return nullptr;
+}
+
+void gpu_context::setup_locked() {
+    if (ready_.load()) return;
+    int count = 0;
+    check_cuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+    if (options_.device_id >= count)
+        throw_error(error_code::invalid_argument, "gpu: device_id " + std::to_string(options_.device_id) +
+                                                      " does not exist (this machine has " + std::to_string(count) +
+                                                      " CUDA device" + (count == 1 ? "" : "s") + ")");
+    check_cuda(cudaSetDevice(options_.device_id), "cudaSetDevice(" + std::to_string(options_.device_id) + ")");
+    int major = 0, minor = 0;
+    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, options_.device_id),
+               "cudaDeviceGetAttribute(compute capability)");
+    check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, options_.device_id),
+               "cudaDeviceGetAttribute(compute capability)");
+    arch_ = "sm_" + std::to_string(major * 10 + minor);
+    cudaStream_t s = nullptr;
+    check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    stream_ = std::shared_ptr<CUstream_st>(s, [](cudaStream_t x) { (void)cudaStreamDestroy(x); });
+    cublasLtHandle_t h = nullptr;
+    check_cublas(cublasLtCreate(&h), "cublasLtCreate");
+    lt_ = h;
+    ready_.store(true, std::memory_order_release);
+}
+
+namespace {
+// The device this thread last made current through a gpu_context (-1: unknown).
+thread_local int current_device = -1;
+}  // namespace
+
+void gpu_context::use_device(bool force_set) {
+    if (!ready_.load(std::memory_order_acquire)) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        setup_locked();
+        current_device = -1;  // setup set it without the cache: set it again below
+    }
+    // The current device is per host thread: set it for this one.
+    int& current = current_device;
+    if (force_set || current != options_.device_id) {
+        check_cuda(cudaSetDevice(options_.device_id), "cudaSetDevice(" + std::to_string(options_.device_id) + ")");
+        current = options_.device_id;
+    }
+}
+
+CUstream_st* gpu_context::stream() {
+    use_device();
+    return stream_.get();
+}
+
+std::shared_ptr<CUstream_st> gpu_context::shared_stream() {
+    use_device();
+    return stream_;
+}
+
+cublasLtContext* gpu_context::lt_handle() {
+    use_device();
+    return lt_;
+}
+
+std::string gpu_context::device_arch() {
+    use_device(true);
+    return arch_;
+}
+
+void gpu_context::finish() {
+    CUstream_st* s = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!ready_.load()) return;
+        s = stream_.get();
+    }
+    check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (the eval's queued work)");
+}
+
+namespace {
+
+// cudaLibraryLoadData of CUBIN or NUL-terminated PTX.
+CUlib_st* load(const std::string& code, const std::string& what) {
+    cudaLibrary_t lib = nullptr;
+    check_cuda(cudaLibraryLoadData(&lib, code.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+               "cudaLibraryLoadData of " + what);
+    return lib;
+}
+
+}  // namespace
+
+std::shared_ptr<loaded_library> gpu_context::library(const std::string& key, const std::string& arch,
+                                                     const std::string& cubin, const std::string& ptx,
+                                                     const std::string& source, bool fast_math) {
+    const std::string device = device_arch();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = libraries_.find(key); it != libraries_.end()) return it->second;
+    if (cubin.empty() && ptx.empty() && source.empty()) return nullptr;
+    auto lib = std::make_shared<loaded_library>();
+    std::string failures;
+    if (!cubin.empty() && arch == device) {
+        lib->handle = load(cubin, "the CUBIN for " + arch + " (library " + key + ")");
+        lib->how = "CUBIN for " + arch;
+    } else {
+        // Another architecture: NVRTC again for this one (through the cache), else the PTX.
+        if (!source.empty()) {
+            try {
+                const auto built = codegen::compile_cuda(source, device, fast_math, options_.cache_dir);
+                lib->handle = load(built.cubin, "the CUBIN recompiled for " + device + " (library " + key + ")");
+                lib->how = "recompiled for " + device + " (compiled for " + arch + ")";
+            } catch (const error& e) {
+                failures = e.message();
+            }
+        }
+        if (!lib->handle && !ptx.empty()) {
+            std::string text = ptx;
+            while (!text.empty() && text.back() == '\0') text.pop_back();
+            try {
+                lib->handle = load(text, "the PTX of " + arch + " on a " + device + " device (library " + key + ")");
+                lib->how = "PTX of " + arch + " (JIT for " + device + ")";
+            } catch (const error& e) {
+                failures += (failures.empty() ? "" : "; ") + e.message();
+            }
+        }
+        if (!lib->handle)
+            throw_error(error_code::runtime, "gpu: the generated kernels (library " + key + ") were compiled for " +
+                                                 arch + ", the device is " + device + ", and neither recompiling nor " +
+                                                 "the PTX worked: " + failures);
+    }
+    libraries_[key] = lib;
+    return lib;
+}
+
+gpu_context& gpu_context_of(context& ctx, const char* what) {
+    auto* g = dynamic_cast<gpu_context*>(&ctx);
+    if (!g) throw_error(error_code::runtime, std::string(what) + ": runs only with the gpu target's context, got " + ctx.target_name());
+    return *g;
 }
 
 }  // namespace kiln::gpu

@@ -1,25 +1,86 @@
-// Execution state of the gpu target. For now the options a program compiles with; the
-// device, its stream and the library handles (cuDNN, cuBLASLt) join when programs run on
-// a device (issue 21's next steps).
+// Execution state of the gpu target: the options a program compiles with, and once the
+// program meets a device (finalize or the first run), the device itself: cudaSetDevice
+// (device_id), one CUDA stream, the cuBLASLt handle and the CUDA libraries (the modules'
+// generated kernels, loaded with cudaLibraryLoadData). Nothing here touches CUDA until it
+// is asked to, so programs compile and load (finalize) on machines without a device;
+// begin_run refuses to run there, saying why.
+//
+// The CUDA types are only forward declared here: headers that include this one (tests,
+// the kernels' headers) need no CUDA include path.
 #pragma once
 #include "targets/gpu/gpu_options.hpp"
 
+#include <kiln/argument.hpp>
 #include <kiln/context.hpp>
 
+#include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <string>
+
+struct CUstream_st;
+struct CUlib_st;
+struct cublasLtContext;
 
 namespace kiln::gpu {
+
+// One module's generated kernels as loaded on the device, and how ("cubin for sm_90",
+// "recompiled for sm_100 from the kept source", "PTX (JIT by the driver)").
+struct loaded_library {
+    CUlib_st* handle = nullptr;
+    std::string how;
+    ~loaded_library();
+};
 
 class gpu_context final : public context {
 public:
     explicit gpu_context(const compile_options& opts) : options_(read_gpu_options(opts)) {}
+    ~gpu_context() override;
     std::string target_name() const override { return "gpu"; }
-    // A program compiled without a device (compile_unavailable_reason) runs only on one.
+    // Refuses to run where there is no device (unavailable_reason); else makes the
+    // device current on the calling thread and sets up the stream and handles.
     std::shared_ptr<void> begin_run() override;
+    // Waits for the stream (nothing to wait for before the device was set up).
+    void finish() override;
     const gpu_options& options() const { return options_; }
 
+    // Whether this machine has a usable device (unavailable_reason() is "").
+    static bool has_device();
+    // The device, current on the calling thread, its stream and handles created on first
+    // use. Throws a runtime error naming the CUDA call that failed. Cheap once set up: the
+    // device is set again only when this thread last set another one through a gpu_context,
+    // or with force_set (begin_run at every eval, finalize, arena and literal allocations:
+    // the caller may have changed it).
+    void use_device(bool force_set = false);
+    CUstream_st* stream();
+    // The stream, shared: buffers of an eval freed on it (cudaFreeAsync) may outlive this
+    // context (results handed to the caller), and keep the stream until they go.
+    std::shared_ptr<CUstream_st> shared_stream();
+    cublasLtContext* lt_handle();
+    // The device's architecture, "sm_90" (from its compute capability).
+    std::string device_arch();
+
+    // The library of compiled kernels with NVRTC key `key`: loaded once from `cubin`
+    // when `arch` is the device's, else recompiled from `source` for the device's arch
+    // (through the NVRTC cache), else from `ptx`. Empty code: only a lookup (a module's
+    // other kernels name the first one's library by key); null when it is not loaded.
+    std::shared_ptr<loaded_library> library(const std::string& key, const std::string& arch, const std::string& cubin,
+                                            const std::string& ptx, const std::string& source, bool fast_math);
+
 private:
+    void setup_locked();
     gpu_options options_;
+    std::mutex mutex_;
+    std::atomic<bool> ready_{false};
+    std::shared_ptr<CUstream_st> stream_;
+    cublasLtContext* lt_ = nullptr;
+    std::string arch_;
+    std::map<std::string, std::shared_ptr<loaded_library>> libraries_;
 };
+
+// gpu_context of `ctx`, or a runtime error naming `what` (a gpu kernel run with another
+// target's context).
+gpu_context& gpu_context_of(context& ctx, const char* what);
 
 }  // namespace kiln::gpu

@@ -45,6 +45,10 @@ gpu_options read_gpu_options(const compile_options& opts) {
     if (!valid_arch(o.arch))
         throw_error(error_code::invalid_argument, "gpu: '" + o.arch + "' is not a CUDA architecture (e.g. sm_90)");
     o.fusion = !off("KILN_GPU_FUSION");
+    if (opts.device_id < 0)
+        throw_error(error_code::invalid_argument, "gpu: device_id " + std::to_string(opts.device_id) + " is negative");
+    o.device_id = opts.device_id;
+    o.offload_copy = opts.offload_copy;
     o.cache_dir = cache_dir();
     const char* verbose = env("KILN_CODEGEN_VERBOSE");
     o.codegen_verbose = verbose && *verbose && std::string(verbose) != "0";

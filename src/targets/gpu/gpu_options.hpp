@@ -15,6 +15,8 @@ struct gpu_options {
     bool fusion = true;         // KILN_GPU_FUSION=0: no grouping (lone pointwise ops still get kernels)
     std::string cache_dir;      // KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln ("" none)
     bool codegen_verbose = false;  // KILN_CODEGEN_VERBOSE: each module's kernels and NVRTC time on stderr
+    int device_id = 0;          // compile_options::device_id: the CUDA device the context runs on (cudaSetDevice)
+    bool offload_copy = true;   // compile_options::offload_copy: host inputs/outputs copied (else device pointers)
 };
 
 gpu_options read_gpu_options(const compile_options& opts);

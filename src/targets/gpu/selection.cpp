@@ -54,19 +54,57 @@ bool lower_pointwise(module& m, instruction_ref ins, const gpu_options& o) {
 
 bool static_f32(const shape& s) { return s.is_tensor() && !s.dynamic() && s.get_type() == type::float32; }
 
-// matmul of static float32 tensors, both of one rank >= 2 with equal batch dims (cuBLASLt's
-// strided batches; broadcast batches come later), row-major (any layout is copied first).
+// matmul of static float32 tensors that cuBLASLt can read as they are (plan_lt accepts
+// them: row-major or transposed views, one batch stride or a broadcast matrix).
 bool lower_matmul(module& m, instruction_ref ins, const gpu_options&) {
     if (!rewrite::is<op::matmul>(ins) || ins->inputs().size() != 2) return false;
     const auto& a = ins->inputs()[0]->get_shape();
     const auto& b = ins->inputs()[1]->get_shape();
     if (!static_f32(a) || !static_f32(b) || !static_f32(ins->get_shape())) return false;
-    if (!a.standard() || !b.standard() || a.ndim() < 2 || a.ndim() != b.ndim()) return false;
-    for (std::size_t d = 0; d + 2 < a.ndim(); ++d)
-        if (a.lens()[d] != b.lens()[d]) return false;
+    try {
+        (void)plan_lt(a, b, ins->get_shape().as_standard(), false, false);
+    } catch (const error&) {
+        return false;
+    }
     auto workspace = m.insert_instruction(ins, builtin::allocate{shape(type::uint8, {lt_workspace_bytes})}, {});
     auto out = m.insert_instruction(ins, builtin::allocate{ins->get_shape().as_standard()}, {});
     m.replace_instruction(ins, lt_matmul{}, {ins->inputs()[0], ins->inputs()[1], workspace, out});
+    return true;
+}
+
+// gemm (alpha op(a) op(b) + beta c) of static float32 2-D operands cuBLASLt reads as they
+// are, c absent or one value per output column with beta 1 (the bias epilogue).
+bool lower_gemm(module& m, instruction_ref ins, const gpu_options&) {
+    const auto* g = ins->get_operator().any_cast<op::gemm>();
+    if (!g || ins->inputs().size() < 2 || ins->inputs().size() > 3) return false;
+    const auto& a = ins->inputs()[0]->get_shape();
+    const auto& b = ins->inputs()[1]->get_shape();
+    const auto out_shape = ins->get_shape();
+    if (!static_f32(a) || !static_f32(b) || !static_f32(out_shape) || a.ndim() != 2 || b.ndim() != 2) return false;
+    const bool bias = ins->inputs().size() == 3;
+    if (bias) {
+        const auto& c = ins->inputs()[2]->get_shape();
+        if (!static_f32(c) || g->beta != 1.0f || !c.standard() || c.elements() != out_shape.lens().back() ||
+            (c.ndim() == 2 && c.lens()[0] != 1) || c.ndim() > 2)
+            return false;
+    }
+    try {
+        (void)plan_lt(a, b, out_shape.as_standard(), g->trans_a, g->trans_b);
+    } catch (const error&) {
+        return false;
+    }
+    lt_matmul op;
+    op.trans_a = g->trans_a;
+    op.trans_b = g->trans_b;
+    op.alpha = g->alpha;
+    op.bias = bias;
+    auto workspace = m.insert_instruction(ins, builtin::allocate{shape(type::uint8, {lt_workspace_bytes})}, {});
+    auto out = m.insert_instruction(ins, builtin::allocate{out_shape.as_standard()}, {});
+    std::vector<instruction_ref> args = {ins->inputs()[0], ins->inputs()[1]};
+    if (bias) args.push_back(ins->inputs()[2]);
+    args.push_back(workspace);
+    args.push_back(out);
+    m.replace_instruction(ins, op, args);
     return true;
 }
 
@@ -79,8 +117,13 @@ const std::vector<candidate>& candidates() {
         {"pointwise ops", "generated", "a lone elementwise op the generator handles (static shapes, its element types)",
          lower_pointwise},
         {"matmul", "cublaslt",
-         "static float32, equal ranks >= 2 with equal batch dims, row-major; a 32 MiB workspace planned in the arena",
+         "static float32, rank >= 2, each operand row-major or a transposed view, batch dims of one stride or "
+         "broadcast (plan_lt); a 32 MiB workspace planned in the arena",
          lower_matmul},
+        {"gemm", "cublaslt",
+         "static float32 2-D operands plan_lt takes (trans_a/trans_b as op T), alpha; C absent or one value per "
+         "output column with beta 1 (cuBLASLt's bias epilogue)",
+         lower_gemm},
     };
     return list;
 }

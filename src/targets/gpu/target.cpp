@@ -1,12 +1,15 @@
-// The gpu target (CUDA). This first step compiles: its passes turn a program into
-// generated CUDA kernels (compiled by NVRTC to CUBIN and PTX), cuBLASLt products with
-// planned workspaces, and reference kernels for the rest, without a device. Running on a
-// device (the arena in device memory, copies, launches through the runtime API, cuDNN)
-// is issue 21's next step; until then the target reports itself unavailable wherever no
-// device is found (compiling still works there), and its kernels say they cannot run yet.
+// The gpu target (CUDA). Its passes turn a program into generated CUDA kernels (compiled
+// by NVRTC to CUBIN and PTX), cuBLASLt products with planned workspaces, and reference
+// kernels on the host for the rest (host_fallback.hpp), without a device. On a device its
+// buffers are device memory: the arena (one cudaMalloc per concurrent eval, kept for the
+// next), literals uploaded once at finalize, inputs and outputs copied on the context's
+// stream with offload_copy, else the caller's device pointers. Where no device is found
+// the target says so (compiling still works there).
 #include "targets/gpu/availability.hpp"
 #include "targets/gpu/codegen/compile_pass.hpp"
 #include "targets/gpu/context.hpp"
+#include "targets/gpu/device.hpp"
+#include "targets/gpu/host_fallback.hpp"
 #include "targets/gpu/lowering.hpp"
 
 #include <kiln/pipeline.hpp>
@@ -38,15 +41,48 @@ public:
         compile_options fallback = opts;
         fallback.memory_planning = false;
         for (auto& p : get_target("ref")->get_passes(ctx, fallback)) passes.push_back(std::move(p));
-        // 4. The generated kernels through NVRTC, one run per module.
+        // 4. What stays on the host (reference kernels between copies) and the literal
+        //    upload (host_fallback.hpp).
+        passes.push_back(place_host_ops{});
+        // 5. The generated kernels through NVRTC, one run per module.
         passes.push_back(codegen::compile_kernels{&o});
         passes.push_back(make_pass("dead_code_elimination"));
-        // 5. One arena for every buffer, library workspaces included.
+        // 6. One arena for every buffer, library workspaces included.
         if (opts.memory_planning) {
             passes.push_back(make_pass("schedule"));
             passes.push_back(make_pass("memory_coloring"));
         }
+        // 7. What planning left (the results' buffers) in device memory per eval.
+        passes.push_back(device_allocations{});
         return passes;
+    }
+
+    memory_location location() const override { return memory_location::device; }
+    // The arena of an eval (program.cpp's arena_pool keeps it for the next one).
+    argument allocate(const shape& s, context& ctx) const override {
+        return device_allocate(s, gpu_context_of(ctx, "gpu arena"), "the arena " + s.to_string());
+    }
+    // offload_copy's inputs, or a device result copied out of the arena (device to device).
+    argument copy_to_target(const argument& a, context& ctx) const override {
+        auto& g = gpu_context_of(ctx, "gpu copy");
+        if (a.get_shape().is_tuple()) {
+            std::vector<argument> e;
+            for (const auto& x : a.elements()) e.push_back(copy_to_target(x, ctx));
+            return argument::make_tuple(std::move(e));
+        }
+        const std::string what = "an input " + a.get_shape().to_string();
+        if (a.location() == memory_location::device) return device_copy(a, g, what);
+        return upload(a, g, what);
+    }
+    // offload_copy's outputs: host memory, after the queued work is done.
+    argument copy_to_host(const argument& a, context& ctx) const override {
+        if (a.get_shape().is_tuple()) {
+            std::vector<argument> e;
+            for (const auto& x : a.elements()) e.push_back(copy_to_host(x, ctx));
+            return argument::make_tuple(std::move(e));
+        }
+        if (a.location() != memory_location::device) return a;
+        return download(a, gpu_context_of(ctx, "gpu copy"), "an output " + a.get_shape().to_string());
     }
 };
 

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# The one script a session with a lent GPU (an H200) runs, in the repository root on the GPU
+# machine, within about 8 minutes (issue 21). That machine has the CUDA 13 toolkit but cannot
+# install packages and reaches nothing outside. It:
+#   1. finds a build with the gpu target (KILN_BUILD_DIR, build-gpu/ or build-gpu.tar.xz from
+#      scripts/gpu-bundle.sh, or build/), else configures and builds one (KILN_ENABLE_GPU=ON,
+#      only the targets below);
+#   2. records the GPU, driver and library versions (nvidia-smi, kiln targets);
+#   3. runs kiln_gpu_tests (no device needed; a sanity check of the carried build) and
+#      kiln_gpu_device_tests (every program-level check against ref; the shared models in
+#      KILN_GPU_DEVICE_MODELS, the quick ones by default);
+#   4. `kiln verify --target gpu` on every shared model against ref (their test inputs);
+#   5. a .kiln save/load of bert_small for the gpu, then `kiln perf --target gpu` on resnet50
+#      at batch 1 and 8 and bert_small, and a per-instruction profile of bert_small (where the
+#      time goes).
+# Each step runs under `timeout`, inside one overall budget (KILN_GPU_CHECK_BUDGET seconds,
+# default 470), and the summary is rewritten after every step, so a run cut off still reports:
+#   OUT_DIR/gpu-summary.json   one record per step: name, exit status, seconds, log, last line
+#   OUT_DIR/gpu-summary.md     the same as a table, with the device lines
+#   OUT_DIR/<step>.log         each step's output (gtest JSON for the test binaries too)
+# OUT_DIR: the first argument, else $OUT, else ./gpu-check-out.
+# Models: KILN_MODELS_DIR, else ../shared/models, else shared/models, else gpu-models/ (a
+# carried subset: the device machine takes at most 64 MiB, so build-gpu.tar.xz (17 MiB) plus
+# fashion_resnet, lstm_seq, bert_small and vit_tiny (40 MiB) travel, resnet50 (100 MiB) does
+# not); missing models are recorded as skipped (make_models.py needs PyTorch).
+#
+# From a checkout without a GPU, for a session that is lent one:
+#   scripts/gpu-bundle.sh
+#   mkdir -p gpu-models && cp -r ../shared/models/{fashion_resnet,lstm_seq,bert_small,vit_tiny} gpu-models/
+#   run: bench/gpu-check.sh "$OUT"   carrying build-gpu.tar.xz and gpu-models
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+OUT_DIR=${1:-${OUT:-$ROOT/gpu-check-out}}
+mkdir -p "$OUT_DIR"
+BUDGET=${KILN_GPU_CHECK_BUDGET:-470}
+START=$(date +%s)
+JSON="$OUT_DIR/gpu-summary.json"
+MD="$OUT_DIR/gpu-summary.md"
+RECORDS=()
+
+elapsed() { echo $(( $(date +%s) - START )); }
+json_escape() { sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/\t/ /g' | tr -d '\r' | tr '\n' ' '; }
+
+write_summary() {
+  {
+    echo "{"
+    echo "  \"script\": \"bench/gpu-check.sh\","
+    echo "  \"commit\": \"$(git rev-parse HEAD 2>/dev/null || echo unknown)\","
+    echo "  \"elapsed_s\": $(elapsed),"
+    echo "  \"device\": \"$(printf '%s' "${DEVICE_LINE:-unknown}" | json_escape)\","
+    echo "  \"steps\": ["
+    local n=${#RECORDS[@]} i=0
+    for r in "${RECORDS[@]}"; do
+      i=$((i + 1))
+      if [ "$i" -lt "$n" ]; then echo "    $r,"; else echo "    $r"; fi
+    done
+    echo "  ]"
+    echo "}"
+  } > "$JSON.tmp" && mv "$JSON.tmp" "$JSON"
+  {
+    echo "# bench/gpu-check.sh ($(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null))"
+    echo
+    echo "Device: ${DEVICE_LINE:-unknown}"
+    echo
+    echo "| step | status | seconds | last line |"
+    echo "| --- | --- | --- | --- |"
+    for r in "${MD_ROWS[@]:-}"; do [ -n "$r" ] && echo "$r"; done
+  } > "$MD"
+}
+MD_ROWS=()
+
+# record NAME RC SECONDS LOG NOTE
+record() {
+  local name=$1 rc=$2 secs=$3 log=$4 note=$5
+  local status=ok
+  if [ "$rc" = skipped ]; then status=skipped; elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then status=timeout
+  elif [ "$rc" != 0 ]; then status=failed; fi
+  local rc_json=$rc
+  [ "$rc" = skipped ] && rc_json=null
+  RECORDS+=("{\"step\": \"$name\", \"status\": \"$status\", \"rc\": $rc_json, \"seconds\": $secs, \"log\": \"$(basename "$log")\", \"note\": \"$(printf '%s' "$note" | json_escape)\"}")
+  MD_ROWS+=("| $name | $status | $secs | $(printf '%s' "$note" | tr '|' '/' | tr '\n' ' ' | cut -c1-200) |")
+  write_summary
+  echo "[gpu-check] $name: $status (${secs}s) $note"
+}
+
+# step NAME TIMEOUT_S COMMAND...: runs it under timeout within the overall budget.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local log="$OUT_DIR/$name.log"
+  local left=$((BUDGET - $(elapsed) - 5))
+  if [ "$left" -lt 15 ]; then
+    record "$name" skipped 0 "$log" "no time left in the ${BUDGET}s budget"
+    return 0
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  local t0=$(date +%s)
+  timeout --kill-after=10 "$limit" "$@" > "$log" 2>&1
+  local rc=$?
+  local note
+  note=$(grep -v '^\s*$' "$log" | tail -n 1)
+  [ "$rc" = 124 ] && note="timed out after ${limit}s; $note"
+  record "$name" "$rc" $(( $(date +%s) - t0 )) "$log" "$note"
+  return 0
+}
+
+skip() { record "$1" skipped 0 "$OUT_DIR/$1.log" "$2"; }
+
+# 1. A build with the gpu target (a carried scripts/gpu-bundle.sh archive is unpacked first).
+if [ ! -d build-gpu ] && [ -f build-gpu.tar.xz ]; then
+  step unpack_bundle 60 tar -xJf build-gpu.tar.xz
+fi
+BUILD=""
+for cand in "${KILN_BUILD_DIR:-}" build-gpu build; do
+  if [ -n "$cand" ] && [ -x "$cand/bin/kiln" ] && [ -x "$cand/bin/kiln_gpu_device_tests" ]; then BUILD=$cand; break; fi
+done
+if [ -z "$BUILD" ]; then
+  BUILD=build-gpu-check
+  step configure 120 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DKILN_ENABLE_GPU=ON
+  step build 300 cmake --build "$BUILD" -j "$(nproc)" --target kiln_tool kiln_gpu_tests kiln_gpu_device_tests
+else
+  skip build "using $BUILD"
+fi
+BUILD=$(cd "$BUILD" 2>/dev/null && pwd || echo "$ROOT/$BUILD")
+# A carried build: its libraries are found next to it, wherever the checkout lies.
+export LD_LIBRARY_PATH="$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+KILN="$BUILD/bin/kiln"
+
+# 2. The device.
+DEVICE_LINE=$( (nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1) || true)
+[ -z "$DEVICE_LINE" ] && DEVICE_LINE="nvidia-smi not found or no GPU"
+step environment 30 bash -c "nvidia-smi 2>&1 | head -n 20; echo; '$KILN' targets; echo; ls /usr/local/cuda/lib64 2>/dev/null | grep -E 'libcudart|libnvrtc|libcublasLt|libcudnn.so' | head"
+step targets 20 "$KILN" targets
+
+# 3. The tests.
+# gpu_build checks the build tree's files by their paths here: not in a carried bundle.
+filter=()
+[ "$(basename "$BUILD")" = build-gpu ] && filter=(--gtest_filter=-gpu_build.*)
+step gpu_tests 120 "$BUILD/bin/kiln_gpu_tests" "${filter[@]}" --gtest_output="json:$OUT_DIR/gpu_tests.json"
+MODELS=""
+for cand in "${KILN_MODELS_DIR:-}" ../shared/models shared/models gpu-models; do
+  if [ -n "$cand" ] && [ -f "$cand/resnet50/model.onnx" -o -f "$cand/bert_small/model.onnx" ]; then MODELS=$(cd "$cand" && pwd); break; fi
+done
+export KILN_MODELS_DIR=$MODELS
+export KILN_GPU_DEVICE_MODELS=${KILN_GPU_DEVICE_MODELS:-fashion_resnet,lstm_seq,bert_small,vit_tiny}
+step gpu_device_tests 200 "$BUILD/bin/kiln_gpu_device_tests" --gtest_output="json:$OUT_DIR/gpu_device_tests.json"
+
+# Static shapes at the test inputs' (a dynamic program's generic program runs on the host
+# until a specialization is compiled: measure and verify the device code directly).
+dims() {
+  case $1 in
+    bert_small) echo "--input-dim @input_ids 1 128 --input-dim @attention_mask 1 128" ;;
+    lstm_seq) echo "--input-dim @features 1 100 80" ;;
+    fashion_resnet) echo "--batch 16" ;;
+    *) echo "--batch 1" ;;
+  esac
+}
+
+# 4. verify on every model (its test inputs; ref alongside).
+if [ -z "$MODELS" ]; then
+  skip verify "no models (KILN_MODELS_DIR, ../shared/models, shared/models)"
+else
+  for m in fashion_resnet lstm_seq bert_small vit_tiny mobilenet_v2 efficientnet_b0 resnet50; do
+    [ -f "$MODELS/$m/model.onnx" ] || { skip "verify_$m" "no $MODELS/$m/model.onnx"; continue; }
+    step "verify_$m" 60 "$KILN" verify "$MODELS/$m/model.onnx" --target gpu --input "$MODELS/$m/test_data_set_0" $(dims "$m")
+  done
+fi
+
+# A .kiln round trip: compiled for the gpu, saved, loaded (no NVRTC when the arch matches) and run.
+if [ -n "$MODELS" ] && [ -f "$MODELS/bert_small/model.onnx" ]; then
+  step save_bert_small 60 "$KILN" compile "$MODELS/bert_small/model.onnx" --target gpu $(dims bert_small) -o "$OUT_DIR/bert_small.kiln"
+  step load_bert_small 60 "$KILN" perf "$OUT_DIR/bert_small.kiln" --target gpu --input "$MODELS/bert_small/test_data_set_0" -n 5 --warmup 1
+  rm -f "$OUT_DIR/bert_small.kiln"
+fi
+
+# 5. perf. The convolutions still run on the host (cuDNN is the next step), so ResNet-50
+#    takes seconds a run: few iterations.
+if [ -z "$MODELS" ]; then
+  skip perf "no models"
+else
+  [ -f "$MODELS/bert_small/model.onnx" ] && {
+    step perf_bert_small 60 "$KILN" perf "$MODELS/bert_small/model.onnx" --target gpu --input "$MODELS/bert_small/test_data_set_0" $(dims bert_small) -n 20 --warmup 3
+    step perf_bert_small_per_instruction 60 "$KILN" perf "$MODELS/bert_small/model.onnx" --target gpu --input "$MODELS/bert_small/test_data_set_0" $(dims bert_small) -n 3 --warmup 1 --per-instruction
+  }
+  [ -f "$MODELS/resnet50/model.onnx" ] && {
+    step perf_resnet50_b1 90 "$KILN" perf "$MODELS/resnet50/model.onnx" --target gpu --batch 1 -n 3 --warmup 1
+    step perf_resnet50_b8 120 "$KILN" perf "$MODELS/resnet50/model.onnx" --target gpu --batch 8 -n 2 --warmup 1
+  }
+fi
+write_summary
+echo "[gpu-check] done in $(elapsed)s: $JSON"
