@@ -43,7 +43,7 @@ shape int8_depthwise::compute_shape(const std::vector<shape>& inputs) const {
     if (stride.size() != 2 || pad.size() != 2 || stride[0] < 1 || stride[1] < 1 || pad[0] < 0 || pad[1] < 0)
         bad("needs two strides and paddings");
     const std::size_t cp = i8g::padded(x.lens()[1]);
-    if (inputs[1].elements() < 9 * cp || inputs[2].elements() < cp || inputs[3].elements() < cp ||
+    if (inputs[1].elements() < i8g::dw_pairs * cp * 2 || inputs[2].elements() < cp || inputs[3].elements() < cp ||
         inputs[4].elements() < 3 * cp)
         bad("the packed weights or requantize constants are too small");
     for (std::size_t d = 0; d < 2; ++d) {
@@ -141,12 +141,12 @@ bool lower_int8_depthwise(lower_env& env, instruction_ref ins) {
     auto x = int8_relayout(env, ins, xin, shape(xs.get_type(), xs.lens(), channels_last_strides(xs.lens())));
     const auto wl = ins->inputs()[1]->get_literal();
     const auto* w = wl.get_argument().data_as<std::int8_t>();
-    std::vector<std::int16_t> wt(9 * cp, 0);
+    std::vector<std::int16_t> wt(i8g::dw_pairs * cp * 2, 0);
     std::vector<std::int64_t> abs_sum(c, 0), zero(c, 0);
     for (std::size_t ch = 0; ch < c; ++ch)
         for (std::size_t t = 0; t < 9; ++t) {
             const std::int16_t v = w[ch * 9 + t];
-            wt[t * cp + ch] = v;
+            wt[i8g::dw_weight_index(t, ch, cp)] = v;
             abs_sum[ch] += v < 0 ? -v : v;
         }
     std::vector<double> bias;

@@ -1,8 +1,9 @@
 // The exact depthwise 3x3 int8 convolution for CPUs with AVX2 (chosen by cpuid,
-// int8_depthwise.cpp): channels-last, 16 channels per step: each tap's 16 activations
-// widened to int16, the zero point subtracted, multiplied by the tap's int16 weights
-// (vpmullw: |x - z| <= 255 and |w| <= 128, so the product fits int16 exactly), widened and
-// summed in int32; then the requantize (requant_avx2.hpp).
+// int8_depthwise.cpp): channels-last, 16 channels per step: two taps' 16 activations at a
+// time widened to int16, the zero point subtracted, interleaved (vpunpck[lh]wd) and
+// multiplied by the taps' interleaved int16 weights with vpmaddwd (|x - z| <= 255 and
+// |w| <= 128: exact in int32, nothing saturates); a tap outside the image adds zeros (as
+// ref's zero padding of x - z). Then the requantize (requant_avx2.hpp).
 #include "targets/cpu/kernels/int8_gemm/int8_gemm_args.hpp"
 #include "targets/cpu/kernels/int8_gemm/requant_avx2.hpp"
 
@@ -34,29 +35,31 @@ I8_AVX2 void rows(const dw_args& d, std::size_t r0, std::size_t r1) {
         const std::ptrdiff_t iy0 = static_cast<std::ptrdiff_t>(oy * d.stride_h) - static_cast<std::ptrdiff_t>(d.pad_h);
         for (std::size_t ox = 0; ox < d.ow; ++ox) {
             const std::ptrdiff_t ix0 = static_cast<std::ptrdiff_t>(ox * d.stride_w) - static_cast<std::ptrdiff_t>(d.pad_w);
-            const std::uint8_t* src[9];
-            int taps[9];
-            int nt = 0;
+            const std::uint8_t* src[10] = {};  // per tap, null outside the image (and tap 9)
             for (int t = 0; t < 9; ++t) {
                 const std::ptrdiff_t iy = iy0 + t / 3, ix = ix0 + t % 3;
-                if (iy < 0 || ix < 0 || iy >= static_cast<std::ptrdiff_t>(d.h) || ix >= static_cast<std::ptrdiff_t>(d.w))
-                    continue;
-                src[nt] = x + ((n * d.h + static_cast<std::size_t>(iy)) * d.w + static_cast<std::size_t>(ix)) * d.c;
-                taps[nt++] = t;
+                if (iy >= 0 && ix >= 0 && iy < static_cast<std::ptrdiff_t>(d.h) && ix < static_cast<std::ptrdiff_t>(d.w))
+                    src[t] = x + ((n * d.h + static_cast<std::size_t>(iy)) * d.w + static_cast<std::size_t>(ix)) * d.c;
             }
             char* out = static_cast<char*>(d.y) + ((n * d.oh + oy) * d.ow + ox) * d.c * esize;
             for (std::size_t c = 0; c < d.c; c += 16) {
                 const std::size_t width = std::min<std::size_t>(16, d.c - c);
-                __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();
-                for (int i = 0; i < nt; ++i) {
-                    const __m256i xv = _mm256_sub_epi16(widen16<Signed>(src[i] + c, width), z);
-                    const __m256i w = _mm256_loadu_si256(
-                        reinterpret_cast<const __m256i*>(d.wt + static_cast<std::size_t>(taps[i]) * cp + c));
-                    const __m256i prod = _mm256_mullo_epi16(xv, w);
-                    a0 = _mm256_add_epi32(a0, _mm256_cvtepi16_epi32(_mm256_castsi256_si128(prod)));
-                    a1 = _mm256_add_epi32(a1, _mm256_cvtepi16_epi32(_mm256_extracti128_si256(prod, 1)));
+                // lo: channels 0-3 and 8-11 of the block, hi: 4-7 and 12-15 (the unpack order).
+                __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+                for (std::size_t p = 0; p < dw_pairs; ++p) {
+                    const std::uint8_t* s0 = src[2 * p];
+                    const std::uint8_t* s1 = src[2 * p + 1];
+                    if (!s0 && !s1) continue;
+                    const __m256i x0 = s0 ? _mm256_sub_epi16(widen16<Signed>(s0 + c, width), z) : _mm256_setzero_si256();
+                    const __m256i x1 = s1 ? _mm256_sub_epi16(widen16<Signed>(s1 + c, width), z) : _mm256_setzero_si256();
+                    const std::int16_t* w = d.wt + (p * cp + c) * 2;
+                    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(x0, x1),
+                                                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w))));
+                    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(x0, x1),
+                                                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16))));
                 }
-                store16(d.q, out + c * esize, a0, a1, c, width);
+                store16(d.q, out + c * esize, _mm256_permute2x128_si256(lo, hi, 0x20),
+                        _mm256_permute2x128_si256(lo, hi, 0x31), c, width);
             }
         }
     }

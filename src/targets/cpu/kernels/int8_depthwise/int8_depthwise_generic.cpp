@@ -20,7 +20,7 @@ void depthwise(const dw_args& d, std::size_t r0, std::size_t r1) {
                     const std::size_t at = ((n * d.h + static_cast<std::size_t>(iy)) * d.w + static_cast<std::size_t>(ix)) * d.c + c;
                     const std::int32_t x = d.x_signed ? static_cast<const std::int8_t*>(d.x)[at]
                                                       : static_cast<const std::uint8_t*>(d.x)[at];
-                    acc += (x - d.x_zero) * d.wt[t * cp + c];
+                    acc += (x - d.x_zero) * d.wt[dw_weight_index(t, c, cp)];
                 }
                 store_value(d.q, d.y, ((n * d.oh + oy) * d.ow + ox) * d.c + c, acc, c);
             }

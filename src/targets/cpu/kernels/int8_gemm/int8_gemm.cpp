@@ -61,6 +61,7 @@ i8g::requant int8_requant_view(const std::int32_t* comp, const float* scale, con
             : out_type == type::int8 ? i8g::out_kind::s8
                                      : i8g::out_kind::f32;
     q.y_scale = y_scale;
+    q.y_inv = 1.0f / y_scale;
     q.y_zero = static_cast<float>(y_zero_point);
     q.y_min = static_cast<float>(y_min);
     q.y_max = static_cast<float>(y_max);

@@ -44,6 +44,7 @@ struct requant {
     bool f32_exact = false;
     out_kind out = out_kind::f32;
     float y_scale = 1.0f, y_zero = 0.0f, y_min = 0.0f, y_max = 0.0f;
+    float y_inv = 1.0f;  // 1 / y_scale: the vector kernels' fast quotient, checked (requant_avx2.hpp)
 };
 
 // The portable requantize of one accumulator of channel c (also the reference for tests).
@@ -69,7 +70,9 @@ gemm_fn generic_gemm();
 gemm_fn avx2_gemm();  // only for CPUs with AVX2
 
 // Depthwise 3x3 (group = channels, one output channel per input channel), channels-last
-// x [n][h][w][c] and y [n][oh][ow][c]; weights [9][padded(c)] int16 (tap kh * 3 + kw).
+// x [n][h][w][c] and y [n][oh][ow][c]; weights int16 [5 tap pairs][padded(c)][2] (taps 2p and
+// 2p + 1, tap kh * 3 + kw; tap 9 is 0), the channels of each 16-channel block in the order
+// vpunpcklwd / vpunpckhwd leave them in: 0-3, 8-11, 4-7, 12-15 (dw_weight_index).
 // acc = sum over the taps inside the image of (x - x_zero) w, + comp (the int32 bias where
 // f32_exact, else 0); padding adds nothing, as ref's shifted zero padding.
 struct dw_args {
@@ -82,6 +85,13 @@ struct dw_args {
     void* y = nullptr;
     requant q;
 };
+
+constexpr std::size_t dw_pairs = 5;
+inline std::size_t dw_weight_index(std::size_t tap, std::size_t c, std::size_t cp) {
+    const std::size_t j = c & 15;
+    const std::size_t pos = (j & 3) | ((j & 4) << 1) | ((j & 8) >> 1);
+    return ((tap / 2) * cp + (c & ~std::size_t{15}) + pos) * 2 + (tap & 1);
+}
 
 // Output rows [r0, r1) of batch * oh.
 using dw_fn = void (*)(const dw_args&, std::size_t r0, std::size_t r1);
