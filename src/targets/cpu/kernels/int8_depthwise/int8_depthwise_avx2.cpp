@@ -33,13 +33,21 @@ I8_AVX2 void rows(const dw_args& d, std::size_t r0, std::size_t r1) {
     for (std::size_t r = r0; r < r1; ++r) {
         const std::size_t n = r / d.oh, oy = r % d.oh;
         const std::ptrdiff_t iy0 = static_cast<std::ptrdiff_t>(oy * d.stride_h) - static_cast<std::ptrdiff_t>(d.pad_h);
+        const std::uint8_t* row[3];  // the window's input rows, null outside the image
+        for (int ky = 0; ky < 3; ++ky) {
+            const std::ptrdiff_t iy = iy0 + ky;
+            row[ky] = iy >= 0 && iy < static_cast<std::ptrdiff_t>(d.h)
+                          ? x + (n * d.h + static_cast<std::size_t>(iy)) * d.w * d.c
+                          : nullptr;
+        }
         for (std::size_t ox = 0; ox < d.ow; ++ox) {
             const std::ptrdiff_t ix0 = static_cast<std::ptrdiff_t>(ox * d.stride_w) - static_cast<std::ptrdiff_t>(d.pad_w);
             const std::uint8_t* src[10] = {};  // per tap, null outside the image (and tap 9)
-            for (int t = 0; t < 9; ++t) {
-                const std::ptrdiff_t iy = iy0 + t / 3, ix = ix0 + t % 3;
-                if (iy >= 0 && ix >= 0 && iy < static_cast<std::ptrdiff_t>(d.h) && ix < static_cast<std::ptrdiff_t>(d.w))
-                    src[t] = x + ((n * d.h + static_cast<std::size_t>(iy)) * d.w + static_cast<std::size_t>(ix)) * d.c;
+            for (int kx = 0; kx < 3; ++kx) {
+                const std::ptrdiff_t ix = ix0 + kx;
+                if (ix < 0 || ix >= static_cast<std::ptrdiff_t>(d.w)) continue;
+                for (int ky = 0; ky < 3; ++ky)
+                    if (row[ky]) src[ky * 3 + kx] = row[ky] + static_cast<std::size_t>(ix) * d.c;
             }
             char* out = static_cast<char*>(d.y) + ((n * d.oh + oy) * d.ow + ox) * d.c * esize;
             for (std::size_t c = 0; c < d.c; c += 16) {
