@@ -12,6 +12,8 @@
 
 #include "ops/quant_fused.hpp"
 
+#include <kiln/serialize.hpp>
+
 using namespace kiln;
 using namespace kiln::cpu_test;
 
@@ -239,4 +241,47 @@ TEST(cpu_int8_gemm, float_fallback_when_asked) {
     b.ret({b.m->add_instruction(q, {x, wt})});
     auto r = run_both(b, 1e-4, 1e-4);
     EXPECT_EQ(count_ops(r.cpu, "cpu::int8_gemm"), 0u) << text(r.cpu);
+}
+
+TEST(cpu_int8_gemm, saved_program_loads_and_runs_with_either_kernel) {
+    // A 1x1 layer into a depthwise one: the .kiln holds the packed constants, the kernels
+    // are chosen again at load (here: the CPU's, then the portable ones), results bit-equal.
+    if (cpu::has_int8_dot_product()) GTEST_SKIP() << "VNNI: oneDNN's int8 kernels";
+    builder b;
+    auto xl = ints(type::uint8, {1, 19, 6, 7}, 0, 255);
+    b.inputs["x"] = xl.get_argument();
+    auto x = b.m->add_parameter("x", xl.get_shape());
+    op::quant_convolution q;
+    q.padding = {0, 0, 0, 0};
+    q.stride = {1, 1};
+    q.dilation = {1, 1};
+    set_params(q, u8_relu(), 24);
+    auto y = b.m->add_instruction(q, {x, b.m->add_literal(ints(type::int8, {24, 19, 1, 1}, -127, 127)),
+                                      bias_literal(b, u8_relu(), 24)});
+    op::quant_convolution dw = q;
+    dw.padding = {1, 1, 1, 1};
+    dw.stride = {2, 2};
+    dw.group = 24;
+    qcase c = s8_clip();
+    c.x_type = type::uint8;
+    set_params(dw, c, 24);
+    dw.x_zero_point = q.y_zero_point;
+    b.ret({b.m->add_instruction(dw, {y, b.m->add_literal(ints(type::int8, {24, 1, 3, 3}, -127, 127)),
+                                     bias_literal(b, c, 24)})});
+    program ref = b.p;
+    ref.compile(*get_target("ref"));
+    program cpu = b.p;
+    cpu.compile(*get_target("cpu"));
+    ASSERT_EQ(count_ops(cpu, "cpu::int8_gemm"), 1u) << text(cpu);
+    ASSERT_EQ(count_ops(cpu, "cpu::int8_depthwise"), 1u) << text(cpu);
+    const auto bytes = save_buffer(cpu);
+    const auto want = ref.eval(b.inputs);
+    for (bool generic : {false, true}) {
+        test::env_override isa("KILN_CPU_PACKED_GEMM_ISA", generic ? "generic" : "");
+        auto loaded = load_buffer(bytes.data(), bytes.size());
+        EXPECT_EQ(count_ops(loaded, "cpu::int8_depthwise"), 1u);
+        auto got = loaded.eval(b.inputs);
+        ASSERT_EQ(got.size(), 1u);
+        expect_close(got[0], want[0], 0.0, 0.0);
+    }
 }
