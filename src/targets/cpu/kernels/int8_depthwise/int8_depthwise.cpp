@@ -43,7 +43,7 @@ shape int8_depthwise::compute_shape(const std::vector<shape>& inputs) const {
     if (stride.size() != 2 || pad.size() != 2 || stride[0] < 1 || stride[1] < 1 || pad[0] < 0 || pad[1] < 0)
         bad("needs two strides and paddings");
     const std::size_t cp = i8g::padded(x.lens()[1]);
-    if (inputs[1].elements() < i8g::dw_pairs * cp * 2 || inputs[2].elements() < cp || inputs[3].elements() < cp ||
+    if (inputs[1].elements() < i8g::dw_pairs * cp * 2 || inputs[2].elements() < cp || inputs[3].elements() < 2 * cp ||
         inputs[4].elements() < 3 * cp)
         bad("the packed weights or requantize constants are too small");
     for (std::size_t d = 0; d < 2; ++d) {

@@ -27,7 +27,7 @@ int8_requant_pack pack_int8_requant(const op::requantize_params& p, std::size_t 
     const std::size_t np = padded(channels);
     int8_requant_pack r;
     r.comp.assign(np, 0);
-    r.scale.assign(np, 0.0f);
+    r.scale.assign(2 * np, 0.0f);
     r.dparams.assign(3 * np, 0.0);
     // float(acc) exact for every accumulator, and no float bias: the float product path.
     r.f32_exact = bias.empty() || int_bias;
@@ -40,6 +40,7 @@ int8_requant_pack pack_int8_requant(const op::requantize_params& p, std::size_t 
         if (r.f32_exact && !bias.empty()) comp += static_cast<std::int64_t>(bias[c]);
         r.comp[c] = static_cast<std::int32_t>(comp);
         r.scale[c] = p.channel_scale(c);
+        if (p.quantized_output()) r.scale[np + c] = r.scale[c] * (1.0f / p.y_scale);
         r.dparams[c] = static_cast<double>(r.scale[c]);
         if (!bias.empty() && !r.f32_exact) (int_bias ? r.dparams[np + c] : r.dparams[2 * np + c]) = bias[c];
     }
@@ -53,6 +54,7 @@ i8g::requant int8_requant_view(const std::int32_t* comp, const float* scale, con
     i8g::requant q;
     q.comp = comp;
     q.scale = scale;
+    q.qscale = scale + np;
     q.dscale = dparams;
     q.ibias = dparams + np;
     q.fbias = dparams + 2 * np;
@@ -126,7 +128,7 @@ shape int8_gemm::compute_shape(const std::vector<shape>& inputs) const {
         bad("a " + a.to_string() + " is not a packed 8-bit tensor of " + std::to_string(m) + " rows of " +
             std::to_string(k));
     if (inputs[1].elements() < i8g::panels(nu) * i8g::pairs(ku) * i8g::panel * 2) bad("the packed weights are too small");
-    if (inputs[2].elements() < padded(nu) || inputs[3].elements() < padded(nu) || inputs[4].elements() < 3 * padded(nu))
+    if (inputs[2].elements() < padded(nu) || inputs[3].elements() < 2 * padded(nu) || inputs[4].elements() < 3 * padded(nu))
         bad("the requantize constants are too small");
     const shape& out = inputs.back();
     std::vector<std::size_t> lens(out_lens.begin(), out_lens.end());

@@ -72,7 +72,7 @@ struct int8_gemm {
 // literal's values (empty without one) and whether it is int32.
 struct int8_requant_pack {
     std::vector<std::int32_t> comp;
-    std::vector<float> scale;
+    std::vector<float> scale;     // [2][padded]: the scale, and the scale times 1 / y_scale
     std::vector<double> dparams;  // [3][padded]: double scale, int bias, float bias
     bool f32_exact = false;
 };

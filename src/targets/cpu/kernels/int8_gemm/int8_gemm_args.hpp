@@ -38,6 +38,7 @@ enum class out_kind : std::uint8_t { f32, u8, s8 };
 struct requant {
     const std::int32_t* comp = nullptr;  // [padded(n)]
     const float* scale = nullptr;        // [padded(n)] x_scale * w_scale, in float
+    const float* qscale = nullptr;       // [padded(n)] fl(scale * fl(1 / y_scale)): requant_avx2.hpp
     const double* dscale = nullptr;      // [padded(n)] the same as double
     const double* ibias = nullptr;       // [padded(n)] int32 bias (0 where none or f32_exact)
     const double* fbias = nullptr;       // [padded(n)] float32 bias (0 where none)

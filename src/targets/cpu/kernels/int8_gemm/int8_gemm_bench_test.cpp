@@ -32,7 +32,8 @@ struct consts {
     std::vector<double> d;
     i8g::requant q(std::size_t n) {
         comp.assign(i8g::padded(n), 100);
-        scale.assign(i8g::padded(n), 0.0001f);
+        scale.assign(2 * i8g::padded(n), 0.0001f);
+        std::fill(scale.begin() + static_cast<std::ptrdiff_t>(i8g::padded(n)), scale.end(), 0.0001f * 20.0f);
         d.assign(3 * i8g::padded(n), 0.0);
         return cpu::int8_requant_view(comp.data(), scale.data(), d.data(), n, true, type::uint8, 0.05f, 3, 0, 255);
     }

@@ -49,13 +49,31 @@ I8_AVX2 inline __m256i levels8(const requant& q, __m256 v) {
     return _mm256_cvtps_epi32(r);
 }
 
+// levels8 for f32_exact accumulators (acc holds comp), one product fewer: t = float(acc) *
+// qscale[c] is within 5 2^-24 |t| of ref's quotient (three roundings against two), so
+// where |t| < 2^10 both round alike unless t is within 2^-10 of a half-integer (then ref's
+// steps run for those lanes); where |t| >= 2^10 both clamp to the same end of the range.
+I8_AVX2 inline __m256i exact_levels8(const requant& q, __m256i acc, std::size_t c) {
+    const __m256 af = _mm256_cvtepi32_ps(acc);
+    const __m256 t = _mm256_mul_ps(af, _mm256_loadu_ps(q.qscale + c));
+    __m256 r = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 gap = _mm256_sub_ps(_mm256_set1_ps(0.5f), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_sub_ps(t, r)));
+    if (_mm256_movemask_ps(_mm256_cmp_ps(gap, _mm256_set1_ps(1.0f / 1024.0f), _CMP_LE_OQ)) != 0) {
+        const __m256 v = _mm256_mul_ps(af, _mm256_loadu_ps(q.scale + c));
+        r = _mm256_round_ps(_mm256_div_ps(v, _mm256_set1_ps(q.y_scale)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    }
+    r = _mm256_add_ps(r, _mm256_set1_ps(q.y_zero));
+    r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(q.y_min)), _mm256_set1_ps(q.y_max));
+    return _mm256_cvtps_epi32(r);
+}
+
 // Stores channels [c, c + width) (width <= 16) of one output row from two accumulator
 // vectors (channels c..c+7 and c+8..c+15, comp not yet added); y points at channel c.
 I8_AVX2 inline void store16(const requant& q, void* y, __m256i a0, __m256i a1, std::size_t c, std::size_t width) {
     a0 = _mm256_add_epi32(a0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.comp + c)));
     a1 = _mm256_add_epi32(a1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.comp + c + 8)));
-    const __m256 v0 = real8(q, a0, c), v1 = real8(q, a1, c + 8);
     if (q.out == out_kind::f32) {
+        const __m256 v0 = real8(q, a0, c), v1 = real8(q, a1, c + 8);
         float* out = static_cast<float*>(y);
         if (width == 16) {
             _mm256_storeu_ps(out, v0);
@@ -68,7 +86,8 @@ I8_AVX2 inline void store16(const requant& q, void* y, __m256i a0, __m256i a1, s
         }
         return;
     }
-    const __m256i l0 = levels8(q, v0), l1 = levels8(q, v1);
+    const __m256i l0 = q.f32_exact ? exact_levels8(q, a0, c) : levels8(q, real8(q, a0, c));
+    const __m256i l1 = q.f32_exact ? exact_levels8(q, a1, c + 8) : levels8(q, real8(q, a1, c + 8));
     // In range already: the saturating packs only narrow.
     const __m128i w0 = _mm_packs_epi32(_mm256_castsi256_si128(l0), _mm256_extracti128_si256(l0, 1));
     const __m128i w1 = _mm_packs_epi32(_mm256_castsi256_si128(l1), _mm256_extracti128_si256(l1, 1));
