@@ -35,18 +35,19 @@ struct qcase {
     std::int64_t y_min = 0, y_max = 255, y_zero = 3;
     int w_lo = -127, w_hi = 127;
     bool per_channel = true;
+    float x_scale = 0.0173f, w_scale = 0.0021f, y_scale = 0.0913f;  // w_scale: channel 0's
 };
 
 void set_params(op::requantize_params& p, const qcase& c, std::size_t channels) {
-    p.x_scale = 0.0173f;
+    p.x_scale = c.x_scale;
     p.x_zero_point = c.x_zero;
     p.w_scales.clear();
     for (std::size_t i = 0; i < (c.per_channel ? channels : 1); ++i)
-        p.w_scales.push_back(0.0021f + 0.00037f * static_cast<float>(i % 11));
+        p.w_scales.push_back(c.w_scale + 0.00037f * static_cast<float>(i % 11));
     p.w_zero_point = 0;
     p.has_bias = c.bias != 0;
     p.out_type = c.out_type;
-    p.y_scale = c.out_type == type::float32 ? 1.0f : 0.0913f;
+    p.y_scale = c.out_type == type::float32 ? 1.0f : c.y_scale;
     p.y_zero_point = c.out_type == type::float32 ? 0 : c.y_zero;
     p.y_min = c.y_min;
     p.y_max = c.y_max;
@@ -202,6 +203,23 @@ TEST(cpu_int8_gemm, large_accumulators_take_the_double_path_exactly) {
     c.out_type = type::uint8;
     c.y_max = 255;
     check_dot({7, 701}, 19, c);
+}
+
+TEST(cpu_int8_gemm, halves_round_to_even_as_ref) {
+    // acc * 0.5 / 1: every odd accumulator is a tie (the vector kernels' check sends those
+    // lanes through ref's division); and 0.5 / 0.1, whose reciprocal is inexact.
+    for (float y : {1.0f, 0.1f, 3.0f}) {
+        qcase c = u8_full_range_no_bias();
+        c.x_scale = 1.0f;
+        c.w_scale = 0.5f;
+        c.y_scale = y;
+        c.x_zero = 100;
+        c.y_zero = 120;
+        c.w_lo = -3;
+        c.w_hi = 3;
+        check_dot({9, 31}, 21, c);
+        check_depthwise(1, 21, 5, 6, 1, 1, c);
+    }
 }
 
 TEST(cpu_int8_gemm, products_with_constant_weights_bit_equal_to_ref) {
