@@ -1,5 +1,5 @@
 // The exact int8 GEMM for CPUs with AVX2 (chosen by cpuid, int8_gemm.cpp). Rows are taken
-// in blocks of 48: the block's A is widened once into int16 pairs, [tiles][k2][6] 32-bit
+// in blocks of 48: the block's A is widened once into int16 pairs, [rows][k2] 32-bit
 // words, which each panel of 16 columns then multiplies in 6 x 16 register tiles (12 ymm
 // accumulators): per pair of k one load of the panel's two ymm, and per row a broadcast
 // word and two vpmaddwd + vpaddd. The panel (k * 64 bytes) stays in L1/L2 across the
@@ -25,10 +25,9 @@ I8_AVX2 void tile(const gemm_args& g, const std::int32_t* ap, const std::int16_t
     for (std::size_t kk = 0; kk < k2; ++kk) {
         const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + kk * 32));
         const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + kk * 32 + 16));
-        const std::int32_t* a = ap + kk * tile_rows;
 #pragma GCC unroll 6
         for (int r = 0; r < R; ++r) {
-            const __m256i av = _mm256_set1_epi32(a[r]);
+            const __m256i av = _mm256_set1_epi32(ap[static_cast<std::size_t>(r) * k2 + kk]);
             acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(av, b0));
             acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(av, b1));
         }
@@ -43,30 +42,25 @@ using tile_fn = void (*)(const gemm_args&, const std::int32_t*, const std::int16
                          std::size_t);
 constexpr tile_fn tiles[tile_rows + 1] = {nullptr, tile<1>, tile<2>, tile<3>, tile<4>, tile<5>, tile<6>};
 
-// Rows [i0, i0 + rows) of A as int16 pairs, [tiles][k2][6] words (missing rows and the odd
-// k's partner are 0).
+// Rows [i0, i0 + rows) of A as int16 pairs, [tiles][6][k2] 32-bit words: each row widened
+// in place of its bytes (16 at a time), the odd k's partner and missing rows 0.
 template <class T>
 I8_AVX2 void pack_a(const gemm_args& g, const T* a, std::size_t i0, std::size_t rows, std::int32_t* out) {
     const std::size_t k2 = pairs(g.k), nt = (rows + tile_rows - 1) / tile_rows;
-    std::fill_n(out, nt * k2 * tile_rows, 0);
+    if (rows < nt * tile_rows) std::fill(out + rows * k2, out + nt * tile_rows * k2, 0);
     for (std::size_t r = 0; r < rows; ++r) {
         const T* src = a + (i0 + r) * g.lda;
-        std::int32_t* dst = out + (r / tile_rows) * k2 * tile_rows + r % tile_rows;
+        std::int32_t* dst = out + r * k2;
         std::size_t kk = 0;
-        if constexpr (sizeof(T) == 1) {
-            // 16 values at a time: widened to int16, so each 32-bit lane is one pair.
-            for (; 2 * kk + 16 <= g.k; kk += 8) {
-                const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * kk));
-                alignas(32) std::int32_t w[8];
-                _mm256_store_si256(reinterpret_cast<__m256i*>(w),
-                                   std::is_signed_v<T> ? _mm256_cvtepi8_epi16(v) : _mm256_cvtepu8_epi16(v));
-                for (std::size_t j = 0; j < 8; ++j) dst[(kk + j) * tile_rows] = w[j];
-            }
+        for (; 2 * kk + 16 <= g.k; kk += 8) {
+            const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * kk));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + kk),
+                                std::is_signed_v<T> ? _mm256_cvtepi8_epi16(v) : _mm256_cvtepu8_epi16(v));
         }
         for (; kk < k2; ++kk) {
             const auto lo = static_cast<std::uint16_t>(static_cast<std::int16_t>(src[2 * kk]));
             const auto hi = 2 * kk + 1 < g.k ? static_cast<std::uint16_t>(static_cast<std::int16_t>(src[2 * kk + 1])) : 0;
-            dst[kk * tile_rows] = static_cast<std::int32_t>(static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16));
+            dst[kk] = static_cast<std::int32_t>(static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16));
         }
     }
 }
