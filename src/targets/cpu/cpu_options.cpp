@@ -120,4 +120,8 @@ const cpu_options& process_cpu_options() {
     return o;
 }
 
+// KILN_CPU_INT8_KERNELS=float (int8_gemm.hpp). Read when a program is compiled, not kept in
+// cpu_options: a new field there recompiles every file of the cpu target.
+bool int8_float_requested() { return env_string("KILN_CPU_INT8_KERNELS") == "float"; }
+
 }  // namespace kiln::cpu

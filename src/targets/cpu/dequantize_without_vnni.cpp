@@ -1,6 +1,7 @@
 #include "targets/cpu/dequantize_without_vnni.hpp"
 
 #include "targets/cpu/kernels/onednn/op_quant.hpp"
+#include "targets/cpu/selection.hpp"
 
 #include "ops/nn_conv.hpp"
 #include "ops/nn_matmul.hpp"
@@ -102,7 +103,8 @@ void dequantize_without_vnni::apply(module& m) const {
     if (has_int8_dot_product()) return;
     std::vector<instruction_ref> fused;
     for (auto it = m.begin(); it != m.end(); ++it)
-        if ((rewrite::is<op::quant_convolution>(it) || rewrite::is<op::quant_dot>(it)) && !it->get_shape().dynamic())
+        if ((rewrite::is<op::quant_convolution>(it) || rewrite::is<op::quant_dot>(it)) && !it->get_shape().dynamic() &&
+            !own_int8_kernel_for(m, it, options))
             fused.push_back(it);
     for (auto ins : fused) {
         if (rewrite::is<op::quant_convolution>(ins)) unfuse_convolution(m, ins);

@@ -11,6 +11,8 @@
 #include "targets/cpu/kernels/fp8/fp8_round_trip.hpp"
 #include "targets/cpu/kernels/global_avg_pool/global_avg_pool.hpp"
 #include "targets/cpu/kernels/int4_gemm/int4_gemm.hpp"
+#include "targets/cpu/kernels/int8_depthwise/int8_depthwise.hpp"
+#include "targets/cpu/kernels/int8_gemm/int8_gemm.hpp"
 #include "targets/cpu/lower_ops.hpp"
 #include "targets/cpu/kernels/max_pool_blocked/max_pool_blocked.hpp"
 #include "targets/cpu/kernels/onednn/op_conv.hpp"
@@ -163,9 +165,19 @@ const std::vector<op_candidate>& op_candidates() {
          lower_dyn_gemm},
         {"matmul_int4", "int4_gemm", "static, row-major float32 a: int4 panels unpacked in registers (int4_gemm.hpp)",
          false, lower_int4_gemm},
+        {"quant_convolution", "int8_gemm",
+         "no VNNI: 1x1, stride 1, no padding, group 1, int8 literal weights, u8/s8 x channels-last: exact "
+         "int16 vpmaddwd GEMM (int8_gemm.hpp)",
+         false, lower_int8_gemm},
+        {"quant_convolution", "int8_depthwise",
+         "no VNNI: depthwise 3x3, any stride and padding, int8 literal weights, u8/s8 x channels-last: exact "
+         "(int8_depthwise.hpp)",
+         false, lower_int8_depthwise},
         {"quant_convolution", "onednn_int8",
          "VNNI, static, int8 weights (literal, zero point 0): u8/s8 x in channels-last (op_quant.hpp)", false,
          lower_quant_convolution},
+        {"quant_dot", "int8_gemm", "no VNNI: int8 literal 2-D weights: exact int16 vpmaddwd GEMM (int8_gemm.hpp)",
+         false, lower_int8_gemm},
         {"quant_dot", "onednn_int8", "VNNI, static, int8 b: literal weights or a run-time operand (op_quant.hpp)", false,
          lower_quant_dot},
         {"quant_add", "quant_add", "static, u8 or s8, both operands in one packed layout (quant_loops.hpp)", false,
@@ -209,6 +221,27 @@ const std::vector<op_candidate>& op_candidates() {
          lower_eltwise},
     };
     return list;
+}
+
+namespace {
+
+// The own int8 kernels' rules, by the name their op candidates carry.
+struct int8_rule {
+    const char* name;
+    bool (*takes)(module& m, instruction_ref ins, const cpu_options& o);
+};
+constexpr int8_rule int8_rules[] = {{"int8_gemm", int8_gemm_takes}, {"int8_depthwise", int8_depthwise_takes}};
+
+}  // namespace
+
+const char* own_int8_kernel_for(module& m, instruction_ref ins, const cpu_options& o) {
+    const std::string n = ins->name();
+    for (const auto& c : op_candidates()) {
+        if (!names(c, n)) continue;
+        for (const auto& r : int8_rules)
+            if (std::string(c.name) == r.name && r.takes(m, ins, o)) return c.name;
+    }
+    return nullptr;
 }
 
 std::string anchor_kind(const anchor_plan& p) {

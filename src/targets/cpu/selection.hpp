@@ -57,6 +57,11 @@ std::string lower_anchor(anchor_site& site);
 // Lowers any other instruction with the first candidate that takes it; its name, or "".
 std::string lower_op(lower_env& env, instruction_ref ins);
 
+// The name of the own int8 kernel (an op candidate) that will take quantized product `ins`
+// where the CPU has no VNNI int8 dot product, or nullptr: dequantize_without_vnni turns
+// exactly the others back into float ops.
+const char* own_int8_kernel_for(module& m, instruction_ref ins, const cpu_options& o);
+
 // Both lists as a markdown table (op, kernel, rule), in priority order.
 std::string selection_table_markdown();
 

@@ -1,0 +1,112 @@
+// cpu::int8_gemm: quant_convolution (1x1, stride 1, no padding, group 1: channels-last
+// activations are a GEMM of pixels x Cin times Cin x Cout) and quant_dot with constant
+// int8 weights on Kiln's own exact int8 kernels, for CPUs whose oneDNN has no VNNI int8 dot
+// product (there oneDNN's int8 kernels saturate: op_quant.hpp). Exact: the same int32
+// accumulators and requantize as the ref target (ops/quant_fused.hpp), bit for bit.
+//
+// The weights are widened once, at compile time, into int16 panels of 16 columns
+// (int8_gemm_args.hpp), with per output channel: the activation zero point's compensation
+// -x_zero_point * sum_k w[k][c] (and the int32 bias), the scale x_scale * w_scale[c] and the
+// bias terms of the double path. The AVX2 kernel multiplies by vpmaddwd (no saturation);
+// the portable one gives the same bits on any x86-64. Chosen by cpuid when the program is
+// loaded (finalize), so a saved program runs anywhere; KILN_CPU_PACKED_GEMM_ISA=generic
+// caps the choice as for the float kernels.
+//
+// Inputs: (a [m][k] u8/s8 (a channels-last activation or row-major rows), packed b int16,
+// comp int32, scale float32, dparams float64 [3][padded n] (double scale, int bias, float
+// bias), output buffer [m][n] (channels-last for a convolution)).
+#pragma once
+#include "targets/cpu/cpu_options.hpp"
+#include "targets/cpu/kernels/int8_gemm/int8_gemm_args.hpp"
+#include "targets/cpu/lowering_util.hpp"
+
+#include "ops/quant_fused.hpp"
+
+#include <kiln/operation.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::cpu {
+
+struct int8_gemm {
+    std::int64_t m = 0, n = 0, k = 0;
+    type a_type = type::uint8;
+    type out_type = type::float32;
+    float y_scale = 1.0f;
+    std::int64_t y_zero_point = 0, y_min = 0, y_max = 0;
+    bool f32_exact = false;
+    std::vector<std::int64_t> out_lens;
+
+    template <class Self, class F>
+    static void reflect(Self& self, F f) {
+        f(self.m, "m");
+        f(self.n, "n");
+        f(self.k, "k");
+        f(self.a_type, "a_type");
+        f(self.out_type, "out_type");
+        f(self.y_scale, "y_scale");
+        f(self.y_zero_point, "y_zero_point");
+        f(self.y_min, "y_min");
+        f(self.y_max, "y_max");
+        f(self.f32_exact, "f32_exact");
+        f(self.out_lens, "out_lens");
+    }
+    std::string name() const { return "cpu::int8_gemm"; }
+    shape compute_shape(const std::vector<shape>& inputs) const;
+    void finalize(context& ctx, const shape& out, const std::vector<shape>& inputs);
+    argument compute(context& ctx, const shape& out, const std::vector<argument>& args) const;
+    std::ptrdiff_t output_alias(const std::vector<shape>& inputs) const {
+        return static_cast<std::ptrdiff_t>(inputs.size()) - 1;
+    }
+    std::string isa() const;  // "avx2", "generic", or "" before finalize
+
+    i8g::gemm_fn kernel = nullptr;  // chosen in finalize
+};
+
+// The per-channel requantize constants of p for `channels` output channels, padded to
+// i8g::padded(channels): `abs_sum[c]` is sum |w| of the channel, `col_sum[c]` sum w (for the
+// zero point's compensation; all 0 when the kernel subtracts it itself), `bias` the bias
+// literal's values (empty without one) and whether it is int32.
+struct int8_requant_pack {
+    std::vector<std::int32_t> comp;
+    std::vector<float> scale;     // [2][padded]: the scale, and the scale times 1 / y_scale
+    std::vector<double> dparams;  // [3][padded]: double scale, int bias, float bias
+    bool f32_exact = false;
+};
+int8_requant_pack pack_int8_requant(const op::requantize_params& p, std::size_t channels,
+                                    const std::vector<std::int64_t>& abs_sum, const std::vector<std::int64_t>& col_sum,
+                                    const std::vector<double>& bias, bool int_bias);
+// The requant view of packed constants for a kernel run.
+i8g::requant int8_requant_view(const std::int32_t* comp, const float* scale, const double* dparams,
+                               std::size_t channels, bool f32_exact, type out_type, float y_scale,
+                               std::int64_t y_zero_point, std::int64_t y_min, std::int64_t y_max);
+
+// w[k][n] (element (kk, c) at w[kk * sk + c * sn]) as the kernels' int16 panels.
+std::vector<std::int16_t> pack_int8_panels(const std::int8_t* w, std::size_t k, std::size_t n, std::size_t sk,
+                                           std::size_t sn);
+
+// The kernels for this CPU (cpuid; `cap` lowers the choice).
+i8g::gemm_fn int8_gemm_kernel(isa_cap cap);
+i8g::dw_fn int8_depthwise_kernel(isa_cap cap);
+// All of C on the current OpenMP team: threads split the rows, or the panels when the rows
+// are few.
+void run_int8_gemm(const i8g::gemm_args& g, i8g::gemm_fn kernel);
+
+// Whether the own int8 kernels replace oneDNN's here: no VNNI int8 dot product, and neither
+// KILN_CPU_INT8_KERNELS=all (oneDNN's kernels, float inside) nor =float (the float ops of
+// dequantize_without_vnni, as before these kernels; int8_float_requested) asked otherwise.
+bool own_int8_kernels(const cpu_options& o);
+// KILN_CPU_INT8_KERNELS=float (defined in cpu_options.cpp, the environment's only reader).
+bool int8_float_requested();
+// The rules (selection.cpp's conditions; dequantize_without_vnni leaves what they take).
+bool int8_gemm_takes(module& m, instruction_ref ins, const cpu_options& o);
+// x (an 8-bit or float32 activation) with the IR strides of `want`: x (its row-major copy
+// when it is in a oneDNN layout), or a copy by cpu::quant_reorder before pos.
+instruction_ref int8_relayout(lower_env& env, instruction_ref pos, instruction_ref x, const shape& want);
+// The lowering: false, changing nothing, where int8_gemm_takes is false.
+bool lower_int8_gemm(lower_env& env, instruction_ref ins);
+
+}  // namespace kiln::cpu
