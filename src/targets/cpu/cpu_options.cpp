@@ -66,7 +66,9 @@ cpu_options read_cpu_options(const compile_options& opts) {
     o.fusion = on_unless("KILN_CPU_FUSION", "0");
     o.dw_fusion = on_unless("KILN_CPU_DW_FUSION", "0");
     o.bf16 = on_unless("KILN_CPU_BF16", "0");
-    o.int8_kernels_everywhere = env_string("KILN_CPU_INT8_KERNELS") == "all";
+    const auto int8 = env_string("KILN_CPU_INT8_KERNELS");
+    if (int8 == "all") o.int8_kernels = int8_kernel_choice::onednn_everywhere;
+    else if (int8 == "float") o.int8_kernels = int8_kernel_choice::float_ops;
     o.dw_blocked = on_unless("KILN_CPU_DW_BLOCKED", "0");
     o.sum_post_op = on_unless("KILN_CPU_SUM_POST_OP", "0");
     o.attention = on_unless("KILN_CPU_ATTENTION", "0");
@@ -119,9 +121,5 @@ const cpu_options& process_cpu_options() {
     static const cpu_options o = read_cpu_options(compile_options{});
     return o;
 }
-
-// KILN_CPU_INT8_KERNELS=float (int8_gemm.hpp). Read when a program is compiled, not kept in
-// cpu_options: a new field there recompiles every file of the cpu target.
-bool int8_float_requested() { return env_string("KILN_CPU_INT8_KERNELS") == "float"; }
 
 }  // namespace kiln::cpu

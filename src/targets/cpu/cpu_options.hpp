@@ -34,6 +34,8 @@ enum class winograd_choice { automatic, off, f2, f4, all };
 enum class max_pool_choice { automatic, dnnl, all };
 // KILN_CPU_LSTM: which kernel runs an LSTM (op_rnn.hpp).
 enum class lstm_choice { own, portable, dnnl };
+// KILN_CPU_INT8_KERNELS: what runs a quantized model's integer convolutions and products.
+enum class int8_kernel_choice { automatic, onednn_everywhere, float_ops };
 
 struct cpu_options {
     // Worker threads: compile_options::threads, else KILN_NUM_THREADS (a positive integer;
@@ -63,11 +65,13 @@ struct cpu_options {
     // KILN_CPU_BF16 (default on; 0 = off): a bfloat16 program's convolutions compute in bf16
     // on oneDNN where the CPU has native bf16 (widen_reduced.hpp); off, in float32.
     bool bf16 = true;
-    // KILN_CPU_INT8_KERNELS (default off: only where oneDNN has a VNNI int8 dot product;
-    // all = also without): a quantized model's integer convolutions and matrix products as
-    // cpu::quant_conv / quant_matmul. Without VNNI those compute in float inside the kernel,
-    // as a program compiled on a VNNI CPU does when it is loaded there (op_quant.hpp).
-    bool int8_kernels_everywhere = false;
+    // KILN_CPU_INT8_KERNELS: automatic (default) = oneDNN's int8 kernels where it has a VNNI
+    // int8 dot product, else Kiln's own exact ones where they apply (int8_gemm.hpp) and float
+    // ops for the rest (dequantize_without_vnni.hpp); all = oneDNN's cpu::quant_conv /
+    // quant_matmul also without VNNI, computing in float inside, as a program compiled on a
+    // VNNI CPU does when it is loaded there (op_quant.hpp); float = float ops wherever there
+    // is no VNNI, as before the own kernels.
+    int8_kernel_choice int8_kernels = int8_kernel_choice::automatic;
     // KILN_CPU_DW_BLOCKED (default on; 0 = off): with AVX-512, large 1x1 + depthwise pairs
     // planned in 16-channel blocks so that oneDNN can fuse them (lowering.cpp).
     bool dw_blocked = true;

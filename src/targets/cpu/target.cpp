@@ -42,7 +42,7 @@ public:
         // 0b. Without a VNNI int8 dot product, quantized models' integer ops back to float
         //    (dequantize_without_vnni.hpp): oneDNN's int8 kernels would saturate there;
         //    except what Kiln's own exact int8 kernels take (selection.cpp).
-        if (o.dnnl && !o.int8_kernels_everywhere) passes.push_back(dequantize_without_vnni{o});
+        if (o.dnnl && o.int8_kernels != int8_kernel_choice::onednn_everywhere) passes.push_back(dequantize_without_vnni{o});
         // 1. Elementwise chains and reductions into fused groups; the ops oneDNN takes as
         //    post-ops of a convolution or matmul are left out of the groups (codegen/reserve).
         passes.push_back(codegen::make_fusion_pass(o));

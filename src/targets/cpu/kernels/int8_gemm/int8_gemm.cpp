@@ -226,7 +226,7 @@ instruction_ref int8_relayout(lower_env& env, instruction_ref pos, instruction_r
 }
 
 bool own_int8_kernels(const cpu_options& o) {
-    return !o.int8_kernels_everywhere && !int8_float_requested() && !has_int8_dot_product();
+    return o.int8_kernels == int8_kernel_choice::automatic && !has_int8_dot_product();
 }
 
 bool int8_gemm_takes(module&, instruction_ref ins, const cpu_options& o) {

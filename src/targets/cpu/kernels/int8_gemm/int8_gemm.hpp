@@ -97,10 +97,8 @@ void run_int8_gemm(const i8g::gemm_args& g, i8g::gemm_fn kernel);
 
 // Whether the own int8 kernels replace oneDNN's here: no VNNI int8 dot product, and neither
 // KILN_CPU_INT8_KERNELS=all (oneDNN's kernels, float inside) nor =float (the float ops of
-// dequantize_without_vnni, as before these kernels; int8_float_requested) asked otherwise.
+// dequantize_without_vnni, as before these kernels) asked otherwise (cpu_options::int8_kernels).
 bool own_int8_kernels(const cpu_options& o);
-// KILN_CPU_INT8_KERNELS=float (defined in cpu_options.cpp, the environment's only reader).
-bool int8_float_requested();
 // The rules (selection.cpp's conditions; dequantize_without_vnni leaves what they take).
 bool int8_gemm_takes(module& m, instruction_ref ins, const cpu_options& o);
 // x (an 8-bit or float32 activation) with the IR strides of `want`: x (its row-major copy

@@ -271,7 +271,7 @@ bool all_static(instruction_ref ins) {
 // Whether the integer ops become int8 kernels: where oneDNN has VNNI, or everywhere when
 // KILN_CPU_INT8_KERNELS=all asks (float inside them without VNNI: quant_real.hpp).
 bool int8_kernels(const lower_env& env) {
-    return has_int8_dot_product() || env.ctx.options().int8_kernels_everywhere;
+    return has_int8_dot_product() || env.ctx.options().int8_kernels == int8_kernel_choice::onednn_everywhere;
 }
 
 // x in the IR strides `want` (an 8-bit plain tensor): x, or a quant_reorder before pos.
