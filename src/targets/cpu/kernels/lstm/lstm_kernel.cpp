@@ -211,6 +211,77 @@ KILN_AVX2 void finish_avx2(const step_args& a, std::size_t n, std::size_t b, __m
     }
 }
 
+// Recurrent sums of two gates (vectors v and v+1 of the block's 32-float rows) for four
+// batch rows: 8 accumulators, 2 weight loads and 4 broadcasts per k, so the FMAs, not the
+// loads, set the pace, and R is read once per four rows (the block's 32 KB of R fills
+// Zen 3's L1, so re-reading it per row pair came from L2).
+KILN_AVX2 inline void four_rows_two_gates(const float* r, const float* h, std::size_t H, std::size_t v,
+                                          __m256 out[4][2]) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    const float* rp = r + v * B;
+    for (std::size_t k = 0; k < H; ++k, rp += G) {
+        const __m256 w0 = _mm256_loadu_ps(rp), w1 = _mm256_loadu_ps(rp + B);
+        __m256 hk = _mm256_broadcast_ss(h + k);
+        a0 = _mm256_fmadd_ps(w0, hk, a0);
+        b0 = _mm256_fmadd_ps(w1, hk, b0);
+        hk = _mm256_broadcast_ss(h + H + k);
+        a1 = _mm256_fmadd_ps(w0, hk, a1);
+        b1 = _mm256_fmadd_ps(w1, hk, b1);
+        hk = _mm256_broadcast_ss(h + 2 * H + k);
+        a2 = _mm256_fmadd_ps(w0, hk, a2);
+        b2 = _mm256_fmadd_ps(w1, hk, b2);
+        hk = _mm256_broadcast_ss(h + 3 * H + k);
+        a3 = _mm256_fmadd_ps(w0, hk, a3);
+        b3 = _mm256_fmadd_ps(w1, hk, b3);
+    }
+    out[0][0] = a0, out[0][1] = b0, out[1][0] = a1, out[1][1] = b1;
+    out[2][0] = a2, out[2][1] = b2, out[3][0] = a3, out[3][1] = b3;
+}
+
+// finish_avx2 for four batch rows of block b, each step written for the four rows side by
+// side: one row's gate math is a chain of dependent exp/reciprocal steps longer than the
+// core's reorder window, so rows done one after the other leave the FMA units idle.
+KILN_AVX2 void finish4_avx2(const step_args& a, std::size_t n, std::size_t b, const __m256 io[4][2],
+                            const __m256 fc[4][2]) {
+    const std::size_t H = a.H;
+    const float* bp = a.bias + b * G;
+    const float* pp = a.peep ? a.peep + b * 3 * B : nullptr;
+    __m256 pi[4], po[4], pf[4], pc[4], c_prev[4], si[4], sf[4], tc[4], c[4], so[4], th[4];
+    for (std::size_t q = 0; q < 4; ++q) {
+        const float* gp = a.g + (n + q) * a.gstride + b * G;
+        pi[q] = preactivation(io[q][0], gp, bp);
+        po[q] = preactivation(io[q][1], gp + B, bp + B);
+        pf[q] = preactivation(fc[q][0], gp + 2 * B, bp + 2 * B);
+        pc[q] = preactivation(fc[q][1], gp + 3 * B, bp + 3 * B);
+        c_prev[q] = _mm256_loadu_ps(a.c + ((n + q) * a.blocks + b) * B);
+        if (pp) {
+            pi[q] = _mm256_fmadd_ps(_mm256_loadu_ps(pp), c_prev[q], pi[q]);
+            pf[q] = _mm256_fmadd_ps(_mm256_loadu_ps(pp + 2 * B), c_prev[q], pf[q]);
+        }
+    }
+    for (std::size_t q = 0; q < 4; ++q) si[q] = sigmoid8(pi[q]);
+    for (std::size_t q = 0; q < 4; ++q) sf[q] = sigmoid8(pf[q]);
+    for (std::size_t q = 0; q < 4; ++q) tc[q] = tanh8(pc[q]);
+    for (std::size_t q = 0; q < 4; ++q) {
+        c[q] = _mm256_fmadd_ps(sf[q], c_prev[q], _mm256_mul_ps(si[q], tc[q]));
+        if (pp) po[q] = _mm256_fmadd_ps(_mm256_loadu_ps(pp + B), c[q], po[q]);
+        _mm256_storeu_ps(a.c + ((n + q) * a.blocks + b) * B, c[q]);
+    }
+    for (std::size_t q = 0; q < 4; ++q) so[q] = sigmoid8(po[q]);
+    for (std::size_t q = 0; q < 4; ++q) th[q] = tanh8(c[q]);
+    for (std::size_t q = 0; q < 4; ++q) {
+        const __m256 hv = _mm256_mul_ps(so[q], th[q]);
+        float* yp = a.y + (n + q) * H + b * B;
+        if (b * B + B <= H) {
+            _mm256_storeu_ps(yp, hv);
+        } else {
+            alignas(32) float tmp[B];  // as in finish_avx2: the padding lanes are not ours
+            _mm256_store_ps(tmp, hv);
+            std::memcpy(yp, tmp, (H - b * B) * sizeof(float));
+        }
+    }
+}
+
 KILN_AVX2 void step_avx2(const step_args& a, std::size_t b0, std::size_t b1) {
     const std::size_t H = a.H;
     const __m256 zero = _mm256_setzero_ps();
@@ -218,6 +289,13 @@ KILN_AVX2 void step_avx2(const step_args& a, std::size_t b0, std::size_t b1) {
         const std::size_t b = block_at(a, b0, b1, i);
         const float* r = a.r + b * H * G;
         std::size_t n = 0;
+        // Four batch rows at a time: gates i, o, then f, c.
+        for (; a.h_prev && n + 3 < a.N; n += 4) {
+            __m256 io[4][2], fc[4][2];
+            four_rows_two_gates(r, a.h_prev + n * H, H, 0, io);
+            four_rows_two_gates(r, a.h_prev + n * H, H, 2, fc);
+            finish4_avx2(a, n, b, io, fc);
+        }
         // Two batch rows at a time read the block's R once for both: 8 independent FMA chains.
         for (; a.h_prev && n + 1 < a.N; n += 2) {
             __m256 i0 = zero, o0 = zero, f0 = zero, c0 = zero, i1 = zero, o1 = zero, f1 = zero, c1 = zero;

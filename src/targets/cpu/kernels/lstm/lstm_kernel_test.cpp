@@ -68,7 +68,9 @@ const std::vector<lstm_case>& cases() {
         {8, 1, 20, 40, 2, false, true, false, true},  // bidirectional, batch 1, h0 only
         {5, 2, 3, 9, 0, true, false, true, true, 4.0f}, // c0 only, saturating inputs
         {1, 1, 1, 1, 1, true, true, true, true},      // one step, one unit
-        {4, 4, 5, 24, 1, true, true, true, true},     // batch 4: rows in pairs, reverse
+        {4, 4, 5, 24, 1, true, true, true, true},     // batch 4: rows in fours, reverse
+        {5, 7, 6, 19, 0, true, true, true, false},    // batch 7: four rows, a pair, one row
+        {3, 9, 4, 33, 2, true, true, true, true},     // batch 9: two fours and one, bidirectional
     };
     return all;
 }
@@ -102,6 +104,7 @@ TEST(cpu_lstm_kernel, thread_counts_split_the_blocks) {
 
 TEST(cpu_lstm_kernel, larger_layer_like_the_benchmark) {
     check_packed({20, 1, 80, 256, 0, true, true, true, false}, 2);
+    check_packed({10, 8, 80, 256, 0, true, true, true, false}, 2);  // batch 8: the served model's batches
 }
 
 TEST(cpu_lstm_kernel, dnnl_switch_keeps_the_onednn_kernel) {
