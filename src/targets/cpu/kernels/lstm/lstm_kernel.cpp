@@ -211,43 +211,42 @@ KILN_AVX2 void finish_avx2(const step_args& a, std::size_t n, std::size_t b, __m
     }
 }
 
-// Recurrent sums of two gates (vectors v and v+1 of the block's 32-float rows) for four
-// batch rows: 8 accumulators, 2 weight loads and 4 broadcasts per k, so the FMAs, not the
-// loads, set the pace, and R is read once per four rows (the block's 32 KB of R fills
-// Zen 3's L1, so re-reading it per row pair came from L2).
-KILN_AVX2 inline void four_rows_two_gates(const float* r, const float* h, std::size_t H, std::size_t v,
-                                          __m256 out[4][2]) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+// Recurrent sums of two gates (vectors v and v+1 of the block's 32-float rows) for Rows
+// batch rows: 2 * Rows accumulators, 2 weight loads and Rows broadcasts per k, so the FMAs,
+// not the loads, set the pace, and R is read once per Rows rows (the block's 32 KB of R
+// fills Zen 3's L1, so re-reading it per row pair came from L2). Six rows (12 chains, 15
+// registers) hide the FMA latency that four (8 chains) only just cover.
+template <std::size_t Rows>
+KILN_AVX2 inline void rows_two_gates(const float* r, const float* h, std::size_t H, std::size_t v,
+                                     __m256 out[][2]) {
+    __m256 acc[Rows][2];
+#pragma GCC unroll 6
+    for (std::size_t q = 0; q < Rows; ++q) acc[q][0] = acc[q][1] = _mm256_setzero_ps();
     const float* rp = r + v * B;
     for (std::size_t k = 0; k < H; ++k, rp += G) {
         const __m256 w0 = _mm256_loadu_ps(rp), w1 = _mm256_loadu_ps(rp + B);
-        __m256 hk = _mm256_broadcast_ss(h + k);
-        a0 = _mm256_fmadd_ps(w0, hk, a0);
-        b0 = _mm256_fmadd_ps(w1, hk, b0);
-        hk = _mm256_broadcast_ss(h + H + k);
-        a1 = _mm256_fmadd_ps(w0, hk, a1);
-        b1 = _mm256_fmadd_ps(w1, hk, b1);
-        hk = _mm256_broadcast_ss(h + 2 * H + k);
-        a2 = _mm256_fmadd_ps(w0, hk, a2);
-        b2 = _mm256_fmadd_ps(w1, hk, b2);
-        hk = _mm256_broadcast_ss(h + 3 * H + k);
-        a3 = _mm256_fmadd_ps(w0, hk, a3);
-        b3 = _mm256_fmadd_ps(w1, hk, b3);
+#pragma GCC unroll 6
+        for (std::size_t q = 0; q < Rows; ++q) {
+            const __m256 hk = _mm256_broadcast_ss(h + q * H + k);
+            acc[q][0] = _mm256_fmadd_ps(w0, hk, acc[q][0]);
+            acc[q][1] = _mm256_fmadd_ps(w1, hk, acc[q][1]);
+        }
     }
-    out[0][0] = a0, out[0][1] = b0, out[1][0] = a1, out[1][1] = b1;
-    out[2][0] = a2, out[2][1] = b2, out[3][0] = a3, out[3][1] = b3;
+#pragma GCC unroll 6
+    for (std::size_t q = 0; q < Rows; ++q) out[q][0] = acc[q][0], out[q][1] = acc[q][1];
 }
 
-// finish_avx2 for four batch rows of block b, each step written for the four rows side by
-// side: one row's gate math is a chain of dependent exp/reciprocal steps longer than the
-// core's reorder window, so rows done one after the other leave the FMA units idle.
-KILN_AVX2 void finish4_avx2(const step_args& a, std::size_t n, std::size_t b, const __m256 io[4][2],
-                            const __m256 fc[4][2]) {
+// finish_avx2 for Rows batch rows of block b, each step written for the rows side by side:
+// one row's gate math is a chain of dependent exp/reciprocal steps longer than the core's
+// reorder window, so rows done one after the other leave the FMA units idle.
+template <std::size_t Rows>
+KILN_AVX2 void finish_rows_avx2(const step_args& a, std::size_t n, std::size_t b, const __m256 io[][2],
+                                const __m256 fc[][2]) {
     const std::size_t H = a.H;
     const float* bp = a.bias + b * G;
     const float* pp = a.peep ? a.peep + b * 3 * B : nullptr;
-    __m256 pi[4], po[4], pf[4], pc[4], c_prev[4], si[4], sf[4], tc[4], c[4], so[4], th[4];
-    for (std::size_t q = 0; q < 4; ++q) {
+    __m256 pi[Rows], po[Rows], pf[Rows], pc[Rows], c_prev[Rows], si[Rows], sf[Rows], tc[Rows], c[Rows];
+    for (std::size_t q = 0; q < Rows; ++q) {
         const float* gp = a.g + (n + q) * a.gstride + b * G;
         pi[q] = preactivation(io[q][0], gp, bp);
         po[q] = preactivation(io[q][1], gp + B, bp + B);
@@ -259,18 +258,18 @@ KILN_AVX2 void finish4_avx2(const step_args& a, std::size_t n, std::size_t b, co
             pf[q] = _mm256_fmadd_ps(_mm256_loadu_ps(pp + 2 * B), c_prev[q], pf[q]);
         }
     }
-    for (std::size_t q = 0; q < 4; ++q) si[q] = sigmoid8(pi[q]);
-    for (std::size_t q = 0; q < 4; ++q) sf[q] = sigmoid8(pf[q]);
-    for (std::size_t q = 0; q < 4; ++q) tc[q] = tanh8(pc[q]);
-    for (std::size_t q = 0; q < 4; ++q) {
+    for (std::size_t q = 0; q < Rows; ++q) si[q] = sigmoid8(pi[q]);
+    for (std::size_t q = 0; q < Rows; ++q) sf[q] = sigmoid8(pf[q]);
+    for (std::size_t q = 0; q < Rows; ++q) tc[q] = tanh8(pc[q]);
+    for (std::size_t q = 0; q < Rows; ++q) {
         c[q] = _mm256_fmadd_ps(sf[q], c_prev[q], _mm256_mul_ps(si[q], tc[q]));
         if (pp) po[q] = _mm256_fmadd_ps(_mm256_loadu_ps(pp + B), c[q], po[q]);
         _mm256_storeu_ps(a.c + ((n + q) * a.blocks + b) * B, c[q]);
     }
-    for (std::size_t q = 0; q < 4; ++q) so[q] = sigmoid8(po[q]);
-    for (std::size_t q = 0; q < 4; ++q) th[q] = tanh8(c[q]);
-    for (std::size_t q = 0; q < 4; ++q) {
-        const __m256 hv = _mm256_mul_ps(so[q], th[q]);
+    for (std::size_t q = 0; q < Rows; ++q) po[q] = sigmoid8(po[q]);
+    for (std::size_t q = 0; q < Rows; ++q) c[q] = tanh8(c[q]);
+    for (std::size_t q = 0; q < Rows; ++q) {
+        const __m256 hv = _mm256_mul_ps(po[q], c[q]);
         float* yp = a.y + (n + q) * H + b * B;
         if (b * B + B <= H) {
             _mm256_storeu_ps(yp, hv);
@@ -282,6 +281,15 @@ KILN_AVX2 void finish4_avx2(const step_args& a, std::size_t n, std::size_t b, co
     }
 }
 
+// Rows batch rows of block b: gates i, o, then f, c, then the gate math.
+template <std::size_t Rows>
+KILN_AVX2 void rows_avx2(const step_args& a, const float* r, std::size_t n, std::size_t b) {
+    __m256 io[Rows][2], fc[Rows][2];
+    rows_two_gates<Rows>(r, a.h_prev + n * a.H, a.H, 0, io);
+    rows_two_gates<Rows>(r, a.h_prev + n * a.H, a.H, 2, fc);
+    finish_rows_avx2<Rows>(a, n, b, io, fc);
+}
+
 KILN_AVX2 void step_avx2(const step_args& a, std::size_t b0, std::size_t b1) {
     const std::size_t H = a.H;
     const __m256 zero = _mm256_setzero_ps();
@@ -289,13 +297,9 @@ KILN_AVX2 void step_avx2(const step_args& a, std::size_t b0, std::size_t b1) {
         const std::size_t b = block_at(a, b0, b1, i);
         const float* r = a.r + b * H * G;
         std::size_t n = 0;
-        // Four batch rows at a time: gates i, o, then f, c.
-        for (; a.h_prev && n + 3 < a.N; n += 4) {
-            __m256 io[4][2], fc[4][2];
-            four_rows_two_gates(r, a.h_prev + n * H, H, 0, io);
-            four_rows_two_gates(r, a.h_prev + n * H, H, 2, fc);
-            finish4_avx2(a, n, b, io, fc);
-        }
+        // Six batch rows at a time, then four (batch 8: six and a pair).
+        for (; a.h_prev && n + 5 < a.N; n += 6) rows_avx2<6>(a, r, n, b);
+        for (; a.h_prev && n + 3 < a.N; n += 4) rows_avx2<4>(a, r, n, b);
         // Two batch rows at a time read the block's R once for both: 8 independent FMA chains.
         for (; a.h_prev && n + 1 < a.N; n += 2) {
             __m256 i0 = zero, o0 = zero, f0 = zero, c0 = zero, i1 = zero, o1 = zero, f1 = zero, c1 = zero;
