@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -32,7 +33,11 @@ constexpr std::size_t G = lstm_gates * lstm_block;  // floats per packed row of 
 struct step_barrier {
     alignas(64) std::atomic<std::size_t> arrived{0};
     alignas(64) std::atomic<std::uint32_t> generation{0};
-    std::atomic<std::size_t> sleeps{0};  // waits that had to sleep: the team lacked a core
+    // Nanoseconds the team spent asleep in waits that outlasted the spin: a teammate
+    // without a core. Time, not a count: a server's network threads take a core for tens
+    // of microseconds a few times a run, which costs little, while a foreign process
+    // holding a core costs half of every step.
+    std::atomic<long long> slept_ns{0};
     std::size_t team = 1;
 
     void wait() {
@@ -52,16 +57,22 @@ struct step_barrier {
             _mm_pause();
 #endif
         }
-        sleeps.fetch_add(1, std::memory_order_relaxed);
+        const auto t0 = std::chrono::steady_clock::now();
         while (generation.load(std::memory_order_acquire) == gen) generation.wait(gen, std::memory_order_acquire);
+        slept_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count(),
+                           std::memory_order_relaxed);
     }
 };
 
 // When another process holds one of the team's cores, every step's barrier waits for a
-// time slice and a run takes ten times longer than on one thread. A run that saw it makes
-// the next runs of the process use one thread; after them, a team is tried again.
+// time slice and a run takes ten times longer than on one thread. A run whose team slept
+// through more than `solo_after_lost_fraction` of its time makes the next runs of the
+// process use one thread; after them, a team is tried again. (Two threads lose to one
+// when a fraction f of the run is lost with 1 / (1 - f) above the team's speed-up, about
+// 1.9 for two threads: f near 0.47; 0.35 leaves a margin.)
 std::atomic<int> solo_runs_left{0};
 constexpr int solo_runs_after_contention = 64;
+constexpr double solo_after_lost_fraction = 0.35;
 
 // What one time step of one direction needs (batch rows n: h_prev + n*H, g + n*gstride,
 // c + n*blocks*B, y + n*H).
@@ -423,7 +434,8 @@ void lstm_run(const lstm_dims& d, const float* x, const float* w, const float* r
         threads = 1;
     }
     const int team = static_cast<int>(std::clamp<std::size_t>(threads, 1, nb));
-    std::size_t sleeps = 0;
+    long long slept_ns = 0;
+    const auto run_start = std::chrono::steady_clock::now();
     std::atomic<bool> failed{false};  // exceptions cannot leave an OpenMP region
     for (std::size_t dir = 0; dir < d.D; ++dir) {
         const bool rev = d.D == 2 ? dir == 1 : d.reverse;
@@ -468,10 +480,12 @@ void lstm_run(const lstm_dims& d, const float* x, const float* w, const float* r
                     }
             }
         }
-        sleeps += barrier.sleeps.load();
+        slept_ns += barrier.slept_ns.load();
         if (failed) throw_error(error_code::runtime, "cpu::lstm_packed: oneDNN's sgemm failed on the input projection");
     }
-    if (sleeps > d.D * T / 8) solo_runs_left.store(solo_runs_after_contention, std::memory_order_relaxed);
+    const auto run_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - run_start).count();
+    if (team > 1 && static_cast<double>(slept_ns) > solo_after_lost_fraction * static_cast<double>(run_ns) * (team - 1))
+        solo_runs_left.store(solo_runs_after_contention, std::memory_order_relaxed);
 }
 
 }  // namespace kiln::cpu
