@@ -8,7 +8,10 @@
         the server's time outside queue and compute from its statistics (goal <= 100 us);
   r50k  resnet50 as a saved .kiln: time from start to ready (goal <= 3 s), reload (<= 2 s);
   r50b  resnet50, max_batch_size 8, dynamic_batching: 8 clients against `kiln perf --batch 8`
-        images/s (goal >= 0.9x).
+        images/s (goal >= 0.9x);
+  lstm  lstm_seq (1x100x80 requests), max_batch_size 8, dynamic_batching with a 1 ms delay and
+        a warm-up per batch size: 8 clients against 1 (goals: >= 2x the rate, >= 3 rows a run,
+        p99 <= 3x p50), with wrk when installed (rounds alternate 1 and 8 clients).
 Prints the load average before and after: on a shared machine the numbers are upper bounds.
 """
 import argparse
@@ -31,11 +34,13 @@ ap.add_argument("--models", default=os.path.join(HERE, "..", "..", "shared", "mo
 ap.add_argument("--work", required=True)
 ap.add_argument("--rounds", type=int, default=3)
 ap.add_argument("-n", type=int, default=300)
-ap.add_argument("--skip", default="", help="comma-separated parts to skip: latency,start,throughput")
+ap.add_argument("--skip", default="", help="comma-separated parts to skip: latency,start,throughput,lstm")
 args = ap.parse_args()
 skip = set(args.skip.split(","))
 MB, R50 = os.path.join(args.models, "mobilenet_v2"), os.path.join(args.models, "resnet50")
 MB_IN, R50_IN = os.path.join(MB, "test_data_set_0", "input_0.pb"), os.path.join(R50, "test_data_set_0", "input_0.pb")
+LSTM = os.path.join(args.models, "lstm_seq")
+LSTM_IN = os.path.join(LSTM, "test_data_set_0", "input_0.pb")
 
 
 def load():
@@ -105,6 +110,33 @@ def wrk_p50(port):
     return float(m.group(1)) * {"us": 1e-3, "ms": 1, "s": 1e3}[m.group(2)]
 
 
+def wrk_run(port, model, input_pb, clients, seconds=5):
+    """(requests/s, p50 ms, p99 ms) from wrk with `clients` connections, or None without wrk."""
+    if not shutil.which("wrk"):
+        return None
+    import onnx_pb
+    name, _, a = onnx_pb.read_tensor(input_pb)
+    header = json.dumps({"inputs": [{"name": name, "shape": list(a.shape), "datatype": "FP32",
+                                     "parameters": {"binary_data_size": a.nbytes}}],
+                         "parameters": {"binary_data_output": True}}).encode()
+    body, script = os.path.join(args.work, f"wrk_{model}.bin"), os.path.join(args.work, f"wrk_{model}.lua")
+    with open(body, "wb") as f:
+        f.write(header + a.tobytes())
+    with open(script, "w") as f:
+        f.write(f'local f = io.open("{body}", "rb")\nwrk.method = "POST"\nwrk.body = f:read("*all")\nf:close()\n'
+                f'wrk.headers["Inference-Header-Content-Length"] = "{len(header)}"\n')
+    out = subprocess.run(["wrk", "-t1", f"-c{clients}", f"-d{seconds}s", "--latency", "-s", script,
+                          f"http://127.0.0.1:{port}/v2/models/{model}/infer"], check=True, capture_output=True,
+                         text=True).stdout
+    if re.search(r"Non-2xx or 3xx responses: (\d+)", out):
+        sys.exit("wrk saw failed requests:\n" + out)
+
+    def ms(p):
+        m = re.search(rf"^\s+{p}%\s+([0-9.]+)(us|ms|s)", out, re.M)
+        return float(m.group(1)) * {"us": 1e-3, "ms": 1, "s": 1e3}[m.group(2)]
+    return float(re.search(r"Requests/sec:\s+([0-9.]+)", out).group(1)), ms(50), ms(99)
+
+
 def client(*extra):
     out = subprocess.run([sys.executable, os.path.join(HERE, "serve_latency.py"), *extra], check=True,
                          capture_output=True, text=True).stdout
@@ -167,5 +199,31 @@ if "throughput" not in skip:
         s = json.loads(request(port, "GET", "/v2/models/r50b/stats")[2])["model_stats"][0]
         print(f"round {r + 1} (load {load()}): kiln perf --batch 8 {ips:.1f} images/s; 8 clients {rate:.1f} images/s "
               f"({rate / ips:.2f}x), p50 {p50:.0f} ms; {s['inference_count'] / s['execution_count']:.2f} rows a run so far")
+    stop(proc)
+if "lstm" not in skip:
+    # The model keeps `time` dynamic, so its batch sizes are not compiled ahead: a warm-up
+    # sample per batch size compiles their specializations before the version serves.
+    warm = "".join(f'model_warmup {{ name: "b{b}" batch_size: {b} count: 2 inputs {{ key: "features" value: '
+                   f'{{ data_type: TYPE_FP32 dims: [100, 80] random_data: true }} }} }}\n' for b in range(1, 9))
+    folder("lstm", "max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 1000 }\n" + warm,
+           os.path.join(LSTM, "model.onnx"))
+    proc, port, ready = start("--model-control-mode", "explicit", "--load-model", "lstm")
+    for r in range(args.rounds):
+        row = {}
+        for clients in (1, 8):
+            s0 = json.loads(request(port, "GET", "/v2/models/lstm/stats")[2])["model_stats"][0]
+            w = wrk_run(port, "lstm", LSTM_IN, clients)
+            if w:
+                rate, p50, p99 = w
+            else:
+                p50, p99, rate = client("--port", str(port), "--model", "lstm", "--input", LSTM_IN, "-n", str(args.n),
+                                        "--clients", str(clients))
+            s1 = json.loads(request(port, "GET", "/v2/models/lstm/stats")[2])["model_stats"][0]
+            rows = (s1["inference_count"] - s0["inference_count"]) / max(1, s1["execution_count"] - s0["execution_count"])
+            row[clients] = (rate, p50, p99, rows)
+        (r1, p1, q1, _), (r8, p8, q8, b8) = row[1], row[8]
+        print(f"round {r + 1} (load {load()}, {'wrk' if shutil.which('wrk') else 'Python clients'}): lstm_seq 1 client "
+              f"{r1:.0f} requests/s (p50 {p1:.2f} ms); 8 clients {r8:.0f}/s ({r8 / r1:.2f}x), {b8:.2f} rows a run, "
+              f"p50 {p8:.2f} ms, p99 {q8:.2f} ms ({q8 / p8:.2f}x p50)")
     stop(proc)
 print(f"load average at the end: {load()}")
