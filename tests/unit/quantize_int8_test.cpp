@@ -247,6 +247,30 @@ TEST(quantize_int8, methods_give_valid_different_scales) {
     EXPECT_NE(scales["percentile"], scales["entropy"]);
 }
 
+// An input like a normalised grey image: 60% background (a spike at -0.8), the rest spread
+// over (0, 2]. It is u8 with both signs, so entropy clips it over the signed histogram:
+// folding the signs into |x| had clipped the positive side at the background's 0.8.
+TEST(quantize_int8, entropy_keeps_the_positive_side_of_a_signed_u8_input) {
+    auto p = make_cnn();
+    std::vector<param_map> sets;
+    for (unsigned k = 0; k < 4; ++k) {
+        std::mt19937 rng(300 + k);
+        std::uniform_real_distribution<float> bright(0.0f, 2.0f), coin(0.0f, 1.0f);
+        const shape s = p.get_parameter_shapes().at("x");
+        std::vector<float> v(s.elements());
+        for (auto& x : v) x = coin(rng) < 0.6f ? -0.8f : bright(rng);
+        sets.push_back({{"x", argument(literal(s, v).get_argument())}});
+    }
+    int8_options o;
+    o.method = calibration_method::entropy;
+    o.dump_scales = (fs::path(testing::TempDir()) / "kiln_int8_signed_entropy.json").string();
+    quantize_int8(p, *get_target("ref"), sets, o);
+    const auto text = read_file(o.dump_scales);
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(text, m, std::regex("\"tensor\": \"x\".*?\"max\": ([0-9.e+-]+)"))) << text;
+    EXPECT_GT(std::stod(m[1]), 1.5) << text;  // the positive side kept (its top clipped at most)
+}
+
 TEST(quantize_int8, kiln_round_trip_before_and_after_compile) {
     auto p = make_cnn();
     const auto in = random_inputs(p, 9);
