@@ -7,7 +7,8 @@
 // 2. Calibrate: a copy of the program returns, besides its outputs, every activation read by
 //    a chosen op; it is compiled for the caller's target and run over every calibration set.
 //    minmax keeps each tensor's smallest and largest value; percentile and entropy run the
-//    sets a second time to fill a 2048-bin histogram of |x| over [0, max |x|] and clip there.
+//    sets a second time to fill a 2048-bin histogram of |x| over [0, max |x|] (and, for a
+//    tensor with both signs, one of x per side) and clip there.
 // 3. Rewrite into the QDQ form quantized ONNX models import to: each chosen activation gets
 //    one QuantizeLinear -> DequantizeLinear pair (shared by all its chosen readers), the
 //    weights become an int8 literal read through a per-output-channel DequantizeLinear.
