@@ -6,6 +6,7 @@
 #include "grpc_service.grpc.pb.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
 #include <chrono>
@@ -226,6 +227,10 @@ grpc_server::~grpc_server() { stop(); }
 
 int grpc_server::start(const std::string& host, int port) {
     grpc::EnableDefaultHealthCheckService(true);
+    // Server reflection (grpc.reflection.v1alpha), so that grpcurl and grpc_cli list and call
+    // the services without the .proto. It serves the schema only, which is public, and like
+    // the health service it asks for no token.
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder b;
     std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
     if (!impl_->opts.tls_cert.empty() || !impl_->opts.tls_key.empty()) {

@@ -152,6 +152,24 @@ def test_health_metadata_and_readiness(client, server):
     assert "gRPC on 127.0.0.1:" in server.output()
 
 
+def test_server_reflection_lists_and_describes_the_services(client):
+    """grpc.reflection.v1alpha (what grpcurl and grpc_cli use) without the reflection .proto:
+    ServerReflectionRequest {list_services = 7; file_containing_symbol = 4} written by hand."""
+    def message(field, text):
+        body = text.encode()
+        return bytes([field << 3 | 2, len(body)]) + body
+
+    info = client.channel.stream_stream("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo")
+    replies = list(info(iter([message(7, "*"), message(4, "inference.GRPCInferenceService")]), timeout=10))
+    assert len(replies) == 2
+    listed, described = replies
+    for name in (b"inference.GRPCInferenceService", b"grpc.health.v1.Health", b"grpc.reflection.v1alpha.ServerReflection"):
+        assert name in listed
+    # The FileDescriptorProto of grpc_service.proto: its RPCs and messages by name.
+    for name in (b"ModelInfer", b"ModelInferRequest", b"RepositoryModelLoad", b"raw_input_contents"):
+        assert name in described
+
+
 def test_raw_infer_matches_onnxruntime(client, pb):
     for k in (0, 1):
         x, expected = mobilenet_case(k)
