@@ -35,6 +35,8 @@ ap.add_argument("--work", required=True)
 ap.add_argument("--rounds", type=int, default=3)
 ap.add_argument("-n", type=int, default=300)
 ap.add_argument("--skip", default="", help="comma-separated parts to skip: latency,start,throughput,lstm")
+ap.add_argument("--lstm-instances", type=int, default=1,
+                help="lstm part: instance_group count (the server splits the cores between the instances)")
 args = ap.parse_args()
 skip = set(args.skip.split(","))
 MB, R50 = os.path.join(args.models, "mobilenet_v2"), os.path.join(args.models, "resnet50")
@@ -205,7 +207,8 @@ if "lstm" not in skip:
     # sample per batch size compiles their specializations before the version serves.
     warm = "".join(f'model_warmup {{ name: "b{b}" batch_size: {b} count: 2 inputs {{ key: "features" value: '
                    f'{{ data_type: TYPE_FP32 dims: [100, 80] random_data: true }} }} }}\n' for b in range(1, 9))
-    folder("lstm", "max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 1000 }\n" + warm,
+    instances = f"instance_group {{ count: {args.lstm_instances} }}\n" if args.lstm_instances > 1 else ""
+    folder("lstm", "max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 1000 }\n" + instances + warm,
            os.path.join(LSTM, "model.onnx"))
     proc, port, ready = start("--model-control-mode", "explicit", "--load-model", "lstm")
     for r in range(args.rounds):
@@ -222,7 +225,8 @@ if "lstm" not in skip:
             rows = (s1["inference_count"] - s0["inference_count"]) / max(1, s1["execution_count"] - s0["execution_count"])
             row[clients] = (rate, p50, p99, rows)
         (r1, p1, q1, _), (r8, p8, q8, b8) = row[1], row[8]
-        print(f"round {r + 1} (load {load()}, {'wrk' if shutil.which('wrk') else 'Python clients'}): lstm_seq 1 client "
+        print(f"round {r + 1} (load {load()}, {'wrk' if shutil.which('wrk') else 'Python clients'}, "
+              f"{args.lstm_instances} instance(s)): lstm_seq 1 client "
               f"{r1:.0f} requests/s (p50 {p1:.2f} ms); 8 clients {r8:.0f}/s ({r8 / r1:.2f}x), {b8:.2f} rows a run, "
               f"p50 {p8:.2f} ms, p99 {q8:.2f} ms ({q8 / p8:.2f}x p50)")
     stop(proc)
