@@ -242,6 +242,24 @@ bool int8_gemm_takes(module&, instruction_ref ins, const cpu_options& o) {
     return false;
 }
 
+void emit_int8_kernel(lower_env& env, instruction_ref ins, const operation& op, instruction_ref x,
+                      const std::vector<std::int16_t>& weights, const int8_requant_pack& rq, const shape& out) {
+    auto wt = env.constant(ins, literal(shape(type::int16, {weights.size()}), weights));
+    auto comp = env.constant(ins, literal(shape(type::int32, {rq.comp.size()}), rq.comp));
+    auto scale = env.constant(ins, literal(shape(type::float32, {rq.scale.size()}), rq.scale));
+    auto dparams = env.constant(ins, literal(shape(type::float64, {rq.dparams.size()}), rq.dparams));
+    auto buf = env.m.insert_instruction(ins, builtin::allocate{out}, {});
+    const shape plain_out(out.get_type(), out.lens());
+    if (out.strides() != plain_out.strides() && rewrite::is_output(env.m, ins)) {
+        auto y = env.m.insert_instruction(ins, op, {x, wt, comp, scale, dparams, buf});
+        auto plain_buf = env.m.insert_instruction(ins, builtin::allocate{plain_out}, {});
+        quant_reorder r;
+        r.out_type = out.get_type();
+        env.m.replace_instruction(ins, r, {y, plain_buf});
+    } else
+        env.m.replace_instruction(ins, op, {x, wt, comp, scale, dparams, buf});
+}
+
 bool lower_int8_gemm(lower_env& env, instruction_ref ins) {
     if (!int8_gemm_takes(env.m, ins, env.ctx.options())) return false;
     const bool conv = ins->get_operator().any_cast<op::quant_convolution>() != nullptr;
@@ -294,20 +312,7 @@ bool lower_int8_gemm(lower_env& env, instruction_ref ins) {
     op.y_max = p.y_max;
     op.f32_exact = rq.f32_exact;
     for (auto d : lens) op.out_lens.push_back(static_cast<std::int64_t>(d));
-    auto b_ins = env.constant(ins, literal(shape(type::int16, {panels.size()}), panels));
-    auto comp = env.constant(ins, literal(shape(type::int32, {rq.comp.size()}), rq.comp));
-    auto scale = env.constant(ins, literal(shape(type::float32, {rq.scale.size()}), rq.scale));
-    auto dparams = env.constant(ins, literal(shape(type::float64, {rq.dparams.size()}), rq.dparams));
-    auto buf = env.m.insert_instruction(ins, builtin::allocate{out}, {});
-    if (conv && rewrite::is_output(env.m, ins)) {
-        // A program result row-major: the kernel writes channels-last, then a copy.
-        auto y = env.m.insert_instruction(ins, op, {a, b_ins, comp, scale, dparams, buf});
-        auto plain_buf = env.m.insert_instruction(ins, builtin::allocate{shape(p.out_type, lens)}, {});
-        quant_reorder r;
-        r.out_type = p.out_type;
-        env.m.replace_instruction(ins, r, {y, plain_buf});
-    } else
-        env.m.replace_instruction(ins, op, {a, b_ins, comp, scale, dparams, buf});
+    emit_int8_kernel(env, ins, op, a, panels, rq, out);
     return true;
 }
 

@@ -84,6 +84,13 @@ i8g::requant int8_requant_view(const std::int32_t* comp, const float* scale, con
                                std::size_t channels, bool f32_exact, type out_type, float y_scale,
                                std::int64_t y_zero_point, std::int64_t y_min, std::int64_t y_max);
 
+// The end both lowerings share: the packed int16 weights and rq's constants as literals,
+// a buffer of shape `out` and `op` (inputs x, weights, comp, scale, dparams, buffer) in
+// place of ins. A channels-last `out` that is a program result gets a cpu::quant_reorder
+// copy to row-major after the kernel, since a program's results are row-major.
+void emit_int8_kernel(lower_env& env, instruction_ref ins, const operation& op, instruction_ref x,
+                      const std::vector<std::int16_t>& weights, const int8_requant_pack& rq, const shape& out);
+
 // w[k][n] (element (kk, c) at w[kk * sk + c * sn]) as the kernels' int16 panels.
 std::vector<std::int16_t> pack_int8_panels(const std::int8_t* w, std::size_t k, std::size_t n, std::size_t sk,
                                            std::size_t sn);
