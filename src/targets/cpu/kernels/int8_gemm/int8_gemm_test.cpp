@@ -241,6 +241,35 @@ TEST(cpu_int8_depthwise, depthwise_3x3_bit_equal_to_ref) {
     check_depthwise(1, 144, 28, 28, 2, 1, u8_relu());
 }
 
+qcase s8_exact() {  // s8 in and out, int32 bias: the AVX2 kernel requantizes in its own loop
+    qcase c = s8_clip();
+    c.bias = 1;
+    return c;
+}
+
+TEST(cpu_int8_depthwise, tiling_edges_bit_equal_to_ref) {
+    // The AVX2 kernel's tiling: 16-channel blocks (40 = 16 + 16 + 8), strips of 8 output
+    // rows across batch items, scratch columns for stride 2 and padding 0 to 2, one-pixel
+    // rows, and the row counts the threads split.
+    for (const auto& c : {u8_relu(), s8_exact(), s8_clip(), f32_out()}) {
+        check_depthwise(2, 40, 7, 8, 2, 1, c);
+        check_depthwise(2, 40, 19, 11, 1, 1, c);
+        check_depthwise(1, 17, 5, 4, 1, 2, c);
+        check_depthwise(3, 33, 6, 3, 2, 0, c);
+        check_depthwise(1, 48, 4, 1, 1, 1, c);
+    }
+    check_depthwise(2, 96, 56, 56, 1, 1, s8_exact());
+    // Exact ties in ref (acc / 500 with acc = 250 mod 500) that the vector loop's fast
+    // quotient (acc times fl(scale fl(1 / y_scale))) misses by an ulp: its check must send
+    // them through ref's division.
+    qcase wide = u8_full_range_no_bias();
+    wide.x_scale = 0.01f;
+    wide.w_scale = 0.01f;
+    wide.y_scale = 0.05f;
+    wide.y_zero = 3;
+    check_depthwise(2, 96, 56, 56, 1, 1, wide);
+}
+
 TEST(cpu_int8_gemm, float_fallback_when_asked) {
     // KILN_CPU_INT8_KERNELS=float: the ops go back to float kernels (dequantize_without_vnni).
     if (cpu::has_int8_dot_product()) GTEST_SKIP() << "VNNI: oneDNN's int8 kernels";
