@@ -12,7 +12,7 @@
 // |w| <= 128: every product and pair sum is exact in int32, nothing saturates.
 //
 // u8/s8 results of f32_exact accumulators are requantized in the pixel loop itself
-// (own_levels8: requant_avx2.hpp's exact_levels8 with its constants in registers and the
+// (requant_avx2.hpp's exact_offsets8: exact_levels8 with its constants in registers, the
 // lanes kept in vpunpck order, so no permute); the others go through store16.
 #include "targets/cpu/kernels/int8_gemm/int8_gemm_args.hpp"
 #include "targets/cpu/kernels/int8_gemm/requant_avx2.hpp"
@@ -103,7 +103,7 @@ I8_AVX2 inline __m256 lanes_f(const float* p, std::size_t c, std::size_t off) {
 // requantizes itself (Own), and that row's scales in the accumulators' order.
 struct block_consts {
     __m256i start[2];
-    __m256 qscale[2];
+    __m256 qscale[2], scale[2];
 };
 
 template <bool Own>
@@ -117,6 +117,7 @@ I8_AVX2 inline block_consts consts_of(const dw_args& d, const block_weights& b, 
                 zw, _mm256_add_epi32(_mm256_madd_epi16(z, b.top[kx][h]), _mm256_madd_epi16(z, b.bottom[kx][h])));
         k.start[h] = _mm256_sub_epi32(Own ? lanes_i(d.q.comp, c0, 4 * h) : _mm256_setzero_si256(), zw);
         k.qscale[h] = Own ? lanes_f(d.q.qscale, c0, 4 * h) : _mm256_setzero_ps();
+        k.scale[h] = Own ? lanes_f(d.q.scale, c0, 4 * h) : _mm256_setzero_ps();
     }
     return k;
 }
@@ -134,57 +135,22 @@ I8_AVX2 inline void window(const block_weights& b, const block_consts& k, const 
     }
 }
 
-// The output levels minus y_zero (int32, clamped) of 8 f32_exact accumulators (comp in),
-// lanes in the accumulators' order; requant_avx2.hpp's exact_levels8 with its constants
-// hoisted and the zero point added later in int16: t = float(acc) * qscale rounds as ref's
-// quotient unless t lies within 2^-10 of a half-integer (then ref's steps, for all 8 lanes).
-struct level_consts {
-    __m256 near_half, abs_mask, lo, hi;
-};
-
-I8_AVX2 inline __m256i own_levels8(const requant& q, const level_consts& l, __m256i acc, __m256 qscale, std::size_t c,
-                                   std::size_t off) {
-    const __m256 af = _mm256_cvtepi32_ps(acc);
-    const __m256 t = _mm256_mul_ps(af, qscale);
-    __m256 r = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(_mm256_sub_ps(t, r), l.abs_mask), l.near_half, _CMP_GE_OQ)) !=
-        0) {
-        const __m256 v = _mm256_mul_ps(af, lanes_f(q.scale, c, off));
-        r = _mm256_round_ps(_mm256_div_ps(v, _mm256_set1_ps(q.y_scale)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    }
-    return _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, l.lo), l.hi));
-}
-
 // One output row's pixels for one channel block; out points at pixel 0, channel c0. Own:
 // u8/s8 output of f32_exact accumulators, requantized here; else requant_avx2.hpp's store16.
 template <bool Own, bool Unsigned_out>
 I8_AVX2 void row_block(const dw_args& d, const block_weights& b, const block_consts& k, const std::int16_t* scratch,
                        char* out, std::size_t c0, std::size_t width, std::size_t esize) {
     const std::size_t step = d.stride_w * col_elems, pixel = d.c * esize;
-    level_consts l;
-    l.near_half = _mm256_set1_ps(0.5f - 1.0f / 1024.0f);
-    l.abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-    l.lo = _mm256_set1_ps(d.q.y_min - d.q.y_zero);  // small integers: exact
-    l.hi = _mm256_set1_ps(d.q.y_max - d.q.y_zero);
-    const __m256i yz = _mm256_set1_epi16(static_cast<std::int16_t>(d.q.y_zero));
+    const exact_consts l = exact_consts_of(d.q);
     for (std::size_t ox = 0; ox < d.ow; ++ox, scratch += step, out += pixel) {
         __m256i lo, hi;
         window(b, k, scratch, lo, hi);
         if constexpr (Own) {
-            const __m256i l0 = own_levels8(d.q, l, lo, k.qscale[0], c0, 0);
-            const __m256i l1 = own_levels8(d.q, l, hi, k.qscale[1], c0, 4);
+            const __m256i l0 = exact_offsets8(l, lo, k.qscale[0], k.scale[0]);
+            const __m256i l1 = exact_offsets8(l, hi, k.qscale[1], k.scale[1]);
             // Per 128-bit lane (channels 0-3 | 8-11 of lo, 4-7 | 12-15 of hi): int16 in
-            // channel order 0-7 | 8-15; all within [-255, 255], nothing saturates.
-            const __m256i w = _mm256_add_epi16(_mm256_packs_epi32(l0, l1), yz);
-            const __m128i a = _mm256_castsi256_si128(w), c = _mm256_extracti128_si256(w, 1);
-            const __m128i bytes = Unsigned_out ? _mm_packus_epi16(a, c) : _mm_packs_epi16(a, c);
-            if (width == 16)
-                _mm_storeu_si128(reinterpret_cast<__m128i*>(out), bytes);
-            else {
-                alignas(16) std::uint8_t tmp[16];
-                _mm_store_si128(reinterpret_cast<__m128i*>(tmp), bytes);
-                std::memcpy(out, tmp, width);
-            }
+            // channel order 0-7 | 8-15.
+            store_levels16(l, Unsigned_out, out, _mm256_packs_epi32(l0, l1), width);
         } else
             store16(d.q, out, _mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31), c0,
                     width);
