@@ -1,5 +1,6 @@
 // cpu::int8_gemm: quant_convolution (1x1, stride 1, no padding, group 1: channels-last
-// activations are a GEMM of pixels x Cin times Cin x Cout) and quant_dot with constant
+// activations are a GEMM of pixels x Cin times Cin x Cout; group 1 with at most 64 inputs
+// per window: the same GEMM over int8_im2col's rows of windows) and quant_dot with constant
 // int8 weights on Kiln's own exact int8 kernels, for CPUs whose oneDNN has no VNNI int8 dot
 // product (there oneDNN's int8 kernels saturate: op_quant.hpp). Exact: the same int32
 // accumulators and requantize as the ref target (ops/quant_fused.hpp), bit for bit.
