@@ -219,6 +219,7 @@ TEST(cpu_int8_gemm, small_window_convolutions_bit_equal_to_ref) {
         check_windows(1, 3, 32, 15, 14, 3, 2, 1, c);  // MobileNetV2's first layer, smaller
         check_windows(2, 2, 5, 6, 7, 3, 1, 0, c);     // batch 2, no padding, odd channel counts
         check_windows(1, 1, 17, 5, 5, 5, 1, 2, c);    // 5x5, padding 2
+        check_windows(1, 16, 8, 9, 9, 1, 2, 0, c);    // 1x1 stride 2 (not a plain GEMM of pixels)
     }
 }
 
