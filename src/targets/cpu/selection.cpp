@@ -166,8 +166,8 @@ const std::vector<op_candidate>& op_candidates() {
         {"matmul_int4", "int4_gemm", "static, row-major float32 a: int4 panels unpacked in registers (int4_gemm.hpp)",
          false, lower_int4_gemm},
         {"quant_convolution", "int8_gemm",
-         "no VNNI: 1x1, stride 1, no padding, group 1, int8 literal weights, u8/s8 x channels-last: exact "
-         "int16 vpmaddwd GEMM (int8_gemm.hpp)",
+         "no VNNI: 1x1, stride 1, no padding, group 1, int8 literal weights, u8/s8 x channels-last, or group 1 "
+         "with at most 64 inputs per window through int8_im2col: exact int16 vpmaddwd GEMM (int8_gemm.hpp)",
          false, lower_int8_gemm},
         {"quant_convolution", "int8_depthwise",
          "no VNNI: depthwise 3x3, any stride and padding, int8 literal weights, u8/s8 x channels-last: exact "

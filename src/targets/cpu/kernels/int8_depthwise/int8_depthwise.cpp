@@ -168,20 +168,7 @@ bool lower_int8_depthwise(lower_env& env, instruction_ref ins) {
     op.y_min = q.y_min;
     op.y_max = q.y_max;
     op.f32_exact = rq.f32_exact;
-    auto wt_ins = env.constant(ins, literal(shape(type::int16, {wt.size()}), wt));
-    auto comp = env.constant(ins, literal(shape(type::int32, {rq.comp.size()}), rq.comp));
-    auto scale = env.constant(ins, literal(shape(type::float32, {rq.scale.size()}), rq.scale));
-    auto dparams = env.constant(ins, literal(shape(type::float64, {rq.dparams.size()}), rq.dparams));
-    auto buf = env.m.insert_instruction(ins, builtin::allocate{shape(q.out_type, lens, channels_last_strides(lens))}, {});
-    if (rewrite::is_output(env.m, ins)) {
-        // A program result row-major: the kernel writes channels-last, then a copy.
-        auto y = env.m.insert_instruction(ins, op, {x, wt_ins, comp, scale, dparams, buf});
-        auto plain_buf = env.m.insert_instruction(ins, builtin::allocate{shape(q.out_type, lens)}, {});
-        quant_reorder r;
-        r.out_type = q.out_type;
-        env.m.replace_instruction(ins, r, {y, plain_buf});
-    } else
-        env.m.replace_instruction(ins, op, {x, wt_ins, comp, scale, dparams, buf});
+    emit_int8_kernel(env, ins, op, x, wt, rq, shape(q.out_type, lens, channels_last_strides(lens)));
     return true;
 }
 

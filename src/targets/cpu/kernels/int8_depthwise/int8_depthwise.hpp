@@ -2,7 +2,9 @@
 // any stride and padding, no dilation) on Kiln's own exact int8 kernel, channels-last u8/s8
 // in and out, for CPUs without a VNNI int8 dot product (as cpu::int8_gemm, int8_gemm.hpp:
 // the same requantize, bit-equal to the ref target; AVX2 or portable by cpuid at load).
-// MobileNetV2 has 17 of them.
+// MobileNetV2 has 17 of them. The AVX2 kernel (int8_depthwise_avx2.cpp) pairs the taps
+// vertically over a scratch row of widened input columns, one output row and 16 channels
+// at a time; the portable one is a plain loop per tap.
 //
 // Inputs: (x channels-last, weights int16 [9][padded c], comp int32 (the int32 bias where
 // f32_exact), scale float32, dparams float64 [3][padded c], output buffer channels-last).

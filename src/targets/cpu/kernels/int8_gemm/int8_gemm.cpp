@@ -1,5 +1,7 @@
 #include "targets/cpu/kernels/int8_gemm/int8_gemm.hpp"
 
+#include "targets/cpu/kernels/int8_gemm/int8_im2col.hpp"
+
 #include "targets/cpu/context.hpp"
 #include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/kernels/onednn/dnnl_util.hpp"
@@ -210,6 +212,21 @@ bool pointwise(const op::quant_convolution& q, instruction_ref ins) {
     return true;
 }
 
+// A group-1 convolution with few inputs per window (MobileNetV2's first 3x3 over 3
+// channels, K = 27): its windows as rows (cpu::int8_im2col) and the GEMM. Wider windows stay
+// with the float fallback: their rows would multiply the activation's size by K / Cin.
+constexpr std::size_t max_window_k = 64;
+bool small_windows(const op::quant_convolution& q, instruction_ref ins) {
+    const auto& x = ins->inputs()[0]->get_shape();
+    const auto& w = ins->inputs()[1]->get_shape();
+    if (x.ndim() != 4 || w.ndim() != 4 || q.group != 1 || w.lens()[1] * w.lens()[2] * w.lens()[3] > max_window_k)
+        return false;
+    auto g = q.conv_geom(q.name(), x, w);
+    for (std::size_t d = 0; d < g.rank(); ++d)
+        if (g.dilation[d] != 1 || g.pad_begin[d] < 0 || g.stride[d] < 1) return false;
+    return true;
+}
+
 }  // namespace
 
 instruction_ref int8_relayout(lower_env& env, instruction_ref pos, instruction_ref x, const shape& want) {
@@ -232,7 +249,7 @@ bool own_int8_kernels(const cpu_options& o) {
 bool int8_gemm_takes(module&, instruction_ref ins, const cpu_options& o) {
     if (!own_int8_kernels(o)) return false;
     if (const auto* q = ins->get_operator().any_cast<op::quant_convolution>())
-        return product_ok(ins, *q) && pointwise(*q, ins);
+        return product_ok(ins, *q) && (pointwise(*q, ins) || small_windows(*q, ins));
     if (const auto* q = ins->get_operator().any_cast<op::quant_dot>()) {
         if (!product_ok(ins, *q)) return false;
         const auto& a = ins->inputs()[0]->get_shape();
@@ -240,6 +257,24 @@ bool int8_gemm_takes(module&, instruction_ref ins, const cpu_options& o) {
         return b.ndim() == 2 && a.ndim() >= 1 && a.lens().back() == b.lens()[0];
     }
     return false;
+}
+
+void emit_int8_kernel(lower_env& env, instruction_ref ins, const operation& op, instruction_ref x,
+                      const std::vector<std::int16_t>& weights, const int8_requant_pack& rq, const shape& out) {
+    auto wt = env.constant(ins, literal(shape(type::int16, {weights.size()}), weights));
+    auto comp = env.constant(ins, literal(shape(type::int32, {rq.comp.size()}), rq.comp));
+    auto scale = env.constant(ins, literal(shape(type::float32, {rq.scale.size()}), rq.scale));
+    auto dparams = env.constant(ins, literal(shape(type::float64, {rq.dparams.size()}), rq.dparams));
+    auto buf = env.m.insert_instruction(ins, builtin::allocate{out}, {});
+    const shape plain_out(out.get_type(), out.lens());
+    if (out.strides() != plain_out.strides() && rewrite::is_output(env.m, ins)) {
+        auto y = env.m.insert_instruction(ins, op, {x, wt, comp, scale, dparams, buf});
+        auto plain_buf = env.m.insert_instruction(ins, builtin::allocate{plain_out}, {});
+        quant_reorder r;
+        r.out_type = out.get_type();
+        env.m.replace_instruction(ins, r, {y, plain_buf});
+    } else
+        env.m.replace_instruction(ins, op, {x, wt, comp, scale, dparams, buf});
 }
 
 bool lower_int8_gemm(lower_env& env, instruction_ref ins) {
@@ -258,18 +293,40 @@ bool lower_int8_gemm(lower_env& env, instruction_ref ins) {
     const auto wl = ins->inputs()[1]->get_literal();
     const auto* w = wl.get_argument().data_as<std::int8_t>();
     std::vector<std::int16_t> panels;
-    if (conv) {
+    std::size_t m = 0;
+    const auto* qc = ins->get_operator().any_cast<op::quant_convolution>();
+    if (conv && !pointwise(*qc, ins)) {
+        // Windows as rows of x row-major (int8_im2col.hpp), the result channels-last.
+        const auto& ws = ins->inputs()[1]->get_shape();
+        auto g = qc->conv_geom(qc->name(), xs, ws);
+        int8_im2col cols;
+        cols.kernel = {g.kernel[0], g.kernel[1]};
+        cols.stride = {g.stride[0], g.stride[1]};
+        cols.pad = {g.pad_begin[0], g.pad_begin[1]};
+        cols.out = {static_cast<std::int64_t>(lens[2]), static_cast<std::int64_t>(lens[3])};
+        cols.x_zero_point = p.x_zero_point;
+        k = ws.lens()[1] * ws.lens()[2] * ws.lens()[3];
+        n = lens[1];
+        m = lens[0] * lens[2] * lens[3];
+        auto x = int8_relayout(env, ins, xin, shape(xs.get_type(), xs.lens()));
+        auto rows = env.m.insert_instruction(ins, builtin::allocate{shape(xs.get_type(), {m, k})}, {});
+        a = env.m.insert_instruction(ins, cols, {x, rows});
+        out = shape(p.out_type, lens, channels_last_strides(lens));
+        panels = pack_int8_panels(w, k, n, 1, k);  // w [n][cin][kh][kw]: [n][k]
+    } else if (conv) {
         // x and the result channels-last: [pixels][channels] (the VNNI path's layout, op_quant.cpp).
         a = int8_relayout(env, ins, xin, shape(xs.get_type(), xs.lens(), channels_last_strides(xs.lens())));
         out = shape(p.out_type, lens, channels_last_strides(lens));
         k = xs.lens()[1];
         n = lens[1];
+        m = xs.elements() / k;
         panels = pack_int8_panels(w, k, n, 1, k);  // w [n][k][1][1]
     } else {
         a = int8_relayout(env, ins, xin, shape(xs.get_type(), xs.lens()));
         out = shape(p.out_type, lens);
         k = xs.lens().back();
         n = lens.back();
+        m = xs.elements() / k;
         panels = pack_int8_panels(w, k, n, n, 1);  // b [k][n]
     }
     std::vector<std::int64_t> abs_sum(n, 0), col_sum(n, 0);
@@ -283,7 +340,7 @@ bool lower_int8_gemm(lower_env& env, instruction_ref ins) {
     const auto bias = bias_values(ins, p, int_bias);
     const auto rq = pack_int8_requant(p, n, abs_sum, col_sum, bias, int_bias);
     int8_gemm op;
-    op.m = static_cast<std::int64_t>(xs.elements() / k);
+    op.m = static_cast<std::int64_t>(m);
     op.n = static_cast<std::int64_t>(n);
     op.k = static_cast<std::int64_t>(k);
     op.a_type = xs.get_type();
@@ -294,20 +351,7 @@ bool lower_int8_gemm(lower_env& env, instruction_ref ins) {
     op.y_max = p.y_max;
     op.f32_exact = rq.f32_exact;
     for (auto d : lens) op.out_lens.push_back(static_cast<std::int64_t>(d));
-    auto b_ins = env.constant(ins, literal(shape(type::int16, {panels.size()}), panels));
-    auto comp = env.constant(ins, literal(shape(type::int32, {rq.comp.size()}), rq.comp));
-    auto scale = env.constant(ins, literal(shape(type::float32, {rq.scale.size()}), rq.scale));
-    auto dparams = env.constant(ins, literal(shape(type::float64, {rq.dparams.size()}), rq.dparams));
-    auto buf = env.m.insert_instruction(ins, builtin::allocate{out}, {});
-    if (conv && rewrite::is_output(env.m, ins)) {
-        // A program result row-major: the kernel writes channels-last, then a copy.
-        auto y = env.m.insert_instruction(ins, op, {a, b_ins, comp, scale, dparams, buf});
-        auto plain_buf = env.m.insert_instruction(ins, builtin::allocate{shape(p.out_type, lens)}, {});
-        quant_reorder r;
-        r.out_type = p.out_type;
-        env.m.replace_instruction(ins, r, {y, plain_buf});
-    } else
-        env.m.replace_instruction(ins, op, {a, b_ins, comp, scale, dparams, buf});
+    emit_int8_kernel(env, ins, op, a, panels, rq, out);
     return true;
 }
 

@@ -1,5 +1,6 @@
 // cpu::int8_gemm: quant_convolution (1x1, stride 1, no padding, group 1: channels-last
-// activations are a GEMM of pixels x Cin times Cin x Cout) and quant_dot with constant
+// activations are a GEMM of pixels x Cin times Cin x Cout; group 1 with at most 64 inputs
+// per window: the same GEMM over int8_im2col's rows of windows) and quant_dot with constant
 // int8 weights on Kiln's own exact int8 kernels, for CPUs whose oneDNN has no VNNI int8 dot
 // product (there oneDNN's int8 kernels saturate: op_quant.hpp). Exact: the same int32
 // accumulators and requantize as the ref target (ops/quant_fused.hpp), bit for bit.
@@ -83,6 +84,13 @@ int8_requant_pack pack_int8_requant(const op::requantize_params& p, std::size_t 
 i8g::requant int8_requant_view(const std::int32_t* comp, const float* scale, const double* dparams,
                                std::size_t channels, bool f32_exact, type out_type, float y_scale,
                                std::int64_t y_zero_point, std::int64_t y_min, std::int64_t y_max);
+
+// The end both lowerings share: the packed int16 weights and rq's constants as literals,
+// a buffer of shape `out` and `op` (inputs x, weights, comp, scale, dparams, buffer) in
+// place of ins. A channels-last `out` that is a program result gets a cpu::quant_reorder
+// copy to row-major after the kernel, since a program's results are row-major.
+void emit_int8_kernel(lower_env& env, instruction_ref ins, const operation& op, instruction_ref x,
+                      const std::vector<std::int16_t>& weights, const int8_requant_pack& rq, const shape& out);
 
 // w[k][n] (element (kk, c) at w[kk * sk + c * sn]) as the kernels' int16 panels.
 std::vector<std::int16_t> pack_int8_panels(const std::int8_t* w, std::size_t k, std::size_t n, std::size_t sk,

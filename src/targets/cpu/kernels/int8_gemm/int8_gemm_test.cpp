@@ -141,6 +141,30 @@ void check_depthwise(std::size_t n, std::size_t ch, std::size_t h, std::size_t w
     run_exact(b, "cpu::int8_depthwise", 1);
 }
 
+// A group-1 convolution with few inputs per window (MobileNetV2's first layer): int8_im2col
+// rows into the GEMM.
+void check_windows(std::size_t n, std::size_t cin, std::size_t cout, std::size_t h, std::size_t w, std::int64_t k,
+                   std::int64_t stride, std::int64_t pad, const qcase& c) {
+    SCOPED_TRACE("windows " + std::to_string(cin) + "x" + std::to_string(h) + "x" + std::to_string(w) + " k " +
+                 std::to_string(k) + " stride " + std::to_string(stride) + " pad " + std::to_string(pad));
+    builder b;
+    const auto lo = c.x_type == type::int8 ? -128 : 0, hi = c.x_type == type::int8 ? 127 : 255;
+    auto xl = ints(c.x_type, {n, cin, h, w}, lo, hi);
+    b.inputs["x"] = xl.get_argument();
+    auto x = b.m->add_parameter("x", xl.get_shape());
+    const auto ku = static_cast<std::size_t>(k);
+    auto wt = b.m->add_literal(ints(type::int8, {cout, cin, ku, ku}, c.w_lo, c.w_hi));
+    op::quant_convolution q;
+    q.padding = {pad, pad, pad, pad};
+    q.stride = {stride, stride};
+    q.dilation = {1, 1};
+    set_params(q, c, cout);
+    std::vector<instruction_ref> args{x, wt};
+    if (c.bias) args.push_back(bias_literal(b, c, cout));
+    b.ret({b.m->add_instruction(q, args)});
+    run_exact(b, "cpu::int8_gemm", 1);
+}
+
 qcase u8_relu() { return {}; }
 qcase s8_clip() {
     qcase c;
@@ -188,6 +212,15 @@ TEST(cpu_int8_gemm, pointwise_convolutions_bit_equal_to_ref) {
     }
     check_pointwise(1, 96, 24, 14, 13, u8_relu());  // many tiles and row blocks
     check_pointwise(1, 160, 960, 4, 5, s8_clip());
+}
+
+TEST(cpu_int8_gemm, small_window_convolutions_bit_equal_to_ref) {
+    for (const auto& c : {u8_relu(), s8_clip(), f32_out(), u8_full_range_no_bias()}) {
+        check_windows(1, 3, 32, 15, 14, 3, 2, 1, c);  // MobileNetV2's first layer, smaller
+        check_windows(2, 2, 5, 6, 7, 3, 1, 0, c);     // batch 2, no padding, odd channel counts
+        check_windows(1, 1, 17, 5, 5, 5, 1, 2, c);    // 5x5, padding 2
+        check_windows(1, 16, 8, 9, 9, 1, 2, 0, c);    // 1x1 stride 2 (not a plain GEMM of pixels)
+    }
 }
 
 TEST(cpu_int8_gemm, large_accumulators_take_the_double_path_exactly) {
@@ -239,6 +272,35 @@ TEST(cpu_int8_depthwise, depthwise_3x3_bit_equal_to_ref) {
         check_depthwise(1, 5, 1, 1, 1, 1, c);
     }
     check_depthwise(1, 144, 28, 28, 2, 1, u8_relu());
+}
+
+qcase s8_exact() {  // s8 in and out, int32 bias: the AVX2 kernel requantizes in its own loop
+    qcase c = s8_clip();
+    c.bias = 1;
+    return c;
+}
+
+TEST(cpu_int8_depthwise, tiling_edges_bit_equal_to_ref) {
+    // The AVX2 kernel's tiling: 16-channel blocks (40 = 16 + 16 + 8), strips of 8 output
+    // rows across batch items, scratch columns for stride 2 and padding 0 to 2, one-pixel
+    // rows, and the row counts the threads split.
+    for (const auto& c : {u8_relu(), s8_exact(), s8_clip(), f32_out()}) {
+        check_depthwise(2, 40, 7, 8, 2, 1, c);
+        check_depthwise(2, 40, 19, 11, 1, 1, c);
+        check_depthwise(1, 17, 5, 4, 1, 2, c);
+        check_depthwise(3, 33, 6, 3, 2, 0, c);
+        check_depthwise(1, 48, 4, 1, 1, 1, c);
+    }
+    check_depthwise(2, 96, 56, 56, 1, 1, s8_exact());
+    // Exact ties in ref (acc / 500 with acc = 250 mod 500) that the vector loop's fast
+    // quotient (acc times fl(scale fl(1 / y_scale))) misses by an ulp: its check must send
+    // them through ref's division.
+    qcase wide = u8_full_range_no_bias();
+    wide.x_scale = 0.01f;
+    wide.w_scale = 0.01f;
+    wide.y_scale = 0.05f;
+    wide.y_zero = 3;
+    check_depthwise(2, 96, 56, 56, 1, 1, wide);
 }
 
 TEST(cpu_int8_gemm, float_fallback_when_asked) {
