@@ -6,6 +6,8 @@
   mb    mobilenet_v2, kiln.threads 1: one client over REST (binary) and gRPC against
         `kiln perf --threads 1` (rounds alternate; goals +0.5 ms and +1.0 ms on the p50), and
         the server's time outside queue and compute from its statistics (goal <= 100 us);
+        gRPC is measured with build/bin/kiln_grpc_bench (C++) where built, else with
+        serve_latency.py (Python, ~0.9 ms of its own), and REST also with wrk where installed;
   r50k  resnet50 as a saved .kiln: time from start to ready (goal <= 3 s), reload (<= 2 s);
   r50b  resnet50, max_batch_size 8, dynamic_batching: 8 clients against `kiln perf --batch 8`
         images/s (goal >= 0.9x);
@@ -30,6 +32,7 @@ from test_serve import free_port, request  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--kiln", default=os.path.join(HERE, "..", "build", "bin", "kiln"))
+ap.add_argument("--grpc-bench", default=None, help="the C++ gRPC client (default: kiln_grpc_bench beside --kiln)")
 ap.add_argument("--models", default=os.path.join(HERE, "..", "..", "shared", "models"))
 ap.add_argument("--work", required=True)
 ap.add_argument("--rounds", type=int, default=3)
@@ -39,6 +42,7 @@ ap.add_argument("--lstm-instances", type=int, default=1,
                 help="lstm part: instance_group count (the server splits the cores between the instances)")
 args = ap.parse_args()
 skip = set(args.skip.split(","))
+GRPC_BENCH = args.grpc_bench or os.path.join(os.path.dirname(args.kiln), "kiln_grpc_bench")
 MB, R50 = os.path.join(args.models, "mobilenet_v2"), os.path.join(args.models, "resnet50")
 MB_IN, R50_IN = os.path.join(MB, "test_data_set_0", "input_0.pb"), os.path.join(R50, "test_data_set_0", "input_0.pb")
 LSTM = os.path.join(args.models, "lstm_seq")
@@ -139,6 +143,18 @@ def wrk_run(port, model, input_pb, clients, seconds=5):
     return float(re.search(r"Requests/sec:\s+([0-9.]+)", out).group(1)), ms(50), ms(99)
 
 
+def grpc_bench_p50(grpc_port):
+    """gRPC p50 from kiln_grpc_bench (C++, as wrk for REST: the client's own cost stays small), or None
+    where it is not built (a build without the gRPC front end)."""
+    if not os.access(GRPC_BENCH, os.X_OK):
+        return None
+    import onnx_pb
+    name = onnx_pb.read_tensor(MB_IN)[0]
+    out = subprocess.run([GRPC_BENCH, "--port", str(grpc_port), "--model", "mb", "--input", f"{name}={MB_IN}",
+                          "-n", str(args.n), "--json"], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["p50_ms"]
+
+
 def client(*extra):
     out = subprocess.run([sys.executable, os.path.join(HERE, "serve_latency.py"), *extra], check=True,
                          capture_output=True, text=True).stdout
@@ -162,11 +178,14 @@ if "latency" not in skip:
     for r in range(args.rounds):
         med = perf(os.path.join(args.work, "mb", "1", "model.onnx"), "--threads", "1", "-n", n, "--input-file", "@input",
                    MB_IN)["median_ms"]
-        g = client("--grpc-port", str(grpc_port), "--port", str(port), "--model", "mb", "--input", MB_IN, "-n", n)[0]
+        g, by = grpc_bench_p50(grpc_port), "kiln_grpc_bench"
+        if g is None:
+            g, by = client("--grpc-port", str(grpc_port), "--port", str(port), "--model", "mb", "--input", MB_IN,
+                           "-n", n)[0], "serve_latency.py"
         h = client("--port", str(port), "--model", "mb", "--input", MB_IN, "-n", n)[0]
         w = wrk_p50(port)
         print(f"round {r + 1} (load {load()}): kiln perf median {med:.2f} ms; REST binary p50 {h:.2f} ({h - med:+.2f}); "
-              f"gRPC p50 {g:.2f} ({g - med:+.2f})" + (f"; REST p50 from wrk {w:.2f} ({w - med:+.2f})" if w else ""))
+              f"gRPC p50 {g:.2f} ({g - med:+.2f}, {by})" + (f"; REST p50 from wrk {w:.2f} ({w - med:+.2f})" if w else ""))
     s = json.loads(request(port, "GET", "/v2/models/mb/stats")[2])["model_stats"][0]["inference_stats"]
     count = s["success"]["count"]
     per = {k: s[k]["ns"] / count / 1000 for k in ("success", "queue", "compute_input", "compute_infer", "compute_output")}
