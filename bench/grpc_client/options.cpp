@@ -1,7 +1,9 @@
 #include "options.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <iterator>
 #include <stdexcept>
 #include <string_view>
 
@@ -49,7 +51,11 @@ std::optional<options> parse_options(int argc, char** argv) {
             o.json = true;
             continue;
         }
-        if (i + 1 >= argc) throw std::invalid_argument(std::string(a) + " needs a value (or is unknown); see --help");
+        constexpr std::string_view with_value[] = {"--host",  "--port", "--model",  "--version",
+                                                   "--input", "-n",     "--warmup", "--clients"};
+        if (std::find(std::begin(with_value), std::end(with_value), a) == std::end(with_value))
+            throw std::invalid_argument("unknown option '" + std::string(a) + "'; see --help");
+        if (i + 1 >= argc) throw std::invalid_argument(std::string(a) + " needs a value; see --help");
         std::string_view v = argv[++i];
         if (a == "--host")
             o.host = v;
@@ -71,8 +77,6 @@ std::optional<options> parse_options(int argc, char** argv) {
                 throw std::invalid_argument(
                     "--input wants NAME=FILE.pb (the model's input name, then the file), not '" + std::string(v) + "'");
             o.inputs.push_back({std::string(v.substr(0, eq)), std::string(v.substr(eq + 1))});
-        } else {
-            throw std::invalid_argument("unknown option '" + std::string(a) + "'; see --help");
         }
     }
     if (o.model.empty()) throw std::invalid_argument("--model NAME is required; see --help");
