@@ -37,7 +37,8 @@ ap.add_argument("--models", default=os.path.join(HERE, "..", "..", "shared", "mo
 ap.add_argument("--work", required=True)
 ap.add_argument("--rounds", type=int, default=3)
 ap.add_argument("-n", type=int, default=300)
-ap.add_argument("--skip", default="", help="comma-separated parts to skip: latency,start,throughput,lstm")
+ap.add_argument("--skip", default="", help="comma-separated parts to skip: latency,start,throughput,lstm; rest "
+                                           "(the REST rows of latency, for a short gRPC-only run)")
 ap.add_argument("--lstm-instances", type=int, default=1,
                 help="lstm part: instance_group count (the server splits the cores between the instances)")
 args = ap.parse_args()
@@ -182,10 +183,13 @@ if "latency" not in skip:
         if g is None:
             g, by = client("--grpc-port", str(grpc_port), "--port", str(port), "--model", "mb", "--input", MB_IN,
                            "-n", n)[0], "serve_latency.py"
-        h = client("--port", str(port), "--model", "mb", "--input", MB_IN, "-n", n)[0]
-        w = wrk_p50(port)
-        print(f"round {r + 1} (load {load()}): kiln perf median {med:.2f} ms; REST binary p50 {h:.2f} ({h - med:+.2f}); "
-              f"gRPC p50 {g:.2f} ({g - med:+.2f}, {by})" + (f"; REST p50 from wrk {w:.2f} ({w - med:+.2f})" if w else ""))
+        rest = ""
+        if "rest" not in skip:
+            h, w = client("--port", str(port), "--model", "mb", "--input", MB_IN, "-n", n)[0], wrk_p50(port)
+            rest = f"; REST binary p50 {h:.2f} ({h - med:+.2f})"
+            rest += f"; REST p50 from wrk {w:.2f} ({w - med:+.2f})" if w else ""
+        print(f"round {r + 1} (load {load()}): kiln perf median {med:.2f} ms; gRPC p50 {g:.2f} ({g - med:+.2f}, {by})"
+              + rest)
     s = json.loads(request(port, "GET", "/v2/models/mb/stats")[2])["model_stats"][0]["inference_stats"]
     count = s["success"]["count"]
     per = {k: s[k]["ns"] / count / 1000 for k in ("success", "queue", "compute_input", "compute_infer", "compute_output")}
