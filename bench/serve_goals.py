@@ -97,24 +97,8 @@ def perf(model, *extra):
 
 def wrk_p50(port):
     """REST p50 from wrk (a C client: no Python on the 2 cores), or None without wrk."""
-    if not shutil.which("wrk"):
-        return None
-    sys.path.insert(0, os.path.join(HERE, "..", "tests", "tools"))
-    import onnx_pb
-    name, _, a = onnx_pb.read_tensor(MB_IN)
-    header = json.dumps({"inputs": [{"name": name, "shape": list(a.shape), "datatype": "FP32",
-                                     "parameters": {"binary_data_size": a.nbytes}}],
-                         "parameters": {"binary_data_output": True}}).encode()
-    body, script = os.path.join(args.work, "wrk_body.bin"), os.path.join(args.work, "wrk_post.lua")
-    with open(body, "wb") as f:
-        f.write(header + a.tobytes())
-    with open(script, "w") as f:
-        f.write(f'local f = io.open("{body}", "rb")\nwrk.method = "POST"\nwrk.body = f:read("*all")\nf:close()\n'
-                f'wrk.headers["Inference-Header-Content-Length"] = "{len(header)}"\n')
-    out = subprocess.run(["wrk", "-t1", "-c1", "-d5s", "--latency", "-s", script,
-                          f"http://127.0.0.1:{port}/v2/models/mb/infer"], check=True, capture_output=True, text=True).stdout
-    m = re.search(r"^\s+50%\s+([0-9.]+)(us|ms|s)", out, re.M)
-    return float(m.group(1)) * {"us": 1e-3, "ms": 1, "s": 1e3}[m.group(2)]
+    w = wrk_run(port, "mb", MB_IN, 1)
+    return w[1] if w else None
 
 
 def wrk_run(port, model, input_pb, clients, seconds=5):
