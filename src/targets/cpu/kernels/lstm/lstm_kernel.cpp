@@ -33,10 +33,10 @@ using namespace lstm_detail;
 struct step_barrier {
     alignas(64) std::atomic<std::size_t> arrived{0};
     alignas(64) std::atomic<std::uint32_t> generation{0};
-    // Nanoseconds the team spent asleep in waits that outlasted the spin: a teammate
-    // without a core. Time, not a count: a server's network threads take a core for tens
-    // of microseconds a few times a run, which costs little, while a foreign process
-    // holding a core costs half of every step.
+    // Nanoseconds the team spent in waits that outlasted the spin (spin included): a
+    // teammate without a core. Time, not a count: a server's network threads take a core
+    // for tens of microseconds a few times a run, which costs little, while a foreign
+    // process holding a core costs half of every step.
     std::atomic<long long> slept_ns{0};
     std::size_t team = 1;
 
@@ -49,6 +49,7 @@ struct step_barrier {
             generation.notify_all();
             return;
         }
+        const auto t0 = std::chrono::steady_clock::now();
         // Tens of microseconds: a teammate that has its core arrives well within that (a
         // futex wake-up would cost more than a step); a longer wait means it lacks a core.
         for (unsigned spins = 0; spins < 4096; ++spins) {
@@ -57,7 +58,6 @@ struct step_barrier {
             _mm_pause();
 #endif
         }
-        const auto t0 = std::chrono::steady_clock::now();
         while (generation.load(std::memory_order_acquire) == gen) generation.wait(gen, std::memory_order_acquire);
         slept_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count(),
                            std::memory_order_relaxed);
@@ -65,12 +65,15 @@ struct step_barrier {
 };
 
 // When another process holds one of the team's cores, every step's barrier waits for a
-// time slice and a run takes ten times longer than on one thread. A run whose team slept
-// through more than `solo_after_lost_fraction` of its time makes the next runs of the
-// process use one thread; after them, a team is tried again. (Two threads lose to one
-// when a fraction f of the run is lost with 1 / (1 - f) above the team's speed-up, about
-// 1.9 for two threads: f near 0.47; 0.35 leaves a margin.)
+// time slice and a run takes ten times longer than on one thread. Two runs in a row whose
+// team lost more than `solo_after_lost_fraction` of their time in waits that outlasted the
+// spin make the next runs of the process use one thread; after them, a team is tried again.
+// (Two threads lose to one when a fraction f of the run is lost with 1 / (1 - f) above the
+// team's speed-up, about 1.7-1.9 for two threads: f near 0.45; 0.35 leaves a margin. One
+// run is not enough: the host taking a vCPU for half a millisecond once stalls one run, and
+// one thread would cost 1.7x for the next 64.)
 std::atomic<int> solo_runs_left{0};
+std::atomic<int> contended_in_a_row{0};
 constexpr int solo_runs_after_contention = 64;
 constexpr double solo_after_lost_fraction = 0.35;
 
@@ -219,8 +222,15 @@ void lstm_run(const lstm_dims& d, const float* x, const float* w, const float* r
         if (failed) throw_error(error_code::runtime, "cpu::lstm_packed: oneDNN's sgemm failed on the input projection");
     }
     const auto run_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - run_start).count();
-    if (team > 1 && static_cast<double>(slept_ns) > solo_after_lost_fraction * static_cast<double>(run_ns) * (team - 1))
-        solo_runs_left.store(solo_runs_after_contention, std::memory_order_relaxed);
+    if (team > 1) {
+        const bool contended = static_cast<double>(slept_ns) > solo_after_lost_fraction * static_cast<double>(run_ns) * (team - 1);
+        if (!contended) {
+            contended_in_a_row.store(0, std::memory_order_relaxed);
+        } else if (contended_in_a_row.fetch_add(1, std::memory_order_relaxed) + 1 >= 2) {
+            contended_in_a_row.store(0, std::memory_order_relaxed);
+            solo_runs_left.store(solo_runs_after_contention, std::memory_order_relaxed);
+        }
+    }
 }
 
 }  // namespace kiln::cpu
