@@ -287,12 +287,12 @@ std::pair<double, double> two_sided_entropy_thresholds(const tensor_stats& s) {
     const std::size_t half = s.signed_hist.size() / 2;
     const double extent = s.hi - s.lo;
     if (half == 0 || !(extent > 0)) return {-s.lo, s.hi};
-    tensor_stats side;
+    tensor_stats side;  // one side as an |x| histogram over [0, amax]: entropy_threshold's bin edges
     side.lo = 0;
+    side.hi = s.amax();
+    side.hist.resize(half);
     std::pair<double, double> out;
     for (int positive = 0; positive < 2; ++positive) {
-        side.hi = s.amax();  // the histogram's span, for entropy_threshold's bin edges
-        side.hist.assign(half, 0.0);
         for (std::size_t b = 0; b < half; ++b) side.hist[b] = s.signed_hist[positive ? half + b : half - 1 - b];
         const double reach = positive ? s.hi : -s.lo;
         const auto levels = std::max<std::size_t>(8, static_cast<std::size_t>(std::lround(256.0 * reach / extent)));
