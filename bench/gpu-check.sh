@@ -127,10 +127,29 @@ BUILD=$(cd "$BUILD" 2>/dev/null && pwd || echo "$ROOT/$BUILD")
 export LD_LIBRARY_PATH="$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 KILN="$BUILD/bin/kiln"
 
+# CUDA libraries the build links that the machine's loader does not find (cuDNN, say, may come
+# only with a Python wheel there): look for each in the usual places and add its folder.
+find_missing_libs() {
+  local lib dir
+  for lib in $(ldd "$KILN" "$BUILD"/lib/libkiln.so 2>/dev/null | awk '/not found/ {print $1}' | sort -u); do
+    dir=$(find /usr/local /opt /usr/lib -name "$lib" -print 2>/dev/null | head -n 1 | xargs -r dirname)
+    if [ -n "$dir" ]; then
+      export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$dir"
+      echo "found $lib in $dir"
+    else
+      echo "MISSING $lib"
+    fi
+  done
+}
+LIB_SEARCH=$(find_missing_libs)
+while read -r line; do
+  case $line in "found "*) export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:${line##* in }" ;; esac
+done <<< "$LIB_SEARCH"
+
 # 2. The device.
 DEVICE_LINE=$( (nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1) || true)
 [ -z "$DEVICE_LINE" ] && DEVICE_LINE="nvidia-smi not found or no GPU"
-step environment 30 bash -c "nvidia-smi 2>&1 | head -n 20; echo; '$KILN' targets; echo; ls /usr/local/cuda/lib64 2>/dev/null | grep -E 'libcudart|libnvrtc|libcublasLt|libcudnn.so' | head"
+step environment 30 bash -c "nvidia-smi 2>&1 | head -n 20; echo; lscpu | grep -E 'Model name|^CPU\(s\)'; grep -o -E 'avx512[a-z_0-9]*|amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' '; echo; echo 'library search:'; echo '$LIB_SEARCH'; echo LD_LIBRARY_PATH=\$LD_LIBRARY_PATH; ldd '$KILN' | grep -E 'cuda|cudnn|cublas|nvrtc|not found'; echo; '$KILN' targets; echo; ls /usr/local/cuda/lib64 2>/dev/null | grep -E 'libcudart|libnvrtc|libcublasLt|libcudnn.so' | head"
 step targets 20 "$KILN" targets
 
 # 3. The tests.
@@ -183,6 +202,8 @@ else
     step perf_bert_small 60 "$KILN" perf "$MODELS/bert_small/model.onnx" --target gpu --input "$MODELS/bert_small/test_data_set_0" $(dims bert_small) -n 20 --warmup 3
     step perf_bert_small_per_instruction 60 "$KILN" perf "$MODELS/bert_small/model.onnx" --target gpu --input "$MODELS/bert_small/test_data_set_0" $(dims bert_small) -n 3 --warmup 1 --per-instruction
   }
+  [ -f "$MODELS/vit_tiny/model.onnx" ] &&
+    step perf_vit_tiny 60 "$KILN" perf "$MODELS/vit_tiny/model.onnx" --target gpu --batch 1 -n 20 --warmup 3
   [ -f "$MODELS/resnet50/model.onnx" ] && {
     step perf_resnet50_b1 90 "$KILN" perf "$MODELS/resnet50/model.onnx" --target gpu --batch 1 -n 3 --warmup 1
     step perf_resnet50_b8 120 "$KILN" perf "$MODELS/resnet50/model.onnx" --target gpu --batch 8 -n 2 --warmup 1
