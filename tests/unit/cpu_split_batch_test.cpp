@@ -38,8 +38,10 @@ builder cnn(std::size_t n) {
 
 }  // namespace
 
+// Automatic is on with AVX-512 only (cpu_options): these tests force it on.
 TEST(cpu_split_batch, early_layers_run_image_by_image) {
     KILN_CPU_NEEDS_OPS("convolution", "pooling");
+    test::env_override on("KILN_CPU_SPLIT_BATCH", "1");
     for (std::size_t n : {2u, 3u}) {
         auto b = cnn(n);
         auto r = run_both(b, 2e-4, 2e-4);
@@ -61,6 +63,7 @@ TEST(cpu_split_batch, early_layers_run_image_by_image) {
 }
 
 TEST(cpu_split_batch, saved_program_loads_and_runs) {
+    test::env_override on("KILN_CPU_SPLIT_BATCH", "1");
     auto b = cnn(2);
     program ref = b.p;
     ref.compile(*get_target("ref"));

@@ -36,11 +36,11 @@ bool has_avx2_fma() {
 #endif
 }
 
-bool has_avx512() {
+bool cpu_supports_avx512() {
 #if defined(__x86_64__)
     static const bool yes = [] {
         __builtin_cpu_init();
-        return cap() != isa_cap::avx2 && has_avx2_fma() && __builtin_cpu_supports("avx512f") &&
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx512f") &&
                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("avx512bw");
     }();
@@ -48,6 +48,11 @@ bool has_avx512() {
 #else
     return false;
 #endif
+}
+
+bool has_avx512() {
+    static const bool yes = cap() != isa_cap::avx2 && has_avx2_fma() && cpu_supports_avx512();
+    return yes;
 }
 
 bool has_native_bf16() {

@@ -14,6 +14,9 @@ bool has_avx2_fma();
 // AVX-512 F, DQ, VL and BW (with AVX2 and FMA), the OS saving the zmm and mask registers
 // (false off x86-64). Every AVX-512 CPU since Skylake-SP has these four; Zen 4 and later too.
 bool has_avx512();
+// The same as cpuid alone says it, whatever KILN_CPU_MAX_ISA says (for the options reader,
+// which has_avx512 itself reads).
+bool cpu_supports_avx512();
 // oneDNN runs bfloat16 convolutions natively here (AVX512-BF16 or AMX), as oneDNN itself
 // sees the CPU (ONEDNN_MAX_CPU_ISA lowers it); otherwise it would emulate them, slower
 // than float32.

@@ -52,7 +52,7 @@ struct cpu_options {
 
     // KILN_CPU_SPLIT_BATCH (default on; 0 = off): a batched CNN's first layers image by
     // image (passes/split_batch.hpp).
-    bool split_batch = true;
+    bool split_batch = true;  // read_cpu_options: on with AVX-512 unless KILN_CPU_SPLIT_BATCH says
     // KILN_CPU_DNNL (default on; 0 = off): the oneDNN lowering (cpu::lowering). Off leaves
     // everything to the generated and reference kernels.
     bool dnnl = true;

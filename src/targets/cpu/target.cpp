@@ -37,7 +37,7 @@ public:
         passes.push_back(fold_fp8_weights{});
         // 0. A batched CNN's first layers image by image, where one image's activations
         //    stay in the caches and the batch's do not (passes/split_batch.hpp);
-        //    KILN_CPU_SPLIT_BATCH=0 keeps the whole batch together.
+        //    on with AVX-512 only; KILN_CPU_SPLIT_BATCH=0|1 decides instead (cpu_options).
         if (o.split_batch) passes.push_back(make_pass("split_batch"));
         // 0b. Without a VNNI int8 dot product, quantized models' integer ops back to float
         //    (dequantize_without_vnni.hpp): oneDNN's int8 kernels would saturate there;
