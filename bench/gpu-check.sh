@@ -9,15 +9,17 @@
 #   3. runs kiln_gpu_tests (no device needed; a sanity check of the carried build) and
 #      kiln_gpu_device_tests (every program-level check against ref; the shared models in
 #      KILN_GPU_DEVICE_MODELS, the quick ones by default);
-#   4. `kiln verify --target gpu` on the small shared models against ref (their test inputs);
-#   5. a .kiln save/load of bert_small for the gpu, then `kiln perf --target gpu` on bert_small
-#      and vit_tiny at batch 1 and 8, with per-instruction profiles (where the time goes);
-#   6. the host CPU (an Intel Xeon with AMX there): bench/device_cpu_compare.py, Kiln's cpu
-#      target against ONNX Runtime's Python package;
-#   7. ResNet-50 and MobileNetV2 exported there (bench/export_torchvision.py) when PyTorch is
-#      at hand and the models folder lacks them, then verified and (ResNet-50) measured.
+#   4. ResNet-50 and MobileNetV2 exported there (bench/export_torchvision.py) when PyTorch
+#      is at hand and the models folder lacks them; `kiln verify --target gpu` on every model
+#      against ref (their test inputs);
+#   5. a .kiln save/load of bert_small for the gpu, then `kiln perf --target gpu` on
+#      bert_small, vit_tiny, resnet50 and mobilenet_v2 at batch 1 and 8, with per-instruction
+#      profiles (where the time goes);
+#   6. the peer: PyTorch eager on the same architectures (bench/torch_gpu_peer.py);
+#   7. the host CPU (an Intel Xeon with AMX there): bench/device_cpu_compare.py, Kiln's cpu
+#      target against ONNX Runtime's Python package.
 # Each step runs under `timeout`, inside one overall budget (KILN_GPU_CHECK_BUDGET seconds,
-# default 470), and the summary is rewritten after every step, so a run cut off still reports:
+# default 500), and the summary is rewritten after every step, so a run cut off still reports:
 #   OUT_DIR/gpu-summary.json   one record per step: name, exit status, seconds, log, last line
 #   OUT_DIR/gpu-summary.md     the same as a table, with the device lines
 #   OUT_DIR/<step>.log         each step's output (gtest JSON for the test binaries too)
@@ -32,15 +34,16 @@
 # first call: put everything into that one call; the 2026-12-04 run took 42 s of 470):
 #   scripts/gpu-bundle.sh
 #   rm -rf gpu-models && for m in fashion_resnet lstm_seq bert_small vit_tiny; do mkdir -p gpu-models/$m &&
-#     cp -r ../shared/models/$m/model.onnx ../shared/models/$m/test_data_set_0 gpu-models/$m/; done
-#   run, carrying build-gpu.tar.xz and gpu-models, timeout_s 540 (at most 8 files come back):
-#     timeout 510 bench/gpu-check.sh /tmp/gco; tar czf $OUT/gco.tgz -C /tmp gco; cp /tmp/gco/gpu-summary.md $OUT/
+#     cp -r ../shared/models/$m/model.onnx ../shared/models/$m/test_data_set_0 gpu-models/$m/; done &&
+#     cp ../shared/models/make_models.py gpu-models/
+#   run, carrying build-gpu.tar.xz and gpu-models, timeout_s 570 (at most 8 files come back):
+#     timeout 540 bench/gpu-check.sh /tmp/gco; tar czf $OUT/gco.tgz -C /tmp gco; cp /tmp/gco/gpu-summary.md $OUT/
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 OUT_DIR=${1:-${OUT:-$ROOT/gpu-check-out}}
 mkdir -p "$OUT_DIR"
-BUDGET=${KILN_GPU_CHECK_BUDGET:-470}
+BUDGET=${KILN_GPU_CHECK_BUDGET:-500}
 START=$(date +%s)
 JSON="$OUT_DIR/gpu-summary.json"
 MD="$OUT_DIR/gpu-summary.md"
@@ -183,8 +186,13 @@ dims() {
   esac
 }
 
-# 4. verify on every model at hand (its test inputs; ref alongside). The CNNs the device
-#    cannot receive (64 MiB a call) are exported there last (step 7).
+# 4. ResNet-50 and MobileNetV2, which cannot travel (64 MiB a call), exported here with
+#    torchvision when PyTorch is at hand; then verify on every model at hand (its test
+#    inputs; ref alongside).
+if [ -n "$MODELS" ] && [ -w "$MODELS" ] && [ ! -f "$MODELS/resnet50/model.onnx" ] &&
+  python3 -c 'import torch, torchvision, onnx' 2> /dev/null; then
+  step export_cnns 90 python3 bench/export_torchvision.py "$MODELS" resnet50 mobilenet_v2
+fi
 verify_models() {
   for m in "$@"; do
     [ -f "$MODELS/$m/model.onnx" ] || { skip "verify_$m" "no $MODELS/$m/model.onnx"; continue; }
@@ -194,7 +202,7 @@ verify_models() {
 if [ -z "$MODELS" ]; then
   skip verify "no models (KILN_MODELS_DIR, ../shared/models, shared/models)"
 else
-  verify_models fashion_resnet lstm_seq bert_small vit_tiny
+  verify_models fashion_resnet lstm_seq bert_small vit_tiny mobilenet_v2 resnet50
 fi
 
 # A .kiln round trip: compiled for the gpu, saved, loaded (no NVRTC when the arch matches) and run.
@@ -204,46 +212,45 @@ if [ -n "$MODELS" ] && [ -f "$MODELS/bert_small/model.onnx" ]; then
   rm -f "$OUT_DIR/bert_small.kiln"
 fi
 
-# 5. perf of the transformers (where the generated kernels and cuBLASLt carry the work), at
-#    batch 1 and 8, and where their time goes.
+# 5. perf at batch 1 and 8, and where the time goes (per instruction) at batch 1.
+perf_model() {  # NAME BATCH_ARGS... : one perf step, and a per-instruction one at batch 1
+  local m=$1
+  [ -f "$MODELS/$m/model.onnx" ] || { skip "perf_$m" "no $MODELS/$m/model.onnx"; return; }
+  case $m in
+    bert_small)
+      step perf_${m}_b1 60 "$KILN" perf "$MODELS/$m/model.onnx" --target gpu $(dims $m) -n 50 --warmup 5
+      step perf_${m}_b8 60 "$KILN" perf "$MODELS/$m/model.onnx" --target gpu --input-dim @input_ids 8 128 --input-dim @attention_mask 8 128 -n 50 --warmup 5 ;;
+    *)
+      step perf_${m}_b1 60 "$KILN" perf "$MODELS/$m/model.onnx" --target gpu --batch 1 -n 50 --warmup 5
+      step perf_${m}_b8 60 "$KILN" perf "$MODELS/$m/model.onnx" --target gpu --batch 8 -n 20 --warmup 3 ;;
+  esac
+  step perf_${m}_per_instruction 60 "$KILN" perf "$MODELS/$m/model.onnx" --target gpu $(dims $m) -n 3 --warmup 1 --per-instruction
+}
 if [ -z "$MODELS" ]; then
   skip perf "no models"
 else
-  [ -f "$MODELS/bert_small/model.onnx" ] && {
-    step perf_bert_small 60 "$KILN" perf "$MODELS/bert_small/model.onnx" --target gpu --input "$MODELS/bert_small/test_data_set_0" $(dims bert_small) -n 20 --warmup 3
-    step perf_bert_small_b8 60 "$KILN" perf "$MODELS/bert_small/model.onnx" --target gpu --input-dim @input_ids 8 128 --input-dim @attention_mask 8 128 -n 20 --warmup 3
-    step perf_bert_small_per_instruction 60 "$KILN" perf "$MODELS/bert_small/model.onnx" --target gpu --input "$MODELS/bert_small/test_data_set_0" $(dims bert_small) -n 3 --warmup 1 --per-instruction
-  }
-  [ -f "$MODELS/vit_tiny/model.onnx" ] && {
-    step perf_vit_tiny 60 "$KILN" perf "$MODELS/vit_tiny/model.onnx" --target gpu --batch 1 -n 20 --warmup 3
-    step perf_vit_tiny_b8 60 "$KILN" perf "$MODELS/vit_tiny/model.onnx" --target gpu --batch 8 -n 10 --warmup 2
-    step perf_vit_tiny_per_instruction 60 "$KILN" perf "$MODELS/vit_tiny/model.onnx" --target gpu --batch 1 -n 3 --warmup 1 --per-instruction
-  }
+  for m in bert_small vit_tiny resnet50 mobilenet_v2; do perf_model $m; done
 fi
 
-# 6. The host CPU (an Intel Xeon with AMX on the lent machine: issues 19 and 20 have no other
+# 6. The peer on the GPU: PyTorch eager, strict fp32, the same architectures (bert_small and
+#    vit_tiny from make_models.py when it was carried into the models folder).
+if python3 -c 'import torch, torchvision; assert torch.cuda.is_available()' 2> /dev/null; then
+  mm=""
+  [ -n "$MODELS" ] && [ -f "$MODELS/make_models.py" ] && mm="--make-models $MODELS/make_models.py"
+  step torch_peer 120 python3 bench/torch_gpu_peer.py $mm --out "$OUT_DIR/torch-peer.md"
+else
+  skip torch_peer "no PyTorch with CUDA"
+fi
+
+# 7. The host CPU (an Intel Xeon with AMX on the lent machine: issues 19 and 20 have no other
 #    such CPU): Kiln's cpu target against ONNX Runtime's Python package, fp32 and Kiln --bf16,
 #    2 and all cores.
 if [ -n "$MODELS" ] && python3 -c 'import onnxruntime, onnx' 2> /dev/null; then
   step cpu_compare 150 python3 bench/device_cpu_compare.py --kiln "$KILN" --models-dir "$MODELS" \
-    --models bert_small,vit_tiny,lstm_seq,fashion_resnet --threads "2,$(nproc)" --rounds 2 -n 10 --bf16 \
+    --models bert_small,vit_tiny,lstm_seq,mobilenet_v2,resnet50 --threads "2,$(nproc)" --rounds 2 -n 10 --bf16 \
     --timeout 30 --out "$OUT_DIR/cpu-compare.md"
 else
   skip cpu_compare "no models or no onnxruntime for python3"
-fi
-
-# 7. The CNNs (convolutions still on the host until cuDNN lands: seconds a run, few runs),
-#    exported here with torchvision when PyTorch is at hand and the models folder lacks them.
-if [ -n "$MODELS" ] && [ -w "$MODELS" ] && [ ! -f "$MODELS/resnet50/model.onnx" ] &&
-  python3 -c 'import torch, torchvision, onnx' 2> /dev/null; then
-  step export_cnns 90 python3 bench/export_torchvision.py "$MODELS" resnet50 mobilenet_v2
-fi
-if [ -n "$MODELS" ]; then
-  verify_models mobilenet_v2 resnet50
-  [ -f "$MODELS/resnet50/model.onnx" ] && {
-    step perf_resnet50_b1 90 "$KILN" perf "$MODELS/resnet50/model.onnx" --target gpu --batch 1 -n 3 --warmup 1
-    step perf_resnet50_b8 120 "$KILN" perf "$MODELS/resnet50/model.onnx" --target gpu --batch 8 -n 2 --warmup 1
-  }
 fi
 write_summary
 echo "[gpu-check] done in $(elapsed)s: $JSON"
