@@ -1,0 +1,197 @@
+// Data movement on the gpu target without a device (codegen/emit_move.hpp): reshape and
+// flatten of strided inputs, gather and concat as generated kernels (NVRTC for sm_90, and
+// their host build against the reference), split as slice views, and what stays as it was
+// (views of row-major inputs, literal indices out of range).
+#include "gpu_test_util.hpp"
+
+#include "targets/gpu/codegen/emit_move.hpp"
+#include "targets/gpu/selection.hpp"
+
+#include <kiln/builtin_ops.hpp>
+#include <kiln/literal.hpp>
+#include <kiln/serialize.hpp>
+
+using namespace kiln;
+using namespace kiln::gpu_test;
+
+namespace {
+
+value arr(const std::vector<std::int64_t>& v) { return value(value::array(v.begin(), v.end())); }
+
+std::size_t count_ops(module& m, const std::string& name) {
+    std::size_t n = 0;
+    for (auto ins = m.begin(); ins != m.end(); ++ins) n += ins->name() == name;
+    return n;
+}
+
+std::size_t host_kernels(module& m) { return count_ops(m, "gpu::host_kernel"); }
+
+instruction_ref transposed(module* m, instruction_ref x, const std::vector<std::int64_t>& perm) {
+    return m->add_instruction(make_op("transpose", {{"perm", arr(perm)}}), {x});
+}
+
+// Every kind of move over several element types, strides and axes (gather indices are
+// random in 1..5: data axes have at least 6 elements).
+program every_move() {
+    program p;
+    auto* m = p.get_main_module();
+    std::vector<instruction_ref> r;
+    auto x = m->add_parameter("x", shape(type::float32, {2, 3, 4, 5}));
+    auto xi = m->add_parameter("xi", shape(type::int64, {6, 7}));
+    auto xb = m->add_parameter("xb", shape(type::bool_, {3, 8}));
+    auto xh = m->add_parameter("xh", shape(type::float16, {4, 6}));
+    // reshape / flatten of transposed, sliced and broadcast views
+    r.push_back(m->add_instruction(make_op("reshape", {{"dims", arr({2, 4, 15})}}), {transposed(m, x, {0, 2, 1, 3})}));
+    r.push_back(m->add_instruction(make_op("reshape", {{"dims", arr({42})}}), {transposed(m, xi, {1, 0})}));
+    r.push_back(m->add_instruction(make_op("flatten", {{"axis", 1}}), {transposed(m, xb, {1, 0})}));
+    r.push_back(m->add_instruction(make_op("reshape", {{"dims", arr({24})}}), {transposed(m, xh, {1, 0})}));
+    auto sl = m->add_instruction(make_op("slice", {{"axes", arr({3})}, {"starts", arr({1})}, {"ends", arr({4})}}), {x});
+    r.push_back(m->add_instruction(make_op("reshape", {{"dims", arr({6, 12})}}), {sl}));
+    auto v = m->add_parameter("v", shape(type::float32, {5}));
+    auto bc = m->add_instruction(make_op("broadcast", {{"dims", arr({3, 5})}}), {v});
+    r.push_back(m->add_instruction(make_op("reshape", {{"dims", arr({15})}}), {bc}));
+    // gather: axes 0, 1 and -1, int32 and int64 indices of rank 0, 1, 2, strided data
+    auto emb = m->add_parameter("emb", shape(type::float32, {10, 8}));
+    auto ids = m->add_parameter("ids", shape(type::int64, {2, 3}));
+    r.push_back(m->add_instruction(make_op("gather", {{"axis", 0}}), {emb, ids}));
+    auto ids32 = m->add_parameter("ids32", shape(type::int32, {4}));
+    r.push_back(m->add_instruction(make_op("gather", {{"axis", 1}}), {emb, ids32}));
+    r.push_back(m->add_instruction(make_op("gather", {{"axis", -1}}), {transposed(m, emb, {1, 0}), ids32}));
+    auto one = m->add_parameter("one", shape(type::int64, {}));
+    r.push_back(m->add_instruction(make_op("gather", {{"axis", 1}}), {xi, one}));
+    r.push_back(m->add_instruction(make_op("gather", {{"axis", 0}}), {xi, ids}));
+    // concat: three inputs on axis 1 (one transposed), axis 0 and -1, int64
+    auto a = m->add_parameter("a", shape(type::float32, {2, 1, 5}));
+    auto b = m->add_parameter("b", shape(type::float32, {2, 4, 5}));
+    auto c = transposed(m, m->add_parameter("c", shape(type::float32, {2, 5, 3})), {0, 2, 1});
+    r.push_back(m->add_instruction(make_op("concat", {{"axis", 1}}), {a, b, c}));
+    r.push_back(m->add_instruction(make_op("concat", {{"axis", 0}}), {b, b}));
+    auto d = m->add_parameter("d", shape(type::float32, {2, 4, 2}));
+    r.push_back(m->add_instruction(make_op("concat", {{"axis", -1}}), {b, d}));
+    r.push_back(m->add_instruction(make_op("concat", {{"axis", 0}}), {xi, transposed(m, m->add_parameter("e", shape(type::int64, {7, 2})), {1, 0})}));
+    m->add_return(r);
+    return p;
+}
+
+}  // namespace
+
+TEST(gpu_move, every_move_compiles_for_sm90_and_matches_the_reference_on_the_host) {
+    auto p = every_move();
+    const auto n = p.get_main_module()->get_return()->inputs().size();
+    compile_options o;
+    o.memory_planning = false;
+    compile_for_gpu(p, o);
+    auto& m = *p.get_main_module();
+    EXPECT_EQ(host_kernels(m), 0u) << m;
+    const auto rep = check_kernels(m, "every move");
+    EXPECT_EQ(rep.kernels, n);
+}
+
+TEST(gpu_move, views_of_row_major_inputs_stay_free) {
+    program p;
+    auto* m = p.get_main_module();
+    auto x = m->add_parameter("x", shape(type::float32, {4, 6}));
+    auto y = m->add_instruction(make_op("reshape", {{"dims", arr({2, 12})}}), {m->add_instruction(make_op("relu"), {x})});
+    m->add_return({m->add_instruction(make_op("exp"), {m->add_instruction(make_op("flatten", {{"axis", 0}}), {y})})});
+    compile_options o;
+    o.memory_planning = false;
+    compile_for_gpu(p, o);
+    for (auto ins : gpu_kernels(*p.get_main_module()))
+        EXPECT_FALSE(gpu::codegen::is_move(ins->get_operator().get<gpu::fused_kernel>().body, {}))
+            << "a reshape of a row-major input became a copy";
+    EXPECT_EQ(host_kernels(*p.get_main_module()), 0u);
+}
+
+// Negative indices count from the end; an out-of-range one reads a clamped element and is
+// recorded in kiln_error_ (finish raises it on a device).
+TEST(gpu_move, gather_negative_and_out_of_range_indices) {
+    program p;
+    auto* m = p.get_main_module();
+    auto data = m->add_parameter("data", shape(type::float32, {5, 3}));
+    auto ids = m->add_parameter("ids", shape(type::int64, {4}));
+    m->add_return({m->add_instruction(make_op("gather", {{"axis", 0}}), {data, ids})});
+    compile_options o;
+    o.memory_planning = false;
+    compile_for_gpu(p, o);
+    const auto kernels = gpu_kernels(*p.get_main_module());
+    ASSERT_EQ(kernels.size(), 1u);
+    const auto& k = kernels[0]->get_operator().get<gpu::fused_kernel>();
+    host_library lib(gpu::codegen::module_source(*p.get_main_module()));
+    ASSERT_TRUE(lib.ok());
+    argument d(shape(type::float32, {5, 3}));
+    for (std::size_t i = 0; i < 15; ++i) reinterpret_cast<float*>(d.data())[i] = static_cast<float>(i);
+    auto run = [&](std::vector<std::int64_t> idx) {
+        argument in(shape(type::int64, {4}));
+        std::memcpy(in.data(), idx.data(), 4 * sizeof(std::int64_t));
+        argument out(shape(type::float32, {4, 3}));
+        lib.run(k.symbol, {d, in}, out, 1, 4);
+        return out.to_vector<float>();
+    };
+    const auto got = run({-1, 0, -5, 2});
+    EXPECT_EQ(got, (std::vector<float>{12, 13, 14, 0, 1, 2, 0, 1, 2, 6, 7, 8}));
+    EXPECT_EQ(lib.take_error(), (std::vector<unsigned long long>{0, 0, 0}));
+    const auto clamped = run({1, 5, -6, 4});
+    EXPECT_EQ(clamped, (std::vector<float>{3, 4, 5, 12, 13, 14, 0, 1, 2, 12, 13, 14}));
+    const auto e = lib.take_error();
+    ASSERT_EQ(e.size(), 3u);
+    EXPECT_EQ(e[0], 1u);
+    EXPECT_TRUE(static_cast<long long>(e[1]) == 5 || static_cast<long long>(e[1]) == -6) << static_cast<long long>(e[1]);
+    EXPECT_EQ(e[2], 5u);
+}
+
+TEST(gpu_move, literal_indices_out_of_range_stay_on_the_host) {
+    program p;
+    auto* m = p.get_main_module();
+    auto data = m->add_parameter("data", shape(type::float32, {5, 3}));
+    auto good = m->add_literal(literal(shape(type::int64, {2}), std::vector<std::int64_t>{-5, 4}));
+    auto bad = m->add_literal(literal(shape(type::int64, {2}), std::vector<std::int64_t>{0, 5}));
+    m->add_return({m->add_instruction(make_op("gather", {{"axis", 0}}), {data, good}),
+                   m->add_instruction(make_op("gather", {{"axis", 0}}), {data, bad})});
+    compile_options o;
+    o.memory_planning = false;
+    compile_for_gpu(p, o);
+    EXPECT_EQ(gpu_kernels(*p.get_main_module()).size(), 1u);
+    EXPECT_EQ(host_kernels(*p.get_main_module()), 1u);
+}
+
+TEST(gpu_move, split_parts_become_slice_views) {
+    program p;
+    auto* m = p.get_main_module();
+    auto x = m->add_parameter("x", shape(type::float32, {2, 12}));
+    auto s = m->add_instruction(make_op("split", {{"axis", 1}, {"sizes", arr({4, 8})}}), {x});
+    auto a = m->add_instruction(make_op("get_tuple_elem", {{"index", 0}}), {s});
+    auto b = m->add_instruction(make_op("get_tuple_elem", {{"index", 1}}), {s});
+    m->add_return({m->add_instruction(make_op("exp"), {a}), m->add_instruction(make_op("reshape", {{"dims", arr({16})}}), {b})});
+    compile_options o;
+    o.memory_planning = false;
+    compile_for_gpu(p, o);
+    auto& mm = *p.get_main_module();
+    EXPECT_EQ(host_kernels(mm), 0u) << mm;
+    EXPECT_EQ(count_ops(mm, "split"), 0u) << mm;
+    EXPECT_EQ(count_ops(mm, "slice"), 2u) << mm;
+    (void)check_kernels(mm, "split");
+}
+
+// The move kernels travel in .kiln bytes like the elementwise ones.
+TEST(gpu_move, move_kernels_round_trip_through_their_attributes) {
+    auto p = every_move();
+    p.compile(*get_target("gpu"), {});
+    std::size_t moves = 0;
+    for (auto ins : gpu_kernels(*p.get_main_module())) {
+        const auto& k = ins->get_operator().get<gpu::fused_kernel>();
+        const operation back = ins->get_operator().with_value(ins->get_operator().to_value());
+        const auto& k2 = back.get<gpu::fused_kernel>();
+        EXPECT_TRUE(k2.body.nodes == k.body.nodes);
+        EXPECT_EQ(k2.symbol, k.symbol);
+        EXPECT_EQ(k2.library, k.library);
+        moves += k.body.nodes.size() == 1 && k.body.nodes[0].op.name() != "exp";
+    }
+    EXPECT_GE(moves, 15u);
+    const auto bytes = save_buffer(p);
+    EXPECT_FALSE(bytes.empty());
+}
+
+TEST(gpu_move, the_selection_table_lists_them) {
+    const auto t = gpu::selection_table();
+    for (const char* op : {"reshape, flatten", "gather", "concat", "split"}) EXPECT_NE(t.find(op), std::string::npos) << op;
+}
