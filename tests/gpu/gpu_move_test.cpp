@@ -16,8 +16,6 @@ using namespace kiln::gpu_test;
 
 namespace {
 
-value arr(const std::vector<std::int64_t>& v) { return value(value::array(v.begin(), v.end())); }
-
 std::size_t count_ops(module& m, const std::string& name) {
     std::size_t n = 0;
     for (auto ins = m.begin(); ins != m.end(); ++ins) n += ins->name() == name;
@@ -25,53 +23,6 @@ std::size_t count_ops(module& m, const std::string& name) {
 }
 
 std::size_t host_kernels(module& m) { return count_ops(m, "gpu::host_kernel"); }
-
-instruction_ref transposed(module* m, instruction_ref x, const std::vector<std::int64_t>& perm) {
-    return m->add_instruction(make_op("transpose", {{"perm", arr(perm)}}), {x});
-}
-
-// Every kind of move over several element types, strides and axes (gather indices are
-// random in 1..5: data axes have at least 6 elements).
-program every_move() {
-    program p;
-    auto* m = p.get_main_module();
-    std::vector<instruction_ref> r;
-    auto x = m->add_parameter("x", shape(type::float32, {2, 3, 4, 5}));
-    auto xi = m->add_parameter("xi", shape(type::int64, {6, 7}));
-    auto xb = m->add_parameter("xb", shape(type::bool_, {3, 8}));
-    auto xh = m->add_parameter("xh", shape(type::float16, {4, 6}));
-    // reshape / flatten of transposed, sliced and broadcast views
-    r.push_back(m->add_instruction(make_op("reshape", {{"dims", arr({2, 4, 15})}}), {transposed(m, x, {0, 2, 1, 3})}));
-    r.push_back(m->add_instruction(make_op("reshape", {{"dims", arr({42})}}), {transposed(m, xi, {1, 0})}));
-    r.push_back(m->add_instruction(make_op("flatten", {{"axis", 1}}), {transposed(m, xb, {1, 0})}));
-    r.push_back(m->add_instruction(make_op("reshape", {{"dims", arr({24})}}), {transposed(m, xh, {1, 0})}));
-    auto sl = m->add_instruction(make_op("slice", {{"axes", arr({3})}, {"starts", arr({1})}, {"ends", arr({4})}}), {x});
-    r.push_back(m->add_instruction(make_op("reshape", {{"dims", arr({6, 12})}}), {sl}));
-    auto v = m->add_parameter("v", shape(type::float32, {5}));
-    auto bc = m->add_instruction(make_op("broadcast", {{"dims", arr({3, 5})}}), {v});
-    r.push_back(m->add_instruction(make_op("reshape", {{"dims", arr({15})}}), {bc}));
-    // gather: axes 0, 1 and -1, int32 and int64 indices of rank 0, 1, 2, strided data
-    auto emb = m->add_parameter("emb", shape(type::float32, {10, 8}));
-    auto ids = m->add_parameter("ids", shape(type::int64, {2, 3}));
-    r.push_back(m->add_instruction(make_op("gather", {{"axis", 0}}), {emb, ids}));
-    auto ids32 = m->add_parameter("ids32", shape(type::int32, {4}));
-    r.push_back(m->add_instruction(make_op("gather", {{"axis", 1}}), {emb, ids32}));
-    r.push_back(m->add_instruction(make_op("gather", {{"axis", -1}}), {transposed(m, emb, {1, 0}), ids32}));
-    auto one = m->add_parameter("one", shape(type::int64, {}));
-    r.push_back(m->add_instruction(make_op("gather", {{"axis", 1}}), {xi, one}));
-    r.push_back(m->add_instruction(make_op("gather", {{"axis", 0}}), {xi, ids}));
-    // concat: three inputs on axis 1 (one transposed), axis 0 and -1, int64
-    auto a = m->add_parameter("a", shape(type::float32, {2, 1, 5}));
-    auto b = m->add_parameter("b", shape(type::float32, {2, 4, 5}));
-    auto c = transposed(m, m->add_parameter("c", shape(type::float32, {2, 5, 3})), {0, 2, 1});
-    r.push_back(m->add_instruction(make_op("concat", {{"axis", 1}}), {a, b, c}));
-    r.push_back(m->add_instruction(make_op("concat", {{"axis", 0}}), {b, b}));
-    auto d = m->add_parameter("d", shape(type::float32, {2, 4, 2}));
-    r.push_back(m->add_instruction(make_op("concat", {{"axis", -1}}), {b, d}));
-    r.push_back(m->add_instruction(make_op("concat", {{"axis", 0}}), {xi, transposed(m, m->add_parameter("e", shape(type::int64, {7, 2})), {1, 0})}));
-    m->add_return(r);
-    return p;
-}
 
 }  // namespace
 
@@ -91,7 +42,7 @@ TEST(gpu_move, views_of_row_major_inputs_stay_free) {
     program p;
     auto* m = p.get_main_module();
     auto x = m->add_parameter("x", shape(type::float32, {4, 6}));
-    auto y = m->add_instruction(make_op("reshape", {{"dims", arr({2, 12})}}), {m->add_instruction(make_op("relu"), {x})});
+    auto y = m->add_instruction(make_op("reshape", {{"dims", ints({2, 12})}}), {m->add_instruction(make_op("relu"), {x})});
     m->add_return({m->add_instruction(make_op("exp"), {m->add_instruction(make_op("flatten", {{"axis", 0}}), {y})})});
     compile_options o;
     o.memory_planning = false;
@@ -158,10 +109,10 @@ TEST(gpu_move, split_parts_become_slice_views) {
     program p;
     auto* m = p.get_main_module();
     auto x = m->add_parameter("x", shape(type::float32, {2, 12}));
-    auto s = m->add_instruction(make_op("split", {{"axis", 1}, {"sizes", arr({4, 8})}}), {x});
+    auto s = m->add_instruction(make_op("split", {{"axis", 1}, {"sizes", ints({4, 8})}}), {x});
     auto a = m->add_instruction(make_op("get_tuple_elem", {{"index", 0}}), {s});
     auto b = m->add_instruction(make_op("get_tuple_elem", {{"index", 1}}), {s});
-    m->add_return({m->add_instruction(make_op("exp"), {a}), m->add_instruction(make_op("reshape", {{"dims", arr({16})}}), {b})});
+    m->add_return({m->add_instruction(make_op("exp"), {a}), m->add_instruction(make_op("reshape", {{"dims", ints({16})}}), {b})});
     compile_options o;
     o.memory_planning = false;
     compile_for_gpu(p, o);

@@ -72,6 +72,55 @@ inline program every_op() {
     return p;
 }
 
+inline value ints(const std::vector<std::int64_t>& v) { return value(value::array(v.begin(), v.end())); }
+
+inline instruction_ref transposed(module* m, instruction_ref x, const std::vector<std::int64_t>& perm) {
+    return m->add_instruction(make_op("transpose", {{"perm", ints(perm)}}), {x});
+}
+
+// Every kind of move over several element types, strides and axes (gather indices are
+// random in 1..5: data axes have at least 6 elements).
+inline program every_move() {
+    program p;
+    auto* m = p.get_main_module();
+    std::vector<instruction_ref> r;
+    auto x = m->add_parameter("x", shape(type::float32, {2, 3, 4, 5}));
+    auto xi = m->add_parameter("xi", shape(type::int64, {6, 7}));
+    auto xb = m->add_parameter("xb", shape(type::bool_, {3, 8}));
+    auto xh = m->add_parameter("xh", shape(type::float16, {4, 6}));
+    // reshape / flatten of transposed, sliced and broadcast views
+    r.push_back(m->add_instruction(make_op("reshape", {{"dims", ints({2, 4, 15})}}), {transposed(m, x, {0, 2, 1, 3})}));
+    r.push_back(m->add_instruction(make_op("reshape", {{"dims", ints({42})}}), {transposed(m, xi, {1, 0})}));
+    r.push_back(m->add_instruction(make_op("flatten", {{"axis", 1}}), {transposed(m, xb, {1, 0})}));
+    r.push_back(m->add_instruction(make_op("reshape", {{"dims", ints({24})}}), {transposed(m, xh, {1, 0})}));
+    auto sl = m->add_instruction(make_op("slice", {{"axes", ints({3})}, {"starts", ints({1})}, {"ends", ints({4})}}), {x});
+    r.push_back(m->add_instruction(make_op("reshape", {{"dims", ints({6, 12})}}), {sl}));
+    auto v = m->add_parameter("v", shape(type::float32, {5}));
+    auto bc = m->add_instruction(make_op("broadcast", {{"dims", ints({3, 5})}}), {v});
+    r.push_back(m->add_instruction(make_op("reshape", {{"dims", ints({15})}}), {bc}));
+    // gather: axes 0, 1 and -1, int32 and int64 indices of rank 0, 1, 2, strided data
+    auto emb = m->add_parameter("emb", shape(type::float32, {10, 8}));
+    auto ids = m->add_parameter("ids", shape(type::int64, {2, 3}));
+    r.push_back(m->add_instruction(make_op("gather", {{"axis", 0}}), {emb, ids}));
+    auto ids32 = m->add_parameter("ids32", shape(type::int32, {4}));
+    r.push_back(m->add_instruction(make_op("gather", {{"axis", 1}}), {emb, ids32}));
+    r.push_back(m->add_instruction(make_op("gather", {{"axis", -1}}), {transposed(m, emb, {1, 0}), ids32}));
+    auto one = m->add_parameter("one", shape(type::int64, {}));
+    r.push_back(m->add_instruction(make_op("gather", {{"axis", 1}}), {xi, one}));
+    r.push_back(m->add_instruction(make_op("gather", {{"axis", 0}}), {xi, ids}));
+    // concat: three inputs on axis 1 (one transposed), axis 0 and -1, int64
+    auto a = m->add_parameter("a", shape(type::float32, {2, 1, 5}));
+    auto b = m->add_parameter("b", shape(type::float32, {2, 4, 5}));
+    auto c = transposed(m, m->add_parameter("c", shape(type::float32, {2, 5, 3})), {0, 2, 1});
+    r.push_back(m->add_instruction(make_op("concat", {{"axis", 1}}), {a, b, c}));
+    r.push_back(m->add_instruction(make_op("concat", {{"axis", 0}}), {b, b}));
+    auto d = m->add_parameter("d", shape(type::float32, {2, 4, 2}));
+    r.push_back(m->add_instruction(make_op("concat", {{"axis", -1}}), {b, d}));
+    r.push_back(m->add_instruction(make_op("concat", {{"axis", 0}}), {xi, transposed(m, m->add_parameter("e", shape(type::int64, {7, 2})), {1, 0})}));
+    m->add_return(r);
+    return p;
+}
+
 inline void compile_for_gpu(program& p, compile_options opts = {}) {
     run_passes(p, target_independent_passes(opts));
     auto t = get_target("gpu");
