@@ -11,6 +11,9 @@
 #include <kiln/literal.hpp>
 #include <kiln/serialize.hpp>
 
+#include <cstdlib>
+#include <fstream>
+
 using namespace kiln;
 using namespace kiln::gpu_test;
 
@@ -67,6 +70,11 @@ TEST(gpu_move, gather_negative_and_out_of_range_indices) {
     const auto kernels = gpu_kernels(*p.get_main_module());
     ASSERT_EQ(kernels.size(), 1u);
     const auto& k = kernels[0]->get_operator().get<gpu::fused_kernel>();
+    // gpu_context::finish finds the record by this unmangled name (cudaLibraryGetGlobal).
+    const auto built = gpu::codegen::compile_cuda(gpu::codegen::module_source(*p.get_main_module()), "sm_90", true, "");
+    EXPECT_NE(built.ptx.find(".global .align 8 .b8 kiln_error_[24]"), std::string::npos) << built.ptx;
+    EXPECT_NE(built.cubin.find("kiln_error_"), std::string::npos) << "kiln_error_ is not in the CUBIN's symbols";
+    if (const char* dump = std::getenv("KILN_TEST_DUMP_CUBIN")) std::ofstream(dump, std::ios::binary) << built.cubin;
     host_library lib(gpu::codegen::module_source(*p.get_main_module()));
     ASSERT_TRUE(lib.ok());
     argument d(shape(type::float32, {5, 3}));

@@ -117,6 +117,18 @@ inline program every_move() {
     auto d = m->add_parameter("d", shape(type::float32, {2, 4, 2}));
     r.push_back(m->add_instruction(make_op("concat", {{"axis", -1}}), {b, d}));
     r.push_back(m->add_instruction(make_op("concat", {{"axis", 0}}), {xi, transposed(m, m->add_parameter("e", shape(type::int64, {7, 2})), {1, 0})}));
+    // tile; pad in every mode, with and without a value, cropping too
+    r.push_back(m->add_instruction(make_op("tile", {{"repeats", ints({2, 3})}}), {transposed(m, xi, {1, 0})}));
+    auto fill = m->add_parameter("fill", shape(type::float32, {}));
+    auto pad = [&](const char* mode, const std::vector<std::int64_t>& pads, std::vector<instruction_ref> args) {
+        r.push_back(m->add_instruction(make_op("pad", {{"mode", std::string(mode)}, {"pads", ints(pads)}}), args));
+    };
+    pad("constant", {0, 1, 0, 2, 0, 0, 1, -1}, {x, fill});
+    pad("constant", {0, -1, 0, 0, 0, 0, -2, 1}, {x});
+    pad("constant", {1, 0, 0, 2}, {transposed(m, xi, {1, 0})});
+    pad("edge", {0, 2, 1, 0, 1, 3}, {b});
+    pad("reflect", {0, 2, 2, 0, 5, 4}, {b});
+    pad("wrap", {1, 2, 2, 9}, {xb});
     m->add_return(r);
     return p;
 }

@@ -181,6 +181,10 @@ bool lower_concat(module& m, instruction_ref ins, const gpu_options& o) {
     return rewrite::is<op::concat>(ins) && lower_move_group(m, ins, o);
 }
 
+bool lower_pad_tile(module& m, instruction_ref ins, const gpu_options& o) {
+    return (rewrite::is<op::pad>(ins) || rewrite::is<op::tile>(ins)) && lower_move_group(m, ins, o);
+}
+
 // split of a static tensor whose results are only taken apart: each part a slice view.
 bool lower_split(module& m, instruction_ref ins, const gpu_options&) {
     const auto* sp = ins->get_operator().any_cast<op::split>();
@@ -235,6 +239,8 @@ const std::vector<candidate>& candidates() {
          "clamped and reported as an error after the eval (literal indices are checked here instead)",
          lower_gather},
         {"concat", "generated", "static shapes, up to 63 inputs, any axis and strides", lower_concat},
+        {"pad, tile", "generated", "static shapes; pad in every mode (constant, edge, wrap, reflect), negative pads crop",
+         lower_pad_tile},
         {"split", "view", "a static input whose results are only taken apart (get_tuple_elem): each part a slice view",
          lower_split},
     };

@@ -167,6 +167,63 @@ void emit_concat(std::ostream& o, const op::fused& body, const std::vector<shape
     }
 }
 
+// tile: each output coordinate modulo the input's length.
+void emit_tile(std::ostream& o, const shape& in, const shape& output) {
+    const auto& ol = output.lens();
+    const auto idx = split_index(o, ol);
+    std::string off;
+    for (std::size_t d = 0; d < ol.size(); ++d) {
+        const auto n = in.lens()[d];
+        const auto s = static_cast<std::int64_t>(in.strides()[d]);
+        add_term(off, n == ol[d] || idx[d] == "0" ? idx[d] : "(" + idx[d] + " % " + num(n) + ")", s);
+    }
+    o << "    out[i_] = in0[" << (off.empty() ? "0" : off) << "];\n";
+}
+
+// pad (pad::compute's rules): per axis the output coordinate minus the begin pad, then
+// constant (outside: the value, input 1 or zero bits), edge (clamped), wrap (modulo) or
+// reflect (mirrored without repeating the edge). Negative pads crop.
+void emit_pad(std::ostream& o, const op::fused& body, const std::vector<shape>& in, const shape& output) {
+    const auto& p = body.nodes[0].op.get<op::pad>();
+    const auto& il = in[0].lens();
+    const auto& ol = output.lens();
+    const auto pads = op::expand_pads(p.pads, p.axes, il.size(), "pad");
+    const auto idx = split_index(o, ol);
+    std::string off;
+    bool bounded = false;
+    if (p.mode == "constant") o << "    bool in_ = true;\n";
+    for (std::size_t d = 0; d < ol.size(); ++d) {
+        const auto n = static_cast<std::int64_t>(il[d]);
+        const auto begin = pads[d], end = pads[d + il.size()];
+        const auto stride = static_cast<std::int64_t>(in[0].strides()[d]);
+        if (begin == 0 && end <= 0) {  // never outside the input on this axis
+            add_term(off, idx[d], stride);
+            continue;
+        }
+        const std::string v = "s" + std::to_string(d) + "_";
+        o << "    long long " << v << " = " << idx[d] << " - " << num(begin) << ";\n";
+        if (p.mode == "constant") {
+            o << "    in_ = in_ && " << v << " >= 0 && " << v << " < " << num(n) << ";\n";
+            bounded = true;
+        } else if (p.mode == "edge") {
+            o << "    " << v << " = " << v << " < 0 ? 0 : (" << v << " >= " << num(n) << " ? " << num(n - 1) << " : " << v
+              << ");\n";
+        } else if (p.mode == "wrap") {
+            o << "    " << v << " = ((" << v << " % " << num(n) << ") + " << num(n) << ") % " << num(n) << ";\n";
+        } else if (n == 1) {
+            o << "    " << v << " = 0;\n";
+        } else {  // reflect
+            const auto m = 2 * (n - 1);
+            o << "    " << v << " = ((" << v << " % " << num(m) << ") + " << num(m) << ") % " << num(m) << ";\n";
+            o << "    if (" << v << " >= " << num(n) << ") " << v << " = " << num(m) << " - " << v << ";\n";
+        }
+        add_term(off, v, stride);
+    }
+    const std::string fill = in.size() > 1 ? "in1[0]" : "0";
+    const std::string read = "in0[" + (off.empty() ? std::string("0") : off) + "]";
+    o << "    out[i_] = " << (bounded ? "in_ ? " + read + " : " + fill : read) << ";\n";
+}
+
 }  // namespace
 
 bool is_move(const op::fused& body, const std::vector<shape>& inputs) {
@@ -178,6 +235,14 @@ bool is_move(const op::fused& body, const std::vector<shape>& inputs) {
     if (n == "gather")
         return one_node_over_inputs(body, 2) && movable(inputs[0]) &&
                (inputs[1].get_type() == type::int32 || inputs[1].get_type() == type::int64);
+    if (n == "tile") return one_node_over_inputs(body, 1) && movable(inputs[0]);
+    if (n == "pad") {
+        const auto& p = body.nodes[0].op.get<op::pad>();
+        if (!one_node_over_inputs(body, inputs.size()) || inputs.empty() || inputs.size() > 2) return false;
+        if (p.mode != "constant" && p.mode != "edge" && p.mode != "wrap" && p.mode != "reflect") return false;
+        // Other modes of an empty axis are refused by pad itself; constant reads no input there.
+        return std::all_of(inputs.begin(), inputs.end(), movable);
+    }
     if (n == "concat")
         return !inputs.empty() && inputs.size() < 64 && one_node_over_inputs(body, inputs.size()) &&
                std::all_of(inputs.begin(), inputs.end(), movable);
@@ -192,6 +257,8 @@ std::string emit_move_kernel(const op::fused& body, const std::vector<shape>& in
     const auto& n = op_name(body);
     if (n == "gather") emit_gather(o, body, inputs, output);
     else if (n == "concat") emit_concat(o, body, inputs, output);
+    else if (n == "tile") emit_tile(o, inputs[0], output);
+    else if (n == "pad") emit_pad(o, body, inputs, output);
     else emit_copy(o, inputs[0]);
     o << "  }\n}\n";
     return o.str();

@@ -4,7 +4,9 @@
 //   reshape / flatten of a strided input (a view needs a row-major one): the input's
 //     elements in row-major order into the standard output buffer;
 //   gather (any axis, int32/int64 indices, negative ones counted from the end);
-//   concat (any axis, up to 63 inputs).
+//   concat (any axis, up to 63 inputs);
+//   tile, and pad in every mode (constant with its value input or zeros, edge, wrap,
+//   reflect; negative pads crop).
 //
 // Same signature, block size and grid-stride loop as the elementwise kernels (emit.hpp):
 // one output element per thread and step, its flat index split into the output's dims by
