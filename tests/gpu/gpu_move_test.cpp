@@ -5,13 +5,19 @@
 #include "gpu_test_util.hpp"
 
 #include "targets/gpu/codegen/emit_move.hpp"
+#include "targets/gpu/host_fallback.hpp"
 #include "targets/gpu/selection.hpp"
 
 #include <kiln/builtin_ops.hpp>
 #include <kiln/literal.hpp>
+#include <kiln/onnx.hpp>
 #include <kiln/serialize.hpp>
 
 #include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <tuple>
 #include <fstream>
 
 using namespace kiln;
@@ -153,4 +159,45 @@ TEST(gpu_move, move_kernels_round_trip_through_their_attributes) {
 TEST(gpu_move, the_selection_table_lists_them) {
     const auto t = gpu::selection_table();
     for (const char* op : {"reshape, flatten", "gather", "concat", "split"}) EXPECT_NE(t.find(op), std::string::npos) << op;
+}
+
+// The models with data movement, at fixed shapes: nothing of it is left on the host, and
+// their move kernels compile and match the reference on the host. Prints what stays there.
+TEST(gpu_move, the_models_move_data_on_the_device) {
+    const auto shared = std::filesystem::path(KILN_SHARED_DIR) / "models";
+    const auto dynamic = std::filesystem::path(KILN_SOURCE_DIR) / "tests" / "data" / "dynamic_models";
+    const std::vector<std::size_t> kv = {1, 4, 12, 16};
+    const std::vector<std::tuple<std::string, std::filesystem::path, std::map<std::string, std::vector<std::size_t>>>> models = {
+        {"bert_small", shared / "bert_small" / "model.onnx", {{"input_ids", {1, 128}}, {"attention_mask", {1, 128}}}},
+        {"vit_tiny", shared / "vit_tiny" / "model.onnx", {}},
+        {"bert_dyn", dynamic / "bert_dyn" / "model.onnx", {{"input_ids", {1, 16}}, {"attention_mask", {1, 16}}}},
+        {"gpt_kv", dynamic / "gpt_kv" / "model.onnx",
+         {{"input_ids", {1, 4}}, {"past_key_0", kv}, {"past_value_0", kv}, {"past_key_1", kv}, {"past_value_1", kv}}},
+    };
+    const std::set<std::string> moves = {"reshape", "flatten", "gather", "concat", "split", "get_tuple_elem",
+                                         "pad",     "tile",    "slice",  "squeeze", "unsqueeze", "transpose"};
+    std::size_t ran = 0;
+    for (const auto& [name, file, dims] : models) {
+        if (!std::filesystem::exists(file)) continue;
+        ++ran;
+        onnx_options oo;
+        oo.default_dim_value = 1;
+        for (const auto& [input, lens] : dims) oo.map_input_dims[input] = lens;
+        auto p = parse_onnx(file.string(), oo);
+        compile_options o;
+        o.memory_planning = false;
+        compile_for_gpu(p, o);
+        auto& m = *p.get_main_module();
+        std::map<std::string, std::size_t> host;
+        for (auto ins = m.begin(); ins != m.end(); ++ins)
+            if (const auto* h = ins->get_operator().any_cast<gpu::host_kernel>()) ++host[h->op.name()];
+        std::string line;
+        for (const auto& [op, n] : host) {
+            line += " " + op + "=" + std::to_string(n);
+            EXPECT_FALSE(moves.count(op)) << name << ": " << n << "x " << op << " on the host";
+        }
+        const auto rep = check_kernels(m, name);
+        std::cout << "[ gpu      ] " << name << ": " << rep.kernels << " generated kernels; on the host:" << line << "\n";
+    }
+    if (ran == 0) GTEST_SKIP() << "no models";
 }
