@@ -9,7 +9,8 @@
 #   3. runs kiln_gpu_tests (no device needed; a sanity check of the carried build) and
 #      kiln_gpu_device_tests (every program-level check against ref; the shared models in
 #      KILN_GPU_DEVICE_MODELS, the quick ones by default);
-#   4. `kiln verify --target gpu` on every shared model against ref (their test inputs);
+#   4. `kiln verify --target gpu` on every shared model against ref (their test inputs), and
+#      on gpt_kv and bert_dyn (tests/data/dynamic_models) at one test set's shapes;
 #   5. a .kiln save/load of bert_small for the gpu, then `kiln perf --target gpu` on resnet50
 #      at batch 1 and 8 and bert_small, and a per-instruction profile of bert_small (where the
 #      time goes).
@@ -184,6 +185,18 @@ else
     [ -f "$MODELS/$m/model.onnx" ] || { skip "verify_$m" "no $MODELS/$m/model.onnx"; continue; }
     step "verify_$m" 60 "$KILN" verify "$MODELS/$m/model.onnx" --target gpu --input "$MODELS/$m/test_data_set_0" $(dims "$m")
   done
+fi
+
+# The dynamic models at one test set's shapes (their Split/Concat/Gather/reshape copies run
+# as generated kernels; tests/data travels with the checkout).
+DYN=tests/data/dynamic_models
+KV="1 4 9 16"
+if [ -f "$DYN/gpt_kv/model.onnx" ]; then
+  step verify_gpt_kv 60 "$KILN" verify "$DYN/gpt_kv/model.onnx" --target gpu --input "$DYN/gpt_kv/test_data_set_7" \
+    --input-dim @input_ids 1 4 --input-dim @past_key_0 $KV --input-dim @past_value_0 $KV \
+    --input-dim @past_key_1 $KV --input-dim @past_value_1 $KV
+  step verify_bert_dyn 60 "$KILN" verify "$DYN/bert_dyn/model.onnx" --target gpu --input "$DYN/bert_dyn/test_data_set_3" \
+    --input-dim @input_ids 2 77 --input-dim @attention_mask 2 77
 fi
 
 # A .kiln round trip: compiled for the gpu, saved, loaded (no NVRTC when the arch matches) and run.

@@ -117,6 +117,8 @@ inline program every_move() {
     auto d = m->add_parameter("d", shape(type::float32, {2, 4, 2}));
     r.push_back(m->add_instruction(make_op("concat", {{"axis", -1}}), {b, d}));
     r.push_back(m->add_instruction(make_op("concat", {{"axis", 0}}), {xi, transposed(m, m->add_parameter("e", shape(type::int64, {7, 2})), {1, 0})}));
+    auto empty = m->add_parameter("empty", shape(type::float32, {2, 0, 5}));  // gpt_kv's first step: no past
+    r.push_back(m->add_instruction(make_op("concat", {{"axis", 1}}), {empty, b}));
     // tile; pad in every mode, with and without a value, cropping too
     r.push_back(m->add_instruction(make_op("tile", {{"repeats", ints({2, 3})}}), {transposed(m, xi, {1, 0})}));
     auto fill = m->add_parameter("fill", shape(type::float32, {}));
