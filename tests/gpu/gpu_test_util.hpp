@@ -99,6 +99,10 @@ inline program every_move() {
     auto bc = m->add_instruction(make_op("broadcast", {{"dims", ints({3, 5})}}), {v});
     r.push_back(m->add_instruction(make_op("reshape", {{"dims", ints({15})}}), {bc}));
     // gather: axes 0, 1 and -1, int32 and int64 indices of rank 0, 1, 2, strided data
+    auto row = m->add_parameter("row", shape(type::float32, {1}));  // gathered from a broadcast: stride 0
+    r.push_back(m->add_instruction(make_op("gather", {{"axis", 0}}),
+                                   {m->add_instruction(make_op("broadcast", {{"dims", ints({9})}}), {row}),
+                                    m->add_parameter("ids9", shape(type::int32, {3}))}));
     auto emb = m->add_parameter("emb", shape(type::float32, {10, 8}));
     auto ids = m->add_parameter("ids", shape(type::int64, {2, 3}));
     r.push_back(m->add_instruction(make_op("gather", {{"axis", 0}}), {emb, ids}));

@@ -139,7 +139,7 @@ void emit_gather(std::ostream& o, const op::fused& body, const std::vector<shape
     o << "    if (j_ < 0 || j_ >= " << num(n) << ") { kiln_report_index(j_ < 0 ? j_ - " << num(n) << " : j_, " << num(n)
       << "); j_ = j_ < 0 ? 0 : " << num(n - 1) << "; }\n";
     add_term(data_off, "j_", static_cast<std::int64_t>(data.strides()[a]));
-    o << "    out[i_] = in0[" << data_off << "];\n";
+    o << "    out[i_] = in0[" << (data_off.empty() ? "0" : data_off) << "];\n";
 }
 
 void emit_concat(std::ostream& o, const op::fused& body, const std::vector<shape>& in, const shape& output) {
