@@ -207,69 +207,8 @@ TEST(gpu_move, the_models_move_data_on_the_device) {
 // Random layouts (seeded): each move over transposed inputs of random lens, so index math
 // is checked beyond the hand-picked cases.
 TEST(gpu_move, random_layouts_match_the_reference_on_the_host) {
-    std::mt19937 gen(2024);
-    auto pick = [&](int lo, int hi) { return lo + static_cast<int>(gen() % static_cast<unsigned>(hi - lo + 1)); };
-    program p;
-    auto* m = p.get_main_module();
-    std::vector<instruction_ref> r;
-    std::size_t k = 0;
-    // A parameter of these lens, seen through a random permutation (same lens).
-    auto input = [&](const std::vector<std::size_t>& lens, type t) {
-        std::vector<std::int64_t> perm(lens.size());
-        for (std::size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<std::int64_t>(i);
-        std::shuffle(perm.begin(), perm.end(), gen);
-        std::vector<std::size_t> stored(lens.size());
-        for (std::size_t i = 0; i < lens.size(); ++i) stored[static_cast<std::size_t>(perm[i])] = lens[i];
-        auto x = m->add_parameter("p" + std::to_string(k++), shape(t, stored));
-        return transposed(m, x, perm);
-    };
-    for (int c = 0; c < 40; ++c) {
-        const auto rank = static_cast<std::size_t>(pick(1, 4));
-        std::vector<std::size_t> lens(rank);
-        for (auto& l : lens) l = static_cast<std::size_t>(pick(1, 5));
-        const type t = c % 3 == 0 ? type::int64 : type::float32;
-        const auto axis = static_cast<std::int64_t>(gen() % rank);
-        switch (c % 5) {
-            case 0: {
-                std::int64_t n = 1;
-                for (auto l : lens) n *= static_cast<std::int64_t>(l);
-                r.push_back(m->add_instruction(make_op("reshape", {{"dims", ints({n})}}), {input(lens, t)}));
-                break;
-            }
-            case 1: {
-                lens[static_cast<std::size_t>(axis)] = 6;  // indices are 1..5
-                std::vector<std::size_t> il(static_cast<std::size_t>(pick(0, 2)));
-                for (auto& l : il) l = static_cast<std::size_t>(pick(1, 4));
-                auto idx = m->add_parameter("p" + std::to_string(k++), shape(c % 2 ? type::int32 : type::int64, il));
-                r.push_back(m->add_instruction(make_op("gather", {{"axis", axis}}), {input(lens, t), idx}));
-                break;
-            }
-            case 2: {
-                std::vector<instruction_ref> parts;
-                for (int i = pick(1, 3); i >= 0; --i) {
-                    auto l = lens;
-                    l[static_cast<std::size_t>(axis)] = static_cast<std::size_t>(pick(1, 4));
-                    parts.push_back(input(l, t));
-                }
-                r.push_back(m->add_instruction(make_op("concat", {{"axis", axis - static_cast<std::int64_t>(rank) * (c % 2)}}), parts));
-                break;
-            }
-            case 3: {
-                std::vector<std::int64_t> reps(rank);
-                for (auto& x : reps) x = pick(1, 3);
-                r.push_back(m->add_instruction(make_op("tile", {{"repeats", ints(reps)}}), {input(lens, t)}));
-                break;
-            }
-            default: {
-                const char* modes[] = {"constant", "edge", "wrap", "reflect"};
-                std::vector<std::int64_t> pads(2 * rank);
-                for (std::size_t d = 0; d < 2 * rank; ++d) pads[d] = lens[d % rank] >= 3 ? pick(-1, 3) : pick(0, 3);
-                r.push_back(m->add_instruction(
-                    make_op("pad", {{"mode", std::string(modes[c / 5 % 4])}, {"pads", ints(pads)}}), {input(lens, t)}));
-            }
-        }
-    }
-    m->add_return(r);
+    auto p = random_moves(2024, 40);
+    const auto n = p.get_main_module()->get_return()->inputs().size();
     compile_options o;
     o.memory_planning = false;
     compile_for_gpu(p, o);
@@ -277,5 +216,5 @@ TEST(gpu_move, random_layouts_match_the_reference_on_the_host) {
     const auto rep = check_kernels(*p.get_main_module(), "random layouts");
     // A few are no moves at all (a permutation that leaves the input row-major is a view,
     // zero pads and unit repeats are simplified away).
-    EXPECT_GE(rep.kernels, r.size() - 6);
+    EXPECT_GE(rep.kernels, n - 6);
 }

@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -135,6 +136,75 @@ inline program every_move() {
     pad("edge", {0, 2, 1, 0, 1, 3}, {b});
     pad("reflect", {0, 2, 2, 0, 5, 4}, {b});
     pad("wrap", {1, 2, 2, 9}, {xb});
+    m->add_return(r);
+    return p;
+}
+
+// `cases` random moves (reshape, gather, concat, tile, pad in turn) over transposed
+// inputs of random lens, int64 and float32; gather indices (1..5) fit their axes.
+inline program random_moves(unsigned seed, int cases) {
+    std::mt19937 gen(seed);
+    auto pick = [&](int lo, int hi) { return lo + static_cast<int>(gen() % static_cast<unsigned>(hi - lo + 1)); };
+    program p;
+    auto* m = p.get_main_module();
+    std::vector<instruction_ref> r;
+    std::size_t k = 0;
+    // A parameter of these lens, seen through a random permutation (same lens).
+    auto input = [&](const std::vector<std::size_t>& lens, type t) {
+        std::vector<std::int64_t> perm(lens.size());
+        for (std::size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<std::int64_t>(i);
+        std::shuffle(perm.begin(), perm.end(), gen);
+        std::vector<std::size_t> stored(lens.size());
+        for (std::size_t i = 0; i < lens.size(); ++i) stored[static_cast<std::size_t>(perm[i])] = lens[i];
+        auto x = m->add_parameter("p" + std::to_string(k++), shape(t, stored));
+        return transposed(m, x, perm);
+    };
+    for (int c = 0; c < cases; ++c) {
+        const auto rank = static_cast<std::size_t>(pick(1, 4));
+        std::vector<std::size_t> lens(rank);
+        for (auto& l : lens) l = static_cast<std::size_t>(pick(1, 5));
+        const type t = c % 3 == 0 ? type::int64 : type::float32;
+        const auto axis = static_cast<std::int64_t>(gen() % rank);
+        switch (c % 5) {
+            case 0: {
+                std::int64_t n = 1;
+                for (auto l : lens) n *= static_cast<std::int64_t>(l);
+                r.push_back(m->add_instruction(make_op("reshape", {{"dims", ints({n})}}), {input(lens, t)}));
+                break;
+            }
+            case 1: {
+                lens[static_cast<std::size_t>(axis)] = 6;  // indices are 1..5
+                std::vector<std::size_t> il(static_cast<std::size_t>(pick(0, 2)));
+                for (auto& l : il) l = static_cast<std::size_t>(pick(1, 4));
+                auto idx = m->add_parameter("p" + std::to_string(k++), shape(c % 2 ? type::int32 : type::int64, il));
+                r.push_back(m->add_instruction(make_op("gather", {{"axis", axis}}), {input(lens, t), idx}));
+                break;
+            }
+            case 2: {
+                std::vector<instruction_ref> parts;
+                for (int i = pick(1, 3); i >= 0; --i) {
+                    auto l = lens;
+                    l[static_cast<std::size_t>(axis)] = static_cast<std::size_t>(pick(1, 4));
+                    parts.push_back(input(l, t));
+                }
+                r.push_back(m->add_instruction(make_op("concat", {{"axis", axis - static_cast<std::int64_t>(rank) * (c % 2)}}), parts));
+                break;
+            }
+            case 3: {
+                std::vector<std::int64_t> reps(rank);
+                for (auto& x : reps) x = pick(1, 3);
+                r.push_back(m->add_instruction(make_op("tile", {{"repeats", ints(reps)}}), {input(lens, t)}));
+                break;
+            }
+            default: {
+                const char* modes[] = {"constant", "edge", "wrap", "reflect"};
+                std::vector<std::int64_t> pads(2 * rank);
+                for (std::size_t d = 0; d < 2 * rank; ++d) pads[d] = lens[d % rank] >= 3 ? pick(-1, 3) : pick(0, 3);
+                r.push_back(m->add_instruction(
+                    make_op("pad", {{"mode", std::string(modes[c / 5 % 4])}, {"pads", ints(pads)}}), {input(lens, t)}));
+            }
+        }
+    }
     m->add_return(r);
     return p;
 }

@@ -260,6 +260,8 @@ TEST(gpu_device, data_movement_kernels_match_ref) {
     auto moves = every_move();
     auto gpu = expect_matches_ref(moves, random_inputs(moves), "every move");
     EXPECT_EQ(count(*gpu.get_main_module(), "gpu::host_kernel"), 0u) << gpu;
+    auto layouts = random_moves(2024, 40);
+    (void)expect_matches_ref(layouts, random_inputs(layouts), "40 random layouts");
 
     program bert;
     auto* m = bert.get_main_module();
