@@ -13,14 +13,12 @@
 #include <kiln/onnx.hpp>
 #include <kiln/serialize.hpp>
 
-#include <algorithm>
 #include <cstdlib>
-#include <random>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <tuple>
-#include <fstream>
 
 using namespace kiln;
 using namespace kiln::gpu_test;
