@@ -11,7 +11,8 @@
 #      KILN_GPU_DEVICE_MODELS, the quick ones by default);
 #   4. ResNet-50 and MobileNetV2 exported there (bench/export_torchvision.py) when PyTorch
 #      is at hand and the models folder lacks them; `kiln verify --target gpu` on every model
-#      against ref (their test inputs);
+#      against ref (their test inputs), and on gpt_kv and bert_dyn (tests/data/dynamic_models)
+#      at one test set's shapes;
 #   5. a .kiln save/load of bert_small for the gpu, then `kiln perf --target gpu` on
 #      bert_small, vit_tiny, resnet50 and mobilenet_v2 at batch 1 and 8, with per-instruction
 #      profiles (where the time goes);
@@ -203,6 +204,18 @@ if [ -z "$MODELS" ]; then
   skip verify "no models (KILN_MODELS_DIR, ../shared/models, shared/models)"
 else
   verify_models fashion_resnet lstm_seq bert_small vit_tiny mobilenet_v2 resnet50
+fi
+
+# The dynamic models at one test set's shapes (their Split/Concat/Gather/reshape copies run
+# as generated kernels; tests/data travels with the checkout).
+DYN=tests/data/dynamic_models
+KV="1 4 9 16"
+if [ -f "$DYN/gpt_kv/model.onnx" ]; then
+  step verify_gpt_kv 60 "$KILN" verify "$DYN/gpt_kv/model.onnx" --target gpu --input "$DYN/gpt_kv/test_data_set_7" \
+    --input-dim @input_ids 1 4 --input-dim @past_key_0 $KV --input-dim @past_value_0 $KV \
+    --input-dim @past_key_1 $KV --input-dim @past_value_1 $KV
+  step verify_bert_dyn 60 "$KILN" verify "$DYN/bert_dyn/model.onnx" --target gpu --input "$DYN/bert_dyn/test_data_set_3" \
+    --input-dim @input_ids 2 77 --input-dim @attention_mask 2 77
 fi
 
 # A .kiln round trip: compiled for the gpu, saved, loaded (no NVRTC when the arch matches) and run.

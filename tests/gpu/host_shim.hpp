@@ -73,6 +73,16 @@ public:
             }
     }
 
+    // kiln_device.h's record of an out-of-range gather index (set, index, axis length),
+    // cleared by reading it.
+    std::vector<unsigned long long> take_error() const {
+        std::vector<unsigned long long> e(3, 0);
+        auto fn = reinterpret_cast<void (*)(unsigned long long*)>(::dlsym(handle_, "kiln_host_take_error"));
+        if (fn) fn(e.data());
+        else ADD_FAILURE() << "no kiln_host_take_error";
+        return e;
+    }
+
 private:
     std::filesystem::path dir_;
     void* handle_ = nullptr;

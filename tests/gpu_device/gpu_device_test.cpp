@@ -251,6 +251,59 @@ TEST(gpu_device, fused_groups_with_broadcast_and_strided_inputs) {
     (void)expect_matches_ref(big, random_inputs(big), "relu over 2^28 elements");
 }
 
+// Data movement (codegen/emit_move.hpp): every kind and element type of every_move, then
+// bert's attention reshape and embedding lookup at full size (negative ids included), a
+// grid-stride concat, split parts as views, an out-of-range index reported after the eval
+// (and the next eval clean), and the kernels through save/load.
+TEST(gpu_device, data_movement_kernels_match_ref) {
+    SKIP_WITHOUT_DEVICE_UNLESS_DRY();
+    auto moves = every_move();
+    auto gpu = expect_matches_ref(moves, random_inputs(moves), "every move");
+    EXPECT_EQ(count(*gpu.get_main_module(), "gpu::host_kernel"), 0u) << gpu;
+    auto layouts = random_moves(2024, 40);
+    (void)expect_matches_ref(layouts, random_inputs(layouts), "40 random layouts");
+
+    program bert;
+    auto* m = bert.get_main_module();
+    auto emb = m->add_literal(literal(random_tensor(shape(type::float32, {8000, 256}), 3)));
+    auto ids = m->add_parameter("ids", shape(type::int64, {1, 128}));
+    auto h = m->add_instruction(make_op("gather", {{"axis", 0}}), {emb, ids});
+    auto heads = m->add_parameter("heads", shape(type::float32, {1, 4, 128, 64}));
+    auto merged = m->add_instruction(make_op("reshape", {{"dims", arr({1, 128, 256})}}), {transposed(m, heads, {0, 2, 1, 3})});
+    auto big = m->add_parameter("big", shape(type::float32, {3, 1 << 20}));
+    auto cat = m->add_instruction(make_op("concat", {{"axis", 1}}), {big, big});
+    auto qkv = m->add_parameter("qkv", shape(type::float32, {1, 4, 192}));
+    auto parts = m->add_instruction(make_op("split", {{"axis", 2}, {"sizes", arr({64, 64, 64})}}), {qkv});
+    auto k = m->add_instruction(make_op("get_tuple_elem", {{"index", 1}}), {parts});
+    auto k4 = m->add_instruction(make_op("reshape", {{"dims", arr({1, 4, 4, 16})}}), {k});
+    m->add_return({h, merged, cat, k4});
+    auto in = random_inputs(bert);
+    std::vector<std::int64_t> id(128);
+    for (std::size_t i = 0; i < id.size(); ++i) id[i] = static_cast<std::int64_t>((i * 997) % 16000) - 8000;
+    in["ids"] = literal(shape(type::int64, {1, 128}), id).get_argument();
+    auto gpu_bert = expect_matches_ref(bert, in, "embedding gather, attention reshape, concat, split");
+    EXPECT_EQ(count(*gpu_bert.get_main_module(), "gpu::host_kernel"), 0u) << gpu_bert;
+    if (dry()) return;
+    id[5] = 8000;
+    in["ids"] = literal(shape(type::int64, {1, 128}), id).get_argument();
+    try {
+        (void)gpu_bert.eval(in);
+        ADD_FAILURE() << "an out-of-range id was not reported";
+    } catch (const error& e) {
+        EXPECT_NE(e.message().find("index 8000, out of range for an axis of 8000"), std::string::npos) << e.message();
+    }
+    id[5] = -8000;
+    in["ids"] = literal(shape(type::int64, {1, 128}), id).get_argument();
+    EXPECT_NO_THROW((void)gpu_bert.eval(in)) << "the record is cleared after it is reported";
+
+    const auto want = gpu.eval(random_inputs(moves, 21));
+    const auto bytes = save_buffer(gpu);
+    program loaded = load_buffer(bytes.data(), bytes.size());
+    const auto got = loaded.eval(random_inputs(moves, 21));
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << "output " << i << " after load";
+}
+
 namespace {
 
 program matmul_program(const shape& a, const shape& b, bool literal_b, bool then_relu, const std::string& transpose_b = "") {

@@ -9,6 +9,9 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <utility>
+#include <vector>
+
 namespace kiln::gpu {
 
 loaded_library::~loaded_library() {
@@ -103,6 +106,28 @@ void gpu_context::finish() {
         s = stream_.get();
     }
     check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (the eval's queued work)");
+    std::vector<std::pair<std::string, std::shared_ptr<loaded_library>>> watched;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (const auto& [key, lib] : libraries_)
+            if (lib->reports_errors.load()) watched.emplace_back(key, lib);
+    }
+    for (const auto& [key, lib] : watched) {
+        void* flag = nullptr;
+        std::size_t bytes = 0;
+        check_cuda(cudaLibraryGetGlobal(&flag, &bytes, lib->handle, "kiln_error_"),
+                   "cudaLibraryGetGlobal(kiln_error_) in library " + key);
+        unsigned long long e[3] = {0, 0, 0};
+        check_cuda(cudaMemcpy(e, flag, sizeof e, cudaMemcpyDeviceToHost), "reading the gather error record");
+        if (e[0] == 0) continue;
+        check_cuda(cudaMemset(flag, 0, sizeof e), "clearing the gather error record");
+        const auto n = static_cast<long long>(e[2]);
+        throw_error(error_code::runtime, "gpu: a gather kernel (library " + key + ") met index " +
+                                             std::to_string(static_cast<long long>(e[1])) +
+                                             ", out of range for an axis of " + std::to_string(n) +
+                                             " elements (valid: " + std::to_string(-n) + " to " + std::to_string(n - 1) +
+                                             "); the results of this eval are not valid");
+    }
 }
 
 namespace {

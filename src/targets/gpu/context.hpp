@@ -30,6 +30,8 @@ namespace kiln::gpu {
 struct loaded_library {
     CUlib_st* handle = nullptr;
     std::string how;
+    // It holds gather kernels: finish reads its kiln_error_ (codegen/emit_move.hpp).
+    std::atomic<bool> reports_errors{false};
     ~loaded_library();
 };
 
@@ -41,7 +43,8 @@ public:
     // Refuses to run where there is no device (unavailable_reason); else makes the
     // device current on the calling thread and sets up the stream and handles.
     std::shared_ptr<void> begin_run() override;
-    // Waits for the stream (nothing to wait for before the device was set up).
+    // Waits for the stream (nothing to wait for before the device was set up), then raises
+    // a runtime error when a gather kernel met an out-of-range index (and clears the record).
     void finish() override;
     const gpu_options& options() const { return options_; }
 

@@ -2,15 +2,22 @@
 #include "targets/gpu/selection.hpp"
 
 #include "codegen/plan.hpp"
+#include "ops/common.hpp"
 #include "ops/fused.hpp"
 #include "ops/nn_matmul.hpp"
+#include "ops/tensor_gather.hpp"
+#include "ops/tensor_slice.hpp"
+#include "ops/tensor_views.hpp"
 #include "passes/rewrite_utils.hpp"
 #include "targets/gpu/codegen/emit.hpp"
+#include "targets/gpu/codegen/emit_move.hpp"
 #include "targets/gpu/kernels/fused_kernel.hpp"
 #include "targets/gpu/kernels/lt_matmul.hpp"
 
 #include <kiln/builtin_ops.hpp>
 #include <kiln/errors.hpp>
+
+#include <algorithm>
 
 namespace kiln::gpu {
 
@@ -108,6 +115,105 @@ bool lower_gemm(module& m, instruction_ref ins, const gpu_options&) {
     return true;
 }
 
+// Data movement (codegen/emit_move.hpp) as a fused_kernel whose body is the op itself: it
+// is compiled, saved and launched like the elementwise kernels, and its reference compute
+// is the op's own.
+// Shape arithmetic of a generic program (shape_of, its slices, concats of them and of
+// literals): small integer values that host ops read (reshape_dynamic, ...). They stay on
+// the host; moving them to the device would only add copies back.
+bool shape_value(instruction_ref ins, int depth = 0) {
+    const auto& s = ins->get_shape();
+    if (depth > 16 || !s.is_tensor() || s.dynamic() || s.elements() > 64) return false;
+    if (s.get_type() != type::int64 && s.get_type() != type::int32) return false;
+    if (ins->name() == "shape_of" || ins->is_literal()) return true;
+    if (ins->is_param() || ins->inputs().empty()) return false;
+    return std::all_of(ins->inputs().begin(), ins->inputs().end(),
+                       [&](instruction_ref x) { return shape_value(x, depth + 1); });
+}
+
+bool lower_move_group(module& m, instruction_ref ins, const gpu_options& o) {
+    if (!ins->module_inputs().empty() || !ins->get_shape().is_tensor() || ins->get_shape().dynamic() ||
+        ins->get_shape().elements() == 0 || shape_value(ins))
+        return false;
+    op::fused body;
+    op::fused_node n{ins->get_operator(), {}};
+    for (std::size_t i = 0; i < ins->inputs().size(); ++i) n.args.push_back(op::fused_input_arg(i));
+    body.nodes.push_back(std::move(n));
+    const auto inputs = to_shapes(ins->inputs());
+    if (!codegen::is_move(body, inputs)) return false;
+    const auto out = ins->get_shape().as_standard();
+    fused_kernel k;
+    k.body = std::move(body);
+    k.fast_math = o.fast_math;
+    k.symbol = codegen::move_symbol(k.body, inputs, out);
+    k.grid = codegen::move_grid(out.elements());
+    auto args = ins->inputs();
+    args.push_back(m.insert_instruction(ins, builtin::allocate{out}, {}));
+    m.replace_instruction(ins, k, args);
+    return true;
+}
+
+// reshape/flatten of a strided input: a copy in row-major order (of a row-major input they
+// are views and stay free).
+bool lower_reshape_copy(module& m, instruction_ref ins, const gpu_options& o) {
+    if (!rewrite::is<op::reshape>(ins) && !rewrite::is<op::flatten>(ins)) return false;
+    if (ins->inputs().size() != 1 || ins->get_operator().output_alias(to_shapes(ins->inputs())) == 0) return false;
+    return lower_move_group(m, ins, o);
+}
+
+// Literal indices are checked here: an out-of-range one stays on the host, whose
+// reference kernel reports it.
+bool lower_gather(module& m, instruction_ref ins, const gpu_options& o) {
+    const auto* g = ins->get_operator().any_cast<op::gather>();
+    if (!g || ins->inputs().size() != 2) return false;
+    const auto idx = ins->inputs()[1];
+    if (idx->is_literal()) {
+        const auto& data = ins->inputs()[0]->get_shape();
+        if (!data.is_tensor() || data.dynamic() || data.ndim() == 0) return false;
+        const auto n = static_cast<std::int64_t>(data.lens()[op::normalize_axis(g->axis, data.ndim(), "gather")]);
+        for (auto v : idx->get_literal().get_argument().to_vector<std::int64_t>())
+            if (v < -n || v >= n) return false;
+    }
+    return lower_move_group(m, ins, o);
+}
+
+bool lower_concat(module& m, instruction_ref ins, const gpu_options& o) {
+    return rewrite::is<op::concat>(ins) && lower_move_group(m, ins, o);
+}
+
+bool lower_pad_tile(module& m, instruction_ref ins, const gpu_options& o) {
+    return (rewrite::is<op::pad>(ins) || rewrite::is<op::tile>(ins)) && lower_move_group(m, ins, o);
+}
+
+// split of a static tensor whose results are only taken apart: each part a slice view.
+bool lower_split(module& m, instruction_ref ins, const gpu_options&) {
+    const auto* sp = ins->get_operator().any_cast<op::split>();
+    if (!sp || ins->inputs().size() != 1) return false;
+    const auto& x = ins->inputs()[0]->get_shape();
+    if (!x.is_tensor() || x.dynamic() || x.ndim() == 0) return false;
+    const auto users = ins->outputs();
+    for (auto u : users)
+        if (!rewrite::is<builtin::get_tuple_elem>(u)) return false;
+    const auto a = op::normalize_axis(sp->axis, x.ndim(), "split");
+    if (!ins->get_shape().is_tuple()) return false;
+    const auto parts = ins->get_shape().sub_shapes();
+    std::vector<std::int64_t> starts;
+    std::int64_t at = 0;
+    for (const auto& p : parts) {
+        starts.push_back(at);
+        at += static_cast<std::int64_t>(p.lens()[a]);
+    }
+    for (auto u : users) {
+        const auto i = u->get_operator().get<builtin::get_tuple_elem>().index;
+        op::slice s;
+        s.axes = {static_cast<std::int64_t>(a)};
+        s.starts = {starts.at(i)};
+        s.ends = {starts.at(i) + static_cast<std::int64_t>(parts.at(i).lens()[a])};
+        m.replace_instruction(u, s, {ins->inputs()[0]});
+    }
+    return true;
+}
+
 }  // namespace
 
 const std::vector<candidate>& candidates() {
@@ -124,6 +230,19 @@ const std::vector<candidate>& candidates() {
          "static float32 2-D operands plan_lt takes (trans_a/trans_b as op T), alpha; C absent or one value per "
          "output column with beta 1 (cuBLASLt's bias epilogue)",
          lower_gemm},
+        {"reshape, flatten", "generated",
+         "a static input that is not row-major (a transposed or sliced view): a strided copy into the output buffer "
+         "(of a row-major input they are free views)",
+         lower_reshape_copy},
+        {"gather", "generated",
+         "static shapes, any axis, int32/int64 indices (negative ones from the end); an out-of-range index is "
+         "clamped and reported as an error after the eval (literal indices are checked here instead)",
+         lower_gather},
+        {"concat", "generated", "static shapes, up to 63 inputs, any axis and strides", lower_concat},
+        {"pad, tile", "generated", "static shapes; pad in every mode (constant, edge, wrap, reflect), negative pads crop",
+         lower_pad_tile},
+        {"split", "view", "a static input whose results are only taken apart (get_tuple_elem): each part a slice view",
+         lower_split},
     };
     return list;
 }

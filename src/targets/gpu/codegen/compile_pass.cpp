@@ -3,6 +3,7 @@
 #include "codegen/plan.hpp"
 #include "targets/gpu/codegen/device_header.hpp"
 #include "targets/gpu/codegen/emit.hpp"
+#include "targets/gpu/codegen/emit_move.hpp"
 #include "targets/gpu/codegen/nvrtc.hpp"
 #include "targets/gpu/kernels/fused_kernel.hpp"
 
@@ -23,11 +24,14 @@ std::vector<instruction_ref> kernels_of(module& m) {
     return out;
 }
 
-kiln::codegen::plan plan_of(instruction_ref ins) {
+// Data-movement bodies (emit_move.hpp) or elementwise plans (emit.hpp).
+std::string source_of(instruction_ref ins, const std::string& name) {
     const auto& k = ins->get_operator().get<fused_kernel>();
     auto inputs = to_shapes(ins->inputs());
     inputs.pop_back();  // the output buffer
-    return kiln::codegen::make_plan(k.body, inputs, ins->get_shape().as_standard(), k.fast_math);
+    const auto out = ins->get_shape().as_standard();
+    if (is_move(k.body, inputs)) return emit_move_kernel(k.body, inputs, out, name);
+    return emit_kernel(kiln::codegen::make_plan(k.body, inputs, out, k.fast_math), name);
 }
 
 }  // namespace
@@ -36,7 +40,7 @@ std::string module_source(module& m) {
     std::map<std::string, std::string> texts;
     for (auto ins : kernels_of(m)) {
         const auto& k = ins->get_operator().get<fused_kernel>();
-        if (!texts.count(k.symbol)) texts[k.symbol] = emit_kernel(plan_of(ins), k.symbol);
+        if (!texts.count(k.symbol)) texts[k.symbol] = source_of(ins, k.symbol);
     }
     std::vector<std::string> kernels;
     for (auto& [symbol, text] : texts) kernels.push_back(text);

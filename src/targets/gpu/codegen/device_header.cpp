@@ -31,6 +31,22 @@ extern "C" __attribute__((visibility("default"))) void kiln_host_set_index(unsig
   gridDim = {grid, 1, 1}; blockDim = {block, 1, 1}; blockIdx = {b, 0, 0}; threadIdx = {t, 0, 0};
 }
 #endif
+// The first out-of-range index a gather kernel met in this module: set, index, axis length
+// (emit_move.hpp). gpu_context::finish reads and clears it after the eval.
+#if defined(__CUDACC__)
+__device__ unsigned long long kiln_error_[3];
+static __forceinline__ void kiln_report_index(long long j, long long n) {
+  if (atomicCAS(&kiln_error_[0], 0ULL, 1ULL) == 0ULL) { kiln_error_[1] = (unsigned long long)j; kiln_error_[2] = (unsigned long long)n; }
+}
+#else
+static unsigned long long kiln_error_[3];
+static inline void kiln_report_index(long long j, long long n) {
+  if (!kiln_error_[0]) { kiln_error_[0] = 1; kiln_error_[1] = (unsigned long long)j; kiln_error_[2] = (unsigned long long)n; }
+}
+extern "C" __attribute__((visibility("default"))) void kiln_host_take_error(unsigned long long* e) {
+  for (int k = 0; k < 3; ++k) { e[k] = kiln_error_[k]; kiln_error_[k] = 0; }
+}
+#endif
 // A kernel's arguments, passed by value: the inputs' and the output's device addresses.
 #define KILN_MAX_INPUTS 64
 struct kiln_args { const void* in[KILN_MAX_INPUTS]; void* out; };
