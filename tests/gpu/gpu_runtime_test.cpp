@@ -12,6 +12,7 @@
 #include "targets/gpu/host_fallback.hpp"
 #include "targets/gpu/kernels/launch.hpp"
 #include "targets/gpu/kernels/lt_matmul.hpp"
+#include "unit/env_override.hpp"
 
 #include <kiln/errors.hpp>
 #include <kiln/onnx.hpp>
@@ -57,7 +58,8 @@ bool on_device(instruction_ref ins) {
     if (ins->is_param()) return true;  // copied in (offload_copy) or the caller's device memory; #scratch too
     if (ins->is_literal()) return false;
     const auto n = ins->name();
-    if (n == "gpu::fused_kernel" || n == "gpu::lt_matmul" || n == "gpu::device_literal" || n == "gpu::allocate")
+    if (n == "gpu::fused_kernel" || n == "gpu::lt_matmul" || n == "gpu::cudnn_conv" || n == "gpu::device_literal" ||
+        n == "gpu::allocate")
         return true;
     if (n == "gpu::host_kernel") return ins->get_operator().get<gpu::host_kernel>().buffer;
     if (n == "load") return on_device(ins->inputs()[0]);
@@ -71,7 +73,7 @@ void expect_placed(module& m, const std::string& what) {
     for (auto ins = m.begin(); ins != m.end(); ++ins) {
         const auto n = ins->name();
         if (ins->is_param() || ins->is_literal() || ins->is_return()) continue;
-        const bool device_work = n == "gpu::fused_kernel" || n == "gpu::lt_matmul";
+        const bool device_work = n == "gpu::fused_kernel" || n == "gpu::lt_matmul" || n == "gpu::cudnn_conv";
         const bool host_buffer = n == "gpu::host_kernel" && ins->get_operator().get<gpu::host_kernel>().buffer;
         for (std::size_t i = 0; i < ins->inputs().size(); ++i) {
             const bool must = device_work || (host_buffer && i + 1 == ins->inputs().size()) || n == "load";
@@ -258,6 +260,7 @@ TEST(gpu_runtime, cublaslt_sees_the_row_major_product_transposed) {
 // buffers, literals that device work reads uploaded (gpu::device_literal), views of device
 // memory left as they are.
 TEST(gpu_runtime, host_kernels_and_the_literal_upload) {
+    test::env_override no_cudnn("KILN_GPU_CUDNN", "0");  // the convolution on the host, reading its literal there
     program p;
     auto* m = p.get_main_module();
     auto x = m->add_parameter("x", shape(type::float32, {1, 3, 8, 8}));
@@ -296,6 +299,7 @@ TEST(gpu_runtime, host_kernels_and_the_literal_upload) {
 }
 
 TEST(gpu_runtime, unplanned_programs_allocate_device_memory_per_eval) {
+    test::env_override no_cudnn("KILN_GPU_CUDNN", "0");  // one host kernel's buffer and the result's
     program p;
     auto* m = p.get_main_module();
     auto x = m->add_parameter("x", shape(type::float32, {2, 3, 8, 8}));

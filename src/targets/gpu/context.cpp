@@ -7,6 +7,7 @@
 #include <kiln/errors.hpp>
 
 #include <cublasLt.h>
+#include <cudnn.h>
 #include <cuda_runtime_api.h>
 
 #include <utility>
@@ -23,6 +24,7 @@ gpu_context::~gpu_context() {
     // to report to (the process may be exiting), so statuses are ignored.
     libraries_.clear();
     if (lt_) (void)cublasLtDestroy(lt_);
+    if (cudnn_) (void)cudnnDestroy(cudnn_);
     stream_.reset();  // destroyed when the last buffer freed on it goes too
 }
 
@@ -91,6 +93,24 @@ std::shared_ptr<CUstream_st> gpu_context::shared_stream() {
 cublasLtContext* gpu_context::lt_handle() {
     use_device();
     return lt_;
+}
+
+cudnnContext* gpu_context::cudnn_handle() {
+    use_device();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!cudnn_) {
+        cudnnHandle_t h = nullptr;
+        const cudnnStatus_t s = cudnnCreate(&h);
+        if (s != CUDNN_STATUS_SUCCESS)
+            throw_error(error_code::runtime, std::string("gpu: cudnnCreate failed: ") + cudnnGetErrorString(s));
+        const cudnnStatus_t t = cudnnSetStream(h, stream_.get());
+        if (t != CUDNN_STATUS_SUCCESS) {
+            (void)cudnnDestroy(h);
+            throw_error(error_code::runtime, std::string("gpu: cudnnSetStream failed: ") + cudnnGetErrorString(t));
+        }
+        cudnn_ = h;
+    }
+    return cudnn_;
 }
 
 std::string gpu_context::device_arch() {

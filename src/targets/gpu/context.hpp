@@ -22,6 +22,7 @@
 struct CUstream_st;
 struct CUlib_st;
 struct cublasLtContext;
+struct cudnnContext;
 
 namespace kiln::gpu {
 
@@ -61,6 +62,11 @@ public:
     // context (results handed to the caller), and keep the stream until they go.
     std::shared_ptr<CUstream_st> shared_stream();
     cublasLtContext* lt_handle();
+    // cuDNN's handle on the stream, made on first use (cudnnCreate loads cuDNN's kernels:
+    // programs without convolutions never pay for it). One run at a time uses it: callers
+    // hold cudnn_mutex() around execution.
+    cudnnContext* cudnn_handle();
+    std::mutex& cudnn_mutex() { return cudnn_mutex_; }
     // The device's architecture, "sm_90" (from its compute capability).
     std::string device_arch();
 
@@ -78,6 +84,8 @@ private:
     std::atomic<bool> ready_{false};
     std::shared_ptr<CUstream_st> stream_;
     cublasLtContext* lt_ = nullptr;
+    cudnnContext* cudnn_ = nullptr;
+    std::mutex cudnn_mutex_;
     std::string arch_;
     std::map<std::string, std::shared_ptr<loaded_library>> libraries_;
 };

@@ -5,6 +5,7 @@
 #include "passes/rewrite_utils.hpp"
 #include "targets/gpu/context.hpp"
 #include "targets/gpu/device.hpp"
+#include "targets/gpu/kernels/cudnn_conv.hpp"
 #include "targets/gpu/kernels/fused_kernel.hpp"
 #include "targets/gpu/kernels/lt_matmul.hpp"
 #include "targets/ref/lowering.hpp"
@@ -111,8 +112,8 @@ bool device_view(instruction_ref ins) {
 namespace {
 
 bool device_work(const operation& op) {
-    return op.any_cast<fused_kernel>() || op.any_cast<lt_matmul>() || op.any_cast<device_literal>() ||
-           op.any_cast<gpu_allocate>();
+    return op.any_cast<fused_kernel>() || op.any_cast<lt_matmul>() || op.any_cast<cudnn_conv>() ||
+           op.any_cast<device_literal>() || op.any_cast<gpu_allocate>();
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "passes/rewrite_utils.hpp"
 #include "targets/gpu/codegen/emit.hpp"
 #include "targets/gpu/codegen/emit_move.hpp"
+#include "targets/gpu/kernels/cudnn_conv.hpp"
 #include "targets/gpu/kernels/fused_kernel.hpp"
 #include "targets/gpu/kernels/lt_matmul.hpp"
 
@@ -214,6 +215,17 @@ bool lower_split(module& m, instruction_ref ins, const gpu_options&) {
     return true;
 }
 
+// A convolution cuDNN takes (cudnn_conv_takes: static float32, no bias left after
+// split_conv_bias, standard x and w), with its workspace as a planned buffer.
+bool lower_convolution(module& m, instruction_ref ins, const gpu_options& o) {
+    if (!o.cudnn || !cudnn_conv_takes(ins)) return false;
+    auto conv = make_cudnn_conv(ins);
+    auto workspace = m.insert_instruction(ins, builtin::allocate{shape(type::uint8, {cudnn_workspace_bytes})}, {});
+    auto out = m.insert_instruction(ins, builtin::allocate{ins->get_shape().as_standard()}, {});
+    m.replace_instruction(ins, conv, {ins->inputs()[0], ins->inputs()[1], workspace, out});
+    return true;
+}
+
 }  // namespace
 
 const std::vector<candidate>& candidates() {
@@ -243,6 +255,11 @@ const std::vector<candidate>& candidates() {
          lower_pad_tile},
         {"split", "view", "a static input whose results are only taken apart (get_tuple_elem): each part a slice view",
          lower_split},
+        {"convolution", "cudnn",
+         "static float32, 1-3 spatial dims, any group, row-major x and w, its bias moved into the epilogue by "
+         "split_conv_bias; cuDNN's backend graph, strict-fp32 engines only (no TF32, FFT or Winograd), a 32 MiB "
+         "workspace planned in the arena; no such plan on the device: the reference convolution on the host",
+         lower_convolution},
     };
     return list;
 }

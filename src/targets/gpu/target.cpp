@@ -11,6 +11,7 @@
 #include "targets/gpu/device.hpp"
 #include "targets/gpu/host_fallback.hpp"
 #include "targets/gpu/lowering.hpp"
+#include "targets/gpu/split_conv_bias.hpp"
 
 #include <kiln/pipeline.hpp>
 #include <kiln/target.hpp>
@@ -32,7 +33,10 @@ public:
     std::vector<pass> get_passes(context& ctx, const compile_options& opts) const override {
         const gpu_options& o = dynamic_cast<gpu_context&>(ctx).options();
         std::vector<pass> passes;
-        // 1. Elementwise chains into fused groups (gpu rules, lowering.hpp).
+        // 1. Convolutions' biases out of them (cuDNN computes the product, a generated
+        //    kernel the bias and what follows), then elementwise chains into fused groups
+        //    (gpu rules, lowering.hpp).
+        passes.push_back(split_conv_bias{&o});
         passes.push_back(make_fusion_pass(o));
         // 2. The candidates of selection.cpp: generated kernels, cuBLASLt.
         passes.push_back(lowering{&o});
