@@ -9,6 +9,8 @@
 #include "codegen/plan.hpp"
 #include "targets/gpu/host_fallback.hpp"
 
+#include <gtest/gtest-spi.h>
+
 #include <map>
 
 using namespace kiln;
@@ -93,4 +95,54 @@ TEST(gpu_reduction, launch_shape_follows_the_row_length) {
     EXPECT_FALSE(gpu::codegen::warp_per_row(long_rows));
     EXPECT_EQ(long_grid, 5u);
     EXPECT_NE(gpu::codegen::emit_kernel(long_rows, "k").find("__syncthreads"), std::string::npos);
+}
+
+// The host emulation itself: shared memory and __syncthreads across a block, shuffles
+// within warps, and a barrier that cannot be met (half a warp shuffles while the other
+// half waits at __syncthreads) reported rather than hanging.
+TEST(gpu_reduction, host_blocks_share_memory_meet_at_barriers_and_report_stuck_ones) {
+    const std::string source = gpu::codegen::device_source({R"(
+extern "C" __global__ void kiln_test_reverse(const kiln_args a_) {
+  __shared__ float s[256];
+  const float* in = (const float*)a_.in[0];
+  float* out = (float*)a_.out;
+  s[threadIdx.x] = in[blockIdx.x * 256 + threadIdx.x];
+  __syncthreads();
+  out[blockIdx.x * 256 + threadIdx.x] = s[255 - threadIdx.x] + (float)kiln_warp_sum((double)(threadIdx.x & 31));
+}
+extern "C" __global__ void kiln_test_stuck(const kiln_args a_) {
+  float x = 1.0f;
+  if ((threadIdx.x & 31) < 16) x = kiln_warp_max(x);
+  __syncthreads();
+  ((float*)a_.out)[threadIdx.x] = x;
+}
+)"});
+    host_library lib(source);
+    ASSERT_TRUE(lib.ok());
+    const shape s(type::float32, {2 * 256});
+    const auto in = random_tensor(s, 3);
+    argument out(s);
+    lib.run("kiln_test_reverse", {in}, out, 2, 256);
+    const auto* x = reinterpret_cast<const float*>(in.data());
+    const auto* y = reinterpret_cast<const float*>(out.data());
+    for (unsigned b = 0; b < 2; ++b)
+        for (unsigned t = 0; t < 256; ++t)
+            ASSERT_EQ(y[b * 256 + t], x[b * 256 + 255 - t] + 496.0f) << b << " " << t;  // 0 + 1 + ... + 31
+    EXPECT_NONFATAL_FAILURE(lib.run("kiln_test_stuck", {in}, out, 1, 256), "cannot all be met");
+}
+
+// Without fast math: libm-accurate exp and log in softmax, and NVRTC's other option set.
+TEST(gpu_reduction, without_fast_math_too) {
+    program p;
+    auto* m = p.get_main_module();
+    auto x = m->add_parameter("x", shape(type::float32, {5, 1000}));
+    auto y = m->add_parameter("y", shape(type::float32, {300, 37}));
+    auto g = m->add_parameter("g", shape(type::float32, {37}));
+    m->add_return({m->add_instruction(make_op("log_softmax", {{"axis", 1}}), {x}), layer_norm(*m, y, g, g)});
+    compile_options o;
+    o.fast_math = false;
+    o.memory_planning = false;
+    compile_for_gpu(p, o);
+    const auto rep = check_kernels(*p.get_main_module(), "without fast math");
+    EXPECT_EQ(rep.kernels, p.get_output_shapes().size());
 }
