@@ -170,13 +170,14 @@ TEST(gpu_pipeline, arch_comes_from_kiln_gpu_arch_and_bad_ones_are_refused) {
 
 namespace {
 
-// host_kernel ops wrapping a softmax or a reduction.
+// host_kernel ops wrapping a softmax, a reduction or a fused group (one the generator
+// declined would run on the host whole, reductions and all).
 std::vector<std::string> host_reductions(module& m) {
     std::vector<std::string> out;
     for (auto& ins : m) {
         if (ins.name() != "gpu::host_kernel") continue;
         const auto n = ins.get_operator().get<gpu::host_kernel>().op.name();
-        if (n.find("softmax") != std::string::npos || n.rfind("reduce_", 0) == 0) out.push_back(n);
+        if (n.find("softmax") != std::string::npos || n.rfind("reduce_", 0) == 0 || n == "fused") out.push_back(n);
     }
     return out;
 }
