@@ -49,7 +49,9 @@ void expect_kernels_match(program p, const std::string& what) {
 
 }  // namespace
 
-TEST(gpu_reduction, softmax_over_rows_of_every_size_and_other_axes) { expect_kernels_match(softmax_cases("softmax"), "softmax"); }
+TEST(gpu_reduction, softmax_over_rows_of_every_size_and_other_axes) {
+    expect_kernels_match(softmax_cases("softmax"), "softmax");
+}
 
 TEST(gpu_reduction, log_softmax_too) { expect_kernels_match(softmax_cases("log_softmax"), "log_softmax"); }
 
@@ -61,12 +63,15 @@ TEST(gpu_reduction, layer_norm_as_exported_is_one_kernel) {
     compile_for_gpu(p, o);
     for (auto ins : gpu_kernels(*p.get_main_module())) {
         std::size_t means = 0;
-        for (const auto& n : ins->get_operator().get<gpu::fused_kernel>().body.nodes) means += n.op.name() == "reduce_mean";
+        for (const auto& n : ins->get_operator().get<gpu::fused_kernel>().body.nodes)
+            means += n.op.name() == "reduce_mean";
         EXPECT_EQ(means, 2u) << "mean and variance in one group";
     }
 }
 
-TEST(gpu_reduction, lone_reductions_of_every_kind_axes_and_keepdims) { expect_kernels_match(reduce_cases(), "reductions"); }
+TEST(gpu_reduction, lone_reductions_of_every_kind_axes_and_keepdims) {
+    expect_kernels_match(reduce_cases(), "reductions");
+}
 
 // Short rows take a warp each (no shared memory, no block barrier), long rows a block.
 TEST(gpu_reduction, launch_shape_follows_the_row_length) {

@@ -80,7 +80,8 @@ inline program layer_norm_cases() {
         out.push_back(layer_norm(*m, x, g, b));
     };
     for (auto o : reduction_outer_sizes())
-        for (auto i : reduction_inner_sizes()) add(m->add_parameter("x" + std::to_string(k), shape(type::float32, {o, i})));
+        for (auto i : reduction_inner_sizes())
+            add(m->add_parameter("x" + std::to_string(k), shape(type::float32, {o, i})));
     add(m->add_parameter("x" + std::to_string(k), shape(type::float32, {2, 64, 256})));
     add(transposed_param(*m, "x" + std::to_string(k), 300, 128));
     m->add_return(out);

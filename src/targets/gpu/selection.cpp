@@ -80,10 +80,10 @@ bool lower_softmax(module& m, instruction_ref ins, const gpu_options& o) {
     const value reduce_attrs(value::object{{"axes", value(value::array{value(axis)})}, {"keepdims", value(true)}});
     const std::int64_t x = op::fused_input_arg(0);
     op::fused f;
-    f.nodes.push_back({make_op("reduce_max", reduce_attrs), {x}});   // 0
-    f.nodes.push_back({make_op("sub"), {x, 0}});                     // 1
-    f.nodes.push_back({make_op("exp"), {1}});                        // 2
-    f.nodes.push_back({make_op("reduce_sum", reduce_attrs), {2}});   // 3
+    f.nodes.push_back({make_op("reduce_max", reduce_attrs), {x}});  // 0
+    f.nodes.push_back({make_op("sub"), {x, 0}});                    // 1
+    f.nodes.push_back({make_op("exp"), {1}});                       // 2
+    f.nodes.push_back({make_op("reduce_sum", reduce_attrs), {2}});  // 3
     if (plain) {
         f.nodes.push_back({make_op("div"), {2, 3}});
     } else {
@@ -158,8 +158,7 @@ const std::vector<candidate>& candidates() {
         {"pointwise ops", "generated", "a lone elementwise op the generator handles (static shapes, its element types)",
          lower_pointwise},
         {"reduce_{sum, mean, max, min, prod, l1, l2, sum_square, log_sum}", "generated",
-         "float32, static shapes, constant axes (any, any keepdims): one row per warp or per block",
-         lower_reduction},
+         "float32, static shapes, constant axes (any, any keepdims): one row per warp or per block", lower_reduction},
         {"softmax, log_softmax", "generated",
          "float32, static shapes, any axis: the group reduce_max, sub, exp, reduce_sum, div (log_softmax: log, sub)",
          lower_softmax},

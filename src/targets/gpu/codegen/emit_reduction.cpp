@@ -87,7 +87,8 @@ struct rows_writer {
             if (is_extremum(kind))
                 o << "    float " << a << " = " << (kind == "max" ? "-" : "") << "__builtin_inff();\n    int n" << k
                   << " = 0;\n";
-            else o << "    double " << a << " = " << (kind == "prod" ? "1.0" : "0.0") << ";\n";
+            else
+                o << "    double " << a << " = " << (kind == "prod" ? "1.0" : "0.0") << ";\n";
         }
         inner_loop([&](const std::vector<std::string>& iidx) {
             element_statements(needed(ins), iidx);
@@ -98,12 +99,16 @@ struct rows_writer {
                 const std::string ind = "      ";
                 if (is_extremum(kind))
                     o << ind << a << " = " << a << (kind == "max" ? " > " : " < ") << x << " ? " << a << " : " << x
-                      << ";\n" << ind << "n" << reds[r] << " |= " << x << " != " << x << ";\n";
-                else if (kind == "prod") o << ind << a << " *= (double)" << x << ";\n";
-                else if (kind == "l1") o << ind << a << " += (double)__builtin_fabsf(" << x << ");\n";
+                      << ";\n"
+                      << ind << "n" << reds[r] << " |= " << x << " != " << x << ";\n";
+                else if (kind == "prod")
+                    o << ind << a << " *= (double)" << x << ";\n";
+                else if (kind == "l1")
+                    o << ind << a << " += (double)__builtin_fabsf(" << x << ");\n";
                 else if (kind == "l2" || kind == "sum_square")
                     o << ind << a << " += (double)" << x << " * (double)" << x << ";\n";
-                else o << ind << a << " += (double)" << x << ";\n";
+                else
+                    o << ind << a << " += (double)" << x << ";\n";
             }
         });
         // Every variable combined across the row's threads, with its warp combiner.
@@ -124,10 +129,14 @@ struct rows_writer {
             const auto kind = reduction_kind(p.nodes[k].name);
             const auto a = "a" + std::to_string(k);
             std::string e = "(float)" + a;
-            if (is_extremum(kind)) e = "n" + std::to_string(k) + " ? __builtin_nanf(\"\") : " + a;
-            else if (kind == "mean") e = "(float)(" + a + " / " + std::to_string(p.reduce_count) + ".0)";
-            else if (kind == "l2") e = "(float)__builtin_sqrt(" + a + ")";
-            else if (kind == "log_sum") e = "(float)__builtin_log(" + a + ")";
+            if (is_extremum(kind))
+                e = "n" + std::to_string(k) + " ? __builtin_nanf(\"\") : " + a;
+            else if (kind == "mean")
+                e = "(float)(" + a + " / " + std::to_string(p.reduce_count) + ".0)";
+            else if (kind == "l2")
+                e = "(float)__builtin_sqrt(" + a + ")";
+            else if (kind == "log_sum")
+                e = "(float)__builtin_log(" + a + ")";
             o << "    const float " << v(k) << " = " << e << ";\n";
         }
         row_nodes(pass_no);
@@ -145,14 +154,21 @@ struct rows_writer {
         for (std::size_t c = 0; c < n; ++c) {
             const auto& [x, fn] = parts[c];
             const auto slot = [&](std::size_t w) { return "s_[" + std::to_string(w * n + c) + "]"; };
-            std::string type = fn == "kiln_warp_max" || fn == "kiln_warp_min" ? "float" : fn == "kiln_warp_or" ? "int" : "double";
+            std::string type = fn == "kiln_warp_max" || fn == "kiln_warp_min" ? "float"
+                               : fn == "kiln_warp_or"                         ? "int"
+                                                                              : "double";
             o << "    " << x << " = (" << type << ")" << slot(0) << ";\n";
             for (std::size_t w = 1; w < warps; ++w) {
                 const auto y = "(" + type + ")" + slot(w);
-                if (fn == "kiln_warp_sum") o << "    " << x << " += " << y << ";\n";
-                else if (fn == "kiln_warp_prod") o << "    " << x << " *= " << y << ";\n";
-                else if (fn == "kiln_warp_or") o << "    " << x << " |= " << y << ";\n";
-                else o << "    " << x << " = " << x << (fn == "kiln_warp_max" ? " > " : " < ") << y << " ? " << x << " : " << y << ";\n";
+                if (fn == "kiln_warp_sum")
+                    o << "    " << x << " += " << y << ";\n";
+                else if (fn == "kiln_warp_prod")
+                    o << "    " << x << " *= " << y << ";\n";
+                else if (fn == "kiln_warp_or")
+                    o << "    " << x << " |= " << y << ";\n";
+                else
+                    o << "    " << x << " = " << x << (fn == "kiln_warp_max" ? " > " : " < ") << y << " ? " << x
+                      << " : " << y << ";\n";
             }
         }
         o << "    __syncthreads();\n";
@@ -184,8 +200,8 @@ struct rows_writer {
         for (std::size_t i = 0; i < p.inputs.size(); ++i)
             if (!p.inputs[i].invariant()) {
                 const auto t = c_type(p.inputs[i].t);
-                o << "    const " << t << "* __restrict__ p" << i << " = in" << i << " + " << offset(oidx, p.inputs[i].outer)
-                  << ";\n";
+                o << "    const " << t << "* __restrict__ p" << i << " = in" << i << " + "
+                  << offset(oidx, p.inputs[i].outer) << ";\n";
             }
         o << "    " << c_type(p.output.t) << "* __restrict__ po = out + " << offset(oidx, p.output.outer) << ";\n";
         row_nodes(0);

@@ -38,7 +38,8 @@ inline std::vector<std::string> split_index(std::ostringstream& o, const std::st
     o << indent << "long long " << r << " = " << flat << ";\n";
     for (std::size_t d = lens.size(); d-- > 0;) {
         idx[d] = prefix + std::to_string(d) + "_";
-        if (d == 0) o << indent << "const long long " << idx[d] << " = " << r << ";\n";
+        if (d == 0)
+            o << indent << "const long long " << idx[d] << " = " << r << ";\n";
         else
             o << indent << "const long long " << idx[d] << " = " << r << " % " << num(lens[d]) << "; " << r
               << " /= " << num(lens[d]) << ";\n";
