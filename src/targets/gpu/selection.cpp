@@ -4,6 +4,9 @@
 #include "codegen/plan.hpp"
 #include "ops/fused.hpp"
 #include "ops/nn_matmul.hpp"
+#include "ops/pointwise_binary.hpp"
+#include "ops/pointwise_unary.hpp"
+#include "ops/reduce.hpp"
 #include "ops/softmax.hpp"
 #include "passes/fuse_pointwise.hpp"
 #include "passes/rewrite_utils.hpp"
@@ -13,7 +16,6 @@
 
 #include <kiln/builtin_ops.hpp>
 #include <kiln/errors.hpp>
-#include <kiln/register_op.hpp>
 
 namespace kiln::gpu {
 
@@ -57,8 +59,8 @@ bool lower_pointwise(module& m, instruction_ref ins, const gpu_options& o) {
 
 // A lone reduction (constant axes, any keepdims) as a one-node group.
 bool lower_reduction(module& m, instruction_ref ins, const gpu_options& o) {
-    if (kiln::codegen::reduction_kind(ins->name()).empty() || !is_fusible_reduction(ins) ||
-        !kiln::codegen::kernel_can_run(ins))
+    // kernel_can_run also declines the reductions plans lack (reduce_log_sum_exp).
+    if (!ins->get_operator().traits().reduction || !is_fusible_reduction(ins) || !kiln::codegen::kernel_can_run(ins))
         return false;
     std::vector<instruction_ref> inputs;
     auto body = kiln::codegen::single_group(ins, inputs);
@@ -77,18 +79,21 @@ bool lower_softmax(module& m, instruction_ref ins, const gpu_options& o) {
     auto axis = ins->get_operator().to_value().at("axis").get_int64();
     if (axis < 0) axis += static_cast<std::int64_t>(s.ndim());
     if (axis < 0 || axis >= static_cast<std::int64_t>(s.ndim())) return false;
-    const value reduce_attrs(value::object{{"axes", value(value::array{value(axis)})}, {"keepdims", value(true)}});
+    op::reduce_max max;
+    op::reduce_sum sum;
+    max.axes = sum.axes = {axis};
+    max.keepdims = sum.keepdims = true;
     const std::int64_t x = op::fused_input_arg(0);
     op::fused f;
-    f.nodes.push_back({make_op("reduce_max", reduce_attrs), {x}});  // 0
-    f.nodes.push_back({make_op("sub"), {x, 0}});                    // 1
-    f.nodes.push_back({make_op("exp"), {1}});                       // 2
-    f.nodes.push_back({make_op("reduce_sum", reduce_attrs), {2}});  // 3
+    f.nodes.push_back({max, {x}});              // 0
+    f.nodes.push_back({op::sub_op{}, {x, 0}});  // 1
+    f.nodes.push_back({op::exp_op{}, {1}});     // 2
+    f.nodes.push_back({sum, {2}});              // 3
     if (plain) {
-        f.nodes.push_back({make_op("div"), {2, 3}});
+        f.nodes.push_back({op::div_op{}, {2, 3}});
     } else {
-        f.nodes.push_back({make_op("log"), {3}});  // 4
-        f.nodes.push_back({make_op("sub"), {1, 4}});
+        f.nodes.push_back({op::log_op{}, {3}});  // 4
+        f.nodes.push_back({op::sub_op{}, {1, 4}});
     }
     return lower_group(m, ins, o, std::move(f), {ins->inputs().at(0)});
 }
