@@ -2,12 +2,15 @@
 // kernel or cuBLASLt, library workspaces as planned buffers, the module's machine code on
 // its first kernel, and the NVRTC cache.
 #include "gpu_test_util.hpp"
+#include "reduction_cases.hpp"
 
+#include "targets/gpu/host_fallback.hpp"
 #include "targets/gpu/kernels/lt_matmul.hpp"
 #include "targets/gpu/selection.hpp"
 #include "unit/env_override.hpp"
 
 #include <kiln/builtin_ops.hpp>
+#include <kiln/onnx.hpp>
 #include <kiln/register_op.hpp>
 
 #include <unistd.h>
@@ -164,4 +167,60 @@ TEST(gpu_pipeline, arch_comes_from_kiln_gpu_arch_and_bad_ones_are_refused) {
         EXPECT_EQ(e.code(), error_code::invalid_argument);
         EXPECT_NE(e.message().find("compute_90"), std::string::npos);
     }
+}
+
+namespace {
+
+// host_kernel ops wrapping a softmax, a reduction or a fused group (one the generator
+// declined would run on the host whole, reductions and all).
+std::vector<std::string> host_reductions(module& m) {
+    std::vector<std::string> out;
+    for (auto& ins : m) {
+        if (ins.name() != "gpu::host_kernel") continue;
+        const auto n = ins.get_operator().get<gpu::host_kernel>().op.name();
+        if (n.find("softmax") != std::string::npos || n.rfind("reduce_", 0) == 0 || n == "fused") out.push_back(n);
+    }
+    return out;
+}
+
+}  // namespace
+
+// One attention head and the layer norm after it, as bert exports them: the softmax and
+// both means run as generated kernels, the layer norm as one.
+TEST(gpu_pipeline, attention_and_layer_norm_leave_no_host_softmax_or_reduction) {
+    program p;
+    auto* m = p.get_main_module();
+    auto q = m->add_parameter("q", shape(type::float32, {1, 4, 128, 32}));
+    auto k = m->add_parameter("k", shape(type::float32, {1, 4, 32, 128}));
+    auto v = m->add_parameter("v", shape(type::float32, {1, 4, 128, 32}));
+    auto mask = m->add_parameter("mask", shape(type::float32, {1, 1, 1, 128}));
+    auto g = m->add_parameter("g", shape(type::float32, {32}));
+    auto b = m->add_parameter("b", shape(type::float32, {32}));
+    auto scores = m->add_instruction(make_op("add"), {m->add_instruction(make_op("matmul"), {q, k}), mask});
+    auto probs = m->add_instruction(make_op("softmax", {{"axis", 3}}), {scores});
+    auto ctx = m->add_instruction(make_op("matmul"), {probs, v});
+    m->add_return({layer_norm(*m, ctx, g, b)});
+    compile_for_gpu(p);
+    auto& mm = *p.get_main_module();
+    EXPECT_TRUE(host_reductions(mm).empty());
+    EXPECT_EQ(count(mm, "gpu::fused_kernel"), 3u) << "mask add, softmax, layer norm";
+    EXPECT_EQ(count(mm, "gpu::lt_matmul"), 2u);
+}
+
+// The shared transformer models: no softmax or reduction is left to the host.
+TEST(gpu_pipeline, bert_small_and_vit_tiny_keep_softmax_and_reductions_on_the_device) {
+    std::size_t models = 0;
+    for (const char* name : {"bert_small", "vit_tiny"}) {
+        const auto file = std::filesystem::path(KILN_SHARED_DIR) / "models" / name / "model.onnx";
+        if (!std::filesystem::exists(file)) continue;
+        onnx_options oo;
+        oo.default_dim_value = 1;
+        if (std::string(name) == "bert_small") oo.map_input_dims = {{"input_ids", {1, 128}}, {"attention_mask", {1, 128}}};
+        auto p = parse_onnx(file.string(), oo);
+        compile_for_gpu(p);
+        const auto left = host_reductions(*p.get_main_module());
+        EXPECT_TRUE(left.empty()) << name << ": " << left.size() << " on the host, first " << left.front();
+        ++models;
+    }
+    if (models == 0) GTEST_SKIP() << "no shared models";
 }

@@ -3,12 +3,14 @@
 // there; a generated kernel's CUBIN, loaded through the runtime API by hand, computes what
 // the reference computes; and then whole programs through program::eval against the ref
 // target on random non-zero data: every op of the generator, broadcast and strided
-// inputs, cuBLASLt products of every layout plan_lt takes, host kernels between copies,
+// inputs, reduction kernels (softmax, log_softmax, layer norm, lone reductions over rows
+// of 1 to 20000 elements, warp- and block-per-row), cuBLASLt products of every layout plan_lt takes, host kernels between copies,
 // literals uploaded, offload_copy on and off, device_id, save/load without NVRTC, two
 // programs on one device, and the shared models (KILN_MODELS_DIR, else ../shared/models;
 // KILN_GPU_DEVICE_MODELS="a,b" to choose, "none" to skip them). Each test names what it ran, so a first run on a GPU says which
 // part works.
 #include "gpu/gpu_test_util.hpp"
+#include "gpu/reduction_cases.hpp"
 
 #include "targets/gpu/availability.hpp"
 
@@ -306,6 +308,22 @@ TEST(gpu_device, data_movement_kernels_match_ref) {
     for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << "output " << i << " after load";
 }
 
+// The reduction kernels (tests/gpu/reduction_cases.hpp, checked on the host by
+// tests/gpu/gpu_reduction_test.cpp) on the device: each output one generated kernel.
+TEST(gpu_device, softmax_layer_norm_and_reductions_match_ref) {
+    SKIP_WITHOUT_DEVICE_UNLESS_DRY();
+    const std::vector<std::pair<std::string, program>> cases = {{"softmax", softmax_cases("softmax")},
+                                                                 {"log_softmax", softmax_cases("log_softmax")},
+                                                                 {"layer norm", layer_norm_cases()},
+                                                                 {"reductions", reduce_cases()}};
+    for (const auto& [what, p] : cases) {
+        auto gpu = expect_matches_ref(p, random_inputs(p), what);
+        const auto& m = *gpu.get_main_module();
+        EXPECT_EQ(count(m, "gpu::host_kernel"), 0u) << what;
+        EXPECT_EQ(count(m, "gpu::fused_kernel"), p.get_output_shapes().size()) << what;
+    }
+}
+
 namespace {
 
 program matmul_program(const shape& a, const shape& b, bool literal_b, bool then_relu, const std::string& transpose_b = "") {
@@ -459,10 +477,12 @@ TEST(gpu_device, host_kernels_between_copies_and_uploaded_literals) {
     auto bias = m->add_literal(literal(random_tensor(shape(type::float32, {1, 8, 1, 1}), 6)));
     auto r = m->add_instruction(make_op("relu"), {m->add_instruction(make_op("add"), {c, bias})});
     auto pooled = m->add_instruction(make_op("reduce_mean", {{"axes", arr({2, 3})}, {"keepdims", false}}), {r});
-    m->add_return({pooled, r});
-    auto gpu = expect_matches_ref(p, random_inputs(p), "conv (host) + bias + relu (device) + reduce_mean (host)", {},
-                                  1e-4, 1e-5);
-    EXPECT_GE(count(*gpu.get_main_module(), "gpu::host_kernel"), 1u) << gpu;
+    // hardmax has no device kernel: the device's results go back to the host once more.
+    auto top = m->add_instruction(make_op("hardmax", {{"axis", 1}}), {pooled});
+    m->add_return({top, pooled, r});
+    auto gpu = expect_matches_ref(p, random_inputs(p),
+                                  "conv (host) + bias + relu, reduce_mean (device) + hardmax (host)", {}, 1e-4, 1e-5);
+    EXPECT_GE(count(*gpu.get_main_module(), "gpu::host_kernel"), 2u) << gpu;
     if (dry()) return;
     // Several evals reuse the arena and the uploaded literals.
     const auto in = random_inputs(p, 40);

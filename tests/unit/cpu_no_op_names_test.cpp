@@ -46,6 +46,7 @@ const std::vector<allowed> allow_list = {
      "keys each op's C expression by name"},
     {"src/targets/cpu/codegen/interpreter.cpp", "", "runs those plan nodes, by name; reduction kinds (max, min)"},
     {"src/targets/cpu/codegen/emit.cpp", "kind ==", "reduction kinds (max, min), not ops"},
+    {"src/targets/gpu/codegen/emit_reduction.cpp", "kind ==", "reduction kinds (max, min), not ops"},
     {"src/targets/cpu/codegen/lowering.cpp", "m.name()", "a module's name, not an op's"},
     {"src/targets/cpu/", "conv_geom(", "a typed convolution's own name, for conv_geom's messages"},
     {"src/targets/cpu/kernels/onednn/dnnl_op.hpp", "self.name()", "the kernel's own name, for its messages"},

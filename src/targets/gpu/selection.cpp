@@ -8,6 +8,11 @@
 #include "ops/tensor_gather.hpp"
 #include "ops/tensor_slice.hpp"
 #include "ops/tensor_views.hpp"
+#include "ops/pointwise_binary.hpp"
+#include "ops/pointwise_unary.hpp"
+#include "ops/reduce.hpp"
+#include "ops/softmax.hpp"
+#include "passes/fuse_pointwise.hpp"
 #include "passes/rewrite_utils.hpp"
 #include "targets/gpu/codegen/emit.hpp"
 #include "targets/gpu/codegen/emit_move.hpp"
@@ -58,6 +63,47 @@ bool lower_pointwise(module& m, instruction_ref ins, const gpu_options& o) {
     std::vector<instruction_ref> inputs;
     auto body = kiln::codegen::single_group(ins, inputs);
     return lower_group(m, ins, o, std::move(body), std::move(inputs));
+}
+
+// A lone reduction (constant axes, any keepdims) as a one-node group.
+bool lower_reduction(module& m, instruction_ref ins, const gpu_options& o) {
+    // kernel_can_run also declines the reductions plans lack (reduce_log_sum_exp).
+    if (!ins->get_operator().traits().reduction || !is_fusible_reduction(ins) || !kiln::codegen::kernel_can_run(ins))
+        return false;
+    std::vector<instruction_ref> inputs;
+    auto body = kiln::codegen::single_group(ins, inputs);
+    return lower_group(m, ins, o, std::move(body), std::move(inputs));
+}
+
+// softmax / log_softmax spelled out as the group fusion would have made of the ONNX
+// decomposition: m = reduce_max(x), e = exp(x - m), s = reduce_sum(e), then e / s (or
+// (x - m) - log(s)). Three trips over a row in one kernel, no intermediate in memory.
+bool lower_softmax(module& m, instruction_ref ins, const gpu_options& o) {
+    const bool plain = rewrite::is<op::softmax>(ins);
+    if (!plain && !rewrite::is<op::log_softmax>(ins)) return false;
+    const auto& s = ins->inputs().at(0)->get_shape();
+    if (!s.is_tensor() || s.dynamic() || s.get_type() != type::float32 || s.elements() == 0 || s.ndim() == 0)
+        return false;
+    auto axis = ins->get_operator().to_value().at("axis").get_int64();
+    if (axis < 0) axis += static_cast<std::int64_t>(s.ndim());
+    if (axis < 0 || axis >= static_cast<std::int64_t>(s.ndim())) return false;
+    op::reduce_max max;
+    op::reduce_sum sum;
+    max.axes = sum.axes = {axis};
+    max.keepdims = sum.keepdims = true;
+    const std::int64_t x = op::fused_input_arg(0);
+    op::fused f;
+    f.nodes.push_back({max, {x}});              // 0
+    f.nodes.push_back({op::sub_op{}, {x, 0}});  // 1
+    f.nodes.push_back({op::exp_op{}, {1}});     // 2
+    f.nodes.push_back({sum, {2}});              // 3
+    if (plain) {
+        f.nodes.push_back({op::div_op{}, {2, 3}});
+    } else {
+        f.nodes.push_back({op::log_op{}, {3}});  // 4
+        f.nodes.push_back({op::sub_op{}, {1, 4}});
+    }
+    return lower_group(m, ins, o, std::move(f), {ins->inputs().at(0)});
 }
 
 bool static_f32(const shape& s) { return s.is_tensor() && !s.dynamic() && s.get_type() == type::float32; }
@@ -230,10 +276,15 @@ bool lower_convolution(module& m, instruction_ref ins, const gpu_options& o) {
 
 const std::vector<candidate>& candidates() {
     static const std::vector<candidate> list = {
-        {"fused (elementwise groups)", "generated",
-         "the group's plan has no reduction (CUDA C++ per group, compiled by NVRTC)", lower_fused},
+        {"fused (elementwise and reduction groups)", "generated",
+         "the group's plan is one the generator writes (CUDA C++ per group, compiled by NVRTC)", lower_fused},
         {"pointwise ops", "generated", "a lone elementwise op the generator handles (static shapes, its element types)",
          lower_pointwise},
+        {"reduce_{sum, mean, max, min, prod, l1, l2, sum_square, log_sum}", "generated",
+         "float32, static shapes, constant axes (any, any keepdims): one row per warp or per block", lower_reduction},
+        {"softmax, log_softmax", "generated",
+         "float32, static shapes, any axis: the group reduce_max, sub, exp, reduce_sum, div (log_softmax: log, sub)",
+         lower_softmax},
         {"matmul", "cublaslt",
          "static float32, rank >= 2, each operand row-major or a transposed view, batch dims of one stride or "
          "broadcast (plan_lt); a 32 MiB workspace planned in the arena",

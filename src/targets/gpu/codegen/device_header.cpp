@@ -18,17 +18,39 @@ const char* header_text = R"kiln(// kiln_device.h: what Kiln's generated kernels
 #if defined(__CUDACC__)
 #define KILN_MATH(ret, name, params, device, host) static __forceinline__ ret name params { return device; }
 #else
-// Host C++: the kernels as plain functions, one call per (block, thread).
+// Host C++: the kernels as plain functions, one call per (block, thread). The caller runs
+// a block's threads as fibers on one OS thread (tests/gpu/host_shim.hpp) and sets the
+// index before resuming each; __syncthreads and the warp shuffles call back into it
+// (kiln_host_set_sync) so it switches to the other threads until all have arrived.
 #define __global__
 #define __launch_bounds__(n)
 #define __restrict__ __restrict
 #define __forceinline__ inline
+#define __shared__ static
 #define KILN_MATH(ret, name, params, device, host) static inline ret name params { return host; }
 struct kiln_dim3 { unsigned x, y, z; };
 static kiln_dim3 threadIdx, blockIdx, blockDim, gridDim;
 extern "C" __attribute__((visibility("default"))) void kiln_host_set_index(unsigned grid, unsigned block,
                                                                             unsigned b, unsigned t) {
   gridDim = {grid, 1, 1}; blockDim = {block, 1, 1}; blockIdx = {b, 0, 0}; threadIdx = {t, 0, 0};
+}
+static void kiln_host_no_sync() {}
+static void (*kiln_host_block_sync)() = kiln_host_no_sync;
+static void (*kiln_host_warp_sync)() = kiln_host_no_sync;
+extern "C" __attribute__((visibility("default"))) void kiln_host_set_sync(void (*block)(), void (*warp)()) {
+  kiln_host_block_sync = block; kiln_host_warp_sync = warp;
+}
+static inline void __syncthreads() { kiln_host_block_sync(); }
+// A shuffle: every lane posts its value, the warp meets, each reads its partner's, the
+// warp meets again (so no lane overwrites a slot before its partner has read it). Values
+// pass as double, which holds the float, double and int values kernels shuffle exactly.
+static double kiln_host_lanes[1024];
+template <class T> static inline T __shfl_xor_sync(unsigned, T v, int m) {
+  kiln_host_lanes[threadIdx.x] = (double)v;
+  kiln_host_warp_sync();
+  const T r = (T)kiln_host_lanes[threadIdx.x ^ (unsigned)m];
+  kiln_host_warp_sync();
+  return r;
 }
 #endif
 // The first out-of-range index a gather kernel met in this module: set, index, axis length
@@ -82,6 +104,28 @@ KILN_MATH(float, kiln_nanf, (const char*), __int_as_float(0x7fffffff), __builtin
 KILN_MATH(float, kiln_inff, (), __int_as_float(0x7f800000), __builtin_inff())
 KILN_MATH(double, kiln_nan, (const char*), __longlong_as_double(0x7ff8000000000000LL), __builtin_nan(""))
 KILN_MATH(double, kiln_inf, (), __longlong_as_double(0x7ff0000000000000LL), __builtin_inf())
+// Reductions across the 32 lanes of a warp by an xor butterfly: every lane ends with the
+// same value (each step combines the same two values on both partners).
+static __forceinline__ double kiln_warp_sum(double x) {
+  for (int m = 16; m > 0; m >>= 1) x += __shfl_xor_sync(0xffffffffu, x, m);
+  return x;
+}
+static __forceinline__ double kiln_warp_prod(double x) {
+  for (int m = 16; m > 0; m >>= 1) x *= __shfl_xor_sync(0xffffffffu, x, m);
+  return x;
+}
+static __forceinline__ float kiln_warp_max(float x) {
+  for (int m = 16; m > 0; m >>= 1) { const float y = __shfl_xor_sync(0xffffffffu, x, m); x = x > y ? x : y; }
+  return x;
+}
+static __forceinline__ float kiln_warp_min(float x) {
+  for (int m = 16; m > 0; m >>= 1) { const float y = __shfl_xor_sync(0xffffffffu, x, m); x = x < y ? x : y; }
+  return x;
+}
+static __forceinline__ int kiln_warp_or(int x) {
+  for (int m = 16; m > 0; m >>= 1) x |= __shfl_xor_sync(0xffffffffu, x, m);
+  return x;
+}
 KILN_MATH(void*, kiln_memcpy, (void* d, const void* s, unsigned long n), memcpy(d, s, n), __builtin_memcpy(d, s, n))
 )kiln";
 

@@ -2,6 +2,7 @@
 
 #include "codegen/expr.hpp"
 #include "codegen/hash.hpp"
+#include "targets/gpu/codegen/emit_text.hpp"
 
 #include <kiln/errors.hpp>
 
@@ -12,28 +13,20 @@ namespace kiln::gpu::codegen {
 
 using namespace kiln::codegen;
 
-namespace {
+using namespace text;
 
-std::string v(std::size_t k) { return "v" + std::to_string(k); }
-std::string num(std::int64_t x) { return std::to_string(x) + "LL"; }
+bool can_emit(const plan& p) { return !p.reduction || !p.inner_lens.empty(); }
 
-// sum(idx[d] * strides[d]).
-std::string offset(const std::vector<std::string>& idx, const std::vector<std::int64_t>& strides) {
-    std::string s;
-    for (std::size_t d = 0; d < idx.size(); ++d) {
-        if (strides[d] == 0) continue;
-        if (!s.empty()) s += " + ";
-        s += idx[d] + (strides[d] == 1 ? "" : " * " + num(strides[d]));
-    }
-    return s.empty() ? "0" : s;
+// A warp per row while each lane has at most 4 elements per pass (softmax over 128 keys,
+// a layer norm over 128 features), or rows are many and each lane's loop stays short;
+// longer rows take a block, so one row spreads over 256 threads.
+bool warp_per_row(const plan& p) {
+    const std::size_t inner = p.inner_size(), rows = p.outer_size();
+    return inner <= 128 || (inner <= 1024 && rows >= 4096);
 }
 
-}  // namespace
-
-bool can_emit(const plan& p) { return !p.reduction; }
-
 std::string emit_kernel(const plan& p, const std::string& name) {
-    if (!can_emit(p)) throw_error(error_code::unsupported, "gpu fused kernel: reductions are not generated yet");
+    if (!can_emit(p)) throw_error(error_code::unsupported, "gpu fused kernel: a reduction without an inner space");
     if (p.inputs.size() > 64) throw_error(error_code::unsupported, "gpu fused kernel: more than 64 inputs");
     std::ostringstream o;
     o << "extern \"C\" __global__ void __launch_bounds__(" << block_size << ") " << name << "(const kiln_args a_) {\n";
@@ -49,6 +42,11 @@ std::string emit_kernel(const plan& p, const std::string& name) {
             o << "  const " << value_type(n) << " " << v(k) << " = " << constant_literal(n) << ";\n";
         else if (n.kind == node_kind::input && p.inputs[n.input].invariant())
             o << "  const " << c_type(n.t) << " " << v(k) << " = in" << n.input << "[0];\n";
+    }
+    if (p.reduction) {
+        reduction_rows(o, p);
+        o << "}\n";
+        return o.str();
     }
     const auto& L = p.outer_lens;
     o << "  for (long long i_ = (long long)blockIdx.x * blockDim.x + threadIdx.x; i_ < " << num(static_cast<std::int64_t>(p.outer_size()))
@@ -80,7 +78,8 @@ std::string emit_kernel(const plan& p, const std::string& name) {
 std::string kernel_symbol(const plan& p) { return "kiln_gpu_" + content_hash(emit_kernel(p, "KERNEL")).substr(0, 24); }
 
 unsigned grid_size(const plan& p) {
-    const std::size_t blocks = (p.outer_size() + block_size - 1) / block_size;
+    const std::size_t per_block = !p.reduction ? block_size : warp_per_row(p) ? warp_rows : 1;
+    const std::size_t blocks = (p.outer_size() + per_block - 1) / per_block;
     return static_cast<unsigned>(std::clamp<std::size_t>(blocks, 1, 65535u * 8));
 }
 
