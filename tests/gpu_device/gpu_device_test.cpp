@@ -10,6 +10,7 @@
 // KILN_GPU_DEVICE_MODELS="a,b" to choose, "none" to skip them). Each test names what it ran, so a first run on a GPU says which
 // part works.
 #include "gpu/gpu_test_util.hpp"
+#include "gpu/pool_cases.hpp"
 #include "gpu/reduction_cases.hpp"
 
 #include "targets/gpu/availability.hpp"
@@ -306,6 +307,21 @@ TEST(gpu_device, data_movement_kernels_match_ref) {
     const auto got = loaded.eval(random_inputs(moves, 21));
     ASSERT_EQ(got.size(), want.size());
     for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << "output " << i << " after load";
+}
+
+// Pooling (tests/gpu/pool_cases.hpp, checked on the host by tests/gpu/gpu_pool_test.cpp)
+// as generated window kernels, and global average pooling as a reduction, on the device.
+TEST(gpu_device, pooling_kernels_match_ref) {
+    SKIP_WITHOUT_DEVICE_UNLESS_DRY();
+    auto p = pool_cases();
+    auto gpu = expect_matches_ref(p, random_inputs(p), "pooling windows");
+    EXPECT_EQ(count(*gpu.get_main_module(), "gpu::host_kernel"), 0u) << gpu;
+    program g;
+    auto* m = g.get_main_module();
+    auto x = m->add_parameter("x", shape(type::float32, {2, 32, 112, 112}));
+    m->add_return({m->add_instruction(make_op("pooling", {{"mode", value(std::int64_t{0})}, {"global", value(true)}}), {x})});
+    gpu = expect_matches_ref(g, random_inputs(g), "global average pooling of 112x112 planes");
+    EXPECT_EQ(count(*gpu.get_main_module(), "gpu::host_kernel"), 0u) << gpu;
 }
 
 // The reduction kernels (tests/gpu/reduction_cases.hpp, checked on the host by

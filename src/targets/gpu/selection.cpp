@@ -5,6 +5,7 @@
 #include "ops/common.hpp"
 #include "ops/fused.hpp"
 #include "ops/nn_matmul.hpp"
+#include "ops/nn_pooling.hpp"
 #include "ops/tensor_gather.hpp"
 #include "ops/tensor_slice.hpp"
 #include "ops/tensor_views.hpp"
@@ -261,6 +262,33 @@ bool lower_split(module& m, instruction_ref ins, const gpu_options&) {
     return true;
 }
 
+// Global average pooling (and a window that covers the whole unpadded input): a mean over
+// the spatial axes, i.e. a reduction kernel with one warp or block per (batch, channel)
+// plane instead of one thread walking the plane (EfficientNet's squeeze-excitation pools
+// 112x112 planes). Global max pooling stays a window kernel: the reference keeps the first
+// NaN of a window, a reduction propagates any.
+bool lower_global_pool(module& m, instruction_ref ins, const gpu_options& o) {
+    const auto* p = ins->get_operator().any_cast<op::pooling>();
+    if (!p || p->mode != op::pooling_mode::average || ins->inputs().size() != 1) return false;
+    const auto& x = ins->inputs()[0]->get_shape();
+    if (!x.is_tensor() || x.dynamic() || x.get_type() != type::float32 || x.ndim() < 3 || x.elements() == 0) return false;
+    const auto g = p->geom(x);
+    for (std::size_t d = 0; d < g.in.size(); ++d)
+        if (g.kernel[d] != g.in[d] || g.pad_begin[d] != 0 || g.pad_end[d] != 0 || g.out[d] != 1 || g.dilation[d] != 1)
+            return false;
+    op::reduce_mean mean;
+    for (std::size_t d = 2; d < x.ndim(); ++d) mean.axes.push_back(static_cast<std::int64_t>(d));
+    mean.keepdims = true;
+    op::fused f;
+    f.nodes.push_back({mean, {op::fused_input_arg(0)}});
+    return lower_group(m, ins, o, std::move(f), {ins->inputs()[0]});
+}
+
+// Max and average pooling with a window (codegen/emit_move.cpp's window kernel).
+bool lower_window_pool(module& m, instruction_ref ins, const gpu_options& o) {
+    return rewrite::is<op::pooling>(ins) && lower_move_group(m, ins, o);
+}
+
 // A convolution cuDNN takes (cudnn_conv_takes: static float32, no bias left after
 // split_conv_bias, standard x and w), with its workspace as a planned buffer.
 bool lower_convolution(module& m, instruction_ref ins, const gpu_options& o) {
@@ -306,6 +334,14 @@ const std::vector<candidate>& candidates() {
          lower_pad_tile},
         {"split", "view", "a static input whose results are only taken apart (get_tuple_elem): each part a slice view",
          lower_split},
+        {"pooling (global average)", "generated",
+         "float32, static, average over the whole unpadded input: a reduce_mean over the spatial axes (one warp or "
+         "block per plane)",
+         lower_global_pool},
+        {"pooling (max, average)", "generated",
+         "float32, static, a window (any size, stride, dilation, padding, ceil mode, count_include_pad): one thread "
+         "per output element, the window in the reference's order (max keeps the first NaN; average sums in double)",
+         lower_window_pool},
         {"convolution", "cudnn",
          "static float32, 1-3 spatial dims, any group, row-major x and w, its bias moved into the epilogue by "
          "split_conv_bias; cuDNN's backend graph, strict-fp32 engines only (no TF32, FFT or Winograd), a 32 MiB "

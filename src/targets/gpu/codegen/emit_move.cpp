@@ -2,6 +2,7 @@
 
 #include "codegen/hash.hpp"
 #include "ops/common.hpp"
+#include "ops/nn_pooling.hpp"
 #include "ops/tensor_gather.hpp"
 #include "ops/tensor_slice.hpp"
 #include "targets/gpu/codegen/emit.hpp"
@@ -224,6 +225,72 @@ void emit_pad(std::ostream& o, const op::fused& body, const std::vector<shape>& 
     o << "    out[i_] = " << (bounded ? "in_ ? " + read + " : " + fill : read) << ";\n";
 }
 
+// Max and average pooling of a float32 input (any strides) with a window: one output
+// element per thread, the window's loops unrolled by the compiler (constant bounds), in
+// pool_planes' order and arithmetic: max keeps the first NaN and an all-padding window is
+// -inf; average sums in double and divides by the elements inside (or, with
+// count_include_pad, inside the padded input). Global average pooling comes here only if
+// the reduction candidate (selection.cpp: one warp or block per plane instead of one
+// thread) declined it; global max pooling always does (the first-NaN rule).
+bool is_window_pool(const op::fused& body, const std::vector<shape>& inputs) {
+    if (op_name(body) != "pooling" || !one_node_over_inputs(body, 1)) return false;
+    const auto& p = body.nodes[0].op.get<op::pooling>();
+    const auto& x = inputs[0];
+    if (x.get_type() != type::float32 || x.ndim() < 3) return false;
+    return p.mode == op::pooling_mode::max || p.mode == op::pooling_mode::average;
+}
+
+void emit_pool(std::ostream& o, const std::string& name, const op::fused& body, const shape& x, const shape& output) {
+    const auto& p = body.nodes[0].op.get<op::pooling>();
+    const auto g = p.geom(x);
+    const std::size_t r = g.in.size();
+    const bool max = p.mode == op::pooling_mode::max;
+    o << "extern \"C\" __global__ void __launch_bounds__(" << block_size << ") " << name << "(const kiln_args a_) {\n";
+    o << "  const float* __restrict__ in0 = (const float*)a_.in[0];\n";
+    o << "  float* __restrict__ out = (float*)a_.out;\n";
+    o << "  for (long long i_ = (long long)blockIdx.x * blockDim.x + threadIdx.x; i_ < " << num(output.elements())
+      << "; i_ += (long long)gridDim.x * blockDim.x) {\n";
+    const auto idx = split_index(o, output.lens());
+    std::string base;
+    add_term(base, idx[0], static_cast<std::int64_t>(x.strides()[0]));
+    add_term(base, idx[1], static_cast<std::int64_t>(x.strides()[1]));
+    o << "    const float* xp_ = in0" << (base.empty() ? "" : " + " + base) << ";\n";
+    if (max) o << "    float acc_ = -kiln_inff(); bool first_ = true;\n";
+    else o << "    double acc_ = 0.0; long long inside_ = 0, padded_ = 0;\n";
+    std::string close;
+    for (std::size_t d = 0; d < r; ++d) {
+        const std::string k = "k" + std::to_string(d) + "_", i = "i" + std::to_string(d) + "_";
+        const std::string od = idx[d + 2];
+        o << "    for (long long " << k << " = 0; " << k << " < " << num(g.kernel[d]) << "; ++" << k << ") {\n";
+        o << "    const long long " << i << " = " << (od == "0" ? std::string("0") : od + " * " + num(g.stride[d])) << " - "
+          << num(g.pad_begin[d]) << " + " << k << " * " << num(g.dilation[d]) << ";\n";
+        close += "    }\n";
+    }
+    std::string inside, padded, off;
+    for (std::size_t d = 0; d < r; ++d) {
+        const std::string i = "i" + std::to_string(d) + "_";
+        if (!inside.empty()) inside += " && ";
+        inside += i + " >= 0 && " + i + " < " + num(g.in[d]);
+        if (!padded.empty()) padded += " && ";
+        padded += i + " >= " + num(-g.pad_begin[d]) + " && " + i + " < " + num(g.in[d] + g.pad_end[d]);
+        add_term(off, i, static_cast<std::int64_t>(x.strides()[d + 2]));
+    }
+    if (max) {
+        o << "    if (" << inside << ") { const float v_ = xp_[" << (off.empty() ? "0" : off)
+          << "]; if (first_ || v_ > acc_) { acc_ = v_; first_ = false; } }\n";
+    } else {
+        o << "    if (" << padded << ") ++padded_;\n";
+        o << "    if (" << inside << ") { ++inside_; acc_ += (double)xp_[" << (off.empty() ? "0" : off) << "]; }\n";
+    }
+    o << close;
+    if (max) {
+        o << "    out[i_] = acc_;\n";
+    } else {
+        const std::string n = p.count_include_pad ? "padded_" : "inside_";
+        o << "    out[i_] = " << n << " > 0 ? (float)(acc_ / (double)" << n << ") : 0.0f;\n";
+    }
+}
+
 }  // namespace
 
 bool is_move(const op::fused& body, const std::vector<shape>& inputs) {
@@ -236,6 +303,7 @@ bool is_move(const op::fused& body, const std::vector<shape>& inputs) {
         return one_node_over_inputs(body, 2) && movable(inputs[0]) &&
                (inputs[1].get_type() == type::int32 || inputs[1].get_type() == type::int64);
     if (n == "tile") return one_node_over_inputs(body, 1) && movable(inputs[0]);
+    if (n == "pooling") return is_window_pool(body, inputs);
     if (n == "pad") {
         const auto& p = body.nodes[0].op.get<op::pad>();
         if (!one_node_over_inputs(body, inputs.size()) || inputs.empty() || inputs.size() > 2) return false;
@@ -253,8 +321,13 @@ std::string emit_move_kernel(const op::fused& body, const std::vector<shape>& in
                              const std::string& name) {
     if (!is_move(body, inputs)) throw_error(error_code::unsupported, "gpu move kernel: not a data-movement body");
     std::ostringstream o;
-    head(o, name, inputs, output);
     const auto& n = op_name(body);
+    if (n == "pooling") {
+        emit_pool(o, name, body, inputs[0], output);
+        o << "  }\n}\n";
+        return o.str();
+    }
+    head(o, name, inputs, output);
     if (n == "gather") emit_gather(o, body, inputs, output);
     else if (n == "concat") emit_concat(o, body, inputs, output);
     else if (n == "tile") emit_tile(o, inputs[0], output);
