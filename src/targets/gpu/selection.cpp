@@ -173,7 +173,7 @@ bool shape_value(instruction_ref ins, int depth = 0) {
     const auto& s = ins->get_shape();
     if (depth > 16 || !s.is_tensor() || s.dynamic() || s.elements() > 64) return false;
     if (s.get_type() != type::int64 && s.get_type() != type::int32) return false;
-    if (ins->name() == "shape_of" || ins->is_literal()) return true;
+    if (rewrite::is<op::shape_of>(ins) || ins->is_literal()) return true;
     if (ins->is_param() || ins->inputs().empty()) return false;
     return std::all_of(ins->inputs().begin(), ins->inputs().end(),
                        [&](instruction_ref x) { return shape_value(x, depth + 1); });

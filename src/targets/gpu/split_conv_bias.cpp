@@ -1,6 +1,8 @@
 #include "targets/gpu/split_conv_bias.hpp"
 
 #include "ops/nn_conv.hpp"
+#include "ops/pointwise_binary.hpp"
+#include "ops/tensor_views.hpp"
 #include "targets/gpu/kernels/cudnn_conv.hpp"
 
 #include <kiln/errors.hpp>
@@ -27,10 +29,11 @@ void split_conv_bias::apply(module& m) const {
             continue;
         }
         // [M] -> [M, 1, ...]: broadcast against [N, M, spatial...] from the right.
-        value::array dims = {value(static_cast<std::int64_t>(y.lens()[1]))};
-        for (std::size_t d = 2; d < y.ndim(); ++d) dims.push_back(value(std::int64_t{1}));
-        auto b = m.insert_instruction(ins, make_op("reshape", {{"dims", value(dims)}}), {bias});
-        m.replace_instruction(ins, make_op("add"), {conv, b});
+        op::reshape r;
+        r.dims = {static_cast<std::int64_t>(y.lens()[1])};
+        for (std::size_t d = 2; d < y.ndim(); ++d) r.dims.push_back(1);
+        auto b = m.insert_instruction(ins, r, {bias});
+        m.replace_instruction(ins, op::add_op{}, {conv, b});
     }
 }
 

@@ -5,6 +5,7 @@
 #include "ops/nn_pooling.hpp"
 #include "ops/tensor_gather.hpp"
 #include "ops/tensor_slice.hpp"
+#include "ops/tensor_views.hpp"
 #include "targets/gpu/codegen/emit.hpp"
 
 #include <kiln/errors.hpp>
@@ -36,7 +37,11 @@ bool movable(const shape& s) {
            (type_size(s.get_type()) & (type_size(s.get_type()) - 1)) == 0;
 }
 
-std::string op_name(const op::fused& body) { return body.nodes.front().op.name(); }
+// The body's one op is a T (typed: no op names compared).
+template <class T>
+bool is(const op::fused& body) {
+    return !body.nodes.empty() && body.nodes.front().op.any_cast<T>() != nullptr;
+}
 
 // One node reading inputs 0..n-1 in order.
 bool one_node_over_inputs(const op::fused& body, std::size_t n) {
@@ -233,7 +238,7 @@ void emit_pad(std::ostream& o, const op::fused& body, const std::vector<shape>& 
 // the reduction candidate (selection.cpp: one warp or block per plane instead of one
 // thread) declined it; global max pooling always does (the first-NaN rule).
 bool is_window_pool(const op::fused& body, const std::vector<shape>& inputs) {
-    if (op_name(body) != "pooling" || !one_node_over_inputs(body, 1)) return false;
+    if (!is<op::pooling>(body) || !one_node_over_inputs(body, 1)) return false;
     const auto& p = body.nodes[0].op.get<op::pooling>();
     const auto& x = inputs[0];
     if (x.get_type() != type::float32 || x.ndim() < 3) return false;
@@ -295,23 +300,22 @@ void emit_pool(std::ostream& o, const std::string& name, const op::fused& body, 
 
 bool is_move(const op::fused& body, const std::vector<shape>& inputs) {
     if (body.nodes.size() != 1) return false;
-    const auto& n = op_name(body);
     if (!std::all_of(inputs.begin(), inputs.end(), [](const shape& s) { return s.is_tensor() && !s.dynamic(); }))
         return false;
-    if (n == "reshape" || n == "flatten") return one_node_over_inputs(body, 1) && movable(inputs[0]);
-    if (n == "gather")
+    if (is<op::reshape>(body) || is<op::flatten>(body)) return one_node_over_inputs(body, 1) && movable(inputs[0]);
+    if (is<op::gather>(body))
         return one_node_over_inputs(body, 2) && movable(inputs[0]) &&
                (inputs[1].get_type() == type::int32 || inputs[1].get_type() == type::int64);
-    if (n == "tile") return one_node_over_inputs(body, 1) && movable(inputs[0]);
-    if (n == "pooling") return is_window_pool(body, inputs);
-    if (n == "pad") {
+    if (is<op::tile>(body)) return one_node_over_inputs(body, 1) && movable(inputs[0]);
+    if (is<op::pooling>(body)) return is_window_pool(body, inputs);
+    if (is<op::pad>(body)) {
         const auto& p = body.nodes[0].op.get<op::pad>();
         if (!one_node_over_inputs(body, inputs.size()) || inputs.empty() || inputs.size() > 2) return false;
         if (p.mode != "constant" && p.mode != "edge" && p.mode != "wrap" && p.mode != "reflect") return false;
         // Other modes of an empty axis are refused by pad itself; constant reads no input there.
         return std::all_of(inputs.begin(), inputs.end(), movable);
     }
-    if (n == "concat")
+    if (is<op::concat>(body))
         return !inputs.empty() && inputs.size() < 64 && one_node_over_inputs(body, inputs.size()) &&
                std::all_of(inputs.begin(), inputs.end(), movable);
     return false;
@@ -321,17 +325,16 @@ std::string emit_move_kernel(const op::fused& body, const std::vector<shape>& in
                              const std::string& name) {
     if (!is_move(body, inputs)) throw_error(error_code::unsupported, "gpu move kernel: not a data-movement body");
     std::ostringstream o;
-    const auto& n = op_name(body);
-    if (n == "pooling") {
+    if (is<op::pooling>(body)) {
         emit_pool(o, name, body, inputs[0], output);
         o << "  }\n}\n";
         return o.str();
     }
     head(o, name, inputs, output);
-    if (n == "gather") emit_gather(o, body, inputs, output);
-    else if (n == "concat") emit_concat(o, body, inputs, output);
-    else if (n == "tile") emit_tile(o, inputs[0], output);
-    else if (n == "pad") emit_pad(o, body, inputs, output);
+    if (is<op::gather>(body)) emit_gather(o, body, inputs, output);
+    else if (is<op::concat>(body)) emit_concat(o, body, inputs, output);
+    else if (is<op::tile>(body)) emit_tile(o, inputs[0], output);
+    else if (is<op::pad>(body)) emit_pad(o, body, inputs, output);
     else emit_copy(o, inputs[0]);
     o << "  }\n}\n";
     return o.str();

@@ -1,5 +1,6 @@
 #include "targets/gpu/kernels/fused_kernel.hpp"
 
+#include "ops/tensor_gather.hpp"
 #include "targets/gpu/codegen/emit.hpp"
 #include "targets/gpu/context.hpp"
 #include "targets/gpu/device.hpp"
@@ -43,7 +44,7 @@ bool resolve(const fused_kernel& k, gpu_context& g, kernel_handle& h) {
     cudaKernel_t fn = nullptr;
     check_cuda(cudaLibraryGetKernel(&fn, lib->handle, k.symbol.c_str()),
                "cudaLibraryGetKernel(" + k.symbol + ") in library " + k.library + " (" + lib->how + ")");
-    if (k.body.nodes.size() == 1 && k.body.nodes[0].op.name() == "gather") lib->reports_errors.store(true);
+    if (k.body.nodes.size() == 1 && k.body.nodes[0].op.any_cast<op::gather>()) lib->reports_errors.store(true);
     h.library = std::move(lib);
     h.kernel = fn;
     return true;
