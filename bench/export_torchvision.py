@@ -29,6 +29,9 @@ def export(name, out_dir):
         torch.onnx.export(model, (x,), path, dynamo=False, **kwargs)  # the TorchScript exporter, as users had it
     except TypeError:
         torch.onnx.export(model, (x,), path, **kwargs)  # an older torch without the dynamo switch
+    except Exception as e:  # a newer torch without the TorchScript exporter: the dynamo one
+        print("%s: TorchScript export failed (%s); exporting with dynamo=True" % (name, e), file=sys.stderr)
+        torch.onnx.export(model, (x,), path, dynamo=True, **kwargs)
     onnx.checker.check_model(path)
     t = numpy_helper.from_array(x.numpy().astype(np.float32), "input")
     with open(os.path.join(folder, "test_data_set_0", "input_0.pb"), "wb") as f:
