@@ -123,8 +123,14 @@ def main():
             print("round %d %s t%d %s: kiln %s ort %s" % (r + 1, name, t, mode, kiln_ms.get(key, ["-"])[-1],
                                                           ort_ms.get((name, t, "fp32"), ["-"])[-1]), file=sys.stderr,
                   flush=True)
-    lines = ["CPU: " + cpu_line() + "; ONNX Runtime %s (Python, CPU EP); %s; median of %d rounds of %d runs" %
-             (version, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), a.rounds, a.n), "",
+        write_table(a, cases, kiln_ms, ort_ms, notes, version, r + 1)
+    print(write_table(a, cases, kiln_ms, ort_ms, notes, version, a.rounds))
+
+
+def write_table(a, cases, kiln_ms, ort_ms, notes, version, rounds_done):
+    """The table so far (rewritten after every round, so a run cut short still reports)."""
+    lines = ["CPU: " + cpu_line() + "; ONNX Runtime %s (Python, CPU EP); %s; median of %d round(s) of %d runs" %
+             (version, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), rounds_done, a.n), "",
              "| model | threads | Kiln mode | Kiln ms | ORT fp32 ms | Kiln / ORT | note |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for (name, model, data, t, mode) in cases:
         k = kiln_ms.get((name, t, mode))
@@ -136,10 +142,10 @@ def main():
                                                              "%.3f" % om if om else "n/a", ratio,
                                                              notes.get((name, t, mode), "")))
     text = "\n".join(lines) + "\n"
-    print(text)
     if a.out:
         with open(a.out, "w") as f:
             f.write(text)
+    return text
 
 
 if __name__ == "__main__":

@@ -259,7 +259,7 @@ fi
 #    such CPU): Kiln's cpu target against ONNX Runtime's Python package, fp32 and Kiln --bf16,
 #    2 and all cores.
 if [ -n "$MODELS" ] && python3 -c 'import onnxruntime, onnx' 2> /dev/null; then
-  step cpu_compare 150 python3 bench/device_cpu_compare.py --kiln "$KILN" --models-dir "$MODELS" \
+  step cpu_compare 180 python3 bench/device_cpu_compare.py --kiln "$KILN" --models-dir "$MODELS" \
     --models bert_small,vit_tiny,lstm_seq,mobilenet_v2,resnet50 --threads "2,$(nproc)" --rounds 2 -n 10 --bf16 \
     --timeout 30 --out "$OUT_DIR/cpu-compare.md"
 else
