@@ -111,20 +111,30 @@ std::vector<std::int64_t> dims_of(const shape& s, bool add_height) {
     return d;
 }
 
-// Numerical notes that mean "not strict fp32" for float data.
-bool strict_fp32(cudnnBackendDescriptor_t engine_cfg, std::string& notes_seen) {
+// One heuristic result's engine, read once: its global index (for the reasons and the
+// profile) and whether its numerical notes allow strict fp32 on float data (no tensor cores,
+// i.e. TF32; no down-converted inputs, reduced-precision sums, FFT or Winograd).
+struct engine_info {
+    std::int64_t index = -1;
+    bool strict = false;
+    std::string notes;  // the notes that ruled it out
+};
+
+engine_info engine_of(cudnnBackendDescriptor_t engine_cfg) {
+    engine_info info;
     backend engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR, "engine of a heuristic result");
     std::int64_t n = 0;
     cudnnBackendDescriptor_t e = engine.get();
     if (cudnnBackendGetAttribute(engine_cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e) !=
             CUDNN_STATUS_SUCCESS ||
         n != 1)
-        return false;
+        return info;
+    (void)cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &info.index);
     cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
     std::int64_t count = 0;
     if (cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                  CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &count, notes) != CUDNN_STATUS_SUCCESS)
-        return false;
+        return info;
     for (std::int64_t i = 0; i < count; ++i) {
         switch (notes[i]) {
             case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
@@ -135,30 +145,21 @@ bool strict_fp32(cudnnBackendDescriptor_t engine_cfg, std::string& notes_seen) {
             case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4:
             case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6:
             case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13:
-                notes_seen += " " + std::to_string(static_cast<int>(notes[i]));
-                return false;
+                info.notes += " " + std::to_string(static_cast<int>(notes[i]));
+                break;
             default:
                 break;
         }
     }
-    return true;
-}
-
-std::int64_t engine_index(cudnnBackendDescriptor_t engine_cfg) {
-    backend engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR, "engine of a heuristic result");
-    std::int64_t n = 0, index = -1;
-    cudnnBackendDescriptor_t e = engine.get();
-    if (cudnnBackendGetAttribute(engine_cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e) ==
-            CUDNN_STATUS_SUCCESS &&
-        n == 1)
-        (void)cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &index);
-    return index;
+    info.strict = info.notes.empty();
+    return info;
 }
 
 }  // namespace
 
 struct cudnn_conv_state {
     std::unique_ptr<backend> plan;  // null: runs on the host (host_reason says why)
+    cudnnHandle_t handle = nullptr;  // the context's, which the plan was made for
     std::size_t workspace = 0;
     std::int64_t engine = -1;
     std::string host_reason;
@@ -233,17 +234,18 @@ void cudnn_conv::finalize(context& ctx, const shape& output, const std::vector<s
                                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, available, &got, raw.data()),
                             "cudnnBackendGetAttribute(ENGINEHEUR_RESULTS) of " + what);
             for (std::int64_t i = 0; i < got; ++i) {
-                std::string notes;
-                if (!strict_fp32(raw[static_cast<std::size_t>(i)], notes)) {
-                    rejected += " engine " + std::to_string(engine_index(raw[static_cast<std::size_t>(i)])) + " notes" + notes + ";";
+                const auto cfg = raw[static_cast<std::size_t>(i)];
+                const auto info = engine_of(cfg);
+                const std::string engine = " engine " + std::to_string(info.index);
+                if (!info.strict) {
+                    rejected += engine + " notes" + info.notes + ";";
                     continue;
                 }
                 auto plan = std::make_unique<backend>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "execution plan of " + what);
                 plan->set1(plan_handle, CUDNN_TYPE_HANDLE, handle, what);
-                plan->set1(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                           raw[static_cast<std::size_t>(i)], what);
+                plan->set1(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, cfg, what);
                 if (cudnnBackendFinalize(plan->get()) != CUDNN_STATUS_SUCCESS) {
-                    rejected += " engine " + std::to_string(engine_index(raw[static_cast<std::size_t>(i)])) + " no plan;";
+                    rejected += engine + " no plan;";
                     continue;
                 }
                 std::int64_t n = 0, ws = 0;
@@ -251,12 +253,12 @@ void cudnn_conv::finalize(context& ctx, const shape& output, const std::vector<s
                                                      CUDNN_TYPE_INT64, 1, &n, &ws),
                             "cudnnBackendGetAttribute(EXECUTION_PLAN_WORKSPACE_SIZE) of " + what);
                 if (ws < 0 || static_cast<std::size_t>(ws) > cudnn_workspace_bytes) {
-                    rejected += " engine " + std::to_string(engine_index(raw[static_cast<std::size_t>(i)])) +
-                                " workspace " + std::to_string(ws) + ";";
+                    rejected += engine + " workspace " + std::to_string(ws) + ";";
                     continue;
                 }
-                st->engine = engine_index(raw[static_cast<std::size_t>(i)]);
+                st->engine = info.index;
                 st->workspace = static_cast<std::size_t>(ws);
+                st->handle = handle;
                 st->plan = std::move(plan);
                 break;
             }
@@ -328,13 +330,12 @@ argument cudnn_conv::compute(context& ctx, const shape& output, const std::vecto
     const std::vector<void*> pointers = {device_ptr(args[0]), device_ptr(args[1]), device_ptr(out)};
     void* workspace = device_ptr(args[2]);
     std::lock_guard<std::mutex> lock(g.cudnn_mutex());  // one handle per context: one run at a time on it
-    cudnnHandle_t handle = g.cudnn_handle();
     backend pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, "variant pack of " + what());
     pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids, what());
     pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, pointers, what());
     pack.set1(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, workspace, what());
     pack.finalize("variant pack of " + what());
-    check_cudnn(cudnnBackendExecute(handle, state->plan->get(), pack.get()), "cudnnBackendExecute for " + what());
+    check_cudnn(cudnnBackendExecute(state->handle, state->plan->get(), pack.get()), "cudnnBackendExecute for " + what());
     return out.reshape(output);
 }
 
