@@ -17,7 +17,9 @@
 #      bert_small, vit_tiny, resnet50 and mobilenet_v2 at batch 1 and 8, with per-instruction
 #      profiles (where the time goes);
 #   6. the peer: PyTorch eager on the same architectures (bench/torch_gpu_peer.py);
-#   7. the host CPU (an Intel Xeon with AMX there): bench/device_cpu_compare.py, Kiln's cpu
+#   7. the ONNX backend tests on the gpu target (gpu-models/onnx-backend-tests.tar.xz, 2.5 MiB:
+#      kiln_conformance --target gpu; its failures with reasons in conformance-gpu.txt);
+#   8. the host CPU (an Intel Xeon with AMX there): bench/device_cpu_compare.py, Kiln's cpu
 #      target against ONNX Runtime's Python package.
 # Each step runs under `timeout`, inside one overall budget (KILN_GPU_CHECK_BUDGET seconds,
 # default 500), and the summary is rewritten after every step, so a run cut off still reports:
@@ -36,7 +38,8 @@
 #   scripts/gpu-bundle.sh
 #   rm -rf gpu-models && for m in fashion_resnet lstm_seq bert_small vit_tiny; do mkdir -p gpu-models/$m &&
 #     cp -r ../shared/models/$m/model.onnx ../shared/models/$m/test_data_set_0 gpu-models/$m/; done &&
-#     cp ../shared/models/make_models.py gpu-models/
+#     cp ../shared/models/make_models.py gpu-models/ &&
+#     tar -cJf gpu-models/onnx-backend-tests.tar.xz -C ../shared onnx-backend-tests
 #   run, carrying build-gpu.tar.xz and gpu-models, timeout_s 570 (at most 8 files come back):
 #     timeout 540 bench/gpu-check.sh /tmp/gco; tar czf $OUT/gco.tgz -C /tmp gco; cp /tmp/gco/gpu-summary.md $OUT/
 set -u
@@ -129,7 +132,7 @@ done
 if [ -z "$BUILD" ]; then
   BUILD=build-gpu-check
   step configure 120 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DKILN_ENABLE_GPU=ON
-  step build 300 cmake --build "$BUILD" -j "$(nproc)" --target kiln_tool kiln_gpu_tests kiln_gpu_device_tests
+  step build 300 cmake --build "$BUILD" -j "$(nproc)" --target kiln_tool kiln_gpu_tests kiln_gpu_device_tests kiln_conformance
 else
   skip build "using $BUILD"
 fi
@@ -238,6 +241,8 @@ perf_model() {  # NAME BATCH_ARGS... : one perf step, and a per-instruction one 
       step perf_${m}_b8 60 "$KILN" perf "$MODELS/$m/model.onnx" --target gpu --batch 8 -n 20 --warmup 3 ;;
   esac
   step perf_${m}_per_instruction 60 "$KILN" perf "$MODELS/$m/model.onnx" --target gpu $(dims $m) -n 3 --warmup 1 --per-instruction
+  # What CUDA graphs give (eval_graphs.hpp): the same batch-1 run launching kernel by kernel.
+  step perf_${m}_b1_no_graphs 60 env KILN_GPU_GRAPHS=0 "$KILN" perf "$MODELS/$m/model.onnx" --target gpu $(dims $m) -n 50 --warmup 5
 }
 if [ -z "$MODELS" ]; then
   skip perf "no models"
@@ -255,7 +260,22 @@ else
   skip torch_peer "no PyTorch with CUDA"
 fi
 
-# 7. The host CPU (an Intel Xeon with AMX on the lent machine: issues 19 and 20 have no other
+# 7. The ONNX backend tests on gpu (the issue's goal: 98% of what ref passes). The runner
+#    forks a child per test (each its own CUDA context); failures and reasons are listed.
+OBT=""
+for cand in ../shared/onnx-backend-tests shared/onnx-backend-tests; do [ -d "$cand/node" ] && OBT=$cand && break; done
+if [ -z "$OBT" ] && [ -f gpu-models/onnx-backend-tests.tar.xz ]; then
+  mkdir -p /tmp/kiln-obt && tar -xJf gpu-models/onnx-backend-tests.tar.xz -C /tmp/kiln-obt && OBT=/tmp/kiln-obt/onnx-backend-tests
+fi
+if [ -n "$OBT" ] && [ -x "$BUILD/bin/kiln_conformance" ]; then
+  step conformance_gpu 150 "$BUILD/bin/kiln_conformance" --target gpu --dir "$OBT" --jobs "$(nproc)" --timeout 60 \
+    --expected tests/conformance/expected_failures.txt --tolerances tests/conformance/tolerances.txt \
+    --write-expected "$OUT_DIR/conformance-gpu.txt"
+else
+  skip conformance_gpu "no backend tests (gpu-models/onnx-backend-tests.tar.xz) or no kiln_conformance in $BUILD"
+fi
+
+# 8. The host CPU (an Intel Xeon with AMX on the lent machine: issues 19 and 20 have no other
 #    such CPU): Kiln's cpu target against ONNX Runtime's Python package, fp32 and Kiln --bf16,
 #    2 and all cores.
 if [ -n "$MODELS" ] && python3 -c 'import onnxruntime, onnx' 2> /dev/null; then

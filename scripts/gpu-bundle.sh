@@ -26,10 +26,10 @@ command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
 cmake -S . -B "$TREE" -DCMAKE_BUILD_TYPE=Release -DKILN_ENABLE_GPU=ON "${launcher[@]}" \
   -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON '-DCMAKE_INSTALL_RPATH=$ORIGIN/../lib' > "$TREE.configure.log"
-cmake --build "$TREE" -j "$JOBS" --target kiln_tool kiln_gpu_tests kiln_gpu_device_tests
+cmake --build "$TREE" -j "$JOBS" --target kiln_tool kiln_gpu_tests kiln_gpu_device_tests kiln_conformance
 rm -rf "$OUT"
 mkdir -p "$OUT/bin" "$OUT/lib"
-cp "$TREE"/bin/kiln "$TREE"/bin/kiln_gpu_tests "$TREE"/bin/kiln_gpu_device_tests "$OUT/bin/"
+cp "$TREE"/bin/kiln "$TREE"/bin/kiln_gpu_tests "$TREE"/bin/kiln_gpu_device_tests "$TREE"/bin/kiln_conformance "$OUT/bin/"
 cp -P "$TREE"/lib/libkiln.so* "$TREE"/lib/libkiln_c.so* "$OUT/lib/"
 
 # What the binaries need, resolved here; copy what is neither base system nor CUDA.

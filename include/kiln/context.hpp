@@ -1,8 +1,12 @@
 // Per-compiled-program execution state of a target: streams, thread pool, library
 // handles. Target kernels receive it in compute(); `finish` waits for queued work.
 #pragma once
+#include <kiln/argument.hpp>
+
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace kiln {
 
@@ -20,6 +24,17 @@ public:
     // What the target has to say about one of its compiled instructions, for profiles
     // (the cpu target: the kernel exhaustive_tune chose and what the others measured).
     virtual std::string instruction_note(const instruction*) const { return {}; }
+    // Whether run_eval may replay recorded work (then the caller builds its key).
+    virtual bool records_evals() const { return false; }
+    // One eval's work: `enqueue` queues it and returns its results. A device target may
+    // record what `enqueue` queues and, on a later eval with the same `key`, replay the
+    // recording instead of calling `enqueue` (the gpu target: CUDA graphs). The key names
+    // every buffer the work reads or writes by address and shape (the arena, the inputs),
+    // so a replay computes what `enqueue` would, into the same buffers.
+    virtual std::vector<argument> run_eval(const std::string& key, const std::function<std::vector<argument>()>& enqueue) {
+        (void)key;
+        return enqueue();
+    }
 };
 
 // The context of targets that need no state (ref, and eval of uncompiled programs).

@@ -41,6 +41,16 @@ public:
     virtual memory_location location() const { return memory_location::host; }
     virtual argument allocate(const shape& s, context&) const { return argument(s); }
     virtual argument copy_to_target(const argument& host, context&) const { return host; }
+    // offload_copy's copy of the input `name` for an eval that holds `arena` (empty without
+    // planning): a device target may keep one buffer per (arena, input) so that an eval's
+    // inputs sit at the same addresses every time (context::run_eval can then replay it).
+    // By default, copy_to_target.
+    virtual argument copy_input_to_target(const std::string& name, const argument& host, const argument& arena,
+                                          context& ctx) const {
+        (void)name;
+        (void)arena;
+        return copy_to_target(host, ctx);
+    }
     virtual argument copy_to_host(const argument& data, context&) const { return data; }
 };
 

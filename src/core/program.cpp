@@ -438,6 +438,21 @@ std::size_t program::eval_into(const param_map& params, const std::vector<argume
     return in_place;
 }
 
+namespace {
+
+// What an eval reads and writes, by address and shape (context::run_eval's key).
+std::string eval_key(const param_map& params) {
+    std::vector<std::pair<std::string, const argument*>> sorted;
+    for (const auto& [name, arg] : params) sorted.emplace_back(name, &arg);
+    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::ostringstream key;
+    for (const auto& [name, arg] : sorted)
+        key << name << '@' << static_cast<const void*>(arg->data()) << ':' << arg->get_shape().to_string() << ';';
+    return key.str();
+}
+
+}  // namespace
+
 std::vector<argument> program::run_checked(param_map checked, std::vector<instruction_profile>* profile,
                                            const std::vector<argument>* destinations) const {
     const auto& I = *impl_;
@@ -460,16 +475,21 @@ std::vector<argument> program::run_checked(param_map checked, std::vector<instru
 
     // First: a target that cannot run here says why before any copy is tried.
     auto run_token = ctx.begin_run();
-    if (offload)
-        for (auto& [k, v] : checked) v = I.tgt->copy_to_target(v, ctx);
     argument arena;
-    if (I.arenas) {
-        arena = I.arenas->acquire(I.scratch_shape, *I.tgt, ctx);
-        checked[builtin::scratch_parameter] = arena;
-    }
+    if (I.arenas) arena = I.arenas->acquire(I.scratch_shape, *I.tgt, ctx);
     std::vector<argument> results;
     try {
-        if (I.compiled && I.plans) {
+        if (offload)
+            for (auto& [k, v] : checked) v = I.tgt->copy_input_to_target(k, v, arena, ctx);
+        if (I.arenas) checked[builtin::scratch_parameter] = arena;
+        if (I.compiled && I.plans && !I.recyclers && !profile && ctx.records_evals()) {
+            // A target that replays recorded evals (CUDA graphs) sees the same key only when
+            // the arena, the inputs and their shapes are the same.
+            results = ctx.run_eval(eval_key(checked), [&] {
+                return I.plans->at(get_main_module())->run(
+                    ctx, checked, [&](const module* m) -> const exec_plan& { return *I.plans->at(m); }, nullptr, nullptr);
+            });
+        } else if (I.compiled && I.plans) {
             std::function<const exec_plan&(const module*)> get_plan = [&](const module* m) -> const exec_plan& {
                 return *I.plans->at(m);
             };

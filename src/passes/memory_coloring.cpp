@@ -17,7 +17,7 @@ struct analysis {
     std::vector<buffer_interval> intervals;
 };
 
-analysis analyze(const module& m) {
+analysis analyze(const module& m, bool plan_results) {
     analysis a;
     std::unordered_map<const instruction*, std::size_t> index;
     std::unordered_map<const instruction*, const instruction*> root;  // instruction -> allocate it writes/aliases
@@ -49,10 +49,10 @@ analysis analyze(const module& m) {
         }
         ++i;
     }
-    // Buffers handed back to the caller are allocated per run, not planned.
+    // Buffers handed back to the caller are allocated per run, not planned (unless asked).
     analysis planned;
     for (std::size_t k = 0; k < a.intervals.size(); ++k) {
-        if (returned[k]) continue;
+        if (returned[k] && !plan_results) continue;
         planned.allocations.push_back(a.allocations[k]);
         planned.intervals.push_back(a.intervals[k]);
     }
@@ -63,7 +63,9 @@ std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a;
 
 }  // namespace
 
-std::vector<buffer_interval> buffer_intervals(const module& m) { return analyze(m).intervals; }
+std::vector<buffer_interval> buffer_intervals(const module& m, bool plan_results) {
+    return analyze(m, plan_results).intervals;
+}
 
 std::size_t assign_offsets(std::vector<buffer_interval>& buffers, std::size_t alignment) {
     std::vector<std::size_t> order(buffers.size());
@@ -113,7 +115,7 @@ std::size_t liveness_lower_bound(const std::vector<buffer_interval>& buffers) {
 
 void memory_coloring::apply(module& m) const {
     if (m.get_parameter(builtin::scratch_parameter) != m.end()) return;  // already planned
-    auto a = analyze(m);
+    auto a = analyze(m, plan_results);
     if (a.intervals.empty()) return;
     auto total = assign_offsets(a.intervals, alignment);
     auto scratch = m.insert_parameter(m.begin(), builtin::scratch_parameter, shape(type::uint8, std::vector<std::size_t>{std::max<std::size_t>(total, 1)}));

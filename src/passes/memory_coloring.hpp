@@ -1,6 +1,9 @@
 // Memory planning: every `allocate` whose buffer does not reach the @return becomes a
 // `load` at an offset in one arena (the "#scratch" parameter). Offsets come from
-// liveness intervals: buffers live at the same time never overlap.
+// liveness intervals: buffers live at the same time never overlap. With plan_results the
+// returned buffers are planned too (the gpu target: every buffer of an eval then sits at
+// a fixed address in its arena, so the eval can be replayed as a CUDA graph; the results
+// are copied out of the arena anyway, to the host or to device buffers of their own).
 #pragma once
 #include <kiln/module.hpp>
 
@@ -12,6 +15,7 @@ namespace kiln {
 
 struct memory_coloring {
     std::size_t alignment = 64;
+    bool plan_results = false;
     std::string name() const { return "memory_coloring"; }
     void apply(module& m) const;
 };
@@ -25,7 +29,7 @@ struct buffer_interval {
 };
 
 // The liveness intervals of a module's planned buffers (before planning).
-std::vector<buffer_interval> buffer_intervals(const module& m);
+std::vector<buffer_interval> buffer_intervals(const module& m, bool plan_results = false);
 // Assigns offsets (greedy by size, first fit) and returns the arena size.
 std::size_t assign_offsets(std::vector<buffer_interval>& buffers, std::size_t alignment);
 // The largest total of simultaneously live buffers: no plan can use less.

@@ -65,8 +65,9 @@ TEST(gpu_conv, bias_and_what_follows_become_one_generated_epilogue_per_convoluti
         EXPECT_EQ(c->stride, (std::vector<std::int64_t>{1, 1}));
         EXPECT_EQ(c->group, 1);
     }
-    // Each convolution's workspace is a planned buffer: every allocate left is the result's.
-    EXPECT_EQ(count(m, "gpu::allocate"), 1u) << m;
+    // Each convolution's workspace is a planned buffer, and so is the result (plan_results:
+    // an eval's buffers at fixed addresses, for CUDA graphs): no allocation per eval.
+    EXPECT_EQ(count(m, "gpu::allocate"), 0u) << m;
     // The epilogues compile for sm_90 without spills and agree with the reference.
     const auto rep = check_kernels(m, "basic block epilogues");
     EXPECT_EQ(rep.kernels, 2u);

@@ -16,6 +16,7 @@
 #include "targets/gpu/availability.hpp"
 
 #include "targets/gpu/codegen/nvrtc.hpp"
+#include "targets/gpu/context.hpp"
 #include "targets/gpu/host_fallback.hpp"
 #include "targets/gpu/kernels/cudnn_conv.hpp"
 #include "targets/gpu/kernels/lt_matmul.hpp"
@@ -634,6 +635,82 @@ TEST(gpu_device, two_programs_on_one_device_from_two_threads) {
     t2.join();
     t3.join();
     EXPECT_EQ(failures.load(), 0);
+}
+
+namespace {
+
+// A small transformer block: cuBLASLt products, a generated softmax and layer-norm-like
+// reduction, pointwise kernels, and a convolution on cuDNN: what a graph records.
+program graph_program() {
+    program p;
+    auto* m = p.get_main_module();
+    auto x = m->add_parameter("x", shape(type::float32, {4, 32, 64}));
+    auto w = m->add_literal(literal(random_tensor(shape(type::float32, {64, 64}), 7)));
+    auto q = m->add_instruction(make_op("matmul"), {x, m->add_instruction(make_op("broadcast", {{"dims", arr({4, 64, 64})}}), {w})});
+    auto kt = m->add_instruction(make_op("transpose", {{"perm", arr({0, 2, 1})}}), {q});
+    auto scores = m->add_instruction(make_op("matmul"), {q, kt});
+    auto sm = m->add_instruction(make_op("softmax", {{"axis", -1}}), {scores});
+    auto pv = m->add_instruction(make_op("matmul"), {sm, q});
+    auto mean = m->add_instruction(make_op("reduce_mean", {{"axes", arr({2})}}), {pv});
+    auto y = m->add_instruction(make_op("relu"), {m->add_instruction(make_op("sub"), {pv, m->add_instruction(make_op("broadcast", {{"dims", arr({4, 32, 64})}}), {mean})})});
+    auto img = m->add_parameter("img", shape(type::float32, {2, 8, 12, 12}));
+    auto cw = m->add_literal(literal(random_tensor(shape(type::float32, {16, 8, 3, 3}), 8)));
+    auto c = m->add_instruction(make_op("convolution", {{"padding", arr({1, 1, 1, 1})}}), {img, cw});
+    m->add_return({y, m->add_instruction(make_op("relu"), {c})});
+    return p;
+}
+
+}  // namespace
+
+// CUDA graphs (eval_graphs.hpp): the first eval of a key runs plainly, the second is
+// recorded, later ones replay it; every eval, with new input values each time, matches ref.
+TEST(gpu_device, cuda_graphs_record_and_replay_evals_that_match_ref) {
+    SKIP_WITHOUT_DEVICE_UNLESS_DRY();
+    auto p = graph_program();
+    auto gpu = expect_matches_ref(p, random_inputs(p), "the graph program, first eval");
+    if (dry()) return;
+    program ref = p;
+    ref.compile(*get_target("ref"), {});
+    for (unsigned round = 0; round < 5; ++round) {
+        const auto in = random_inputs(p, 100 + 10 * round);
+        const auto want = ref.eval(in);
+        const auto got = gpu.eval(in);
+        ASSERT_EQ(got.size(), want.size());
+        for (std::size_t j = 0; j < want.size(); ++j) {
+            const auto c = compare(got[j], want[j], 1e-4, 1e-5);
+            EXPECT_EQ(c.bad, 0u) << "eval " << round + 2 << " output " << j << ": " << c.first_bad;
+        }
+    }
+    const auto stats = dynamic_cast<gpu::gpu_context&>(gpu.get_context()).graph_statistics();
+    std::cout << "[ graphs   ] plain " << stats.plain << ", captured " << stats.captured << ", replayed "
+              << stats.replayed << (stats.off.empty() ? "" : ", off: " + stats.off) << "\n";
+    EXPECT_EQ(stats.off, "");
+    EXPECT_EQ(stats.plain, 1u);
+    EXPECT_EQ(stats.captured, 1u);
+    EXPECT_EQ(stats.replayed, 4u);
+}
+
+// A program with a host kernel cannot be recorded: the context stops trying after the
+// first attempt and every eval still matches; KILN_GPU_GRAPHS=0 never records.
+TEST(gpu_device, cuda_graphs_step_aside_for_host_kernels_and_when_turned_off) {
+    SKIP_WITHOUT_DEVICE_UNLESS_DRY();
+    program p;
+    auto* m = p.get_main_module();
+    auto x = m->add_parameter("x", shape(type::float32, {8, 10}));
+    auto r = m->add_instruction(make_op("relu"), {x});
+    m->add_return({m->add_instruction(make_op("hardmax", {{"axis", 1}}), {r})});  // hardmax: a host kernel
+    auto host = expect_matches_ref(p, random_inputs(p), "relu + hardmax (host)");
+    if (dry()) return;
+    for (int i = 0; i < 3; ++i) (void)host.eval(random_inputs(p, 50 + i));
+    auto stats = dynamic_cast<gpu::gpu_context&>(host.get_context()).graph_statistics();
+    EXPECT_NE(stats.off.find("cannot be recorded"), std::string::npos) << stats.off;
+    EXPECT_EQ(stats.captured + stats.replayed, 0u);
+    auto q = graph_program();
+    test::env_override off("KILN_GPU_GRAPHS", "0");
+    auto plain = expect_matches_ref(q, random_inputs(q), "the graph program, KILN_GPU_GRAPHS=0");
+    for (int i = 0; i < 3; ++i) (void)plain.eval(random_inputs(q, 60 + i));
+    stats = dynamic_cast<gpu::gpu_context&>(plain.get_context()).graph_statistics();
+    EXPECT_EQ(stats.captured + stats.replayed + stats.plain, 0u) << "run_eval is not used when graphs are off";
 }
 
 // The shared models at their test inputs (test_data_set_0), gpu against ref with the

@@ -372,6 +372,40 @@ TEST(core_memory_coloring, planning_twice_is_a_no_op_and_outputs_are_not_planned
     EXPECT_EQ(r[1].get_double(1), std::abs(4 - 7.5));
 }
 
+// plan_results (the gpu target's): the returned buffers are planned too, live to the end.
+TEST(core_memory_coloring, plan_results_plans_the_returned_buffers_too) {
+    program p;
+    auto* m = p.get_main_module();
+    shape s(type::float32, {4, 4});
+    auto x = m->add_parameter("x", s);
+    auto a = m->add_instruction(make_op("neg"), {x});
+    auto b = m->add_instruction(make_op("abs"), {a});
+    auto c = m->add_instruction(make_op("add"), {a, b});
+    m->add_return({c, m->add_instruction(make_op("transpose", {{"perm", {1, 0}}}), {b})});
+    compile_options o;
+    o.memory_planning = false;
+    p.compile(*get_target("ref"), o);
+    auto& pm = *p.get_main_module();
+    EXPECT_EQ(buffer_intervals(pm).size(), 1u);
+    const auto all = buffer_intervals(pm, true);
+    ASSERT_EQ(all.size(), 3u);
+    std::size_t last = 0;
+    for (const auto& b : all) last = std::max(last, b.end);
+    for (const auto& b : all) {
+        if (b.begin > all[0].begin) {
+            EXPECT_EQ(b.end, last) << "a returned buffer lives to the @return";
+        }
+    }
+    memory_coloring{.plan_results = true}.apply(pm);
+    std::size_t loads = 0, allocations = 0;
+    for (auto& ins : pm) {
+        loads += ins.name() == "load";
+        allocations += ins.name() == "allocate";
+    }
+    EXPECT_EQ(loads, 3u) << pm;
+    EXPECT_EQ(allocations, 0u) << pm;
+}
+
 
 TEST(core_memory_coloring, planned_sub_modules_run) {
     program p;

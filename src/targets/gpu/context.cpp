@@ -10,6 +10,7 @@
 #include <cudnn.h>
 #include <cuda_runtime_api.h>
 
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -202,6 +203,37 @@ std::shared_ptr<loaded_library> gpu_context::library(const std::string& key, con
     }
     libraries_[key] = lib;
     return lib;
+}
+
+std::vector<argument> gpu_context::run_eval(const std::string& key,
+                                            const std::function<std::vector<argument>()>& enqueue) {
+    return graphs_.run(key, stream(), enqueue);
+}
+
+argument gpu_context::staged_input(const std::string& name, const argument& host, const void* arena) {
+    const std::size_t bytes = span_bytes(host.get_shape());
+    cudaStream_t s = stream();
+    input_slot* slot = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        slot = &input_slots_[{arena, name}];
+        if (slot->bytes < bytes) {
+            // The arena is this eval's alone until it ends, and with it this slot: no other
+            // eval's copy can still be reading the old buffers.
+            void* pinned = nullptr;
+            check_cuda(cudaMallocHost(&pinned, bytes), "cudaMallocHost of " + std::to_string(bytes) +
+                                                           " bytes (staging for input '" + name + "')");
+            slot->pinned = std::shared_ptr<char>(static_cast<char*>(pinned), [](char* p) { (void)cudaFreeHost(p); });
+            slot->device = device_allocate(host.get_shape(), *this, "input '" + name + "'").buffer();
+            slot->bytes = bytes;
+        }
+    }
+    if (bytes) {
+        std::memcpy(slot->pinned.get(), host.data(), bytes);
+        check_cuda(cudaMemcpyAsync(slot->device.get(), slot->pinned.get(), bytes, cudaMemcpyHostToDevice, s),
+                   "cudaMemcpyAsync (host to device) for input '" + name + "'");
+    }
+    return argument(host.get_shape(), slot->device);
 }
 
 gpu_context& gpu_context_of(context& ctx, const char* what) {

@@ -8,6 +8,7 @@
 // The CUDA types are only forward declared here: headers that include this one (tests,
 // the kernels' headers) need no CUDA include path.
 #pragma once
+#include "targets/gpu/eval_graphs.hpp"
 #include "targets/gpu/gpu_options.hpp"
 
 #include <kiln/argument.hpp>
@@ -48,6 +49,14 @@ public:
     // a runtime error when a gather kernel met an out-of-range index (and clears the record).
     void finish() override;
     const gpu_options& options() const { return options_; }
+    // CUDA graphs (eval_graphs.hpp) unless KILN_GPU_GRAPHS=0.
+    bool records_evals() const override { return options_.graphs; }
+    std::vector<argument> run_eval(const std::string& key, const std::function<std::vector<argument>()>& enqueue) override;
+    graph_stats graph_statistics() const { return graphs_.stats(); }
+    // offload_copy's input `name` for the eval holding the arena at `arena`: copied into
+    // a pinned host buffer, then queued (cudaMemcpyAsync, no wait) into a device buffer
+    // kept for that (arena, input): the same address every eval, as a graph replay needs.
+    argument staged_input(const std::string& name, const argument& host, const void* arena);
 
     // Whether this machine has a usable device (unavailable_reason() is "").
     static bool has_device();
@@ -88,6 +97,12 @@ private:
     std::mutex cudnn_mutex_;
     std::string arch_;
     std::map<std::string, std::shared_ptr<loaded_library>> libraries_;
+    struct input_slot {
+        std::shared_ptr<char> pinned, device;
+        std::size_t bytes = 0;
+    };
+    std::map<std::pair<const void*, std::string>, input_slot> input_slots_;  // under mutex_
+    eval_graphs graphs_;
 };
 
 // gpu_context of `ctx`, or a runtime error naming `what` (a gpu kernel run with another

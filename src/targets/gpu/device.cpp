@@ -1,6 +1,7 @@
 #include "targets/gpu/device.hpp"
 
 #include "core/device_memory.hpp"
+#include "targets/gpu/eval_graphs.hpp"
 
 #include <kiln/errors.hpp>
 
@@ -56,6 +57,8 @@ argument device_allocate(const shape& s, gpu_context& ctx, const std::string& wh
 
 argument device_allocate_async(const shape& s, gpu_context& ctx, const std::string& what) {
     auto stream = ctx.shared_stream();
+    // A replay would hand out the recorded address again while the last eval's buffer may live on.
+    refuse_in_capture(stream.get(), "the per-eval allocation of " + what);
     const std::size_t bytes = span_bytes(s);
     void* p = nullptr;
     check_cuda(cudaMallocAsync(&p, std::max<std::size_t>(bytes, 1), stream.get()),
@@ -74,7 +77,7 @@ argument upload(const argument& host, gpu_context& ctx, const std::string& what,
     upload_into(host, dev, ctx, what);
     // Pageable host memory may be read after the call returns, and the caller may drop
     // `host` once we return (and a literal's copy serves other threads' evals): wait.
-    // (Pinned staging buffers would let input copies overlap; not yet.)
+    // (offload_copy's inputs take pinned staging instead: gpu_context::staged_input.)
     ctx.finish();
     return dev;
 }
@@ -95,6 +98,7 @@ argument download(const argument& device, gpu_context& ctx, const std::string& w
     const std::size_t bytes = span_bytes(device.get_shape());
     if (bytes == 0) return host;
     cudaStream_t stream = ctx.stream();
+    refuse_in_capture(stream, "copying " + what + " to the host");
     check_cuda(cudaMemcpyAsync(host.data(), device.data(), bytes, cudaMemcpyDeviceToHost, stream),
                "cudaMemcpyAsync (device to host) for " + what);
     check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize after copying " + what + " to the host");

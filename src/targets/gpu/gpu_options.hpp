@@ -14,6 +14,7 @@ struct gpu_options {
     std::string arch;           // compile_options::gpu_arch, else KILN_GPU_ARCH, else sm_ + the build's first KILN_CUDA_ARCHS
     bool fusion = true;         // KILN_GPU_FUSION=0: no grouping (lone pointwise ops still get kernels)
     bool cudnn = true;          // KILN_GPU_CUDNN=0: convolutions on the host's reference kernels, not cuDNN
+    bool graphs = true;         // KILN_GPU_GRAPHS=0: every eval launches its work one by one (no CUDA graph replay)
     std::string cache_dir;      // KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln ("" none)
     bool codegen_verbose = false;  // KILN_CODEGEN_VERBOSE: each module's kernels and NVRTC time on stderr
     int device_id = 0;          // compile_options::device_id: the CUDA device the context runs on (cudaSetDevice)

@@ -49,6 +49,7 @@ shape host_kernel::compute_shape(const std::vector<shape>& inputs) const {
 argument host_kernel::compute(context& ctx, const shape& output, const std::vector<argument>& args) const {
     const std::string what = "gpu::host_kernel(" + op.name() + ")";
     auto& g = gpu_context_of(ctx, "gpu::host_kernel");
+    refuse_in_capture(g.stream(), what + " (a host round trip)");
     const std::size_t n = buffer ? args.size() - 1 : args.size();
     std::vector<argument> host;
     std::vector<shape> shapes;

@@ -13,6 +13,8 @@
 #include "targets/gpu/lowering.hpp"
 #include "targets/gpu/split_conv_bias.hpp"
 
+#include "passes/memory_coloring.hpp"
+
 #include <kiln/pipeline.hpp>
 #include <kiln/target.hpp>
 
@@ -52,11 +54,14 @@ public:
         passes.push_back(codegen::compile_kernels{&o});
         passes.push_back(make_pass("dead_code_elimination"));
         // 6. One arena for every buffer, library workspaces included.
+        //    The results too (plan_results): every buffer of an eval then has a fixed
+        //    address in its arena, so the eval can be replayed as a CUDA graph
+        //    (eval_graphs.hpp); they are copied out of the arena anyway.
         if (opts.memory_planning) {
             passes.push_back(make_pass("schedule"));
-            passes.push_back(make_pass("memory_coloring"));
+            passes.push_back(memory_coloring{.alignment = 256, .plan_results = true});
         }
-        // 7. What planning left (the results' buffers) in device memory per eval.
+        // 7. What planning left (all buffers, without planning) in device memory per eval.
         passes.push_back(device_allocations{});
         return passes;
     }
@@ -77,6 +82,16 @@ public:
         const std::string what = "an input " + a.get_shape().to_string();
         if (a.location() == memory_location::device) return device_copy(a, g, what);
         return upload(a, g, what);
+    }
+    // offload_copy's inputs of an eval with an arena: through pinned staging into device
+    // buffers kept per (arena, input), so a CUDA graph of the eval finds them again.
+    argument copy_input_to_target(const std::string& name, const argument& a, const argument& arena,
+                                  context& ctx) const override {
+        const auto& s = a.get_shape();
+        if (arena.empty() || !arena.data() || a.location() == memory_location::device || !s.is_tensor() ||
+            s.dynamic() || s.get_type() == type::string)
+            return copy_to_target(a, ctx);
+        return gpu_context_of(ctx, "gpu copy").staged_input(name, a, arena.data());
     }
     // offload_copy's outputs: host memory, after the queued work is done.
     argument copy_to_host(const argument& a, context& ctx) const override {
