@@ -35,7 +35,14 @@ std::shared_ptr<void> gpu_context::begin_run() {
     if (auto why = unavailable_reason(); !why.empty())
         throw_error(error_code::unsupported, "target gpu is not available: " + why);
     use_device(true);
-    return nullptr;
+    std::unique_lock<std::mutex> lock(evals_mutex_);
+    evals_changed_.wait(lock, [&] { return !recording_; });
+    ++evals_in_flight_;
+    return std::shared_ptr<void>(this, [](gpu_context* g) {
+        std::lock_guard<std::mutex> done(g->evals_mutex_);
+        --g->evals_in_flight_;
+        g->evals_changed_.notify_all();
+    });
 }
 
 void gpu_context::setup_locked() {
@@ -207,7 +214,20 @@ std::shared_ptr<loaded_library> gpu_context::library(const std::string& key, con
 
 std::vector<argument> gpu_context::run_eval(const std::string& key,
                                             const std::function<std::vector<argument>()>& enqueue) {
-    return graphs_.run(key, stream(), enqueue);
+    // Recording needs the stream to itself: only when this is the one eval in flight, and
+    // evals that begin meanwhile wait in begin_run until it is done.
+    auto may_record = [&] {
+        std::lock_guard<std::mutex> lock(evals_mutex_);
+        if (evals_in_flight_ != 1) return false;
+        recording_ = true;
+        return true;
+    };
+    auto recorded = [&] {
+        std::lock_guard<std::mutex> lock(evals_mutex_);
+        recording_ = false;
+        evals_changed_.notify_all();
+    };
+    return graphs_.run(key, stream(), enqueue, may_record, recorded);
 }
 
 argument gpu_context::staged_input(const std::string& name, const argument& host, const void* arena) {

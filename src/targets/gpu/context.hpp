@@ -15,6 +15,7 @@
 #include <kiln/context.hpp>
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -43,7 +44,9 @@ public:
     ~gpu_context() override;
     std::string target_name() const override { return "gpu"; }
     // Refuses to run where there is no device (unavailable_reason); else makes the
-    // device current on the calling thread and sets up the stream and handles.
+    // device current on the calling thread and sets up the stream and handles. The token
+    // counts the eval as in flight; while one eval records a CUDA graph on the shared
+    // stream, another waits here (its copies would join the recording).
     std::shared_ptr<void> begin_run() override;
     // Waits for the stream (nothing to wait for before the device was set up), then raises
     // a runtime error when a gather kernel met an out-of-range index (and clears the record).
@@ -103,6 +106,10 @@ private:
     };
     std::map<std::pair<const void*, std::string>, input_slot> input_slots_;  // under mutex_
     eval_graphs graphs_;
+    std::mutex evals_mutex_;
+    std::condition_variable evals_changed_;
+    std::size_t evals_in_flight_ = 0;
+    bool recording_ = false;
 };
 
 // gpu_context of `ctx`, or a runtime error naming `what` (a gpu kernel run with another

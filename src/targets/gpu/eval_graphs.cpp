@@ -42,7 +42,8 @@ void abandon_capture(cudaStream_t stream) {
 }  // namespace
 
 std::vector<argument> eval_graphs::run(const std::string& key, CUstream_st* stream,
-                                       const std::function<std::vector<argument>()>& enqueue) {
+                                       const std::function<std::vector<argument>()>& enqueue,
+                                       const std::function<bool()>& may_record, const std::function<void()>& recorded) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!stats_.off.empty()) {
         ++stats_.plain;
@@ -59,10 +60,14 @@ std::vector<argument> eval_graphs::run(const std::string& key, CUstream_st* stre
         ++stats_.replayed;
         return e.results;
     }
-    if (e.seen++ == 0) {
+    if (e.seen++ == 0 || !may_record()) {
         ++stats_.plain;
         return enqueue();
     }
+    struct end_of_recording {
+        const std::function<void()>& f;
+        ~end_of_recording() { f(); }
+    } end{recorded};
     // The second eval with this key: record it. Thread-local mode: another thread's
     // unrelated CUDA calls do not disturb the capture, and this thread's calls that cannot
     // be recorded fail (refuse_in_capture says so first where it can).

@@ -9,8 +9,10 @@
 //
 // What cannot be recorded refuses (refuse_in_capture: a host kernel's copies to the
 // host, per-eval allocations); the capture is then abandoned, the eval runs plainly, and
-// the context stops trying (reason()). Evals with a graph hold the cache's lock while
-// they queue their work, so two threads never queue into one capture.
+// the context stops trying (stats().off). Evals hold the cache's lock while they queue
+// their work, and the context lets a capture start only while no other eval is in flight
+// (gpu_context::begin_run holds new ones back meanwhile): the stream is shared, and another
+// thread's copies queued on it would join the recording.
 #pragma once
 #include <kiln/argument.hpp>
 
@@ -40,9 +42,12 @@ public:
     eval_graphs& operator=(const eval_graphs&) = delete;
     ~eval_graphs();
 
-    // One eval on `stream`: plainly, captured, or a replay (see above).
+    // One eval on `stream`: plainly, captured, or a replay (see above). A capture starts
+    // only when `may_record()` says so (the stream is this eval's alone; it may be asked
+    // again at a later eval), and `recorded()` is called when it has ended, either way.
     std::vector<argument> run(const std::string& key, CUstream_st* stream,
-                              const std::function<std::vector<argument>()>& enqueue);
+                              const std::function<std::vector<argument>()>& enqueue,
+                              const std::function<bool()>& may_record, const std::function<void()>& recorded);
     graph_stats stats() const;
 
     // At most this many recorded keys; then they are dropped and recorded again as they
