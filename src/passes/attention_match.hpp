@@ -1,0 +1,33 @@
+// Attention as exported models spell it, found in the IR for the targets that run it as
+// one kernel (cpu::attention, the gpu target's generated attention kernel):
+//
+//   softmax(matmul(q, kt) [* c | / c] [+ mask], last axis) -> matmul(., v)
+//
+// where the scale c is a scalar literal (either operand of a mul, the divisor of a div),
+// the mask is the add's other operand (any shape; the targets check that it broadcasts),
+// and every intermediate has the next step as its only reader. The match says what it
+// found; the targets check shapes, types and strides themselves and rewrite.
+#pragma once
+#include <kiln/module.hpp>
+
+#include <optional>
+#include <vector>
+
+namespace kiln::attention_match {
+
+struct match {
+    instruction_ref qk, pv;                // matmul(q, kt) and matmul(softmax, v)
+    std::vector<instruction_ref> between;  // softmax, then the mask add and the scale: removed after
+    std::optional<instruction_ref> mask;
+    std::optional<instruction_ref> scaling;  // the mul or div, when there is one
+    float scale = 1.0f;                      // what multiplies Q K^T (1 / c for a div)
+};
+
+// The attention whose softmax is `sm`, or nothing. A static softmax of rank >= 3 only
+// (a generic program's ranges have no kernel).
+std::optional<match> match_at(instruction_ref sm);
+
+// Every match of module `m`, in program order.
+std::vector<match> find_all(module& m);
+
+}  // namespace kiln::attention_match
