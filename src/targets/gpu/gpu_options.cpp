@@ -46,6 +46,7 @@ gpu_options read_gpu_options(const compile_options& opts) {
         throw_error(error_code::invalid_argument, "gpu: '" + o.arch + "' is not a CUDA architecture (e.g. sm_90)");
     o.fusion = !off("KILN_GPU_FUSION");
     o.cudnn = !off("KILN_GPU_CUDNN");
+    o.attention = !off("KILN_GPU_ATTENTION");
     if (opts.device_id < 0)
         throw_error(error_code::invalid_argument, "gpu: device_id " + std::to_string(opts.device_id) + " is negative");
     o.device_id = opts.device_id;
