@@ -38,7 +38,16 @@ std::optional<match> match_at(instruction_ref sm) {
     mt.pv = *pv;
     mt.between.push_back(sm);
     auto x = sm->inputs().at(0);
-    if (is<op::add_op>(x) && x->outputs().size() == 1) {
+    if (is<op::where_op>(x) && x->outputs().size() == 1 && x->inputs().size() == 3) {
+        const auto& in = x->inputs();
+        const bool fill_second = is_scalar_literal(in[2]) && !is_scalar_literal(in[1]);
+        if (!fill_second && !(is_scalar_literal(in[1]) && !is_scalar_literal(in[2]))) return std::nullopt;
+        mt.mask = in[0];
+        mt.select = x;
+        mt.fill_first = !fill_second;
+        mt.between.push_back(x);
+        x = in[fill_second ? 1 : 2];
+    } else if (is<op::add_op>(x) && x->outputs().size() == 1) {
         const auto& in = x->inputs();
         const bool scores_first =
             in[0]->get_shape().lens() == x->get_shape().lens() && is_any<op::mul_op, op::div_op, op::matmul>(in[0]);

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct attention_case {
     std::vector<std::size_t> mask;  // lens of an additive mask, empty for none
     bool mask_first = false;        // add(mask, scores)
     std::size_t rank = 4;           // 3: [batch * heads, s, d] operands, standard
+    bool select = false;            // a bool mask: where(mask, scores, lowest float) (fill_first: where(mask, fill, scores))
+    bool fill_first = false;
 };
 
 inline std::vector<attention_case> attention_cases() {
@@ -31,6 +34,10 @@ inline std::vector<attention_case> attention_cases() {
         {"one key", 1, 2, 5, 1, 64, 64, c::scale_mul, {1, 2, 5, 1}},
         {"one query, head dim 80", 3, 1, 1, 37, 80, 80, c::mul_scale, {37}},
         {"head dim 64, Dv 48, per-row mask", 2, 2, 33, 70, 64, 48, c::none, {33, 70}},
+        {"GPT-2 causal select (4 new queries over 6 past + 4 keys)", 2, 4, 4, 10, 16, 16, c::mul_scale, {1, 1, 4, 10},
+         false, 4, true},
+        {"decode step (1 query over 37 keys), where(mask, fill, scores)", 1, 4, 1, 37, 16, 16, c::mul_scale, {1, 1, 1, 37},
+         false, 4, true, true},
         {"rank 3, batch 5, head dim 80", 5, 1, 40, 96, 80, 80, c::div_scale, {5, 40, 96}, false, 3},
     };
 }
@@ -58,7 +65,12 @@ inline instruction_ref add_attention(module* m, const attention_case& c, const s
     if (c.scaling == attention_case::scale_mul) s = m->add_instruction(make_op("mul"), {lit(scale), s});
     if (c.scaling == attention_case::div_scale)
         s = m->add_instruction(make_op("div"), {s, lit(std::sqrt(static_cast<float>(c.d)))});
-    if (!c.mask.empty()) {
+    if (c.select) {
+        auto mask = m->add_parameter(prefix + "mask", shape(type::bool_, c.mask));
+        auto fill = lit(std::numeric_limits<float>::lowest());  // GPT-2's torch.finfo(float32).min
+        s = m->add_instruction(make_op("where"), c.fill_first ? std::vector<instruction_ref>{mask, fill, s}
+                                                              : std::vector<instruction_ref>{mask, s, fill});
+    } else if (!c.mask.empty()) {
         auto mask = m->add_parameter(prefix + "mask", shape(type::float32, c.mask));
         s = m->add_instruction(make_op("add"), c.mask_first ? std::vector<instruction_ref>{mask, s}
                                                             : std::vector<instruction_ref>{s, mask});

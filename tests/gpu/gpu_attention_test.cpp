@@ -148,6 +148,31 @@ TEST(gpu_attention, the_fallback_stays) {
     EXPECT_EQ(count(*p.get_main_module(), "gpu::lt_matmul"), 2u);
 }
 
+// gpt_kv (tests/data/dynamic_models: GPT-2 attention over a KV cache, its causal mask a
+// where on the scores) at fixed shapes, as the gpu target compiles each shape of a dynamic
+// program: one attention kernel per layer, over the past and new keys.
+TEST(gpu_attention, the_kv_cache_decoder_attends_in_one_kernel_per_layer) {
+    const auto file = std::filesystem::path(KILN_SOURCE_DIR) / "tests" / "data" / "dynamic_models" / "gpt_kv" / "model.onnx";
+    if (!std::filesystem::exists(file)) GTEST_SKIP() << "no " << file;
+    for (const std::size_t new_tokens : {4u, 1u}) {
+        const std::vector<std::size_t> kv = {1, 4, 12, 16};
+        onnx_options oo;
+        oo.default_dim_value = 1;
+        oo.map_input_dims = {{"input_ids", {1, new_tokens}}, {"past_key_0", kv}, {"past_value_0", kv},
+                             {"past_key_1", kv}, {"past_value_1", kv}};
+        auto p = parse_onnx(file.string(), oo);
+        compile_options o;
+        o.memory_planning = false;
+        compile_for_gpu(p, o);
+        auto& m = *p.get_main_module();
+        EXPECT_EQ(attention_kernels(m), 2u) << new_tokens << " new tokens";
+        EXPECT_EQ(count(m, "gpu::host_kernel"), 0u);
+        const auto rep = check_kernels(m, "gpt_kv");
+        std::cout << "[ gpu      ] gpt_kv, " << new_tokens << " new tokens over 12 past: " << attention_kernels(m)
+                  << " attention kernels of " << rep.kernels << " checked on the host\n";
+    }
+}
+
 // The shared matcher on the shared models, after the target-independent passes (what the
 // targets see), and the gpu pipeline's kernels for them.
 TEST(gpu_attention, the_matcher_finds_the_attentions_of_bert_small_and_vit_tiny) {

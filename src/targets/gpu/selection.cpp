@@ -127,7 +127,15 @@ op::fused attention_body(const attention_match::match& mt) {
                                                             : std::vector<std::int64_t>{scores, c}});
         scores = 2;
     }
-    if (mt.mask) {
+    if (mt.select) {
+        const auto w = *mt.select;
+        const bool fill_first = mt.fill_first;
+        f.nodes.push_back({op::fused_literal{w->inputs()[fill_first ? 1 : 2]->get_literal()}, {}});
+        const auto fill = static_cast<std::int64_t>(f.nodes.size()) - 1;
+        f.nodes.push_back({w->get_operator(), fill_first ? std::vector<std::int64_t>{in(3), fill, scores}
+                                                         : std::vector<std::int64_t>{in(3), scores, fill}});
+        scores = static_cast<std::int64_t>(f.nodes.size()) - 1;
+    } else if (mt.mask) {
         const auto add = mt.between.at(1);
         const bool mask_first = add->inputs()[0] == *mt.mask && add->inputs()[1] != *mt.mask;
         f.nodes.push_back({add->get_operator(), mask_first ? std::vector<std::int64_t>{in(3), scores}
@@ -371,9 +379,10 @@ const std::vector<candidate>& candidates() {
          lower_pointwise},
         {"reduce_{sum, mean, max, min, prod, l1, l2, sum_square, log_sum}", "generated",
          "float32, static shapes, constant axes (any, any keepdims): one row per warp or per block", lower_reduction},
-        {"attention: softmax(matmul(q, kt) [* or / c] [+ mask]) -> matmul(., v)", "generated",
-         "float32, static, q/kt/v of one rank and batch dims (any strides), D and Dv <= 128, the mask broadcasting "
-         "to the scores, every intermediate read once: one kernel with an online softmax (run by "
+        {"attention: softmax(matmul(q, kt) [* or / c] [+ mask | where(mask, ., fill)]) -> matmul(., v)", "generated",
+         "float32, static, q/kt/v of one rank and batch dims (any strides), D and Dv <= 128, a float32 added mask or "
+         "a bool select with a scalar fill broadcasting to the scores, every intermediate read once: one kernel "
+         "with an online softmax (run by "
          "gpu::fuse_attention before fusion, anchored at the softmax; KILN_GPU_ATTENTION=0 off)",
          lower_attention},
         {"softmax, log_softmax", "generated",

@@ -22,6 +22,7 @@ constexpr std::size_t key_tile = 32;                // keys per step: one per la
 constexpr std::size_t warps = block_size / 32;      // 8
 constexpr std::size_t max_head = 128;               // D and Dv
 constexpr std::size_t shared_floats = 48 * 1024 / 4;  // static shared memory limit
+constexpr std::size_t enough_blocks = 264;            // two per SM of an H100/H200 (132 SMs)
 
 template <class T>
 bool is(const op::fused_node& n) {
@@ -66,8 +67,11 @@ geometry geometry_of(const op::fused& body, const std::vector<shape>& in) {
     const auto form = attention_form_of(body);
     if (!form) return fail("not an attention body");
     if (in.size() != (form->mask ? 4u : 3u)) return fail("wrong number of inputs");
-    for (const auto& s : in)
-        if (!s.is_tensor() || s.dynamic() || s.get_type() != type::float32) return fail("float32 static operands only");
+    for (std::size_t i = 0; i < in.size(); ++i) {
+        const type want = i == 3 && form->select ? type::bool_ : type::float32;
+        if (!in[i].is_tensor() || in[i].dynamic() || in[i].get_type() != want)
+            return fail("static float32 operands and a float32 (added) or bool (select) mask only");
+    }
     const shape &q = in[0], &kt = in[1], &v = in[2];
     geometry g;
     g.rank = q.ndim();
@@ -98,8 +102,10 @@ geometry geometry_of(const op::fused& body, const std::vector<shape>& in) {
         g.mask = broadcast_strides(m, full);
     }
     // Up to 4 rows per warp: K and V tiles serve more rows per load, while short query
-    // sequences do not leave most warps idle.
+    // sequences do not leave most warps idle; fewer when that leaves too few blocks to fill
+    // a large GPU (bert_small at batch 1 has a few heads of 128 rows).
     g.rows_per_warp = std::clamp<std::size_t>((g.sq + warps - 1) / warps, 1, 4);
+    while (g.rows_per_warp > 1 && g.batches * g.row_blocks() < enough_blocks) g.rows_per_warp /= 2;
     while (g.rows_per_warp > 1 && g.shared() > shared_floats) --g.rows_per_warp;
     if (g.shared() > shared_floats) return fail("tiles over 48 KiB of shared memory");
     return g;
@@ -117,13 +123,15 @@ std::string batch_offset(const std::vector<std::string>& idx, const std::vector<
 
 // A cooperative copy of a [rows, cols] tile into shared memory at row stride `stride`,
 // the inner loop along the operand's smaller stride so a warp reads consecutive
-// addresses. `src(row, col)` is the element's global expression, `ok(row)` whether it exists.
+// addresses. `src` is the element (r_, c_)'s global expression, `ok` whether it exists ("":
+// always; else 0 is stored).
 void stage(std::ostringstream& o, const std::string& dst, std::size_t rows, std::size_t cols, std::size_t stride,
            bool rows_inner, const std::string& src, const std::string& ok) {
     o << "    for (int e_ = threadIdx.x; e_ < " << rows * cols << "; e_ += " << block_size << ") {\n";
     if (rows_inner) o << "      const int r_ = e_ % " << rows << ", c_ = e_ / " << rows << ";\n";
     else o << "      const int r_ = e_ / " << cols << ", c_ = e_ % " << cols << ";\n";
-    o << "      " << dst << "[r_ * " << stride << " + c_] = " << ok << " ? " << src << " : 0.0f;\n    }\n";
+    o << "      " << dst << "[r_ * " << stride << " + c_] = " << (ok.empty() ? src : ok + " ? " + src + " : 0.0f")
+      << ";\n    }\n";
 }
 
 // Whether every element offset of the operands and the result, and the tile count, fit an int.
@@ -158,7 +166,18 @@ std::optional<attention_form> attention_form_of(const op::fused& body) {
         k += 2;
         scores = static_cast<std::int64_t>(k - 1);
     }
-    if (k < n.size() && is<op::add_op>(n[k])) {
+    if (k + 1 < n.size() && is<op::fused_literal>(n[k]) && is<op::where_op>(n[k + 1])) {
+        const auto lit = static_cast<std::int64_t>(k);
+        const auto fill = n[k].op.any_cast<op::fused_literal>()->value;
+        if (fill.get_shape().elements() != 1 || fill.get_shape().get_type() != type::float32) return std::nullopt;
+        f.fill = fill.to_vector<float>().at(0);
+        f.mask = f.select = true;
+        const auto& a = n[k + 1].args;
+        if (a == std::vector<std::int64_t>{in(3), lit, scores}) f.fill_when_true = true;
+        else if (a != std::vector<std::int64_t>{in(3), scores, lit}) return std::nullopt;
+        k += 2;
+        scores = static_cast<std::int64_t>(k - 1);
+    } else if (k < n.size() && is<op::add_op>(n[k])) {
         f.mask = true;
         if (n[k].args == std::vector<std::int64_t>{in(3), scores}) f.mask_first = true;
         else if (n[k].args != std::vector<std::int64_t>{scores, in(3)}) return std::nullopt;
@@ -189,7 +208,8 @@ std::string emit_attention_kernel(const op::fused& body, const std::vector<shape
     o << "  const float* __restrict__ q = (const float*)a_.in[0];\n";
     o << "  const float* __restrict__ kt = (const float*)a_.in[1];\n";
     o << "  const float* __restrict__ v = (const float*)a_.in[2];\n";
-    if (f.mask) o << "  const float* __restrict__ mask = (const float*)a_.in[3];\n";
+    const std::string mask_type = f.select ? "bool" : "float";
+    if (f.mask) o << "  const " << mask_type << "* __restrict__ mask = (const " << mask_type << "*)a_.in[3];\n";
     o << "  float* __restrict__ out = (float*)a_.out;\n";
     o << "  __shared__ float sq_[" << QB * g.d << "];\n";
     o << "  __shared__ float sk_[" << key_tile * KS << "];\n";
@@ -214,7 +234,7 @@ std::string emit_attention_kernel(const op::fused& body, const std::vector<shape
     stage(o, "sq_", QB, g.d, g.d, g.q[r - 2] < g.q[r - 1],
           "q[qo_ + (i0_ + r_ < " + num(g.sq) + " ? i0_ + r_ : " + num(g.sq - 1) + ") * " + num(g.q[r - 2]) + " + c_ * " +
               num(g.q[r - 1]) + "]",
-          "true");
+          "");
     const std::size_t C = g.columns();
     for (std::size_t i = 0; i < R; ++i) {
         o << "    float m" << i << "_ = -kiln_inff(), l" << i << "_ = 0.0f;\n";
@@ -248,9 +268,14 @@ std::string emit_attention_kernel(const op::fused& body, const std::vector<shape
         if (f.scaling == attention_form::divide) o << "        s_ = s_ / " << c << ";\n";
         if (f.mask) {
             o << "        long long i_ = i0_ + " << row << "; if (i_ > " << num(g.sq - 1) << ") i_ = " << num(g.sq - 1) << ";\n";
-            o << "        const float mv_ = valid_ ? mask[mo_ + i_ * " << num(g.mask[r - 2]) << " + k_ * "
-              << num(g.mask[r - 1]) << "] : 0.0f;\n";
-            o << "        s_ = " << (f.mask_first ? "mv_ + s_" : "s_ + mv_") << ";\n";
+            const std::string at = "mask[mo_ + i_ * " + num(g.mask[r - 2]) + " + k_ * " + num(g.mask[r - 1]) + "]";
+            if (f.select) {
+                o << "        const bool mv_ = valid_ && " << at << ";\n";
+                o << "        s_ = " << (f.fill_when_true ? "mv_ ? " + float_literal(f.fill) + " : s_" : "mv_ ? s_ : " + float_literal(f.fill)) << ";\n";
+            } else {
+                o << "        const float mv_ = valid_ ? " << at << " : 0.0f;\n";
+                o << "        s_ = " << (f.mask_first ? "mv_ + s_" : "s_ + mv_") << ";\n";
+            }
         }
         o << "        s_ = valid_ ? s_ : -kiln_inff();\n";
         o << "        const float tmax_ = kiln_warp_max(s_);\n";

@@ -3,8 +3,9 @@
 // exactly what the unfused program computed:
 //
 //   inputs q [B.., Sq, D], kt [B.., D, Sk], v [B.., Sk, Dv], [mask broadcasting to
-//   [B.., Sq, Sk]]; nodes matmul(q, kt), [fused_literal c, mul or div by c], [add mask],
-//   softmax (last axis), matmul(., v).
+//   [B.., Sq, Sk]]; nodes matmul(q, kt), [fused_literal c, mul or div by c], [add mask |
+//   fused_literal fill, where(mask, scores, fill) or where(mask, fill, scores)], softmax
+//   (last axis), matmul(., v). An added mask is float32, a select's bool.
 //
 // The kernel (flash-attention style, float throughout): a block of 8 warps takes R query
 // rows per warp (8R rows of one batch index) and streams over the keys in tiles of 32,
@@ -27,8 +28,11 @@ namespace kiln::gpu::codegen {
 
 // What an attention body holds besides the three products' inputs.
 struct attention_form {
-    bool mask = false;        // input 3 added to the scaled scores
+    bool mask = false;        // input 3 added to the scaled scores (or, with select, choosing them)
     bool mask_first = false;  // add(mask, scores) rather than add(scores, mask)
+    bool select = false;      // where(mask, scores, fill): the scores where the mask is true, else fill
+    bool fill_when_true = false;  // where(mask, fill, scores)
+    float fill = 0.0f;
     enum { none, multiply, divide } scaling = none;
     bool scale_first = false;  // mul(c, scores)
     float c = 1.0f;            // the scale's literal

@@ -20,6 +20,7 @@ namespace {
 using attention_match::match;
 
 bool fits(const match& mt, shape& dst) {
+    if (mt.select) return false;  // the kernel adds its mask; a select (where) stays on oneDNN and the softmax
     auto q = mt.qk->inputs()[0], kt = mt.qk->inputs()[1], v = mt.pv->inputs()[1];
     for (auto x : {q, kt, v, mt.qk, mt.pv})
         if (!f32_static(x)) return false;
