@@ -60,18 +60,15 @@ program parse_model(const char* name) {
 
 }  // namespace
 
-// Each case (attention_cases.hpp) is one kernel; every kernel's host run against the
-// reference compute of its ops, with the largest error per case.
-TEST(gpu_attention, kernels_match_the_reference_on_every_case) {
-    const auto cases = attention_cases();
-    auto p = compiled(cases);
-    auto& m = *p.get_main_module();
-    ASSERT_EQ(attention_kernels(m), cases.size()) << m;
-    EXPECT_EQ(count(m, "gpu::lt_matmul"), 0u) << "no product is left to cuBLASLt";
-    EXPECT_EQ(count(m, "gpu::host_kernel"), 0u);
-    const std::string source = gpu::codegen::module_source(m);
-    host_library lib(source);
-    ASSERT_TRUE(lib.ok());
+namespace {
+
+// Runs every attention kernel of `m` on the host (its whole grid) against the reference
+// compute of its ops on random non-zero data, and prints the largest errors (relative ones
+// over 1e-4 are at outputs near zero, where V's signs cancel and the absolute term of the
+// tolerance applies); `names[k]` names the k-th. Returns how many ran.
+std::size_t expect_attention_matches_ref(module& m, const std::vector<std::string>& names) {
+    host_library lib(gpu::codegen::module_source(m));
+    if (!lib.ok()) return 0;
     host_context ctx;
     unsigned seed = 7;
     std::size_t k = 0;
@@ -87,21 +84,38 @@ TEST(gpu_attention, kernels_match_the_reference_on_every_case) {
         const argument want = kern.body.compute(ctx, out, inputs);
         const auto* g = reinterpret_cast<const float*>(got.data());
         const auto* w = reinterpret_cast<const float*>(want.data());
-        double max_abs = 0, max_rel = 0;
+        double max_abs = 0, max_rel = 0, used = 0;  // used: the largest share of the tolerance
         std::size_t bad = 0;
         for (std::size_t i = 0; i < out.elements(); ++i) {
             const double d = std::fabs(static_cast<double>(g[i]) - w[i]);
             max_abs = std::max(max_abs, d);
             if (std::fabs(w[i]) > 1e-3) max_rel = std::max(max_rel, d / std::fabs(w[i]));
+            used = std::max(used, d / (1e-5 + 1e-4 * std::fabs(w[i])));
             bad += !nearly_equal(g[i], w[i]);
         }
-        const std::string name = k < cases.size() ? cases[k].name : "?";
+        const std::string name = k < names.size() ? names[k] : names.back() + " #" + std::to_string(k);
         EXPECT_EQ(bad, 0u) << name << ": " << bad << " of " << out.elements() << " elements differ";
         std::cout << "[ gpu      ] attention " << name << ": " << out.to_string() << ", grid " << kern.grid
-                  << ", max abs error " << max_abs << ", max rel error " << max_rel << " (|ref| > 1e-3)\n";
+                  << ", max abs error " << max_abs << ", max rel error " << max_rel
+                  << " (|ref| > 1e-3), at most " << used << " of the tolerance 1e-5 + 1e-4 |ref|\n";
         ++k;
     }
-    EXPECT_EQ(k, cases.size());
+    return k;
+}
+
+}  // namespace
+
+// Each case (attention_cases.hpp) is one kernel, checked against the reference.
+TEST(gpu_attention, kernels_match_the_reference_on_every_case) {
+    const auto cases = attention_cases();
+    auto p = compiled(cases);
+    auto& m = *p.get_main_module();
+    ASSERT_EQ(attention_kernels(m), cases.size()) << m;
+    EXPECT_EQ(count(m, "gpu::lt_matmul"), 0u) << "no product is left to cuBLASLt";
+    EXPECT_EQ(count(m, "gpu::host_kernel"), 0u);
+    std::vector<std::string> names;
+    for (const auto& c : cases) names.push_back(c.name);
+    EXPECT_EQ(expect_attention_matches_ref(m, names), cases.size());
 }
 
 // The module's kernels build for sm_90 with no spills (ptxas's report), and the generic
@@ -167,14 +181,12 @@ TEST(gpu_attention, the_kv_cache_decoder_attends_in_one_kernel_per_layer) {
         auto& m = *p.get_main_module();
         EXPECT_EQ(attention_kernels(m), 2u) << new_tokens << " new tokens";
         EXPECT_EQ(count(m, "gpu::host_kernel"), 0u);
-        const auto rep = check_kernels(m, "gpt_kv");
-        std::cout << "[ gpu      ] gpt_kv, " << new_tokens << " new tokens over 12 past: " << attention_kernels(m)
-                  << " attention kernels of " << rep.kernels << " checked on the host\n";
+        EXPECT_EQ(expect_attention_matches_ref(m, {"gpt_kv, " + std::to_string(new_tokens) + " new tokens over 12 past"}), 2u);
     }
 }
 
 // The shared matcher on the shared models, after the target-independent passes (what the
-// targets see), and the gpu pipeline's kernels for them.
+// targets see), and the gpu pipeline's kernels for them at the models' own shapes.
 TEST(gpu_attention, the_matcher_finds_the_attentions_of_bert_small_and_vit_tiny) {
     std::size_t models = 0;
     for (const auto& [name, heads] : std::vector<std::pair<const char*, std::size_t>>{{"bert_small", 4}, {"vit_tiny", 6}}) {
@@ -188,8 +200,11 @@ TEST(gpu_attention, the_matcher_finds_the_attentions_of_bert_small_and_vit_tiny)
         std::cout << "[ gpu      ] " << name << ": " << found.size() << " attentions, " << masked << " with a mask\n";
         EXPECT_EQ(found.size(), heads) << name;
         auto q = parse_model(name);
-        compile_for_gpu(q);
+        compile_options o;
+        o.memory_planning = false;
+        compile_for_gpu(q, o);
         EXPECT_EQ(attention_kernels(*q.get_main_module()), heads) << name;
+        EXPECT_EQ(expect_attention_matches_ref(*q.get_main_module(), {name}), heads);
     }
     if (models == 0) GTEST_SKIP() << "no shared models";
 }
