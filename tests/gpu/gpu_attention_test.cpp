@@ -185,6 +185,27 @@ TEST(gpu_attention, the_kv_cache_decoder_attends_in_one_kernel_per_layer) {
     }
 }
 
+// A dynamic gpt_kv (past and sequence as ranges) runs its generic program on the host; a
+// specialization (dynamic_program.cpp: the parameters' shapes set, then the
+// usual compile) of a decode step fuses both attentions, the causal mask folded to a
+// literal by the target-independent passes.
+TEST(gpu_attention, a_dynamic_decoders_specialization_fuses_its_attention) {
+    const auto file = std::filesystem::path(KILN_SOURCE_DIR) / "tests" / "data" / "dynamic_models" / "gpt_kv" / "model.onnx";
+    if (!std::filesystem::exists(file)) GTEST_SKIP() << "no " << file;
+    const auto dynamic = parse_onnx(file.string(), {});  // (its generic program: gpu_runtime's generic test)
+    for (const std::size_t past : {0u, 7u, 31u}) {
+        auto p = dynamic;
+        const shape kv(type::float32, {1, 4, past, 16});
+        p.get_main_module()->set_parameter_shapes({{"input_ids", shape(type::int64, {1, 1})}, {"past_key_0", kv},
+                                                   {"past_value_0", kv}, {"past_key_1", kv}, {"past_value_1", kv}});
+        compile_options o;
+        o.memory_planning = false;
+        compile_for_gpu(p, o);
+        EXPECT_EQ(attention_kernels(*p.get_main_module()), 2u) << "past " << past;
+        EXPECT_EQ(expect_attention_matches_ref(*p.get_main_module(), {"gpt_kv decode step, past " + std::to_string(past)}), 2u);
+    }
+}
+
 // The shared matcher on the shared models, after the target-independent passes (what the
 // targets see), and the gpu pipeline's kernels for them at the models' own shapes.
 TEST(gpu_attention, the_matcher_finds_the_attentions_of_bert_small_and_vit_tiny) {
