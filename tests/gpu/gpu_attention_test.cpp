@@ -118,6 +118,26 @@ TEST(gpu_attention, kernels_match_the_reference_on_every_case) {
     EXPECT_EQ(expect_attention_matches_ref(m, names), cases.size());
 }
 
+// An attention kernel's body (matmul, literal scale, mask, softmax) survives the op's
+// value round trip that .kiln files use, and regenerates the same kernel.
+TEST(gpu_attention, the_body_round_trips_and_regenerates_the_same_kernel) {
+    auto p = compiled(attention_cases());
+    auto& m = *p.get_main_module();
+    std::size_t n = 0;
+    for (auto ins : gpu_kernels(m)) {
+        if (!is_attention(ins)) continue;
+        const auto& k = ins->get_operator().get<gpu::fused_kernel>();
+        const operation back = ins->get_operator().with_value(ins->get_operator().to_value());
+        const auto& k2 = back.get<gpu::fused_kernel>();
+        EXPECT_TRUE(k2.body.nodes == k.body.nodes);
+        auto shapes = to_shapes(ins->inputs());
+        shapes.pop_back();
+        EXPECT_EQ(gpu::codegen::attention_symbol(k2.body, shapes), k.symbol);
+        ++n;
+    }
+    EXPECT_EQ(n, attention_cases().size());
+}
+
 // The module's kernels build for sm_90 with no spills (ptxas's report), and the generic
 // check of every kernel agrees too.
 TEST(gpu_attention, kernels_compile_for_sm_90_without_spills) {
