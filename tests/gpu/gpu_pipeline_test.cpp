@@ -66,7 +66,7 @@ TEST(gpu_pipeline, named_passes_in_order) {
     auto ctx = t->make_context(o);
     std::vector<std::string> names;
     for (auto& p : t->get_passes(*ctx, o)) names.push_back(p.name());
-    const std::vector<std::string> want = {"gpu::split_conv_bias",  "fuse_pointwise",       "gpu::lowering",        "ref::lowering",
+    const std::vector<std::string> want = {"gpu::split_conv_bias",  "gpu::fuse_attention", "fuse_pointwise",       "gpu::lowering",        "ref::lowering",
                                            "gpu::place_host_ops",   "gpu::compile_kernels", "dead_code_elimination",
                                            "schedule",              "memory_coloring",      "gpu::device_allocations"};
     EXPECT_EQ(names, want);
@@ -185,26 +185,36 @@ std::vector<std::string> host_reductions(module& m) {
 
 }  // namespace
 
-// One attention head and the layer norm after it, as bert exports them: the softmax and
-// both means run as generated kernels, the layer norm as one.
+// One attention head and the layer norm after it, as bert exports them: the attention is
+// one generated kernel (KILN_GPU_ATTENTION=0: two cuBLASLt products, the mask add and the
+// softmax as generated kernels), the layer norm one more; nothing on the host.
 TEST(gpu_pipeline, attention_and_layer_norm_leave_no_host_softmax_or_reduction) {
-    program p;
-    auto* m = p.get_main_module();
-    auto q = m->add_parameter("q", shape(type::float32, {1, 4, 128, 32}));
-    auto k = m->add_parameter("k", shape(type::float32, {1, 4, 32, 128}));
-    auto v = m->add_parameter("v", shape(type::float32, {1, 4, 128, 32}));
-    auto mask = m->add_parameter("mask", shape(type::float32, {1, 1, 1, 128}));
-    auto g = m->add_parameter("g", shape(type::float32, {32}));
-    auto b = m->add_parameter("b", shape(type::float32, {32}));
-    auto scores = m->add_instruction(make_op("add"), {m->add_instruction(make_op("matmul"), {q, k}), mask});
-    auto probs = m->add_instruction(make_op("softmax", {{"axis", 3}}), {scores});
-    auto ctx = m->add_instruction(make_op("matmul"), {probs, v});
-    m->add_return({layer_norm(*m, ctx, g, b)});
-    compile_for_gpu(p);
-    auto& mm = *p.get_main_module();
-    EXPECT_TRUE(host_reductions(mm).empty());
-    EXPECT_EQ(count(mm, "gpu::fused_kernel"), 3u) << "mask add, softmax, layer norm";
-    EXPECT_EQ(count(mm, "gpu::lt_matmul"), 2u);
+    auto make = [] {
+        program p;
+        auto* m = p.get_main_module();
+        auto q = m->add_parameter("q", shape(type::float32, {1, 4, 128, 32}));
+        auto k = m->add_parameter("k", shape(type::float32, {1, 4, 32, 128}));
+        auto v = m->add_parameter("v", shape(type::float32, {1, 4, 128, 32}));
+        auto mask = m->add_parameter("mask", shape(type::float32, {1, 1, 1, 128}));
+        auto g = m->add_parameter("g", shape(type::float32, {32}));
+        auto b = m->add_parameter("b", shape(type::float32, {32}));
+        auto scores = m->add_instruction(make_op("add"), {m->add_instruction(make_op("matmul"), {q, k}), mask});
+        auto probs = m->add_instruction(make_op("softmax", {{"axis", 3}}), {scores});
+        auto ctx = m->add_instruction(make_op("matmul"), {probs, v});
+        m->add_return({layer_norm(*m, ctx, g, b)});
+        return p;
+    };
+    for (const bool fused : {true, false}) {
+        auto p = make();
+        {
+            kiln::test::env_override attention("KILN_GPU_ATTENTION", fused ? "1" : "0");
+            compile_for_gpu(p);
+        }
+        auto& mm = *p.get_main_module();
+        EXPECT_TRUE(host_reductions(mm).empty());
+        EXPECT_EQ(count(mm, "gpu::fused_kernel"), fused ? 2u : 3u) << (fused ? "attention, layer norm" : "mask add, softmax, layer norm");
+        EXPECT_EQ(count(mm, "gpu::lt_matmul"), fused ? 0u : 2u);
+    }
 }
 
 // The shared transformer models: no softmax or reduction is left to the host.

@@ -8,6 +8,7 @@
 #include "core/device_memory.hpp"
 #include "targets/gpu/availability.hpp"
 #include "targets/gpu/codegen/device_header.hpp"
+#include "targets/gpu/codegen/emit_attention.hpp"
 #include "targets/gpu/context.hpp"
 #include "targets/gpu/host_fallback.hpp"
 #include "targets/gpu/kernels/launch.hpp"
@@ -332,6 +333,8 @@ TEST(gpu_runtime, every_instruction_of_the_shared_models_has_a_place) {
             EXPECT_NE(n, "allocate") << name << ": a host buffer left for device work";
             if (n == "gpu::host_kernel") ++kinds["host:" + ins.get_operator().get<gpu::host_kernel>().op.name()];
             else if (n.rfind("gpu::", 0) == 0) ++kinds[n];
+            if (const auto* k = ins.get_operator().any_cast<gpu::fused_kernel>(); k && gpu::codegen::attention_form_of(k->body))
+                ++kinds["(of which attention)"];
             // Device work never reads a host literal.
             if (n != "gpu::fused_kernel" && n != "gpu::lt_matmul" && n != "gpu::cudnn_conv") continue;
             for (auto in : ins.inputs()) {
@@ -348,6 +351,10 @@ TEST(gpu_runtime, every_instruction_of_the_shared_models_has_a_place) {
         std::cout << "[ gpu ] " << name << ":" << line << "\n";
         // Everything of these models runs on the device (cuDNN, cuBLASLt, generated kernels);
         // only the LSTM has no device kernel yet.
+        // Each attention one fused kernel (bert_small's 4 layers, vit_tiny's 6).
+        const std::map<std::string, std::size_t> attentions = {{"bert_small", 4}, {"vit_tiny", 6}};
+        const auto a = attentions.find(name);
+        EXPECT_EQ(kinds["(of which attention)"], a == attentions.end() ? 0u : a->second) << name << ":" << line;
         if (std::string(name) == "lstm_seq") {
             EXPECT_EQ(kinds["host:lstm"], 2u) << line;
         } else {

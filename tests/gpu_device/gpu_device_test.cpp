@@ -4,12 +4,13 @@
 // the reference computes; and then whole programs through program::eval against the ref
 // target on random non-zero data: every op of the generator, broadcast and strided
 // inputs, reduction kernels (softmax, log_softmax, layer norm, lone reductions over rows
-// of 1 to 20000 elements, warp- and block-per-row), cuBLASLt products of every layout plan_lt takes, host kernels between copies,
+// of 1 to 20000 elements, warp- and block-per-row), fused attention, cuBLASLt products of every layout plan_lt takes, host kernels between copies,
 // literals uploaded, offload_copy on and off, device_id, save/load without NVRTC, two
 // programs on one device, and the shared models (KILN_MODELS_DIR, else ../shared/models;
 // KILN_GPU_DEVICE_MODELS="a,b" to choose, "none" to skip them). Each test names what it ran, so a first run on a GPU says which
 // part works.
 #include "gpu/gpu_test_util.hpp"
+#include "gpu/attention_cases.hpp"
 #include "gpu/pool_cases.hpp"
 #include "gpu/reduction_cases.hpp"
 
@@ -338,6 +339,20 @@ TEST(gpu_device, softmax_layer_norm_and_reductions_match_ref) {
         const auto& m = *gpu.get_main_module();
         EXPECT_EQ(count(m, "gpu::host_kernel"), 0u) << what;
         EXPECT_EQ(count(m, "gpu::fused_kernel"), p.get_output_shapes().size()) << what;
+    }
+}
+
+// The fused attention kernel (codegen/emit_attention.hpp) on every case of
+// attention_cases.hpp (bert_small- and vit_tiny-like, one key, one query, head dims 48 to
+// 80, rank 3), one program each: every attention one kernel, no product on cuBLASLt.
+TEST(gpu_device, fused_attention_matches_ref) {
+    SKIP_WITHOUT_DEVICE_UNLESS_DRY();
+    for (const auto& c : attention_cases()) {
+        const auto p = attention_program({c});
+        auto gpu = expect_matches_ref(p, random_inputs(p), std::string("attention ") + c.name);
+        const auto& m = *gpu.get_main_module();
+        EXPECT_EQ(count(m, "gpu::host_kernel"), 0u) << c.name;
+        EXPECT_EQ(count(m, "gpu::lt_matmul"), 0u) << c.name << ": the attention was not fused";
     }
 }
 

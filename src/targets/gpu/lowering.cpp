@@ -1,6 +1,7 @@
 #include "targets/gpu/lowering.hpp"
 
 #include "codegen/plan.hpp"
+#include "passes/attention_match.hpp"
 #include "passes/fuse_pointwise.hpp"
 #include "targets/gpu/selection.hpp"
 
@@ -16,6 +17,14 @@ pass make_fusion_pass(const gpu_options& o) {
     f.reductions = true;  // reduction groups become one kernel each too (layer norm, spelled-out softmax)
     if (!o.fusion) f.min_size = static_cast<std::size_t>(-1);
     return f;
+}
+
+void fuse_attention::apply(module& m) const {
+    if (!options) throw_error(error_code::runtime, name() + ": made without the gpu context's options");
+    std::vector<instruction_ref> softmaxes;
+    for (auto ins = m.begin(); ins != m.end(); ++ins)
+        if (attention_match::match_at(ins)) softmaxes.push_back(ins);
+    for (auto sm : softmaxes) (void)lower_attention(m, sm, *options);
 }
 
 void lowering::apply(module& m) const {

@@ -1,5 +1,8 @@
 // The gpu target's own passes, in pipeline order (target.cpp lists the whole pipeline):
 //
+//   gpu::fuse_attention: each softmax(Q K^T [scaled] [+ mask]) V as one generated kernel
+//     (selection.hpp's attention candidate), before fusion groups the scale and mask add
+//     and before the lowering walk would give Q K^T to cuBLASLt.
 //   fuse_pointwise (make_fusion_pass): elementwise chains into fused groups, with the gpu
 //     rules: ops and element types the generator handles, static shapes, no reductions yet
 //     (KILN_GPU_FUSION=0: no grouping; lone ops still get kernels).
@@ -19,6 +22,12 @@
 namespace kiln::gpu {
 
 pass make_fusion_pass(const gpu_options& o);
+
+struct fuse_attention {
+    const gpu_options* options = nullptr;  // the gpu context's (it outlives the passes)
+    std::string name() const { return "gpu::fuse_attention"; }
+    void apply(module& m) const;
+};
 
 struct lowering {
     const gpu_options* options = nullptr;  // the gpu context's (it outlives the passes)

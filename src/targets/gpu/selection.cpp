@@ -13,9 +13,11 @@
 #include "ops/pointwise_unary.hpp"
 #include "ops/reduce.hpp"
 #include "ops/softmax.hpp"
+#include "passes/attention_match.hpp"
 #include "passes/fuse_pointwise.hpp"
 #include "passes/rewrite_utils.hpp"
 #include "targets/gpu/codegen/emit.hpp"
+#include "targets/gpu/codegen/emit_attention.hpp"
 #include "targets/gpu/codegen/emit_move.hpp"
 #include "targets/gpu/kernels/cudnn_conv.hpp"
 #include "targets/gpu/kernels/fused_kernel.hpp"
@@ -107,6 +109,44 @@ bool lower_softmax(module& m, instruction_ref ins, const gpu_options& o) {
     return lower_group(m, ins, o, std::move(f), {ins->inputs().at(0)});
 }
 
+// The attention body (codegen/emit_attention.hpp) of a match: the matched instructions'
+// own ops over inputs q, kt, v [, mask], so the kernel's reference compute is theirs.
+op::fused attention_body(const attention_match::match& mt) {
+    const auto in = [](std::size_t i) { return op::fused_input_arg(i); };
+    op::fused f;
+    f.nodes.push_back({mt.qk->get_operator(), {in(0), in(1)}});
+    std::int64_t scores = 0;
+    if (mt.scaling) {
+        const auto x = *mt.scaling;
+        const bool literal_first = x->inputs()[0]->is_literal() && x->inputs()[0]->get_shape().elements() == 1 &&
+                                   !(x->inputs()[1]->is_literal() && x->inputs()[1]->get_shape().elements() == 1);
+        const auto lit = x->inputs()[literal_first ? 0 : 1];
+        f.nodes.push_back({op::fused_literal{lit->get_literal()}, {}});
+        const std::int64_t c = 1;
+        f.nodes.push_back({x->get_operator(), literal_first ? std::vector<std::int64_t>{c, scores}
+                                                            : std::vector<std::int64_t>{scores, c}});
+        scores = 2;
+    }
+    if (mt.select) {
+        const auto w = *mt.select;
+        const bool fill_first = mt.fill_first;
+        f.nodes.push_back({op::fused_literal{w->inputs()[fill_first ? 1 : 2]->get_literal()}, {}});
+        const auto fill = static_cast<std::int64_t>(f.nodes.size()) - 1;
+        f.nodes.push_back({w->get_operator(), fill_first ? std::vector<std::int64_t>{in(3), fill, scores}
+                                                         : std::vector<std::int64_t>{in(3), scores, fill}});
+        scores = static_cast<std::int64_t>(f.nodes.size()) - 1;
+    } else if (mt.mask) {
+        const auto add = mt.between.at(1);
+        const bool mask_first = add->inputs()[0] == *mt.mask && add->inputs()[1] != *mt.mask;
+        f.nodes.push_back({add->get_operator(), mask_first ? std::vector<std::int64_t>{in(3), scores}
+                                                           : std::vector<std::int64_t>{scores, in(3)}});
+        scores = static_cast<std::int64_t>(f.nodes.size()) - 1;
+    }
+    f.nodes.push_back({mt.between.front()->get_operator(), {scores}});  // the softmax
+    f.nodes.push_back({mt.pv->get_operator(), {static_cast<std::int64_t>(f.nodes.size()) - 1, in(2)}});
+    return f;
+}
+
 bool static_f32(const shape& s) { return s.is_tensor() && !s.dynamic() && s.get_type() == type::float32; }
 
 // matmul of static float32 tensors that cuBLASLt can read as they are (plan_lt accepts
@@ -162,6 +202,35 @@ bool lower_gemm(module& m, instruction_ref ins, const gpu_options&) {
     m.replace_instruction(ins, op, args);
     return true;
 }
+
+}  // namespace
+
+// softmax(Q K^T [scaled] [+ mask]) V (passes/attention_match.hpp) as one generated kernel,
+// anchored at the softmax: the pv matmul becomes the kernel, the rest goes.
+bool lower_attention(module& m, instruction_ref ins, const gpu_options& o) {
+    if (!o.attention) return false;
+    const auto mt = attention_match::match_at(ins);
+    if (!mt) return false;
+    std::vector<instruction_ref> inputs = {mt->qk->inputs()[0], mt->qk->inputs()[1], mt->pv->inputs()[1]};
+    if (mt->mask) inputs.push_back(*mt->mask);
+    auto body = attention_body(*mt);
+    const auto shapes = to_shapes(inputs);
+    if (!codegen::attention_problem(body, shapes).empty()) return false;
+    const auto out = mt->pv->get_shape().as_standard();
+    if (!body.compute_shape(shapes).same_lens_and_type(out)) return false;
+    fused_kernel k;
+    k.fast_math = o.fast_math;
+    k.symbol = codegen::attention_symbol(body, shapes);
+    k.grid = codegen::attention_grid(body, shapes);
+    k.body = std::move(body);
+    inputs.push_back(m.insert_instruction(mt->pv, builtin::allocate{out}, {}));
+    m.replace_instruction(mt->pv, k, inputs);
+    for (auto x : mt->between) m.remove_instruction(x);  // softmax, then the add, the scale
+    m.remove_instruction(mt->qk);
+    return true;
+}
+
+namespace {
 
 // Data movement (codegen/emit_move.hpp) as a fused_kernel whose body is the op itself: it
 // is compiled, saved and launched like the elementwise kernels, and its reference compute
@@ -310,6 +379,12 @@ const std::vector<candidate>& candidates() {
          lower_pointwise},
         {"reduce_{sum, mean, max, min, prod, l1, l2, sum_square, log_sum}", "generated",
          "float32, static shapes, constant axes (any, any keepdims): one row per warp or per block", lower_reduction},
+        {"attention: softmax(matmul(q, kt) [* or / c] [+ mask | where(mask, ., fill)]) -> matmul(., v)", "generated",
+         "float32, static, q/kt/v of one rank and batch dims (any strides), D and Dv <= 128, a float32 added mask or "
+         "a bool select with a scalar fill broadcasting to the scores, every intermediate read once: one kernel "
+         "with an online softmax (run by "
+         "gpu::fuse_attention before fusion, anchored at the softmax; KILN_GPU_ATTENTION=0 off)",
+         lower_attention},
         {"softmax, log_softmax", "generated",
          "float32, static shapes, any axis: the group reduce_max, sub, exp, reduce_sum, div (log_softmax: log, sub)",
          lower_softmax},

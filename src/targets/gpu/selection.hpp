@@ -27,6 +27,10 @@ const std::vector<candidate>& candidates();
 // reference kernel then runs it).
 std::string lower_instruction(module& m, instruction_ref ins, const gpu_options& o);
 
+// The attention candidate (anchored at a softmax): gpu::fuse_attention runs it over the
+// module before fusion, which would otherwise group its scale and mask add.
+bool lower_attention(module& m, instruction_ref ins, const gpu_options& o);
+
 // The list as a markdown table (ops, kernel, rule), in priority order.
 std::string selection_table();
 

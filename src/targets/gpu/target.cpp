@@ -36,9 +36,10 @@ public:
         const gpu_options& o = dynamic_cast<gpu_context&>(ctx).options();
         std::vector<pass> passes;
         // 1. Convolutions' biases out of them (cuDNN computes the product, a generated
-        //    kernel the bias and what follows), then elementwise chains into fused groups
-        //    (gpu rules, lowering.hpp).
+        //    kernel the bias and what follows), attention as one kernel each, then
+        //    elementwise chains into fused groups (gpu rules, lowering.hpp).
         passes.push_back(split_conv_bias{&o});
+        passes.push_back(fuse_attention{&o});
         passes.push_back(make_fusion_pass(o));
         // 2. The candidates of selection.cpp: generated kernels, cuBLASLt.
         passes.push_back(lowering{&o});

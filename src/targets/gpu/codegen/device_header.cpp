@@ -52,6 +52,8 @@ template <class T> static inline T __shfl_xor_sync(unsigned, T v, int m) {
   kiln_host_warp_sync();
   return r;
 }
+// A warp meeting: what each lane wrote to shared memory before it is seen by the others.
+static inline void __syncwarp(unsigned = 0xffffffffu) { kiln_host_warp_sync(); }
 #endif
 // The first out-of-range index a gather kernel met in this module: set, index, axis length
 // (emit_move.hpp). gpu_context::finish reads and clears it after the eval.
@@ -107,6 +109,11 @@ KILN_MATH(double, kiln_inf, (), __longlong_as_double(0x7ff0000000000000LL), __bu
 // Reductions across the 32 lanes of a warp by an xor butterfly: every lane ends with the
 // same value (each step combines the same two values on both partners).
 static __forceinline__ double kiln_warp_sum(double x) {
+  for (int m = 16; m > 0; m >>= 1) x += __shfl_xor_sync(0xffffffffu, x, m);
+  return x;
+}
+// In float: the attention kernels' running sums (emit_attention.hpp).
+static __forceinline__ float kiln_warp_sumf(float x) {
   for (int m = 16; m > 0; m >>= 1) x += __shfl_xor_sync(0xffffffffu, x, m);
   return x;
 }

@@ -1,19 +1,14 @@
-// Finds attention in the IR and replaces it by one cpu::attention (attention.hpp).
+// Replaces each attention the shared matcher finds (passes/attention_match.hpp) that the
+// kernel takes by one cpu::attention (attention.hpp).
 #include "targets/cpu/kernels/attention/attention.hpp"
 
 #include "targets/cpu/kernels/attention/attention_geometry.hpp"
 #include "targets/cpu/cpu_features.hpp"
-
-#include "ops/nn_matmul.hpp"
-#include "ops/pointwise_binary.hpp"
-#include "ops/softmax.hpp"
-#include "passes/rewrite_utils.hpp"
+#include "passes/attention_match.hpp"
 
 #include <kiln/builtin_ops.hpp>
 
 #include <cstdlib>
-#include <optional>
-#include <string>
 #include <vector>
 
 namespace kiln::cpu {
@@ -22,64 +17,10 @@ using namespace attention_detail;
 
 namespace {
 
-using rewrite::is;
-using rewrite::is_any;
-
-bool is_scalar_literal(instruction_ref x) { return x->is_literal() && x->get_shape().elements() == 1; }
-
-float scalar_value(instruction_ref x) { return x->get_literal().to_vector<float>().at(0); }
-
-// The one reader of x, when it has exactly one.
-std::optional<instruction_ref> only_user(instruction_ref x) {
-    if (x->outputs().size() != 1) return std::nullopt;
-    return x->outputs().front();
-}
-
-struct match {
-    instruction_ref qk, pv;
-    std::vector<instruction_ref> between;  // scale, mask add, softmax: removed after
-    std::optional<instruction_ref> mask;
-    float scale = 1.0f;
-};
-
-std::optional<match> match_at(instruction_ref sm) {
-    const auto axis = sm->get_operator().to_value().at("axis").get_int64();
-    if (sm->get_shape().dynamic()) return std::nullopt;  // a generic program's: no kernel for ranges
-    const auto rank = static_cast<std::int64_t>(sm->get_shape().ndim());
-    if (rank < 3 || (axis != -1 && axis != rank - 1)) return std::nullopt;
-    match mt;
-    auto pv = only_user(sm);
-    if (!pv || !is<op::matmul>(*pv) || (*pv)->inputs().size() != 2 || (*pv)->inputs()[0] != sm) return std::nullopt;
-    mt.pv = *pv;
-    mt.between.push_back(sm);
-    auto x = sm->inputs().at(0);
-    if (is<op::add_op>(x) && x->outputs().size() == 1) {
-        const auto& in = x->inputs();
-        const bool scores_first =
-            in[0]->get_shape().lens() == x->get_shape().lens() && is_any<op::mul_op, op::div_op, op::matmul>(in[0]);
-        const std::size_t scores = scores_first ? 0 : 1;
-        mt.mask = in[1 - scores];
-        mt.between.push_back(x);
-        x = in[scores];
-    }
-    if (is_any<op::mul_op, op::div_op>(x) && x->outputs().size() == 1) {
-        const auto& in = x->inputs();
-        const bool div = is<op::div_op>(x);
-        std::optional<std::size_t> c;
-        if (is_scalar_literal(in[1])) c = 1;
-        else if (!div && is_scalar_literal(in[0])) c = 0;
-        if (!c) return std::nullopt;
-        const float value = scalar_value(in[*c]);
-        mt.scale = div ? 1.0f / value : value;
-        mt.between.push_back(x);
-        x = in[1 - *c];
-    }
-    if (!is<op::matmul>(x) || x->outputs().size() != 1 || x->inputs().size() != 2) return std::nullopt;
-    mt.qk = x;
-    return mt;
-}
+using attention_match::match;
 
 bool fits(const match& mt, shape& dst) {
+    if (mt.select) return false;  // the kernel adds its mask; a select (where) stays on oneDNN and the softmax
     auto q = mt.qk->inputs()[0], kt = mt.qk->inputs()[1], v = mt.pv->inputs()[1];
     for (auto x : {q, kt, v, mt.qk, mt.pv})
         if (!f32_static(x)) return false;
@@ -97,11 +38,7 @@ bool attention_enabled(const lower_env& env) { return env.ctx.options().attentio
 
 void fuse_attention(lower_env& env) {
     if (!attention_enabled(env)) return;
-    std::vector<match> found;
-    for (auto ins = env.m.begin(); ins != env.m.end(); ++ins)
-        if (is<op::softmax>(ins))
-            if (auto mt = match_at(ins)) found.push_back(*mt);
-    for (auto& mt : found) {
+    for (auto& mt : attention_match::find_all(env.m)) {
         shape dst;
         if (!fits(mt, dst)) continue;
         attention op;
