@@ -2,8 +2,8 @@
 """Runs every test suite of Kiln and prints one summary line: N passed, N failed[, N skipped].
 
 Suites: unit (GoogleTest), capi (GoogleTest over the C API and kiln.hpp), conformance (the ONNX
-backend tests on each target), models, gpu and gpu-device (builds with the gpu target only: its
-kernels through NVRTC and on the host, without a device; the GPU-only tests), python (pytest), tools (pytest over the kiln command-line tool),
+backend tests on each target), models, gpu, gpu-device and conformance-gpu-compile (builds with the gpu target only: its
+kernels through NVRTC and on the host, without a device; the GPU-only tests; every backend test compiled for the gpu), python (pytest), tools (pytest over the kiln command-line tool),
 install (cmake --install, then a C and a C++ program built against the prefix), examples
 (examples/resnet50 end to end: PyTorch export, Python and C++ classification, the worker), clang (one step:
 the sources compile with clang 14, which the fuzz build needs; scripts/clang_check.py). A suite
@@ -179,6 +179,10 @@ def main():
         # The gpu target without a device; the GPU-only tests skip where there is none.
         "gpu": lambda: gpu_suite(build, "gpu", "kiln_gpu_tests"),
         "gpu-device": lambda: gpu_suite(build, "gpu-device", "kiln_gpu_device_tests"),
+        # Every backend test compiles for the gpu (NVRTC included) without a device.
+        "conformance-gpu-compile": lambda: summary_line_suite(
+            build, "conformance-gpu-compile", ["kiln_conformance", "--target", "gpu", "--compile-only"])
+        if has_gpu_target(build) else (0, 0, 0),
         "python": lambda: pytest_suite(build, "python", "python/tests"),
         "tools": lambda: pytest_suite(build, "tools", "tests/tools"),
         "install": lambda: pytest_suite(build, "install", "tests/install"),

@@ -24,6 +24,7 @@ struct attention_case {
     std::size_t rank = 4;           // 3: [batch * heads, s, d] operands, standard
     bool select = false;            // a bool mask: where(mask, scores, lowest float) (fill_first: where(mask, fill, scores))
     bool fill_first = false;
+    bool inf_fill = false;          // the fill is -inf (flex attention's causal mask), not the lowest float
 };
 
 inline std::vector<attention_case> attention_cases() {
@@ -38,6 +39,8 @@ inline std::vector<attention_case> attention_cases() {
          false, 4, true},
         {"decode step (1 query over 37 keys), where(mask, fill, scores)", 1, 4, 1, 37, 16, 16, c::mul_scale, {1, 1, 1, 37},
          false, 4, true, true},
+        {"causal select with a -inf fill (flex attention)", 2, 4, 4, 10, 16, 16, c::mul_scale, {1, 1, 4, 10},
+         false, 4, true, false, true},
         {"rank 3, batch 5, head dim 80", 5, 1, 40, 96, 80, 80, c::div_scale, {5, 40, 96}, false, 3},
     };
 }
@@ -67,7 +70,8 @@ inline instruction_ref add_attention(module* m, const attention_case& c, const s
         s = m->add_instruction(make_op("div"), {s, lit(std::sqrt(static_cast<float>(c.d)))});
     if (c.select) {
         auto mask = m->add_parameter(prefix + "mask", shape(type::bool_, c.mask));
-        auto fill = lit(std::numeric_limits<float>::lowest());  // GPT-2's torch.finfo(float32).min
+        auto fill = lit(c.inf_fill ? -std::numeric_limits<float>::infinity()
+                               : std::numeric_limits<float>::lowest());  // GPT-2's torch.finfo(float32).min
         s = m->add_instruction(make_op("where"), c.fill_first ? std::vector<instruction_ref>{mask, fill, s}
                                                               : std::vector<instruction_ref>{mask, s, fill});
     } else if (!c.mask.empty()) {

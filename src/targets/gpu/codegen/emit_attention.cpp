@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cmath>
 #include <cstdio>
 #include <regex>
 #include <sstream>
@@ -33,6 +34,9 @@ std::string num(std::int64_t x) { return std::to_string(x) + "LL"; }
 std::string num(std::size_t x) { return num(static_cast<std::int64_t>(x)); }
 
 std::string float_literal(float v) {
+    // A mask's fill may be -inf (flex attention's causal mask): C has no literal for it.
+    if (std::isinf(v)) return v < 0 ? "(-kiln_inff())" : "kiln_inff()";
+    if (std::isnan(v)) return "kiln_nanf(\"\")";
     char buf[64];
     std::snprintf(buf, sizeof buf, "%af", static_cast<double>(v));
     return buf;
