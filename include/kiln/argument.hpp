@@ -27,6 +27,9 @@ public:
     // Borrows memory the caller owns and keeps alive while the argument is used.
     static argument borrow(const shape& s, void* data,
                            memory_location where = memory_location::host, int device_id = 0);
+    // Shares a buffer that lives in `where` (a CUDA tensor taken through DLPack): the
+    // shared_ptr's deleter releases it when the last view goes.
+    static argument adopt(const shape& s, std::shared_ptr<char> data, memory_location where, int device_id = 0);
     static argument make_tuple(std::vector<argument> elements);
     static argument make_sequence(const shape& element, std::vector<argument> items);
     static argument make_optional(const shape& element, std::optional<argument> item);

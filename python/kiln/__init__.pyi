@@ -53,9 +53,15 @@ class argument:
     def elements(self) -> List["argument"]: ...
     def __buffer__(self, flags: int) -> memoryview: ...
     def __dlpack__(self, stream: Optional[int] = None) -> Any: ...  # shares memory: np/torch.from_dlpack
-    def __dlpack_device__(self) -> tuple: ...
+    def __dlpack_device__(self) -> tuple: ...  # (1, 0) host; (2, device_id) CUDA
+    @property
+    def __cuda_array_interface__(self) -> dict: ...  # device arguments only
+    @property
+    def location(self) -> str: ...  # 'host' or 'device'
+    @property
+    def device_id(self) -> int: ...
 
-def from_dlpack(tensor: Any) -> argument: ...  # any __dlpack__ object (a CPU torch tensor), no copy
+def from_dlpack(tensor: Any) -> argument: ...  # any __dlpack__ object (a CPU or CUDA torch tensor), no copy
 
 ArrayLike = Union[np.ndarray, argument, Any]  # Any: objects with __dlpack__ (torch tensors)
 

@@ -106,8 +106,43 @@ argument argument_from_python(const py::handle& obj, const char* what, std::opti
     return argument(s, std::move(data));
 }
 
+namespace {
+
+// A host tensor's memory as a numpy buffer; a clear error for anything else.
+py::buffer_info host_buffer(argument& a) {
+    const auto& s = a.get_shape();
+    if (!s.is_tensor() || s.get_type() == type::string || s.dynamic())
+        throw_error(error_code::type, "a " + s.to_string() + " argument has no numpy view; use tolist()");
+    if (a.location() != memory_location::host)
+        throw_error(error_code::runtime, "the argument lives in device memory (torch.from_dlpack or "
+                                         "__cuda_array_interface__ take it)");
+    auto dt = numpy_dtype(s.get_type());
+    std::vector<py::ssize_t> shape_v, strides_v;
+    for (std::size_t i = 0; i < s.ndim(); ++i) {
+        shape_v.push_back(static_cast<py::ssize_t>(s.lens()[i]));
+        strides_v.push_back(static_cast<py::ssize_t>(s.strides()[i] * s.type_size()));
+    }
+    return py::buffer_info(a.data(), static_cast<py::ssize_t>(s.type_size()), std::string(1, dt.char_()),
+                           static_cast<py::ssize_t>(s.ndim()), shape_v, strides_v);
+}
+
+// pybind11 (2.10) calls def_buffer's function from a C callback without catching: an
+// exception there (a tuple, string or device argument has no buffer) would terminate the
+// process. This wrapper turns it into a Python BufferError instead.
+int buffer_or_error(PyObject* obj, Py_buffer* view, int flags) {
+    try {
+        return py::detail::pybind11_getbuffer(obj, view, flags);
+    } catch (const std::exception& e) {
+        if (view) view->obj = nullptr;
+        PyErr_SetString(PyExc_BufferError, e.what());
+        return -1;
+    }
+}
+
+}  // namespace
+
 void bind_argument(py::module_& m) {
-    py::class_<argument>(m, "argument", py::buffer_protocol(),
+    auto cls = py::class_<argument>(m, "argument", py::buffer_protocol(),
                          "A tensor's shape and data. Built from any numpy array without copying when its layout "
                          "allows; np.asarray(arg) shares the argument's memory.")
         .def(py::init([](const py::object& obj, std::optional<std::string> t) {
@@ -131,21 +166,12 @@ void bind_argument(py::module_& m) {
         .def("elements", &argument::elements, "Elements of a tuple, sequence or optional.")
         .def("__eq__", [](const argument& a, const argument& b) { return a == b; })
         .def("__repr__", [](const argument& a) { return "kiln.argument(" + a.to_string() + ")"; })
-        .def_buffer([](argument& a) -> py::buffer_info {
-            const auto& s = a.get_shape();
-            if (!s.is_tensor() || s.get_type() == type::string || s.dynamic())
-                throw_error(error_code::type, "a " + s.to_string() + " argument has no numpy view; use tolist()");
-            if (a.location() != memory_location::host)
-                throw_error(error_code::runtime, "the argument lives in device memory");
-            auto dt = numpy_dtype(s.get_type());
-            std::vector<py::ssize_t> shape_v, strides_v;
-            for (std::size_t i = 0; i < s.ndim(); ++i) {
-                shape_v.push_back(static_cast<py::ssize_t>(s.lens()[i]));
-                strides_v.push_back(static_cast<py::ssize_t>(s.strides()[i] * s.type_size()));
-            }
-            return py::buffer_info(a.data(), static_cast<py::ssize_t>(s.type_size()), std::string(1, dt.char_()),
-                                   static_cast<py::ssize_t>(s.ndim()), shape_v, strides_v);
-        });
+        // numpy asks the buffer first; only when that fails (no host tensor) does it call
+        // __array__, which then says why instead of numpy making an object array of it.
+        .def("__array__", [](argument& a, const py::object&, const py::object&) { return py::array(host_buffer(a)); },
+             py::arg("dtype") = py::none(), py::arg("copy") = py::none())
+        .def_buffer([](argument& a) -> py::buffer_info { return host_buffer(a); });
+    reinterpret_cast<PyTypeObject*>(cls.ptr())->tp_as_buffer->bf_getbuffer = buffer_or_error;
 
     m.def("generate_argument", [](const shape& s, std::uint64_t seed) {
         argument a(s.as_standard());

@@ -2,6 +2,13 @@
 // np.from_dlpack, torch.from_dlpack and torch.utils.dlpack take it), and kiln.from_dlpack (and
 // every place that accepts an array, e.g. program.run) takes any object with __dlpack__, such as
 // a CPU torch tensor. The structures are dlpack.h's (Debian's libdlpack-dev, DLPack 0.6).
+//
+// CUDA tensors too (the gpu target with offload_copy off): a kDLCUDA tensor becomes a device
+// argument on its device, and a device argument (such a program's result) exports as kDLCUDA
+// and through __cuda_array_interface__. Streams: Kiln asks the producer for the data on the
+// legacy default stream (`__dlpack__(stream=1)`), and the gpu target orders each eval of a
+// program without offload_copy after that stream (gpu_context::begin_run); results come back
+// after the eval's stream is done, so any consumer stream may read them at once.
 #include "bindings.hpp"
 
 #include <dlpack/dlpack.h>
@@ -76,8 +83,6 @@ py::capsule to_dlpack(const argument& a) {
     const auto& s = a.get_shape();
     if (!s.is_tensor() || s.dynamic() || s.get_type() == type::string)
         throw_error(error_code::type, "a " + s.to_string() + " argument cannot be exported through DLPack");
-    if (a.location() != memory_location::host)
-        throw_error(error_code::runtime, "__dlpack__: the argument lives in device memory");
     auto* e = new exported;
     e->keep = a;
     for (std::size_t i = 0; i < s.ndim(); ++i) {
@@ -86,7 +91,7 @@ py::capsule to_dlpack(const argument& a) {
     }
     DLTensor& t = e->managed.dl_tensor;
     t.data = a.data();
-    t.device = {kDLCPU, 0};
+    t.device = a.location() == memory_location::device ? DLDevice{kDLCUDA, a.device_id()} : DLDevice{kDLCPU, 0};
     t.ndim = static_cast<std::int32_t>(s.ndim());
     t.dtype = dl_type_of(s.get_type());
     t.shape = e->lens.data();
@@ -105,14 +110,21 @@ py::capsule to_dlpack(const argument& a) {
 }  // namespace
 
 argument argument_from_dlpack(const py::handle& obj) {
-    py::object cap_obj = obj.attr("__dlpack__")();
+    // A CUDA producer is asked for its data ready on the legacy default stream (1), which
+    // the gpu target waits for; a CPU producer takes no stream.
+    bool cuda = false;
+    if (py::hasattr(obj, "__dlpack_device__")) {
+        auto dev = obj.attr("__dlpack_device__")().cast<py::tuple>();
+        cuda = dev.size() >= 1 && dev[0].cast<int>() == kDLCUDA;
+    }
+    py::object cap_obj = cuda ? obj.attr("__dlpack__")(py::arg("stream") = 1) : obj.attr("__dlpack__")();
     PyObject* cap = cap_obj.ptr();
     if (!PyCapsule_IsValid(cap, capsule_name))
         throw_error(error_code::type, "from_dlpack: __dlpack__ did not return an unused 'dltensor' capsule");
     auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap, capsule_name));
     const DLTensor& t = m->dl_tensor;
-    if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost)
-        throw_error(error_code::unsupported, "from_dlpack: only CPU tensors can be taken (device type " +
+    if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost && t.device.device_type != kDLCUDA)
+        throw_error(error_code::unsupported, "from_dlpack: only CPU and CUDA tensors can be taken (device type " +
                                                  std::to_string(t.device.device_type) + ")");
     type et = type_of_dl(t.dtype);
     std::vector<std::size_t> lens, strides;
@@ -136,20 +148,67 @@ argument argument_from_dlpack(const py::handle& obj) {
             m->deleter(m);
         }
     });
+    if (t.device.device_type == kDLCUDA)
+        return argument::adopt(shape(et, lens, strides), std::move(data), memory_location::device, t.device.device_id);
     return argument(shape(et, lens, strides), std::move(data));
 }
+
+namespace {
+
+// __cuda_array_interface__ (version 3) of a device argument: shape, typestr, data pointer,
+// strides in bytes; no stream (the eval that made it has finished).
+py::dict cuda_array_interface(const argument& a) {
+    if (a.location() != memory_location::device)
+        throw py::attribute_error("__cuda_array_interface__: the argument lives in host memory");
+    const auto& s = a.get_shape();
+    if (!s.is_tensor() || s.dynamic() || s.get_type() == type::string)
+        throw py::attribute_error("__cuda_array_interface__: a " + s.to_string() + " argument has none");
+    const DLDataType dt = dl_type_of(s.get_type());
+    char kind = 0;
+    if (dt.code == kDLFloat) kind = 'f';
+    else if (dt.code == kDLInt) kind = 'i';
+    else if (dt.code == kDLUInt) kind = 'u';
+    else if (dt.code == dl_bool_code) kind = 'b';
+    else throw py::attribute_error("__cuda_array_interface__: " + std::string(type_name(s.get_type())) + " has no typestr");
+    py::list lens, strides;
+    for (std::size_t i = 0; i < s.ndim(); ++i) {
+        lens.append(s.lens()[i]);
+        strides.append(s.strides()[i] * s.type_size());
+    }
+    py::dict d;
+    d["shape"] = py::tuple(lens);
+    d["typestr"] = std::string("<") + kind + std::to_string(s.type_size());
+    d["data"] = py::make_tuple(reinterpret_cast<std::uintptr_t>(a.data()), false);
+    d["strides"] = py::tuple(strides);
+    d["version"] = 3;
+    d["stream"] = py::none();
+    return d;
+}
+
+}  // namespace
 
 void bind_dlpack(py::module_& m) {
     auto cls = py::reinterpret_borrow<py::class_<argument>>(py::type::of<argument>());
     cls.def("__dlpack__", [](const argument& a, const py::object& stream) {
-           if (!stream.is_none() && !(py::isinstance<py::int_>(stream) && stream.cast<long long>() == -1))
+           // A device argument's eval has finished: ready on any stream the consumer names.
+           if (a.location() == memory_location::host && !stream.is_none() &&
+               !(py::isinstance<py::int_>(stream) && stream.cast<long long>() == -1))
                throw_error(error_code::invalid_argument, "__dlpack__: a host argument takes no stream");
            return to_dlpack(a);
        }, py::arg("stream") = py::none(), "A DLPack capsule sharing this argument's memory (no copy).")
-        .def("__dlpack_device__", [](const argument&) { return py::make_tuple(static_cast<int>(kDLCPU), 0); });
+        .def("__dlpack_device__", [](const argument& a) {
+            if (a.location() == memory_location::device) return py::make_tuple(static_cast<int>(kDLCUDA), a.device_id());
+            return py::make_tuple(static_cast<int>(kDLCPU), 0);
+        })
+        .def_property_readonly("__cuda_array_interface__", &cuda_array_interface,
+                               "A device argument's CUDA array interface (v3), for CuPy, Numba, torch.as_tensor")
+        .def_property_readonly("location", [](const argument& a) {
+            return std::string(a.location() == memory_location::device ? "device" : "host");
+        }, "'host', or 'device' (CUDA memory: a gpu program's result with offload_copy off, a CUDA tensor)")
+        .def_property_readonly("device_id", &argument::device_id, "The CUDA device of a device argument.");
     m.def("from_dlpack", [](const py::object& obj) { return argument_from_dlpack(obj); }, py::arg("tensor"),
-          "A kiln.argument sharing the memory of any object with __dlpack__ (a CPU torch tensor, a numpy "
-          "array): no copy; the producer's memory stays alive while kiln uses it.");
+          "A kiln.argument sharing the memory of any object with __dlpack__ (a CPU or CUDA torch tensor, a "
+          "numpy array): no copy; the producer's memory stays alive while kiln uses it.");
 }
 
 }  // namespace kiln::python

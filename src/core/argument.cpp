@@ -83,6 +83,13 @@ argument argument::borrow(const shape& s, void* data, memory_location where, int
     return a;
 }
 
+argument argument::adopt(const shape& s, std::shared_ptr<char> data, memory_location where, int device_id) {
+    argument a(s, std::move(data));
+    a.location_ = where;
+    a.device_id_ = device_id;
+    return a;
+}
+
 argument argument::make_tuple(std::vector<argument> elements) {
     std::vector<shape> shapes;
     for (auto& e : elements) shapes.push_back(e.get_shape());

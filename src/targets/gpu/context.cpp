@@ -26,6 +26,7 @@ gpu_context::~gpu_context() {
     libraries_.clear();
     if (lt_) (void)cublasLtDestroy(lt_);
     if (cudnn_) (void)cudnnDestroy(cudnn_);
+    if (legacy_ready_) (void)cudaEventDestroy(legacy_ready_);
     stream_.reset();  // destroyed when the last buffer freed on it goes too
 }
 
@@ -35,6 +36,20 @@ std::shared_ptr<void> gpu_context::begin_run() {
     if (auto why = unavailable_reason(); !why.empty())
         throw_error(error_code::unsupported, "target gpu is not available: " + why);
     use_device(true);
+    if (!options_.offload_copy) {
+        // This context's stream is non-blocking, so it does not follow the legacy default
+        // stream by itself: wait there for what was queued before this eval.
+        cudaStream_t s = stream();
+        cudaEvent_t ready = nullptr;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (!legacy_ready_)
+                check_cuda(cudaEventCreateWithFlags(&legacy_ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+            ready = legacy_ready_;
+        }
+        check_cuda(cudaEventRecord(ready, cudaStreamLegacy), "cudaEventRecord on the legacy default stream");
+        check_cuda(cudaStreamWaitEvent(s, ready, 0), "cudaStreamWaitEvent (the caller's inputs)");
+    }
     std::unique_lock<std::mutex> lock(evals_mutex_);
     evals_changed_.wait(lock, [&] { return !recording_; });
     ++evals_in_flight_;

@@ -22,6 +22,7 @@
 #include <string>
 
 struct CUstream_st;
+struct CUevent_st;
 struct CUlib_st;
 struct cublasLtContext;
 struct cudnnContext;
@@ -46,7 +47,9 @@ public:
     // Refuses to run where there is no device (unavailable_reason); else makes the
     // device current on the calling thread and sets up the stream and handles. The token
     // counts the eval as in flight; while one eval records a CUDA graph on the shared
-    // stream, another waits here (its copies would join the recording).
+    // stream, another waits here (its copies would join the recording). With offload_copy
+    // off, the eval's work is ordered after the legacy default stream, where the caller's
+    // device inputs are ready (torch's default stream; DLPack's stream=1).
     std::shared_ptr<void> begin_run() override;
     // Waits for the stream (nothing to wait for before the device was set up), then raises
     // a runtime error when a gather kernel met an out-of-range index (and clears the record).
@@ -106,6 +109,7 @@ private:
     };
     std::map<std::pair<const void*, std::string>, input_slot> input_slots_;  // under mutex_
     eval_graphs graphs_;
+    CUevent_st* legacy_ready_ = nullptr;  // under mutex_ when made
     std::mutex evals_mutex_;
     std::condition_variable evals_changed_;
     std::size_t evals_in_flight_ = 0;
