@@ -59,7 +59,7 @@ bool lower_fused(module& m, instruction_ref ins, const gpu_options& o) {
 }
 
 bool lower_pointwise(module& m, instruction_ref ins, const gpu_options& o) {
-    if (!ins->get_operator().traits().pointwise || !ins->module_inputs().empty() || !kiln::codegen::kernel_can_run(ins))
+    if (!ins->get_operator().traits().pointwise || !ins->module_inputs().empty() || !kiln::codegen::kernel_can_run(ins, true))
         return false;
     std::vector<instruction_ref> inputs;
     auto body = kiln::codegen::single_group(ins, inputs);
@@ -69,7 +69,7 @@ bool lower_pointwise(module& m, instruction_ref ins, const gpu_options& o) {
 // A lone reduction (constant axes, any keepdims) as a one-node group.
 bool lower_reduction(module& m, instruction_ref ins, const gpu_options& o) {
     // kernel_can_run also declines the reductions plans lack (reduce_log_sum_exp).
-    if (!ins->get_operator().traits().reduction || !is_fusible_reduction(ins) || !kiln::codegen::kernel_can_run(ins))
+    if (!ins->get_operator().traits().reduction || !is_fusible_reduction(ins) || !kiln::codegen::kernel_can_run(ins, true))
         return false;
     std::vector<instruction_ref> inputs;
     auto body = kiln::codegen::single_group(ins, inputs);

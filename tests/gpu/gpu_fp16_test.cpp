@@ -1,0 +1,172 @@
+// Programs quantized to fp16 / bf16 on the gpu target (issue 21): generated kernels load
+// and store 16-bit tensors and compute in float, rounding each 16-bit node once as the
+// reference does; kiln_device.h's conversions agree with the reference's bit for bit.
+#include "gpu_test_util.hpp"
+
+#include "targets/gpu/codegen/device_header.hpp"
+
+#include <kiln/float_types.hpp>
+#include <kiln/onnx.hpp>
+#include <kiln/quantization.hpp>
+
+#include <dlfcn.h>
+
+#include <bit>
+#include <filesystem>
+#include <iostream>
+
+using namespace kiln;
+using namespace kiln::gpu_test;
+
+namespace {
+
+std::filesystem::path model_file(const char* name) {
+    return std::filesystem::path(KILN_SHARED_DIR) / "models" / name / "model.onnx";
+}
+
+program parse_model(const char* name) {
+    onnx_options oo;
+    oo.default_dim_value = 1;
+    if (std::string(name) == "bert_small") oo.map_input_dims = {{"input_ids", {1, 128}}, {"attention_mask", {1, 128}}};
+    return parse_onnx(model_file(name).string(), oo);
+}
+
+void quantize(program& p, type t) {
+    if (t == type::float16) quantize_fp16(p);
+    else quantize_bf16(p);
+}
+
+// Host wrappers of the header's conversions, built by the same host compile as kernels.
+const char* conversion_source = R"(#include "kiln_device.h"
+#define KILN_EXPORT extern "C" __attribute__((visibility("default")))
+KILN_EXPORT unsigned short kiln_test_f2h(float x) { return kiln_f2h(x).bits; }
+KILN_EXPORT unsigned short kiln_test_f2b(float x) { return kiln_f2b(x).bits; }
+KILN_EXPORT unsigned short kiln_test_d2h(double x) { return kiln_d2h(x).bits; }
+KILN_EXPORT unsigned short kiln_test_d2b(double x) { return kiln_d2b(x).bits; }
+KILN_EXPORT float kiln_test_h2f(unsigned short b) { kiln_half h; h.bits = b; return kiln_ld(h); }
+KILN_EXPORT float kiln_test_b2f(unsigned short b) { kiln_bf16 h; h.bits = b; return kiln_ld(h); }
+)";
+
+}  // namespace
+
+// The host build's software conversions are the reference's: every 16-bit pattern widens
+// to the same float, and floats near every rounding boundary (and doubles between floats)
+// round to the same bits. The device build uses PTX cvt.rn (the same IEEE rounding).
+TEST(gpu_fp16, device_header_conversions_are_the_references) {
+    gpu_test::host_library lib(conversion_source);
+    ASSERT_TRUE(lib.ok());
+    auto* h = lib.handle();
+    auto f2h = reinterpret_cast<unsigned short (*)(float)>(::dlsym(h, "kiln_test_f2h"));
+    auto f2b = reinterpret_cast<unsigned short (*)(float)>(::dlsym(h, "kiln_test_f2b"));
+    auto d2h = reinterpret_cast<unsigned short (*)(double)>(::dlsym(h, "kiln_test_d2h"));
+    auto d2b = reinterpret_cast<unsigned short (*)(double)>(::dlsym(h, "kiln_test_d2b"));
+    auto h2f = reinterpret_cast<float (*)(unsigned short)>(::dlsym(h, "kiln_test_h2f"));
+    auto b2f = reinterpret_cast<float (*)(unsigned short)>(::dlsym(h, "kiln_test_b2f"));
+    ASSERT_TRUE(f2h && f2b && d2h && d2b && h2f && b2f);
+    std::size_t bad = 0;
+    for (std::uint32_t b = 0; b < 0x10000 && bad < 10; ++b) {
+        const auto u = static_cast<std::uint16_t>(b);
+        const float wh = half::from_bits(u), wb = bfloat16::from_bits(u);
+        if (std::bit_cast<std::uint32_t>(h2f(u)) != std::bit_cast<std::uint32_t>(wh)) ++bad, ADD_FAILURE() << "h2f " << b;
+        if (std::bit_cast<std::uint32_t>(b2f(u)) != std::bit_cast<std::uint32_t>(wb)) ++bad, ADD_FAILURE() << "b2f " << b;
+    }
+    // Every float whose low 16 bits are one of the patterns around the fp16 (13 bits) and
+    // bf16 (16 bits) rounding points, over every exponent and sign.
+    const std::uint32_t lows[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x1fff, 0x2000, 0x3000,
+                                  0x7fff, 0x8000, 0x8001, 0xffff, 0x5000, 0xb000, 0xe000};
+    std::size_t checked = 0;
+    for (std::uint32_t hi = 0; hi < 0x10000 && bad < 10; ++hi)
+        for (auto lo : lows) {
+            const float x = std::bit_cast<float>((hi << 16) | lo);
+            ++checked;
+            if (f2h(x) != half(x).bits) ++bad, ADD_FAILURE() << "f2h " << std::hexfloat << x;
+            if (f2b(x) != bfloat16(x).bits) ++bad, ADD_FAILURE() << "f2b " << std::hexfloat << x;
+            // A double just above and below the float: single rounding from double.
+            const double d = static_cast<double>(x);
+            for (double e : {std::nextafter(d, 0.0), std::nextafter(d, 1e300)})
+                if (d2h(e) != half(e).bits || d2b(e) != bfloat16(e).bits)
+                    ++bad, ADD_FAILURE() << "d2h/d2b " << std::hexfloat << e;
+        }
+    EXPECT_EQ(bad, 0u);
+    std::cout << "[ gpu fp16 ] " << checked << " floats and 65536 patterns per format agree with kiln::half/bfloat16\n";
+}
+
+// Every op the generator handles, in fp16 and bf16: each op's inputs and result 16-bit.
+TEST(gpu_fp16, every_op_in_16_bits_compiles_for_sm90_and_matches_the_reference) {
+    for (type t : {type::float16, type::bfloat16}) {
+        SCOPED_TRACE(type_name(t));
+        program p;
+        auto* m = p.get_main_module();
+        std::vector<instruction_ref> results;
+        std::size_t k = 0, cases = 0;
+        for (const auto& c : op_cases()) {
+            std::vector<instruction_ref> args;
+            for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+                const bool full = i == 0 || std::string(c.name) == "swiglu";
+                const type it = c.inputs[i] == type::float32 ? t : c.inputs[i];
+                args.push_back(m->add_parameter("x" + std::to_string(k++),
+                                                shape(it, full ? std::vector<std::size_t>{3, 37} : std::vector<std::size_t>{37})));
+            }
+            results.push_back(m->add_instruction(make_op(c.name), args));
+            ++cases;
+        }
+        // Converts into and out of 16 bits.
+        auto f = m->add_parameter("f", shape(type::float32, {3, 37}));
+        auto narrowed = m->add_instruction(make_op("convert", {{"target_type", static_cast<std::int64_t>(t)}}), {f});
+        results.push_back(m->add_instruction(make_op("convert", {{"target_type", static_cast<std::int64_t>(type::float32)}}),
+                                             {m->add_instruction(make_op("relu"), {narrowed})}));
+        m->add_return(results);
+        compile_options o;
+        o.memory_planning = false;
+        compile_for_gpu(p, o);
+        const auto rep = check_kernels(*p.get_main_module(), std::string("every op, ") + std::string(type_name(t)));
+        EXPECT_GE(rep.kernels, cases) << "an op did not become a generated kernel";
+        std::cout << "[ gpu fp16 ] every op " << type_name(t) << ": " << rep.kernels << " kernels, " << rep.elements16
+                  << " 16-bit results, " << rep.off16 << " not bit-equal, max " << rep.max_ulp16 << " ulp\n";
+    }
+}
+
+// Every fused kernel of the shared models after quantize_fp16 / quantize_bf16: NVRTC for
+// sm_90 without spills, and the host build against the reference on the same 16-bit program.
+TEST(gpu_fp16, every_fused_kernel_of_the_quantized_models) {
+    std::size_t models = 0;
+    for (type t : {type::float16, type::bfloat16})
+        for (const char* name : {"bert_small", "vit_tiny", "resnet50", "mobilenet_v2"}) {
+            if (!std::filesystem::exists(model_file(name))) continue;
+            SCOPED_TRACE(std::string(name) + " " + std::string(type_name(t)));
+            auto p = parse_model(name);
+            quantize(p, t);
+            compile_options o;
+            o.memory_planning = false;
+            compile_for_gpu(p, o);
+            std::size_t sixteen = 0;
+            for (auto ins : gpu_kernels(*p.get_main_module())) {
+                for (auto in : ins->inputs())
+                    if (in->get_shape().get_type() == t) {
+                        ++sixteen;
+                        break;
+                    }
+            }
+            const auto rep = check_kernels(*p.get_main_module(), name);
+            std::cout << "[ gpu fp16 ] " << name << " " << type_name(t) << ": " << rep.kernels << " kernels ("
+                      << sixteen << " reading 16-bit tensors), " << rep.distinct << " distinct, " << rep.elements16
+                      << " 16-bit results checked, " << rep.off16 << " not bit-equal, max " << rep.max_ulp16
+                      << " ulp\n";
+            EXPECT_GT(sixteen, 0u) << name;
+            ++models;
+        }
+    if (models == 0) GTEST_SKIP() << "no shared models";
+}
+
+// The cpu target is unchanged: it widens 16-bit programs first, and its fusion never takes
+// a 16-bit instruction (kernel_can_run without float16).
+TEST(gpu_fp16, kernel_can_run_takes_16_bits_only_when_asked) {
+    program p;
+    auto* m = p.get_main_module();
+    auto x = m->add_parameter("x", shape(type::float16, {4, 8}));
+    auto r = m->add_instruction(make_op("relu"), {x});
+    m->add_return({r});
+    EXPECT_FALSE(kiln::codegen::kernel_can_run(r));
+    EXPECT_TRUE(kiln::codegen::kernel_can_run(r, true));
+}
+
