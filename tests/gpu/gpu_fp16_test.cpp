@@ -4,6 +4,7 @@
 #include "gpu_test_util.hpp"
 
 #include "targets/gpu/codegen/device_header.hpp"
+#include "targets/gpu/kernels/lt_matmul.hpp"
 
 #include <kiln/float_types.hpp>
 #include <kiln/onnx.hpp>
@@ -168,5 +169,74 @@ TEST(gpu_fp16, kernel_can_run_takes_16_bits_only_when_asked) {
     m->add_return({r});
     EXPECT_FALSE(kiln::codegen::kernel_can_run(r));
     EXPECT_TRUE(kiln::codegen::kernel_can_run(r, true));
+}
+
+// cuBLASLt for 16-bit products: A/B/C/D in the operands' type, fp32 accumulation
+// (CUBLAS_COMPUTE_32F) and float alpha/beta; TF32 only for float32 and only when asked.
+TEST(gpu_fp16, cublaslt_types_accumulate_in_fp32) {
+    EXPECT_EQ(gpu::lt_descriptor_types(type::float32, false).text, "A/B/C/D CUDA_R_32F, compute CUBLAS_COMPUTE_32F, scale CUDA_R_32F");
+    EXPECT_EQ(gpu::lt_descriptor_types(type::float32, true).text,
+              "A/B/C/D CUDA_R_32F, compute CUBLAS_COMPUTE_32F_FAST_TF32, scale CUDA_R_32F");
+    for (bool tf32 : {false, true}) {
+        EXPECT_EQ(gpu::lt_descriptor_types(type::float16, tf32).text, "A/B/C/D CUDA_R_16F, compute CUBLAS_COMPUTE_32F, scale CUDA_R_32F");
+        EXPECT_EQ(gpu::lt_descriptor_types(type::bfloat16, tf32).text, "A/B/C/D CUDA_R_16BF, compute CUBLAS_COMPUTE_32F, scale CUDA_R_32F");
+    }
+    // The CUDA enum values (library_types.h, cublas_api.h).
+    const auto h = gpu::lt_descriptor_types(type::float16, false);
+    EXPECT_EQ(h.data, 2);      // CUDA_R_16F
+    EXPECT_EQ(h.compute, 68);  // CUBLAS_COMPUTE_32F
+    EXPECT_EQ(h.scale, 0);     // CUDA_R_32F
+    EXPECT_EQ(gpu::lt_descriptor_types(type::bfloat16, false).data, 14);  // CUDA_R_16BF
+    EXPECT_EQ(gpu::lt_descriptor_types(type::float32, true).compute, 77);  // CUBLAS_COMPUTE_32F_FAST_TF32
+    EXPECT_THROW((void)gpu::lt_descriptor_types(type::int8, false), error);
+}
+
+// plan_lt counts elements, so 16-bit layouts are the float32 ones: attention's head views
+// and K^T, a batch folded into rows, a transposed weight.
+TEST(gpu_fp16, plan_lt_describes_16_bit_layouts) {
+    for (type t : {type::float16, type::bfloat16}) {
+        const shape head(t, {1, 4, 128, 64}, {32768, 64, 256, 1});
+        const shape head_t(t, {1, 4, 64, 128}, {32768, 64, 1, 256});
+        auto qk = gpu::plan_lt(head, head_t, shape(t, {1, 4, 128, 128}), false, false);
+        EXPECT_EQ(qk.batch, 4);
+        EXPECT_EQ(qk.second.ld, 256);
+        EXPECT_EQ(qk.second.batch_stride, 64);
+        EXPECT_TRUE(qk.first.transposed);
+        EXPECT_EQ(qk.k, 64u);
+        auto f = gpu::plan_lt(shape(t, {3, 128, 256}), shape(t, {256, 64}), shape(t, {3, 128, 64}), false, false);
+        EXPECT_EQ(f.batch, 1);
+        EXPECT_EQ(f.n, 384u);
+        auto w = gpu::plan_lt(shape(t, {8, 2048}), shape(t, {1000, 2048}), shape(t, {8, 1000}), false, true);
+        EXPECT_TRUE(w.first.transposed);
+        EXPECT_EQ(w.first.ld, 2048);
+        EXPECT_EQ(w.m, 1000u);
+        EXPECT_EQ(w.n, 8u);
+    }
+}
+
+// 16-bit matmul and gemm (with its bias epilogue) go to cuBLASLt; mixed types do not.
+TEST(gpu_fp16, sixteen_bit_products_become_cublaslt) {
+    for (type t : {type::float16, type::bfloat16}) {
+        program p;
+        auto* m = p.get_main_module();
+        auto x = m->add_parameter("x", shape(t, {4, 64}));
+        auto w = m->add_parameter("w", shape(t, {64, 32}));
+        auto c = m->add_parameter("c", shape(t, {32}));
+        auto xf = m->add_parameter("xf", shape(type::float32, {4, 64}));
+        auto mm = m->add_instruction(make_op("matmul"), {x, w});
+        auto gm = m->add_instruction(make_op("gemm", {{"alpha", 0.5}, {"beta", 1.0}}), {x, w, c});
+        auto mixed = m->add_instruction(make_op("matmul"), {xf, m->add_instruction(make_op("convert", {{"target_type", static_cast<std::int64_t>(type::float32)}}), {w})});
+        m->add_return({mm, gm, mixed});
+        compile_for_gpu(p);
+        std::size_t sixteen = 0, bias = 0;
+        for (auto& ins : *p.get_main_module()) {
+            if (!ins.get_operator().any_cast<gpu::lt_matmul>()) continue;
+            if (ins.get_shape().get_type() == t) ++sixteen;
+            if (ins.get_operator().get<gpu::lt_matmul>().bias) ++bias;
+            EXPECT_FALSE(ins.get_operator().get<gpu::lt_matmul>().tf32) << "strict by default";
+        }
+        EXPECT_EQ(sixteen, 2u) << *p.get_main_module();
+        EXPECT_EQ(bias, 1u);
+    }
 }
 

@@ -107,15 +107,16 @@ bool lower_softmax(module& m, instruction_ref ins, const gpu_options& o) {
     return lower_group(m, ins, o, std::move(f), {ins->inputs().at(0)});
 }
 
-bool static_f32(const shape& s) { return s.is_tensor() && !s.dynamic() && s.get_type() == type::float32; }
+// Static operands of one type cuBLASLt takes (float32, or fp16/bf16 accumulated in fp32).
+bool static_lt(const shape& s, type t) { return s.is_tensor() && !s.dynamic() && s.get_type() == t && lt_element_type(t); }
 
 // matmul of static float32 tensors that cuBLASLt can read as they are (plan_lt accepts
 // them: row-major or transposed views, one batch stride or a broadcast matrix).
-bool lower_matmul(module& m, instruction_ref ins, const gpu_options&) {
+bool lower_matmul(module& m, instruction_ref ins, const gpu_options& o) {
     if (!rewrite::is<op::matmul>(ins) || ins->inputs().size() != 2) return false;
     const auto& a = ins->inputs()[0]->get_shape();
     const auto& b = ins->inputs()[1]->get_shape();
-    if (!static_f32(a) || !static_f32(b) || !static_f32(ins->get_shape())) return false;
+    if (!static_lt(a, a.get_type()) || !static_lt(b, a.get_type()) || !static_lt(ins->get_shape(), a.get_type())) return false;
     try {
         (void)plan_lt(a, b, ins->get_shape().as_standard(), false, false);
     } catch (const error&) {
@@ -123,23 +124,26 @@ bool lower_matmul(module& m, instruction_ref ins, const gpu_options&) {
     }
     auto workspace = m.insert_instruction(ins, builtin::allocate{shape(type::uint8, {lt_workspace_bytes})}, {});
     auto out = m.insert_instruction(ins, builtin::allocate{ins->get_shape().as_standard()}, {});
-    m.replace_instruction(ins, lt_matmul{}, {ins->inputs()[0], ins->inputs()[1], workspace, out});
+    lt_matmul op;
+    op.tf32 = o.tf32;
+    m.replace_instruction(ins, op, {ins->inputs()[0], ins->inputs()[1], workspace, out});
     return true;
 }
 
 // gemm (alpha op(a) op(b) + beta c) of static float32 2-D operands cuBLASLt reads as they
 // are, c absent or one value per output column with beta 1 (the bias epilogue).
-bool lower_gemm(module& m, instruction_ref ins, const gpu_options&) {
+bool lower_gemm(module& m, instruction_ref ins, const gpu_options& o) {
     const auto* g = ins->get_operator().any_cast<op::gemm>();
     if (!g || ins->inputs().size() < 2 || ins->inputs().size() > 3) return false;
     const auto& a = ins->inputs()[0]->get_shape();
     const auto& b = ins->inputs()[1]->get_shape();
     const auto out_shape = ins->get_shape();
-    if (!static_f32(a) || !static_f32(b) || !static_f32(out_shape) || a.ndim() != 2 || b.ndim() != 2) return false;
+    const type t = a.get_type();
+    if (!static_lt(a, t) || !static_lt(b, t) || !static_lt(out_shape, t) || a.ndim() != 2 || b.ndim() != 2) return false;
     const bool bias = ins->inputs().size() == 3;
     if (bias) {
         const auto& c = ins->inputs()[2]->get_shape();
-        if (!static_f32(c) || g->beta != 1.0f || !c.standard() || c.elements() != out_shape.lens().back() ||
+        if (!static_lt(c, t) || g->beta != 1.0f || !c.standard() || c.elements() != out_shape.lens().back() ||
             (c.ndim() == 2 && c.lens()[0] != 1) || c.ndim() > 2)
             return false;
     }
@@ -153,6 +157,7 @@ bool lower_gemm(module& m, instruction_ref ins, const gpu_options&) {
     op.trans_b = g->trans_b;
     op.alpha = g->alpha;
     op.bias = bias;
+    op.tf32 = o.tf32;
     auto workspace = m.insert_instruction(ins, builtin::allocate{shape(type::uint8, {lt_workspace_bytes})}, {});
     auto out = m.insert_instruction(ins, builtin::allocate{out_shape.as_standard()}, {});
     std::vector<instruction_ref> args = {ins->inputs()[0], ins->inputs()[1]};
@@ -314,11 +319,11 @@ const std::vector<candidate>& candidates() {
          "float32, static shapes, any axis: the group reduce_max, sub, exp, reduce_sum, div (log_softmax: log, sub)",
          lower_softmax},
         {"matmul", "cublaslt",
-         "static float32, rank >= 2, each operand row-major or a transposed view, batch dims of one stride or "
+         "static float32 (fp16/bf16: fp32 accumulation), rank >= 2, each operand row-major or a transposed view, batch dims of one stride or "
          "broadcast (plan_lt); a 32 MiB workspace planned in the arena",
          lower_matmul},
         {"gemm", "cublaslt",
-         "static float32 2-D operands plan_lt takes (trans_a/trans_b as op T), alpha; C absent or one value per "
+         "static float32 (fp16/bf16) 2-D operands plan_lt takes (trans_a/trans_b as op T), alpha; C absent or one value per "
          "output column with beta 1 (cuBLASLt's bias epilogue)",
          lower_gemm},
         {"reshape, flatten", "generated",
