@@ -4,6 +4,8 @@
 #include "gpu_test_util.hpp"
 
 #include "targets/gpu/codegen/device_header.hpp"
+#include "targets/gpu/host_fallback.hpp"
+#include "targets/gpu/kernels/cudnn_conv.hpp"
 #include "targets/gpu/kernels/lt_matmul.hpp"
 
 #include <kiln/float_types.hpp>
@@ -240,3 +242,53 @@ TEST(gpu_fp16, sixteen_bit_products_become_cublaslt) {
     }
 }
 
+// cuDNN for 16-bit convolutions: half/bf16 tensors, float compute, NCHW; engines may use
+// tensor cores (fp32 sums) but never reduced-precision sums; float32 stays strict unless tf32.
+TEST(gpu_fp16, cudnn_types_and_engine_notes) {
+    EXPECT_EQ(gpu::cudnn_types_of(type::float16).text, "x/w/y CUDNN_DATA_HALF, compute CUDNN_DATA_FLOAT, NCHW");
+    EXPECT_EQ(gpu::cudnn_types_of(type::bfloat16).text, "x/w/y CUDNN_DATA_BFLOAT16, compute CUDNN_DATA_FLOAT, NCHW");
+    EXPECT_EQ(gpu::cudnn_types_of(type::float32).text, "x/w/y CUDNN_DATA_FLOAT, compute CUDNN_DATA_FLOAT, NCHW");
+    EXPECT_EQ(gpu::cudnn_types_of(type::float16).data, 2);      // CUDNN_DATA_HALF
+    EXPECT_EQ(gpu::cudnn_types_of(type::bfloat16).data, 9);     // CUDNN_DATA_BFLOAT16
+    EXPECT_EQ(gpu::cudnn_types_of(type::float16).compute, 0);   // CUDNN_DATA_FLOAT
+    EXPECT_THROW((void)gpu::cudnn_types_of(type::int8), error);
+    using gpu::cudnn_note;
+    for (type t : {type::float16, type::bfloat16})
+        for (bool tf32 : {false, true}) {
+            EXPECT_TRUE(gpu::cudnn_note_allowed(cudnn_note::tensor_core, t, tf32));
+            EXPECT_FALSE(gpu::cudnn_note_allowed(cudnn_note::reduced_precision_reduction, t, tf32));
+            EXPECT_FALSE(gpu::cudnn_note_allowed(cudnn_note::down_convert_inputs, t, tf32));
+            EXPECT_FALSE(gpu::cudnn_note_allowed(cudnn_note::winograd, t, tf32));
+            EXPECT_FALSE(gpu::cudnn_note_allowed(cudnn_note::fft, t, tf32));
+            EXPECT_TRUE(gpu::cudnn_note_allowed(cudnn_note::other, t, tf32));
+        }
+    EXPECT_FALSE(gpu::cudnn_note_allowed(cudnn_note::tensor_core, type::float32, false));
+    EXPECT_TRUE(gpu::cudnn_note_allowed(cudnn_note::tensor_core, type::float32, true));
+    EXPECT_FALSE(gpu::cudnn_note_allowed(cudnn_note::reduced_precision_reduction, type::float32, true));
+}
+
+// A 16-bit convolution becomes gpu::cudnn_conv (its bias moved to a 16-bit generated epilogue).
+TEST(gpu_fp16, sixteen_bit_convolutions_become_cudnn) {
+    for (type t : {type::float16, type::bfloat16}) {
+        program p;
+        auto* m = p.get_main_module();
+        auto x = m->add_parameter("x", shape(t, {1, 8, 16, 16}));
+        auto w = m->add_parameter("w", shape(t, {16, 8, 3, 3}));
+        auto b = m->add_parameter("b", shape(t, {16}));
+        auto y = m->add_instruction(make_op("convolution", {{"padding", ints({1, 1, 1, 1})}}), {x, w, b});
+        m->add_return({m->add_instruction(make_op("relu"), {y})});
+        compile_for_gpu(p);
+        std::size_t convs = 0, kernels = 0;
+        for (auto& ins : *p.get_main_module()) {
+            if (ins.get_operator().any_cast<gpu::cudnn_conv>()) {
+                ++convs;
+                EXPECT_EQ(ins.get_shape().get_type(), t);
+                EXPECT_FALSE(ins.get_operator().get<gpu::cudnn_conv>().tf32);
+            }
+            if (ins.get_operator().any_cast<gpu::fused_kernel>()) ++kernels;
+            EXPECT_FALSE(ins.get_operator().any_cast<gpu::host_kernel>()) << *p.get_main_module();
+        }
+        EXPECT_EQ(convs, 1u) << *p.get_main_module();
+        EXPECT_EQ(kernels, 1u) << "bias + relu in one 16-bit kernel";
+    }
+}

@@ -299,6 +299,7 @@ bool lower_window_pool(module& m, instruction_ref ins, const gpu_options& o) {
 bool lower_convolution(module& m, instruction_ref ins, const gpu_options& o) {
     if (!o.cudnn || !cudnn_conv_takes(ins)) return false;
     auto conv = make_cudnn_conv(ins);
+    conv.tf32 = o.tf32;
     auto workspace = m.insert_instruction(ins, builtin::allocate{shape(type::uint8, {cudnn_workspace_bytes})}, {});
     auto out = m.insert_instruction(ins, builtin::allocate{ins->get_shape().as_standard()}, {});
     m.replace_instruction(ins, conv, {ins->inputs()[0], ins->inputs()[1], workspace, out});
@@ -348,8 +349,9 @@ const std::vector<candidate>& candidates() {
          "per output element, the window in the reference's order (max keeps the first NaN; average sums in double)",
          lower_window_pool},
         {"convolution", "cudnn",
-         "static float32, 1-3 spatial dims, any group, row-major x and w, its bias moved into the epilogue by "
-         "split_conv_bias; cuDNN's backend graph, strict-fp32 engines only (no TF32, FFT or Winograd), a 32 MiB "
+         "static float32 (fp16/bf16: fp32 compute), 1-3 spatial dims, any group, row-major x and w, its bias moved "
+         "into the epilogue by split_conv_bias; cuDNN's backend graph, engines summing in fp32 (no TF32, FFT or "
+         "Winograd), a 32 MiB "
          "workspace planned in the arena; no such plan on the device: the reference convolution on the host",
          lower_convolution},
     };
