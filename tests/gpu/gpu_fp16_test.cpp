@@ -292,3 +292,34 @@ TEST(gpu_fp16, sixteen_bit_convolutions_become_cudnn) {
         EXPECT_EQ(kernels, 1u) << "bias + relu in one 16-bit kernel";
     }
 }
+
+// compile_options::tf32 reaches cuBLASLt and cuDNN (float32 products and convolutions may
+// use TF32 tensor cores); without it both stay strict.
+TEST(gpu_fp16, tf32_is_a_compile_option_and_strict_is_the_default) {
+    for (bool tf32 : {false, true}) {
+        program p;
+        auto* m = p.get_main_module();
+        auto x = m->add_parameter("x", shape(type::float32, {1, 8, 16, 16}));
+        auto w = m->add_parameter("w", shape(type::float32, {16, 8, 3, 3}));
+        auto a = m->add_parameter("a", shape(type::float32, {4, 64}));
+        auto b = m->add_parameter("b", shape(type::float32, {64, 32}));
+        m->add_return({m->add_instruction(make_op("convolution"), {x, w}), m->add_instruction(make_op("matmul"), {a, b})});
+        compile_options o;
+        o.tf32 = tf32;
+        compile_for_gpu(p, o);
+        std::size_t lt = 0, conv = 0;
+        for (auto& ins : *p.get_main_module()) {
+            if (const auto* k = ins.get_operator().any_cast<gpu::lt_matmul>()) {
+                ++lt;
+                EXPECT_EQ(k->tf32, tf32);
+                EXPECT_EQ(ins.get_operator().to_value().at("tf32").get_bool(), tf32) << "saved with the op";
+            }
+            if (const auto* k = ins.get_operator().any_cast<gpu::cudnn_conv>()) {
+                ++conv;
+                EXPECT_EQ(k->tf32, tf32);
+            }
+        }
+        EXPECT_EQ(lt, 1u);
+        EXPECT_EQ(conv, 1u);
+    }
+}
