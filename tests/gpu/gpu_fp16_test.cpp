@@ -216,7 +216,8 @@ TEST(gpu_fp16, plan_lt_describes_16_bit_layouts) {
     }
 }
 
-// 16-bit matmul and gemm (with its bias epilogue) go to cuBLASLt; mixed types do not.
+// 16-bit matmul and gemm (with its bias epilogue) go to cuBLASLt in 16 bits; a float32
+// product beside them stays float32.
 TEST(gpu_fp16, sixteen_bit_products_become_cublaslt) {
     for (type t : {type::float16, type::bfloat16}) {
         program p;

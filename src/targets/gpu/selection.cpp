@@ -345,13 +345,13 @@ const std::vector<candidate>& candidates() {
          "block per plane)",
          lower_global_pool},
         {"pooling (max, average)", "generated",
-         "float32, static, a window (any size, stride, dilation, padding, ceil mode, count_include_pad): one thread "
+         "float32 (fp16/bf16 too), static, a window (any size, stride, dilation, padding, ceil mode, count_include_pad): one thread "
          "per output element, the window in the reference's order (max keeps the first NaN; average sums in double)",
          lower_window_pool},
         {"convolution", "cudnn",
          "static float32 (fp16/bf16: fp32 compute), 1-3 spatial dims, any group, row-major x and w, its bias moved "
-         "into the epilogue by split_conv_bias; cuDNN's backend graph, engines summing in fp32 (no TF32, FFT or "
-         "Winograd), a 32 MiB "
+         "into the epilogue by split_conv_bias; cuDNN's backend graph, engines summing in fp32 (no FFT, Winograd or "
+         "TF32 unless --tf32), a 32 MiB "
          "workspace planned in the arena; no such plan on the device: the reference convolution on the host",
          lower_convolution},
     };
