@@ -12,10 +12,10 @@
 #   4. ResNet-50 and MobileNetV2 exported there (bench/export_torchvision.py) when PyTorch
 #      is at hand and the models folder lacks them; `kiln verify --target gpu` on every model
 #      against ref (their test inputs), and on gpt_kv and bert_dyn (tests/data/dynamic_models)
-#      at one test set's shapes;
+#      at one test set's shapes; `kiln verify --target gpu --fp16` on bert_small and resnet50;
 #   5. a .kiln save/load of bert_small for the gpu, then `kiln perf --target gpu` on
 #      bert_small, vit_tiny, resnet50 and mobilenet_v2 at batch 1 and 8, with per-instruction
-#      profiles (where the time goes);
+#      profiles (where the time goes), and with --fp16 on bert_small and resnet50;
 #   6. the peer: PyTorch eager on the same architectures (bench/torch_gpu_peer.py);
 #   7. the ONNX backend tests on the gpu target (gpu-models/onnx-backend-tests.tar.xz, 2.5 MiB:
 #      kiln_conformance --target gpu; its failures with reasons in conformance-gpu.txt);
@@ -207,6 +207,12 @@ if [ -z "$MODELS" ]; then
   skip verify "no models (KILN_MODELS_DIR, ../shared/models, shared/models)"
 else
   verify_models fashion_resnet lstm_seq bert_small vit_tiny mobilenet_v2 resnet50
+  # fp16 (quantize_fp16: 16-bit generated kernels, cuBLASLt and cuDNN summing in fp32),
+  # against the float32 reference within the mode's bound.
+  for m in bert_small resnet50; do
+    [ -f "$MODELS/$m/model.onnx" ] || { skip "verify_${m}_fp16" "no $MODELS/$m/model.onnx"; continue; }
+    step "verify_${m}_fp16" 60 "$KILN" verify "$MODELS/$m/model.onnx" --target gpu --fp16 --input "$MODELS/$m/test_data_set_0" $(dims "$m")
+  done
 fi
 
 # The dynamic models at one test set's shapes (their Split/Concat/Gather/reshape copies run
@@ -248,6 +254,17 @@ if [ -z "$MODELS" ]; then
   skip perf "no models"
 else
   for m in bert_small vit_tiny resnet50 mobilenet_v2; do perf_model $m; done
+  # fp16 at batch 1 and 8 (against the float32 steps above).
+  for m in bert_small resnet50; do
+    [ -f "$MODELS/$m/model.onnx" ] || { skip "perf_${m}_fp16" "no $MODELS/$m/model.onnx"; continue; }
+    if [ "$m" = bert_small ]; then
+      step perf_${m}_fp16_b1 60 "$KILN" perf "$MODELS/$m/model.onnx" --target gpu --fp16 $(dims $m) -n 50 --warmup 5
+      step perf_${m}_fp16_b8 60 "$KILN" perf "$MODELS/$m/model.onnx" --target gpu --fp16 --input-dim @input_ids 8 128 --input-dim @attention_mask 8 128 -n 50 --warmup 5
+    else
+      step perf_${m}_fp16_b1 60 "$KILN" perf "$MODELS/$m/model.onnx" --target gpu --fp16 --batch 1 -n 50 --warmup 5
+      step perf_${m}_fp16_b8 60 "$KILN" perf "$MODELS/$m/model.onnx" --target gpu --fp16 --batch 8 -n 20 --warmup 3
+    fi
+  done
 fi
 
 # 6. The peer on the GPU: PyTorch eager, strict fp32, the same architectures (bert_small and

@@ -30,6 +30,9 @@ struct compile_options {
     // The gpu target: the CUDA architecture its kernels are compiled for ("sm_90"); "" for
     // KILN_GPU_ARCH, else the build's first KILN_CUDA_ARCHS. Compiling needs no device.
     std::string gpu_arch;
+    // The gpu target: float32 products (cuBLASLt) and convolutions (cuDNN) may run on TF32
+    // tensor cores (10-bit mantissa inputs, fp32 sums). Off: strict fp32.
+    bool tf32 = false;
     // Plan intermediate buffers into one arena. Off only for tests and debugging.
     bool memory_planning = true;
     // Worker threads for the cpu target; 0 = KILN_NUM_THREADS or the machine's cores.

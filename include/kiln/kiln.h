@@ -149,6 +149,8 @@ kiln_status kiln_compile_options_set_exhaustive_tune(kiln_compile_options option
 kiln_status kiln_compile_options_set_threads(kiln_compile_options options, size_t threads);
 kiln_status kiln_compile_options_set_max_specializations(kiln_compile_options options, size_t count);
 kiln_status kiln_compile_options_set_specialize_after(kiln_compile_options options, size_t calls);
+/* The gpu target: float32 products and convolutions may use TF32 tensor cores (default 0: strict fp32). */
+kiln_status kiln_compile_options_set_tf32(kiln_compile_options options, int tf32);
 /* Sizes of the named dim compiled ahead (a server's batch 1, 2, 4, 8). */
 kiln_status kiln_compile_options_add_dynamic_buckets(kiln_compile_options options, const char* dim,
                                                      const size_t* sizes, size_t count);

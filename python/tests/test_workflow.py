@@ -76,3 +76,15 @@ def test_program_text_and_shapes(test_model):
     assert kiln.shape("int8", [4, 5]).bytes() == 20
     assert kiln.shape("float32", [2, 3], [1, 2]).transposed()
     model.sort()
+
+
+def test_tf32_is_a_compile_option(tmp_path):
+    """tf32=True (the gpu target's TF32 tensor cores for float32) compiles on any target and
+    is saved with the program; strict fp32 is the default."""
+    model = kiln.parse_onnx(os.path.join(EXAMPLE, "model.onnx"))
+    model.compile(kiln.get_target("ref"), tf32=True)
+    path = tmp_path / "tf32.kiln"
+    kiln.save(model, str(path))
+    assert b"tf32" in path.read_bytes()
+    x = np.zeros(model.get_inputs()["input"].lens(), np.float32)
+    assert np.isfinite(np.asarray(kiln.load(str(path)).run({"input": x})[0])).all()

@@ -148,6 +148,10 @@ kiln_status kiln_compile_options_set_device_id(kiln_compile_options options, int
     });
 }
 
+kiln_status kiln_compile_options_set_tf32(kiln_compile_options options, int tf32) {
+    return guarded(__func__, [&] { get(options, "options").options.tf32 = tf32 != 0; });
+}
+
 kiln_status kiln_compile_options_set_fast_math(kiln_compile_options options, int fast_math) {
     return guarded(__func__, [&] { get(options, "options").options.fast_math = fast_math != 0; });
 }

@@ -240,6 +240,10 @@ std::string c_type(type t) {
         case type::uint16: return "unsigned short";
         case type::uint32: return "unsigned int";
         case type::uint64: return "unsigned long long";
+        // Storage structs of the gpu target's device header (kiln_device.h); the cpu target
+        // widens 16-bit programs to float32 first, so its kernels never name them.
+        case type::float16: return "kiln_half";
+        case type::bfloat16: return "kiln_bf16";
         default: throw_error(error_code::unsupported, "fused kernel: no C type for " + std::string(type_name(t)));
     }
 }

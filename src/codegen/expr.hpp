@@ -17,7 +17,8 @@ std::string node_expression(const plan& p, std::size_t k);
 std::string constant_literal(const node& n);
 // The C type holding a node's value (16-bit float constants are held as double).
 std::string value_type(const node& n);
-// The C type of an element type ("float", "long long", ...).
+// The C type of an element type ("float", "long long", ...; float16/bfloat16: the gpu
+// device header's storage structs kiln_half/kiln_bf16).
 std::string c_type(type t);
 
 }  // namespace kiln::codegen

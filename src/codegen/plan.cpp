@@ -129,33 +129,48 @@ std::string reduction_kind(const std::string& op_name) {
     return kinds.count(k) ? k : std::string{};
 }
 
+bool is_float16(type t) { return t == type::float16 || t == type::bfloat16; }
+
+namespace {
+
+// Float types an op computes in: float32, or a 16-bit float computed in float and rounded.
+bool floating(type t) { return t == type::float32 || is_float16(t); }
+bool all_floating_as(const std::vector<type>& in, type result) {
+    return floating(result) && all_are(in, result);
+}
+
+}  // namespace
+
 bool kernel_supports(const std::string& n, const value& attrs, const std::vector<type>& in, type result) {
     const type f = type::float32, b = type::bool_;
     if (!reduction_kind(n).empty()) return in.size() == 1 && in[0] == f && result == f;
-    if (float_unary().count(n)) return in.size() == 1 && in[0] == f && result == f;
-    if (n == "isnan" || n == "isinf") return in.size() == 1 && in[0] == f && result == b;
+    if (float_unary().count(n)) return in.size() == 1 && all_floating_as(in, result);
+    if (n == "isnan" || n == "isinf") return in.size() == 1 && floating(in[0]) && result == b;
     if (n == "logical_not") return in.size() == 1 && in[0] == b && result == b;
-    if (float_binary().count(n)) return in.size() == 2 && all_are(in, f) && result == f;
-    if (n == "pow") return in.size() == 2 && in[0] == f && result == f;  // the exponent is checked by the caller
-    if (comparisons().count(n)) return in.size() == 2 && all_are(in, f) && result == b;
+    if (float_binary().count(n)) return in.size() == 2 && all_floating_as(in, result);
+    if (n == "pow") return in.size() == 2 && floating(in[0]) && result == in[0];  // the exponent is checked by the caller
+    if (comparisons().count(n)) return in.size() == 2 && floating(in[0]) && all_are(in, in[0]) && result == b;
     if (logical_binary().count(n)) return in.size() == 2 && all_are(in, b) && result == b;
-    if (n == "clip") return in.size() == 3 && all_are(in, f) && result == f;
+    if (n == "clip") return in.size() == 3 && all_floating_as(in, result);
     if (n == "where")
-        return in.size() == 3 && in[0] == b && in[1] == in[2] && (in[1] == f || in[1] == b) && result == in[1];
+        return in.size() == 3 && in[0] == b && in[1] == in[2] && (floating(in[1]) || in[1] == b) && result == in[1];
     if (n == "convert") {
         if (in.size() != 1) return false;
         const auto* tt = attrs.find("target_type");
         if (!tt || !tt->is_integer()) return false;
-        if (result == f) return is_convertible_source(in[0]);
-        return result == b && in[0] == f;
+        if (result == f) return is_convertible_source(in[0]) || is_float16(in[0]);
+        // To 16 bits only from values float holds exactly: one rounding, as the reference's.
+        if (is_float16(result)) return floating(in[0]);
+        return result == b && floating(in[0]);
     }
     return false;
 }
 
 static bool static_tensor(const shape& s) { return s.is_tensor() && !s.dynamic(); }
 
-bool kernel_can_run(instruction_ref ins) {
+bool kernel_can_run(instruction_ref ins, bool float16) {
     if (!static_tensor(ins->get_shape()) || ins->get_shape().elements() == 0) return false;
+    if (!float16 && is_float16(ins->get_shape().get_type())) return false;
     std::vector<type> in;
     for (std::size_t i = 0; i < ins->inputs().size(); ++i) {
         auto x = ins->inputs()[i];
@@ -165,6 +180,7 @@ bool kernel_can_run(instruction_ref ins) {
         if (ins->get_operator().any_cast<op::pow_op>() && i == 1 && x->is_literal() && x->get_shape().elements() == 1 &&
             t != type::string)
             t = type::float32;
+        if (!float16 && is_float16(t)) return false;
         in.push_back(t);
     }
     return kernel_supports(ins->name(), ins->get_operator().to_value(), in, ins->get_shape().get_type());
@@ -227,7 +243,7 @@ plan make_plan(const op::fused& f, const std::vector<shape>& inputs, const shape
             unsupported(k, n.name, "has no kernel for these element types");
         for (auto a : n.args) {
             const auto& an = p.nodes[a];
-            const bool other_type = an.t != type::float32 && an.t != type::bool_;
+            const bool other_type = an.t != type::float32 && an.t != type::bool_ && !is_float16(an.t);
             if (other_type && n.name != "convert" && !(const_exponent && a == n.args[1]))
                 unsupported(k, n.name, "reads a " + std::string(type_name(an.t)) + " value");
         }

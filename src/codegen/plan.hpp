@@ -84,8 +84,12 @@ plan make_plan(const op::fused& f, const std::vector<shape>& inputs, const shape
 bool kernel_supports(const std::string& op_name, const value& attributes, const std::vector<type>& inputs, type result);
 
 // Whether a fused kernel can hold this instruction: its op and element types
-// (kernel_supports), static shapes, no empty result.
-bool kernel_can_run(instruction_ref ins);
+// (kernel_supports), static shapes, no empty result. float16/bfloat16 values only when
+// `float16` (the gpu target; the cpu target widens 16-bit programs before fusion).
+bool kernel_can_run(instruction_ref ins, bool float16 = false);
+
+// float16 or bfloat16: stored in 16 bits, computed in float.
+bool is_float16(type t);
 
 // A lone elementwise op as a one-node group: its scalar literal inputs go inside, its
 // other inputs are appended to `inputs`.

@@ -44,6 +44,7 @@ void for_each_option(Options& o, F f) {
     f(o.specialize_after, "specialize_after");
     f(o.dynamic_buckets, "dynamic_buckets");
     f(o.gpu_arch, "gpu_arch");
+    f(o.tf32, "tf32");
 }
 
 // For tests and tools: the payload of a .kiln file as a value (after the header and

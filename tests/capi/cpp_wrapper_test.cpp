@@ -27,7 +27,7 @@ TEST(capi_cpp_wrapper, workflow) {
     EXPECT_EQ(s.strides(), (std::vector<std::size_t>{3, 1}));
     EXPECT_FALSE(s.dynamic());
     EXPECT_EQ(s.to_string(), "float32[2, 3]");
-    p.compile(api::target("cpu"), api::compile_options().fast_math(false).threads(1));
+    p.compile(api::target("cpu"), api::compile_options().fast_math(false).tf32(true).threads(1));  // tf32: gpu only
     EXPECT_TRUE(p.is_compiled());
     std::vector<float> x{1, -2, 3, -4, 5, -6}, y{1, 1, 1, 1, 1, 1};
     auto out = p.run({{"x", api::argument(s, x)}, {"y", api::argument(s, y)}});

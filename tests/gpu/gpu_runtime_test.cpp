@@ -17,6 +17,7 @@
 
 #include <kiln/errors.hpp>
 #include <kiln/onnx.hpp>
+#include <kiln/quantization.hpp>
 #include <kiln/register_op.hpp>
 #include <kiln/serialize.hpp>
 
@@ -316,8 +317,12 @@ TEST(gpu_runtime, unplanned_programs_allocate_device_memory_per_eval) {
 TEST(gpu_runtime, every_instruction_of_the_shared_models_has_a_place) {
     const auto dir = std::filesystem::path(KILN_SHARED_DIR) / "models";
     std::size_t models = 0;
-    for (const char* name : {"resnet50", "mobilenet_v2", "efficientnet_b0", "bert_small", "vit_tiny", "lstm_seq",
-                             "fashion_resnet"}) {
+    // float32 models, then fp16 ones (quantize_fp16: 16-bit kernels, cuBLASLt and cuDNN).
+    const std::vector<std::pair<const char*, bool>> runs = {
+        {"resnet50", false}, {"mobilenet_v2", false}, {"efficientnet_b0", false}, {"bert_small", false},
+        {"vit_tiny", false}, {"lstm_seq", false},     {"fashion_resnet", false},  {"bert_small", true},
+        {"resnet50", true}};
+    for (const auto& [name, fp16] : runs) {
         const auto file = dir / name / "model.onnx";
         if (!std::filesystem::exists(file)) continue;
         ++models;
@@ -325,12 +330,15 @@ TEST(gpu_runtime, every_instruction_of_the_shared_models_has_a_place) {
         oo.default_dim_value = 1;
         if (std::string(name) == "bert_small") oo.map_input_dims = {{"input_ids", {1, 128}}, {"attention_mask", {1, 128}}};
         auto p = parse_onnx(file.string(), oo);
+        if (fp16) quantize_fp16(p);
+        const std::string label = std::string(name) + (fp16 ? " fp16" : "");
         compile_for_gpu(p);
         std::map<std::string, std::size_t> kinds;
+        std::size_t sixteen = 0;  // device products and convolutions on 16-bit operands
         for (auto& ins : *p.get_main_module()) {
             const auto n = ins.name();
-            EXPECT_NE(n, "ref::kernel") << name;
-            EXPECT_NE(n, "allocate") << name << ": a host buffer left for device work";
+            EXPECT_NE(n, "ref::kernel") << label;
+            EXPECT_NE(n, "allocate") << label << ": a host buffer left for device work";
             if (n == "gpu::host_kernel") ++kinds["host:" + ins.get_operator().get<gpu::host_kernel>().op.name()];
             else if (n.rfind("gpu::", 0) == 0) ++kinds[n];
             if (const auto* k = ins.get_operator().any_cast<gpu::fused_kernel>(); k && gpu::codegen::attention_form_of(k->body))
@@ -338,17 +346,18 @@ TEST(gpu_runtime, every_instruction_of_the_shared_models_has_a_place) {
             // Device work never reads a host literal.
             if (n != "gpu::fused_kernel" && n != "gpu::lt_matmul" && n != "gpu::cudnn_conv") continue;
             for (auto in : ins.inputs()) {
-                EXPECT_FALSE(in->is_literal()) << name << ": " << n;
+                EXPECT_FALSE(in->is_literal()) << label << ": " << n;
             }
+            if (n != "gpu::fused_kernel" && ins.inputs()[0]->get_shape().get_type() == type::float16) ++sixteen;
         }
-        expect_placed(*p.get_main_module(), name);
+        expect_placed(*p.get_main_module(), label);
         std::string line;
         std::size_t host = 0;
         for (auto& [k, c] : kinds) {
             line += " " + k + "=" + std::to_string(c);
             if (k.rfind("host:", 0) == 0) host += c;
         }
-        std::cout << "[ gpu ] " << name << ":" << line << "\n";
+        std::cout << "[ gpu ] " << label << ":" << line << (fp16 ? " (fp16 products/convolutions: " + std::to_string(sixteen) + ")" : "") << "\n";
         // Everything of these models runs on the device (cuDNN, cuBLASLt, generated kernels);
         // only the LSTM has no device kernel yet.
         // Each attention one fused kernel (bert_small's 4 layers, vit_tiny's 6).
@@ -358,7 +367,10 @@ TEST(gpu_runtime, every_instruction_of_the_shared_models_has_a_place) {
         if (std::string(name) == "lstm_seq") {
             EXPECT_EQ(kinds["host:lstm"], 2u) << line;
         } else {
-            EXPECT_EQ(host, 0u) << name << " has host kernels:" << line;
+            EXPECT_EQ(host, 0u) << label << " has host kernels:" << line;
+        }
+        if (fp16) {
+            EXPECT_EQ(sixteen, kinds["gpu::lt_matmul"] + kinds["gpu::cudnn_conv"]) << label << ": a product or convolution in float32";
         }
     }
     if (models == 0) GTEST_SKIP() << "no models in " << dir;

@@ -11,6 +11,7 @@
 #include "targets/gpu/kernels/fused_kernel.hpp"
 
 #include <kiln/context.hpp>
+#include <kiln/float_types.hpp>
 #include <kiln/pipeline.hpp>
 #include <kiln/program.hpp>
 #include <kiln/register_op.hpp>
@@ -236,6 +237,8 @@ inline argument random_tensor(const shape& s, unsigned seed) {
             case type::bool_: reinterpret_cast<bool*>(a.data())[i] = (gen() & 1) != 0; break;
             case type::int64: reinterpret_cast<std::int64_t*>(a.data())[i] = 1 + static_cast<std::int64_t>(gen() % 5); break;
             case type::int32: reinterpret_cast<std::int32_t*>(a.data())[i] = 1 + static_cast<std::int32_t>(gen() % 5); break;
+            case type::float16: reinterpret_cast<half*>(a.data())[i] = half(x); break;
+            case type::bfloat16: reinterpret_cast<bfloat16*>(a.data())[i] = bfloat16(x); break;
             default: std::memset(a.data(), 1, s.bytes()); return a;
         }
     }
@@ -248,13 +251,27 @@ inline bool nearly_equal(float got, float want) {
     return std::fabs(got - want) <= 1e-4f * std::fabs(want) + 1e-5f;
 }
 
+// Distance in units in the last place between two 16-bit floats of one format (their bit
+// patterns on one ordered line; NaN against NaN is 0, NaN against a number very far).
+inline unsigned ulps16(std::uint16_t a, std::uint16_t b, bool bf16) {
+    auto nan = [&](std::uint16_t x) { return bf16 ? (x & 0x7fff) > 0x7f80 : (x & 0x7fff) > 0x7c00; };
+    if (nan(a) || nan(b)) return nan(a) && nan(b) ? 0u : 1u << 16;
+    auto line = [](std::uint16_t x) { return x & 0x8000 ? -static_cast<int>(x & 0x7fff) : static_cast<int>(x); };
+    return static_cast<unsigned>(std::abs(line(a) - line(b)));
+}
+
 struct kernel_report {
     std::size_t kernels = 0, distinct = 0, elements = 0;
+    std::size_t elements16 = 0, off16 = 0;  // 16-bit results checked, and those not bit-equal
+    unsigned max_ulp16 = 0;                 // the largest 16-bit distance seen
 };
 
 // NVRTC for sm_90 (CUBIN and PTX, no spills), then each kernel's host run against the
 // reference compute of its group.
-inline kernel_report check_kernels(module& m, const std::string& what) {
+// 16-bit results may differ from the reference by `ulp16` units in the last place (fast
+// math's exp/tanh/erf are not libm's; a value near a rounding boundary of the 16-bit
+// format can round the other way).
+inline kernel_report check_kernels(module& m, const std::string& what, unsigned ulp16 = 1) {
     kernel_report rep;
     const auto kernels = gpu_kernels(m);
     rep.kernels = kernels.size();
@@ -300,9 +317,17 @@ inline kernel_report check_kernels(module& m, const std::string& what) {
         std::size_t bad = 0;
         for (std::size_t i = 0; i < n && bad < 5; ++i) {
             bool ok = true;
-            if (out_shape.get_type() == type::float32)
+            const auto t = out_shape.get_type();
+            if (t == type::float32) {
                 ok = nearly_equal(reinterpret_cast<const float*>(got.data())[i], reinterpret_cast<const float*>(want.data())[i]);
-            else
+            } else if (t == type::float16 || t == type::bfloat16) {
+                const unsigned d = ulps16(reinterpret_cast<const std::uint16_t*>(got.data())[i],
+                                          reinterpret_cast<const std::uint16_t*>(want.data())[i], t == type::bfloat16);
+                ++rep.elements16;
+                rep.off16 += d != 0;
+                rep.max_ulp16 = std::max(rep.max_ulp16, d);
+                ok = d <= ulp16;
+            } else
                 ok = std::memcmp(got.data() + i * type_size(out_shape.get_type()),
                                  want.data() + i * type_size(out_shape.get_type()), type_size(out_shape.get_type())) == 0;
             if (!ok) {

@@ -189,6 +189,7 @@ public:
         std::filesystem::remove_all(dir_, ec);
     }
     bool ok() const { return handle_ != nullptr; }
+    void* handle() const { return handle_; }
 
     // Runs kernel `symbol` over `grid` blocks of `block` threads.
     void run(const std::string& symbol, const std::vector<argument>& inputs, argument& output, unsigned grid,

@@ -24,6 +24,7 @@
 #include "unit/env_override.hpp"
 
 #include <kiln/onnx.hpp>
+#include <kiln/quantization.hpp>
 #include <kiln/register_op.hpp>
 #include <kiln/serialize.hpp>
 
@@ -728,54 +729,103 @@ TEST(gpu_device, cuda_graphs_step_aside_for_host_kernels_and_when_turned_off) {
     EXPECT_EQ(stats.captured + stats.replayed + stats.plain, 0u) << "run_eval is not used when graphs are off";
 }
 
-// The shared models at their test inputs (test_data_set_0), gpu against ref with the
-// issue's FP32 tolerances (rtol 1e-3, atol 1e-4), and where their instructions ran.
-TEST(gpu_device, the_shared_models_match_ref) {
-    SKIP_WITHOUT_DEVICE_UNLESS_DRY();
-    const char* models_env = std::getenv("KILN_MODELS_DIR");  // bench/gpu-check.sh: where the models are
-    const auto dir = models_env && *models_env ? std::filesystem::path(models_env)
-                                               : std::filesystem::path(KILN_SHARED_DIR) / "models";
-    std::vector<std::string> names = {"fashion_resnet", "lstm_seq", "bert_small", "vit_tiny",
-                                      "mobilenet_v2",   "efficientnet_b0", "resnet50"};
+namespace {
+
+// Where the shared models are (bench/gpu-check.sh sets KILN_MODELS_DIR), and which to run
+// (KILN_GPU_DEVICE_MODELS, comma-separated; "none" for none).
+std::filesystem::path shared_models_dir() {
+    const char* models_env = std::getenv("KILN_MODELS_DIR");
+    return models_env && *models_env ? std::filesystem::path(models_env)
+                                     : std::filesystem::path(KILN_SHARED_DIR) / "models";
+}
+std::vector<std::string> models_to_run(std::vector<std::string> names) {
     if (const char* only = std::getenv("KILN_GPU_DEVICE_MODELS"); only && *only) {
         names.clear();
         std::stringstream ss(only);
         for (std::string n; std::getline(ss, n, ',');)
             if (!n.empty() && n != "none") names.push_back(n);
     }
+    return names;
+}
+
+// A shared model parsed at the dims of its test inputs (test_data_set_0, ONNX input
+// order), and those inputs (random where a file is missing). False when it is not there.
+bool load_shared_model(const std::filesystem::path& dir, const std::string& name, program& p, param_map& in) {
+    const auto file = dir / name / "model.onnx";
+    if (!std::filesystem::exists(file)) return false;
+    onnx_options oo;
+    oo.default_dim_value = 1;
+    const auto params = parse_onnx(file.string(), oo).get_parameter_names();
+    for (std::size_t i = 0; i < params.size(); ++i) {
+        const auto pb = dir / name / "test_data_set_0" / ("input_" + std::to_string(i) + ".pb");
+        if (!std::filesystem::exists(pb)) continue;
+        in[params[i]] = read_tensor_proto(pb.string());
+        oo.map_input_dims[params[i]] = in[params[i]].get_shape().lens();
+    }
+    p = parse_onnx(file.string(), oo);
+    for (const auto& n : params)
+        if (!in.count(n)) in[n] = random_tensor(p.get_parameter_shapes().at(n), 5);
+    return true;
+}
+
+std::string where_it_ran(const program& gpu) {
+    std::map<std::string, std::size_t> kinds;
+    for (auto& ins : *gpu.get_main_module()) {
+        const auto n = ins.name();
+        if (n == "gpu::host_kernel") ++kinds["host:" + ins.get_operator().get<gpu::host_kernel>().op.name()];
+        else if (n == "gpu::fused_kernel" || n == "gpu::lt_matmul" || n == "gpu::cudnn_conv" || n == "gpu::device_literal")
+            ++kinds[n];
+    }
+    std::string line;
+    for (auto& [k, c] : kinds) line += " " + k + "=" + std::to_string(c);
+    line += " lt_host_fallbacks(so far)=" + std::to_string(gpu::lt_host_fallbacks());
+    line += " cudnn_host_fallbacks(so far)=" + std::to_string(gpu::cudnn_host_fallbacks());
+    return line;
+}
+
+}  // namespace
+
+// The shared models at their test inputs (test_data_set_0), gpu against ref with the
+// issue's FP32 tolerances (rtol 1e-3, atol 1e-4), and where their instructions ran.
+TEST(gpu_device, the_shared_models_match_ref) {
+    SKIP_WITHOUT_DEVICE_UNLESS_DRY();
+    const auto dir = shared_models_dir();
     std::size_t ran = 0;
-    for (const auto& name : names) {
-        const auto file = dir / name / "model.onnx";
-        if (!std::filesystem::exists(file)) continue;
+    for (const auto& name : models_to_run({"fashion_resnet", "lstm_seq", "bert_small", "vit_tiny", "mobilenet_v2",
+                                           "efficientnet_b0", "resnet50"})) {
         SCOPED_TRACE(name);
-        // The inputs of test_data_set_0 fix the dims (ONNX input order).
-        onnx_options oo;
-        oo.default_dim_value = 1;
-        const auto params = parse_onnx(file.string(), oo).get_parameter_names();
+        program p;
         param_map in;
-        for (std::size_t i = 0; i < params.size(); ++i) {
-            const auto pb = dir / name / "test_data_set_0" / ("input_" + std::to_string(i) + ".pb");
-            if (!std::filesystem::exists(pb)) continue;
-            in[params[i]] = read_tensor_proto(pb.string());
-            oo.map_input_dims[params[i]] = in[params[i]].get_shape().lens();
-        }
-        auto p = parse_onnx(file.string(), oo);
-        for (const auto& n : params)
-            if (!in.count(n)) in[n] = random_tensor(p.get_parameter_shapes().at(n), 5);
+        if (!load_shared_model(dir, name, p, in)) continue;
         const auto start = std::chrono::steady_clock::now();
         auto gpu = expect_matches_ref(p, in, name, {}, 1e-3, 1e-4);
-        std::map<std::string, std::size_t> kinds;
-        for (auto& ins : *gpu.get_main_module()) {
-            const auto n = ins.name();
-            if (n == "gpu::host_kernel") ++kinds["host:" + ins.get_operator().get<gpu::host_kernel>().op.name()];
-            else if (n == "gpu::fused_kernel" || n == "gpu::lt_matmul" || n == "gpu::device_literal") ++kinds[n];
-        }
-        std::string line;
-        for (auto& [k, c] : kinds) line += " " + k + "=" + std::to_string(c);
-        line += " lt_host_fallbacks(so far)=" + std::to_string(gpu::lt_host_fallbacks());
         std::cout << "[ gpu-device ] " << name << " ("
                   << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
-                  << " s with ref):" << line << "\n";
+                  << " s with ref):" << where_it_ran(gpu) << "\n";
+        ++ran;
+    }
+    if (ran == 0) GTEST_SKIP() << "no models in " << dir;
+}
+
+// The same models after quantize_fp16, gpu (16-bit kernels, cuBLASLt and cuDNN summing in
+// fp32) against ref on the same fp16 program, within 2e-2 (absolute and relative): the
+// device's sums run in another order, and a 16-bit intermediate that rounds the other
+// way moves the rest by one fp16 ulp (~1e-3 relative).
+TEST(gpu_device, fp16_models_match_ref_within_2e_2) {
+    SKIP_WITHOUT_DEVICE_UNLESS_DRY();
+    const auto dir = shared_models_dir();
+    std::size_t ran = 0;
+    for (const auto& name : models_to_run({"bert_small", "resnet50"})) {
+        SCOPED_TRACE(name + " fp16");
+        program p;
+        param_map in;
+        if (!load_shared_model(dir, name, p, in)) continue;
+        quantize_fp16(p);
+        const auto start = std::chrono::steady_clock::now();
+        auto gpu = expect_matches_ref(p, in, name + " fp16", {}, 2e-2, 2e-2);
+        std::cout << "[ gpu-device ] " << name << " fp16 ("
+                  << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
+                  << " s with ref):" << where_it_ran(gpu) << "\n";
         ++ran;
     }
     if (ran == 0) GTEST_SKIP() << "no models in " << dir;

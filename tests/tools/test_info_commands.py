@@ -139,3 +139,7 @@ def test_compile_for_gpu_without_a_device(tmp_path):
     assert proc.returncode in (3, 4) and by_name["gpu"]["reason"] in proc.stderr, proc.stderr
     proc = kiln("compile", ADD_RELU, "--target", "gpu", "--gpu-arch", "compute_90", "-o", out, expect=None)
     assert proc.returncode in (2, 3) and "compute_90" in proc.stderr, proc.stderr
+    # --tf32 (float32 products and convolutions on TF32 tensor cores) is a compile option
+    # saved with the program.
+    proc = kiln("compile", ADD_RELU, "--target", "gpu", "--tf32", "-o", out)
+    assert "for gpu" in proc.stdout and b"tf32" in out.read_bytes()

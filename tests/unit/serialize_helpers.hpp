@@ -64,6 +64,7 @@ inline void expect_same_program(const program& a, const program& b) {
     EXPECT_EQ(oa.offload_copy, ob.offload_copy);
     EXPECT_EQ(oa.device_id, ob.device_id);
     EXPECT_EQ(oa.fast_math, ob.fast_math);
+    EXPECT_EQ(oa.tf32, ob.tf32);
     EXPECT_EQ(oa.exhaustive_tune, ob.exhaustive_tune);
     EXPECT_EQ(oa.memory_planning, ob.memory_planning);
     EXPECT_EQ(oa.threads, ob.threads);

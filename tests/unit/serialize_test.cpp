@@ -161,6 +161,7 @@ TEST(serialize, round_trip_compiled_ref) {
         auto p = make_rich_program();
         compile_options o;
         o.fast_math = false;
+        o.tf32 = true;  // a gpu option: saved and loaded like the others
         o.threads = 3;
         o.exhaustive_tune = true;
         o.memory_planning = planning;

@@ -47,6 +47,7 @@ const std::vector<option_spec>& option_table() {
         {"--exhaustive-tune", "", "off", "time candidate kernels at compile time and keep the fastest"},
         {"--device-id", "N", "0", "device to use (gpu)"},
         {"--gpu-arch", "sm_NN", "sm_90", "gpu: the CUDA architecture to compile for (no device needed; also KILN_GPU_ARCH)"},
+        {"--tf32", "", "off", "gpu: float32 products and convolutions on TF32 tensor cores (default: strict fp32)"},
         {"--offload-copy", "", "on", "run takes and returns host data"},
         {"--no-offload-copy", "", "", "the caller passes device buffers"},
         {"--threads", "N", "cores",
@@ -100,7 +101,7 @@ const std::vector<std::string> shape_opts = {"--batch", "--default-dim-value", "
 const std::vector<std::string> compile_opts = {"--target", "--fp16", "--bf16", "--int8", "--fp8", "--int4-weights",
                                                "--calibration",
                                                "--calibration-method", "--dump-scales",
-                                               "--fast-math", "--no-fast-math", "--exhaustive-tune", "--device-id", "--gpu-arch",
+                                               "--fast-math", "--no-fast-math", "--exhaustive-tune", "--device-id", "--gpu-arch", "--tf32",
                                                "--offload-copy", "--no-offload-copy", "--threads",
                                                "--specialize-after", "--max-specializations", "--dynamic-buckets"};
 const std::vector<std::string> input_opts = {"--input", "--input-file", "--seed"};
@@ -358,6 +359,7 @@ options parse(const std::string& command, const std::vector<std::string>& args) 
         else if (a == "--exhaustive-tune") o.exhaustive_tune = true;
         else if (a == "--device-id") o.device_id = static_cast<int>(to_size(a, value()));
         else if (a == "--gpu-arch") o.gpu_arch = value();
+        else if (a == "--tf32") o.tf32 = true;
         else if (a == "--offload-copy") o.offload_copy = true;
         else if (a == "--no-offload-copy") o.offload_copy = false;
         else if (a == "--threads") o.threads = to_size(a, value());

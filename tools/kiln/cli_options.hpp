@@ -29,6 +29,7 @@ struct options {
     bool exhaustive_tune = false;
     int device_id = 0;
     std::string gpu_arch;
+    bool tf32 = false;
     bool offload_copy = true;
     std::size_t threads = 0;
     std::size_t specialize_after = compile_options{}.specialize_after;

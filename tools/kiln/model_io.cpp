@@ -122,6 +122,7 @@ compile_options make_compile_options(const options& o) {
     c.offload_copy = o.offload_copy;
     c.device_id = o.device_id;
     c.gpu_arch = o.gpu_arch;
+    c.tf32 = o.tf32;
     c.fast_math = o.fast_math;
     c.exhaustive_tune = o.exhaustive_tune;
     c.threads = o.threads;

@@ -52,6 +52,7 @@ gpu_options read_gpu_options(const compile_options& opts) {
         throw_error(error_code::invalid_argument, "gpu: device_id " + std::to_string(opts.device_id) + " is negative");
     o.device_id = opts.device_id;
     o.offload_copy = opts.offload_copy;
+    o.tf32 = opts.tf32;
     o.cache_dir = cache_dir();
     const char* verbose = env("KILN_CODEGEN_VERBOSE");
     o.codegen_verbose = verbose && *verbose && std::string(verbose) != "0";

@@ -20,6 +20,7 @@ struct gpu_options {
     bool codegen_verbose = false;  // KILN_CODEGEN_VERBOSE: each module's kernels and NVRTC time on stderr
     int device_id = 0;          // compile_options::device_id: the CUDA device the context runs on (cudaSetDevice)
     bool offload_copy = true;   // compile_options::offload_copy: host inputs/outputs copied (else device pointers)
+    bool tf32 = false;          // compile_options::tf32: float32 products and convolutions may use TF32 tensor cores
 };
 
 gpu_options read_gpu_options(const compile_options& opts);

@@ -13,7 +13,7 @@ namespace kiln::gpu {
 
 pass make_fusion_pass(const gpu_options& o) {
     fuse_pointwise f;
-    f.supported = [](instruction_ref ins) { return kiln::codegen::kernel_can_run(ins); };
+    f.supported = [](instruction_ref ins) { return kiln::codegen::kernel_can_run(ins, true); };
     f.reductions = true;  // reduction groups become one kernel each too (layer norm, spelled-out softmax)
     if (!o.fusion) f.min_size = static_cast<std::size_t>(-1);
     return f;

@@ -61,7 +61,7 @@ bool lower_fused(module& m, instruction_ref ins, const gpu_options& o) {
 }
 
 bool lower_pointwise(module& m, instruction_ref ins, const gpu_options& o) {
-    if (!ins->get_operator().traits().pointwise || !ins->module_inputs().empty() || !kiln::codegen::kernel_can_run(ins))
+    if (!ins->get_operator().traits().pointwise || !ins->module_inputs().empty() || !kiln::codegen::kernel_can_run(ins, true))
         return false;
     std::vector<instruction_ref> inputs;
     auto body = kiln::codegen::single_group(ins, inputs);
@@ -71,7 +71,7 @@ bool lower_pointwise(module& m, instruction_ref ins, const gpu_options& o) {
 // A lone reduction (constant axes, any keepdims) as a one-node group.
 bool lower_reduction(module& m, instruction_ref ins, const gpu_options& o) {
     // kernel_can_run also declines the reductions plans lack (reduce_log_sum_exp).
-    if (!ins->get_operator().traits().reduction || !is_fusible_reduction(ins) || !kiln::codegen::kernel_can_run(ins))
+    if (!ins->get_operator().traits().reduction || !is_fusible_reduction(ins) || !kiln::codegen::kernel_can_run(ins, true))
         return false;
     std::vector<instruction_ref> inputs;
     auto body = kiln::codegen::single_group(ins, inputs);
@@ -147,15 +147,16 @@ op::fused attention_body(const attention_match::match& mt) {
     return f;
 }
 
-bool static_f32(const shape& s) { return s.is_tensor() && !s.dynamic() && s.get_type() == type::float32; }
+// Static operands of one type cuBLASLt takes (float32, or fp16/bf16 accumulated in fp32).
+bool static_lt(const shape& s, type t) { return s.is_tensor() && !s.dynamic() && s.get_type() == t && lt_element_type(t); }
 
 // matmul of static float32 tensors that cuBLASLt can read as they are (plan_lt accepts
 // them: row-major or transposed views, one batch stride or a broadcast matrix).
-bool lower_matmul(module& m, instruction_ref ins, const gpu_options&) {
+bool lower_matmul(module& m, instruction_ref ins, const gpu_options& o) {
     if (!rewrite::is<op::matmul>(ins) || ins->inputs().size() != 2) return false;
     const auto& a = ins->inputs()[0]->get_shape();
     const auto& b = ins->inputs()[1]->get_shape();
-    if (!static_f32(a) || !static_f32(b) || !static_f32(ins->get_shape())) return false;
+    if (!static_lt(a, a.get_type()) || !static_lt(b, a.get_type()) || !static_lt(ins->get_shape(), a.get_type())) return false;
     try {
         (void)plan_lt(a, b, ins->get_shape().as_standard(), false, false);
     } catch (const error&) {
@@ -163,23 +164,26 @@ bool lower_matmul(module& m, instruction_ref ins, const gpu_options&) {
     }
     auto workspace = m.insert_instruction(ins, builtin::allocate{shape(type::uint8, {lt_workspace_bytes})}, {});
     auto out = m.insert_instruction(ins, builtin::allocate{ins->get_shape().as_standard()}, {});
-    m.replace_instruction(ins, lt_matmul{}, {ins->inputs()[0], ins->inputs()[1], workspace, out});
+    lt_matmul op;
+    op.tf32 = o.tf32;
+    m.replace_instruction(ins, op, {ins->inputs()[0], ins->inputs()[1], workspace, out});
     return true;
 }
 
 // gemm (alpha op(a) op(b) + beta c) of static float32 2-D operands cuBLASLt reads as they
 // are, c absent or one value per output column with beta 1 (the bias epilogue).
-bool lower_gemm(module& m, instruction_ref ins, const gpu_options&) {
+bool lower_gemm(module& m, instruction_ref ins, const gpu_options& o) {
     const auto* g = ins->get_operator().any_cast<op::gemm>();
     if (!g || ins->inputs().size() < 2 || ins->inputs().size() > 3) return false;
     const auto& a = ins->inputs()[0]->get_shape();
     const auto& b = ins->inputs()[1]->get_shape();
     const auto out_shape = ins->get_shape();
-    if (!static_f32(a) || !static_f32(b) || !static_f32(out_shape) || a.ndim() != 2 || b.ndim() != 2) return false;
+    const type t = a.get_type();
+    if (!static_lt(a, t) || !static_lt(b, t) || !static_lt(out_shape, t) || a.ndim() != 2 || b.ndim() != 2) return false;
     const bool bias = ins->inputs().size() == 3;
     if (bias) {
         const auto& c = ins->inputs()[2]->get_shape();
-        if (!static_f32(c) || g->beta != 1.0f || !c.standard() || c.elements() != out_shape.lens().back() ||
+        if (!static_lt(c, t) || g->beta != 1.0f || !c.standard() || c.elements() != out_shape.lens().back() ||
             (c.ndim() == 2 && c.lens()[0] != 1) || c.ndim() > 2)
             return false;
     }
@@ -193,6 +197,7 @@ bool lower_gemm(module& m, instruction_ref ins, const gpu_options&) {
     op.trans_b = g->trans_b;
     op.alpha = g->alpha;
     op.bias = bias;
+    op.tf32 = o.tf32;
     auto workspace = m.insert_instruction(ins, builtin::allocate{shape(type::uint8, {lt_workspace_bytes})}, {});
     auto out = m.insert_instruction(ins, builtin::allocate{out_shape.as_standard()}, {});
     std::vector<instruction_ref> args = {ins->inputs()[0], ins->inputs()[1]};
@@ -363,6 +368,7 @@ bool lower_window_pool(module& m, instruction_ref ins, const gpu_options& o) {
 bool lower_convolution(module& m, instruction_ref ins, const gpu_options& o) {
     if (!o.cudnn || !cudnn_conv_takes(ins)) return false;
     auto conv = make_cudnn_conv(ins);
+    conv.tf32 = o.tf32;
     auto workspace = m.insert_instruction(ins, builtin::allocate{shape(type::uint8, {cudnn_workspace_bytes})}, {});
     auto out = m.insert_instruction(ins, builtin::allocate{ins->get_shape().as_standard()}, {});
     m.replace_instruction(ins, conv, {ins->inputs()[0], ins->inputs()[1], workspace, out});
@@ -389,11 +395,11 @@ const std::vector<candidate>& candidates() {
          "float32, static shapes, any axis: the group reduce_max, sub, exp, reduce_sum, div (log_softmax: log, sub)",
          lower_softmax},
         {"matmul", "cublaslt",
-         "static float32, rank >= 2, each operand row-major or a transposed view, batch dims of one stride or "
+         "static float32 (fp16/bf16: fp32 accumulation), rank >= 2, each operand row-major or a transposed view, batch dims of one stride or "
          "broadcast (plan_lt); a 32 MiB workspace planned in the arena",
          lower_matmul},
         {"gemm", "cublaslt",
-         "static float32 2-D operands plan_lt takes (trans_a/trans_b as op T), alpha; C absent or one value per "
+         "static float32 (fp16/bf16) 2-D operands plan_lt takes (trans_a/trans_b as op T), alpha; C absent or one value per "
          "output column with beta 1 (cuBLASLt's bias epilogue)",
          lower_gemm},
         {"reshape, flatten", "generated",
@@ -414,12 +420,13 @@ const std::vector<candidate>& candidates() {
          "block per plane)",
          lower_global_pool},
         {"pooling (max, average)", "generated",
-         "float32, static, a window (any size, stride, dilation, padding, ceil mode, count_include_pad): one thread "
+         "float32 (fp16/bf16 too), static, a window (any size, stride, dilation, padding, ceil mode, count_include_pad): one thread "
          "per output element, the window in the reference's order (max keeps the first NaN; average sums in double)",
          lower_window_pool},
         {"convolution", "cudnn",
-         "static float32, 1-3 spatial dims, any group, row-major x and w, its bias moved into the epilogue by "
-         "split_conv_bias; cuDNN's backend graph, strict-fp32 engines only (no TF32, FFT or Winograd), a 32 MiB "
+         "static float32 (fp16/bf16: fp32 compute), 1-3 spatial dims, any group, row-major x and w, its bias moved "
+         "into the epilogue by split_conv_bias; cuDNN's backend graph, engines summing in fp32 (no FFT, Winograd or "
+         "TF32 unless --tf32), a 32 MiB "
          "workspace planned in the arena; no such plan on the device: the reference convolution on the host",
          lower_convolution},
     };

@@ -134,6 +134,60 @@ static __forceinline__ int kiln_warp_or(int x) {
   return x;
 }
 KILN_MATH(void*, kiln_memcpy, (void* d, const void* s, unsigned long n), memcpy(d, s, n), __builtin_memcpy(d, s, n))
+// 16-bit floats: storage only (no cuda_fp16.h); kernels compute in float and round each
+// 16-bit node's value once, as the reference does (src/ops/pointwise.hpp).
+struct kiln_half { unsigned short bits; };
+struct kiln_bf16 { unsigned short bits; };
+// x (any double, so any float exactly) rounded to nearest even into an IEEE format of
+// `mb` mantissa and `eb` exponent bits; overflow gives inf, NaN stays NaN (quiet, the top
+// payload bits kept), as src/core/float_codec.hpp's encode does for fp16/bf16.
+static __forceinline__ unsigned short kiln_encode16(double x, int mb, int eb) {
+  unsigned long long u; kiln_memcpy(&u, &x, 8);
+  const unsigned sign = (unsigned)(u >> 63) << (mb + eb);
+  const unsigned long long a = u & 0x7fffffffffffffffULL;
+  const unsigned ones = ((1u << eb) - 1u) << mb;
+  if (a > 0x7ff0000000000000ULL) return (unsigned short)(sign | ones | (1u << (mb - 1)) | ((unsigned)(a >> (52 - mb)) & ((1u << mb) - 1u)));
+  if (a == 0x7ff0000000000000ULL) return (unsigned short)(sign | ones);
+  if (a == 0) return (unsigned short)sign;
+  const int bias = (1 << (eb - 1)) - 1;
+  const int e = (int)(a >> 52) - 1023;  // double subnormals: far below every 16-bit value
+  const unsigned long long m = (a & 0xfffffffffffffULL) | (1ULL << 52);
+  const int shift = 52 - mb + (e < 1 - bias ? 1 - bias - e : 0);
+  if (shift > 54) return (unsigned short)sign;  // below half the smallest subnormal
+  unsigned long long q = m >> shift;
+  const unsigned long long rem = m & ((1ULL << shift) - 1), halfway = 1ULL << (shift - 1);
+  if (rem > halfway || (rem == halfway && (q & 1))) ++q;
+  const int be = e + bias < 1 ? 1 : e + bias;
+  const unsigned long long bits = ((unsigned long long)(be - 1) << mb) + q;  // a carry moves into the exponent
+  return (unsigned short)(sign | (bits >= ones ? ones : (unsigned)bits));
+}
+static __forceinline__ float kiln_b2f(kiln_bf16 h) { const unsigned u = (unsigned)h.bits << 16; float f; kiln_memcpy(&f, &u, 4); return f; }
+static __forceinline__ kiln_half kiln_d2h(double x) { kiln_half h; h.bits = kiln_encode16(x, 10, 5); return h; }
+static __forceinline__ kiln_bf16 kiln_d2b(double x) { kiln_bf16 h; h.bits = kiln_encode16(x, 7, 8); return h; }
+#if defined(__CUDACC__)
+static __forceinline__ float kiln_h2f(kiln_half h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits)); return f; }
+static __forceinline__ kiln_half kiln_f2h(float x) { kiln_half h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(x)); return h; }
+#if __CUDA_ARCH__ >= 800
+static __forceinline__ kiln_bf16 kiln_f2b(float x) { kiln_bf16 h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h.bits) : "f"(x)); return h; }
+#else
+static __forceinline__ kiln_bf16 kiln_f2b(float x) { return kiln_d2b(x); }
+#endif
+#else
+// The host build: exact software conversions (the reference's rounding).
+static inline float kiln_h2f(kiln_half h) {
+  const unsigned s = (unsigned)(h.bits & 0x8000u) << 16, e = (h.bits >> 10) & 0x1fu, m = h.bits & 0x3ffu;
+  if (e == 0x1f) { const unsigned u = s | 0x7f800000u | (m << 13); float f; kiln_memcpy(&f, &u, 4); return f; }
+  const float v = e == 0 ? (float)m * 0x1p-24f : (float)(m | 0x400u) * __builtin_ldexpf(1.0f, (int)e - 25);
+  return s ? -v : v;
+}
+static inline kiln_half kiln_f2h(float x) { return kiln_d2h(x); }
+static inline kiln_bf16 kiln_f2b(float x) { return kiln_d2b(x); }
+#endif
+// A node's float value rounded to its 16-bit type (and read back, exactly).
+static __forceinline__ float kiln_rh(float x) { return kiln_h2f(kiln_f2h(x)); }
+static __forceinline__ float kiln_rb(float x) { return kiln_b2f(kiln_f2b(x)); }
+static __forceinline__ float kiln_ld(kiln_half h) { return kiln_h2f(h); }
+static __forceinline__ float kiln_ld(kiln_bf16 h) { return kiln_b2f(h); }
 )kiln";
 
 // Shared text is written for GCC; kiln_device.h defines the kiln_ names.

@@ -39,9 +39,9 @@ std::string emit_kernel(const plan& p, const std::string& name) {
     for (std::size_t k = 0; k < p.nodes.size(); ++k) {
         const auto& n = p.nodes[k];
         if (n.kind == node_kind::constant)
-            o << "  const " << value_type(n) << " " << v(k) << " = " << constant_literal(n) << ";\n";
+            o << "  " << node_decl(n, k, constant_literal(n));  // a 16-bit constant is exact in float
         else if (n.kind == node_kind::input && p.inputs[n.input].invariant())
-            o << "  const " << c_type(n.t) << " " << v(k) << " = in" << n.input << "[0];\n";
+            o << "  " << node_decl(n, k, load(n.t, "in" + std::to_string(n.input) + "[0]"));
     }
     if (p.reduction) {
         reduction_rows(o, p);
@@ -66,12 +66,11 @@ std::string emit_kernel(const plan& p, const std::string& name) {
     for (std::size_t k = 0; k < p.nodes.size(); ++k) {
         const auto& n = p.nodes[k];
         if (n.kind == node_kind::input && !p.inputs[n.input].invariant())
-            o << "    const " << c_type(n.t) << " " << v(k) << " = in" << n.input << "[" << offset(idx, p.inputs[n.input].outer)
-              << "];\n";
+            o << "    " << node_decl(n, k, load(n.t, "in" + std::to_string(n.input) + "[" + offset(idx, p.inputs[n.input].outer) + "]"));
         else if (n.kind == node_kind::op)
-            o << "    const " << c_type(n.t) << " " << v(k) << " = " << node_expression(p, k) << ";\n";
+            o << "    " << node_decl(n, k, rounded(n.t, node_expression(p, k)));
     }
-    o << "    out[" << offset(idx, p.output.outer) << "] = " << v(p.root) << ";\n  }\n}\n";
+    o << "    out[" << offset(idx, p.output.outer) << "] = " << store(p.output.t, v(p.root)) << ";\n  }\n}\n";
     return o.str();
 }
 

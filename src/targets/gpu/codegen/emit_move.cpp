@@ -7,6 +7,7 @@
 #include "ops/tensor_slice.hpp"
 #include "ops/tensor_views.hpp"
 #include "targets/gpu/codegen/emit.hpp"
+#include "targets/gpu/codegen/emit_text.hpp"
 
 #include <kiln/errors.hpp>
 
@@ -241,7 +242,8 @@ bool is_window_pool(const op::fused& body, const std::vector<shape>& inputs) {
     if (!is<op::pooling>(body) || !one_node_over_inputs(body, 1)) return false;
     const auto& p = body.nodes[0].op.get<op::pooling>();
     const auto& x = inputs[0];
-    if (x.get_type() != type::float32 || x.ndim() < 3) return false;
+    const auto t = x.get_type();
+    if ((t != type::float32 && t != type::float16 && t != type::bfloat16) || x.ndim() < 3) return false;
     return p.mode == op::pooling_mode::max || p.mode == op::pooling_mode::average;
 }
 
@@ -251,15 +253,16 @@ void emit_pool(std::ostream& o, const std::string& name, const op::fused& body, 
     const std::size_t r = g.in.size();
     const bool max = p.mode == op::pooling_mode::max;
     o << "extern \"C\" __global__ void __launch_bounds__(" << block_size << ") " << name << "(const kiln_args a_) {\n";
-    o << "  const float* __restrict__ in0 = (const float*)a_.in[0];\n";
-    o << "  float* __restrict__ out = (float*)a_.out;\n";
+    const std::string t = kiln::codegen::c_type(x.get_type());
+    o << "  const " << t << "* __restrict__ in0 = (const " << t << "*)a_.in[0];\n";
+    o << "  " << t << "* __restrict__ out = (" << t << "*)a_.out;\n";
     o << "  for (long long i_ = (long long)blockIdx.x * blockDim.x + threadIdx.x; i_ < " << num(output.elements())
       << "; i_ += (long long)gridDim.x * blockDim.x) {\n";
     const auto idx = split_index(o, output.lens());
     std::string base;
     add_term(base, idx[0], static_cast<std::int64_t>(x.strides()[0]));
     add_term(base, idx[1], static_cast<std::int64_t>(x.strides()[1]));
-    o << "    const float* xp_ = in0" << (base.empty() ? "" : " + " + base) << ";\n";
+    o << "    const " << t << "* xp_ = in0" << (base.empty() ? "" : " + " + base) << ";\n";
     if (max) o << "    float acc_ = -kiln_inff(); bool first_ = true;\n";
     else o << "    double acc_ = 0.0; long long inside_ = 0, padded_ = 0;\n";
     std::string close;
@@ -281,18 +284,22 @@ void emit_pool(std::ostream& o, const std::string& name, const op::fused& body, 
         add_term(off, i, static_cast<std::int64_t>(x.strides()[d + 2]));
     }
     if (max) {
-        o << "    if (" << inside << ") { const float v_ = xp_[" << (off.empty() ? "0" : off)
-          << "]; if (first_ || v_ > acc_) { acc_ = v_; first_ = false; } }\n";
+        o << "    if (" << inside << ") { const float v_ = " << text::load(x.get_type(), "xp_[" + (off.empty() ? "0" : off) + "]")
+          << "; if (first_ || v_ > acc_) { acc_ = v_; first_ = false; } }\n";
     } else {
         o << "    if (" << padded << ") ++padded_;\n";
-        o << "    if (" << inside << ") { ++inside_; acc_ += (double)xp_[" << (off.empty() ? "0" : off) << "]; }\n";
+        o << "    if (" << inside << ") { ++inside_; acc_ += (double)" << text::load(x.get_type(), "xp_[" + (off.empty() ? "0" : off) + "]") << "; }\n";
     }
     o << close;
     if (max) {
-        o << "    out[i_] = acc_;\n";
+        o << "    out[i_] = " << text::store(x.get_type(), "acc_") << ";\n";  // a value of the input: exact
     } else {
         const std::string n = p.count_include_pad ? "padded_" : "inside_";
-        o << "    out[i_] = " << n << " > 0 ? (float)(acc_ / (double)" << n << ") : 0.0f;\n";
+        // The mean rounded once from double, as the reference's (16 bits: kiln_d2h/kiln_d2b).
+        const std::string mean = "(" + n + " > 0 ? acc_ / (double)" + n + " : 0.0)";
+        if (x.get_type() == type::float16) o << "    out[i_] = kiln_d2h" << mean << ";\n";
+        else if (x.get_type() == type::bfloat16) o << "    out[i_] = kiln_d2b" << mean << ";\n";
+        else o << "    out[i_] = " << n << " > 0 ? (float)(acc_ / (double)" << n << ") : 0.0f;\n";
     }
 }
 

@@ -51,10 +51,10 @@ struct rows_writer {
         for (auto k : nodes) {
             const auto& n = p.nodes[k];
             if (n.kind == node_kind::input)
-                o << "      const " << c_type(n.t) << " " << v(k) << " = p" << n.input << "["
-                  << offset(iidx, p.inputs[n.input].inner) << "];\n";
+                o << "      " << node_decl(n, k, load(n.t, "p" + std::to_string(n.input) + "[" +
+                                                         offset(iidx, p.inputs[n.input].inner) + "]"));
             else if (n.kind == node_kind::op)
-                o << "      const " << c_type(n.t) << " " << v(k) << " = " << node_expression(p, k) << ";\n";
+                o << "      " << node_decl(n, k, rounded(n.t, node_expression(p, k)));
         }
     }
 
@@ -64,9 +64,9 @@ struct rows_writer {
             if (!n.row || n.pass != pass || n.kind == node_kind::constant || n.kind == node_kind::reduce) continue;
             if (n.kind == node_kind::input) {
                 if (!p.inputs[n.input].invariant())
-                    o << "    const " << c_type(n.t) << " " << v(k) << " = p" << n.input << "[0];\n";
+                    o << "    " << node_decl(n, k, load(n.t, "p" + std::to_string(n.input) + "[0]"));
             } else {
-                o << "    const " << c_type(n.t) << " " << v(k) << " = " << node_expression(p, k) << ";\n";
+                o << "    " << node_decl(n, k, rounded(n.t, node_expression(p, k)));
             }
         }
     }
@@ -207,11 +207,11 @@ struct rows_writer {
         row_nodes(0);
         for (std::size_t pass_no = 1; pass_no <= p.passes; ++pass_no) pass(pass_no);
         if (p.row_output()) {
-            o << "    if (t_ == 0) po[0] = " << v(p.root) << ";\n";
+            o << "    if (t_ == 0) po[0] = " << store(p.output.t, v(p.root)) << ";\n";
         } else {
             inner_loop([&](const std::vector<std::string>& iidx) {
                 element_statements(needed({p.root}), iidx);
-                o << "      po[" << offset(iidx, p.output.inner) << "] = " << v(p.root) << ";\n";
+                o << "      po[" << offset(iidx, p.output.inner) << "] = " << store(p.output.t, v(p.root)) << ";\n";
             });
         }
         o << "  }\n";

@@ -93,9 +93,9 @@ std::vector<std::int64_t> packed_strides(const std::vector<std::int64_t>& dims) 
     return s;
 }
 
-backend tensor(std::int64_t uid, const std::vector<std::int64_t>& dims, const std::string& what) {
+backend tensor(std::int64_t uid, const std::vector<std::int64_t>& dims, int data, const std::string& what) {
     backend t(CUDNN_BACKEND_TENSOR_DESCRIPTOR, what);
-    t.set1(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, CUDNN_DATA_FLOAT, what);
+    t.set1(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, static_cast<cudnnDataType_t>(data), what);
     t.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims, what);
     t.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, packed_strides(dims), what);
     t.set1(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, uid, what);
@@ -111,16 +111,30 @@ std::vector<std::int64_t> dims_of(const shape& s, bool add_height) {
     return d;
 }
 
+cudnn_note note_of(cudnnBackendNumericalNote_t n) {
+    switch (n) {
+        case CUDNN_NUMERICAL_NOTE_TENSOR_CORE: return cudnn_note::tensor_core;
+        case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS: return cudnn_note::down_convert_inputs;
+        case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION: return cudnn_note::reduced_precision_reduction;
+        case CUDNN_NUMERICAL_NOTE_FFT: return cudnn_note::fft;
+        case CUDNN_NUMERICAL_NOTE_WINOGRAD:
+        case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4:
+        case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6:
+        case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13: return cudnn_note::winograd;
+        default: return cudnn_note::other;
+    }
+}
+
 // One heuristic result's engine, read once: its global index (for the reasons and the
-// profile) and whether its numerical notes allow strict fp32 on float data (no tensor cores,
-// i.e. TF32; no down-converted inputs, reduced-precision sums, FFT or Winograd).
+// profile) and whether its numerical notes allow it for this element type
+// (cudnn_note_allowed).
 struct engine_info {
     std::int64_t index = -1;
     bool strict = false;
     std::string notes;  // the notes that ruled it out
 };
 
-engine_info engine_of(cudnnBackendDescriptor_t engine_cfg) {
+engine_info engine_of(cudnnBackendDescriptor_t engine_cfg, type t, bool tf32) {
     engine_info info;
     backend engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR, "engine of a heuristic result");
     std::int64_t n = 0;
@@ -135,27 +149,44 @@ engine_info engine_of(cudnnBackendDescriptor_t engine_cfg) {
     if (cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                  CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &count, notes) != CUDNN_STATUS_SUCCESS)
         return info;
-    for (std::int64_t i = 0; i < count; ++i) {
-        switch (notes[i]) {
-            case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
-            case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS:
-            case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION:
-            case CUDNN_NUMERICAL_NOTE_FFT:
-            case CUDNN_NUMERICAL_NOTE_WINOGRAD:
-            case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4:
-            case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6:
-            case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13:
-                info.notes += " " + std::to_string(static_cast<int>(notes[i]));
-                break;
-            default:
-                break;
-        }
-    }
+    for (std::int64_t i = 0; i < count; ++i)
+        if (!cudnn_note_allowed(note_of(notes[i]), t, tf32)) info.notes += " " + std::to_string(static_cast<int>(notes[i]));
     info.strict = info.notes.empty();
     return info;
 }
 
 }  // namespace
+
+bool cudnn_element_type(type t) { return t == type::float32 || t == type::float16 || t == type::bfloat16; }
+
+cudnn_conv_types cudnn_types_of(type t) {
+    cudnn_conv_types r;
+    r.compute = CUDNN_DATA_FLOAT;
+    switch (t) {
+        case type::float32: r.data = CUDNN_DATA_FLOAT; r.text = "x/w/y CUDNN_DATA_FLOAT"; break;
+        case type::float16: r.data = CUDNN_DATA_HALF; r.text = "x/w/y CUDNN_DATA_HALF"; break;
+        case type::bfloat16: r.data = CUDNN_DATA_BFLOAT16; r.text = "x/w/y CUDNN_DATA_BFLOAT16"; break;
+        default: throw_error(error_code::unsupported, "gpu::cudnn_conv: no cuDNN type for " + std::string(type_name(t)));
+    }
+    r.text += ", compute CUDNN_DATA_FLOAT, NCHW";
+    return r;
+}
+
+bool cudnn_note_allowed(cudnn_note n, type t, bool tf32) {
+    switch (n) {
+        // Tensor cores: fp16/bf16 products summed in fp32 (the compute type); on float32
+        // data they mean TF32, only when asked.
+        case cudnn_note::tensor_core: return t != type::float32 || tf32;
+        // Sums in fewer bits than fp32, inputs rounded below their type, or transforms
+        // whose error grows with the values (FFT, Winograd): never.
+        case cudnn_note::down_convert_inputs:
+        case cudnn_note::reduced_precision_reduction:
+        case cudnn_note::fft:
+        case cudnn_note::winograd: return false;
+        case cudnn_note::other: return true;
+    }
+    return false;
+}
 
 struct cudnn_conv_state {
     std::unique_ptr<backend> plan;  // null: runs on the host (host_reason says why)
@@ -172,7 +203,7 @@ void cudnn_conv::finalize(context& ctx, const shape& output, const std::vector<s
     g->use_device(true);
     auto st = std::make_shared<cudnn_conv_state>();
     st->problem = "x " + inputs.at(0).to_string() + " w " + inputs.at(1).to_string() + " -> " + output.to_string() +
-                  " group " + std::to_string(group);
+                  " group " + std::to_string(group) + (tf32 ? " tf32" : "");
     const std::string what = "gpu::cudnn_conv (" + st->problem + ")";
     try {
         const bool one_d = stride.size() == 1;
@@ -181,12 +212,13 @@ void cudnn_conv::finalize(context& ctx, const shape& output, const std::vector<s
             return v;
         };
         cudnnHandle_t handle = g->cudnn_handle();
-        backend x = tensor(1, dims_of(inputs.at(0), one_d), "x of " + what);
-        backend w = tensor(2, dims_of(inputs.at(1), one_d), "w of " + what);
-        backend y = tensor(3, dims_of(output, one_d), "y of " + what);
+        const auto types = cudnn_types_of(output.get_type());
+        backend x = tensor(1, dims_of(inputs.at(0), one_d), types.data, "x of " + what);
+        backend w = tensor(2, dims_of(inputs.at(1), one_d), types.data, "w of " + what);
+        backend y = tensor(3, dims_of(output, one_d), types.data, "y of " + what);
         const std::int64_t spatial = static_cast<std::int64_t>(stride.size() + (one_d ? 1 : 0));
         backend conv(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, "convolution of " + what);
-        conv.set1(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, CUDNN_DATA_FLOAT, what);
+        conv.set1(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, static_cast<cudnnDataType_t>(types.compute), what);
         conv.set1(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, CUDNN_CROSS_CORRELATION, what);
         conv.set1(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, spatial, what);
         conv.set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, add(dilation, 1), what);
@@ -235,7 +267,7 @@ void cudnn_conv::finalize(context& ctx, const shape& output, const std::vector<s
                             "cudnnBackendGetAttribute(ENGINEHEUR_RESULTS) of " + what);
             for (std::int64_t i = 0; i < got; ++i) {
                 const auto cfg = raw[static_cast<std::size_t>(i)];
-                const auto info = engine_of(cfg);
+                const auto info = engine_of(cfg, output.get_type(), tf32);
                 const std::string engine = " engine " + std::to_string(info.index);
                 if (!info.strict) {
                     rejected += engine + " notes" + info.notes + ";";
@@ -264,7 +296,7 @@ void cudnn_conv::finalize(context& ctx, const shape& output, const std::vector<s
             }
             if (st->plan) break;
         }
-        if (!st->plan) st->host_reason = "no strict-fp32 cuDNN plan for " + what + ":" + rejected;
+        if (!st->plan) st->host_reason = "no cuDNN plan its notes allow for " + what + ":" + rejected;
     } catch (const error& e) {
         // cuDNN refused the graph: the convolution still runs, on the host (counted).
         st->host_reason = e.message();
@@ -349,7 +381,9 @@ bool cudnn_conv_takes(instruction_ref ins) {
     const auto& w = ins->inputs()[1]->get_shape();
     const auto& y = ins->get_shape();
     for (const shape* s : {&x, &w, &y})
-        if (!s->is_tensor() || s->dynamic() || s->get_type() != type::float32 || s->elements() == 0) return false;
+        if (!s->is_tensor() || s->dynamic() || !cudnn_element_type(s->get_type()) || s->get_type() != y.get_type() ||
+            s->elements() == 0)
+            return false;
     if (x.ndim() < 3 || x.ndim() > 5 || !x.standard() || !w.standard()) return false;
     try {
         (void)make_cudnn_conv(ins);

@@ -147,6 +147,30 @@ lt_plan plan_lt(const shape& a, const shape& b, const shape& out, bool trans_a, 
     return p;
 }
 
+bool lt_element_type(type t) { return t == type::float32 || t == type::float16 || t == type::bfloat16; }
+
+lt_types lt_descriptor_types(type t, bool tf32) {
+    lt_types r;
+    r.scale = CUDA_R_32F;
+    r.compute = CUBLAS_COMPUTE_32F;
+    std::string data;
+    switch (t) {
+        case type::float32:
+            r.data = CUDA_R_32F;
+            data = "CUDA_R_32F";
+            if (tf32) r.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+            break;
+        case type::float16: r.data = CUDA_R_16F; data = "CUDA_R_16F"; break;
+        case type::bfloat16: r.data = CUDA_R_16BF; data = "CUDA_R_16BF"; break;
+        default:
+            throw_error(error_code::unsupported, "gpu::lt_matmul: no cuBLASLt type for " + std::string(type_name(t)));
+    }
+    r.text = "A/B/C/D " + data + ", compute " +
+             (r.compute == CUBLAS_COMPUTE_32F ? "CUBLAS_COMPUTE_32F" : "CUBLAS_COMPUTE_32F_FAST_TF32") +
+             ", scale CUDA_R_32F";
+    return r;
+}
+
 struct lt_state {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t layouts[3] = {nullptr, nullptr, nullptr};  // A (b), B (a), C/D (out)
@@ -164,9 +188,9 @@ struct lt_state {
 
 namespace {
 
-cublasLtMatrixLayout_t make_layout(const lt_layout& v, std::int32_t batch, const std::string& what) {
+cublasLtMatrixLayout_t make_layout(const lt_layout& v, std::int32_t batch, int data, const std::string& what) {
     cublasLtMatrixLayout_t l = nullptr;
-    check_cublas(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, v.rows, v.cols, v.ld), "cublasLtMatrixLayoutCreate for " + what);
+    check_cublas(cublasLtMatrixLayoutCreate(&l, static_cast<cudaDataType_t>(data), v.rows, v.cols, v.ld), "cublasLtMatrixLayoutCreate for " + what);
     if (batch > 1) {
         std::int64_t stride = v.batch_stride;
         auto ok = cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch));
@@ -189,8 +213,13 @@ void lt_matmul::finalize(context& ctx, const shape& output, const std::vector<sh
     st->problem = "m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) +
                   " batch=" + std::to_string(p.batch);
     if (bias) st->problem += " bias";
+    if (output.get_type() != type::float32) st->problem += " " + std::string(type_name(output.get_type()));
+    if (tf32) st->problem += " tf32";
     const std::string what = "gpu::lt_matmul (" + st->problem + ")";
-    check_cublas(cublasLtMatmulDescCreate(&st->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate for " + what);
+    const auto types = lt_descriptor_types(output.get_type(), tf32);
+    check_cublas(cublasLtMatmulDescCreate(&st->desc, static_cast<cublasComputeType_t>(types.compute),
+                                          static_cast<cudaDataType_t>(types.scale)),
+                 "cublasLtMatmulDescCreate for " + what);
     const cublasOperation_t op_a = p.first.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t op_b = p.second.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
     check_cublas(cublasLtMatmulDescSetAttribute(st->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)),
@@ -203,10 +232,15 @@ void lt_matmul::finalize(context& ctx, const shape& output, const std::vector<sh
         const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
         check_cublas(cublasLtMatmulDescSetAttribute(st->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
                      "cublasLtMatmulDescSetAttribute(EPILOGUE_BIAS) for " + what);
+        // A 16-bit product's bias is 16-bit too (quantize_* converts gemm's C with it).
+        const auto bias_type = static_cast<cudaDataType_t>(types.data);
+        check_cublas(cublasLtMatmulDescSetAttribute(st->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                    sizeof(bias_type)),
+                     "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE) for " + what);
     }
-    st->layouts[0] = make_layout(p.first, p.batch, what + " operand b");
-    st->layouts[1] = make_layout(p.second, p.batch, what + " operand a");
-    st->layouts[2] = make_layout(p.out, p.batch, what + " output");
+    st->layouts[0] = make_layout(p.first, p.batch, types.data, what + " operand b");
+    st->layouts[1] = make_layout(p.second, p.batch, types.data, what + " operand a");
+    st->layouts[2] = make_layout(p.out, p.batch, types.data, what + " output");
 
     cublasLtMatmulPreference_t pref = nullptr;
     check_cublas(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate for " + what);

@@ -5,7 +5,8 @@
 // arena with everything else and eval allocates nothing.
 //
 // On a device, finalize (at compile and at load; nothing without a device) makes the
-// matmul descriptor (CUBLAS_COMPUTE_32F: strict fp32, no TF32) and the three layouts of
+// matmul descriptor (lt_descriptor_types: CUBLAS_COMPUTE_32F, strict fp32, unless `tf32`;
+// fp16/bf16 operands accumulate in fp32 too) and the three layouts of
 // lt_plan, and asks cuBLASLt's heuristic for an algorithm that fits the planned
 // workspace (when it has none, compute runs the reference product on the host between
 // copies, counted by lt_host_fallbacks); compute runs cublasLtMatmul on the context's stream. The one epilogue so far
@@ -51,6 +52,21 @@ struct lt_plan {
 // that differ, a batch over 2^31). The lowering takes a matmul when this accepts it.
 lt_plan plan_lt(const shape& a, const shape& b, const shape& out, bool trans_a, bool trans_b);
 
+// A product's cuBLASLt types, chosen without a device: the element type of A, B, C and D
+// (CUDA_R_32F, CUDA_R_16F or CUDA_R_16BF: all four the operands' type), the compute type
+// (CUBLAS_COMPUTE_32F: fp32 accumulation, strict for float32 operands; with `tf32` and
+// float32 operands CUBLAS_COMPUTE_32F_FAST_TF32) and the scale type of alpha/beta (always
+// CUDA_R_32F, as CUBLAS_COMPUTE_32F requires). The values are the CUDA enums, as ints
+// (this header has no CUDA includes); `text` names them.
+struct lt_types {
+    int data = 0, compute = 0, scale = 0;
+    std::string text;
+};
+// Throws a kiln unsupported error for other element types.
+lt_types lt_descriptor_types(type t, bool tf32);
+// Whether cuBLASLt takes operands of this element type (float32, float16, bfloat16).
+bool lt_element_type(type t);
+
 struct lt_state;  // descriptors and the chosen algorithm (lt_matmul.cpp)
 class gpu_context;
 
@@ -59,12 +75,14 @@ struct lt_matmul {
     bool trans_b = false;
     float alpha = 1.0f;
     bool bias = false;  // input 2 is a bias of N values (cuBLASLt's bias epilogue)
+    bool tf32 = false;  // float32 products may use TF32 tensor cores (compile_options::tf32)
     template <class Self, class F>
     static void reflect(Self& self, F f) {
         f(self.trans_a, "trans_a");
         f(self.trans_b, "trans_b");
         f(self.alpha, "alpha");
         f(self.bias, "bias");
+        f(self.tf32, "tf32");
     }
     std::shared_ptr<lt_state> state;  // on the device, made by finalize (not saved)
     std::string name() const { return "gpu::lt_matmul"; }
