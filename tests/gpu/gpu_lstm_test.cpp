@@ -94,6 +94,7 @@ TEST(gpu_lstm, kernels_match_the_reference_lstm_on_every_case) {
     ASSERT_EQ(kernels.size(), cases.size()) << m;
     EXPECT_EQ(count(m, "gpu::lt_matmul"), cases.size()) << "one input projection per LSTM";
     EXPECT_EQ(count(m, "gpu::host_kernel"), 0u) << m;
+    EXPECT_EQ(gpu_kernels(m).size(), cases.size() + 1) << "and one row-major copy of the batch_first X";
 
     const std::string source = gpu::codegen::module_source(m);
     const auto built = gpu::codegen::compile_cuda(source, "sm_90", true, "");
@@ -114,8 +115,14 @@ TEST(gpu_lstm, kernels_match_the_reference_lstm_on_every_case) {
         EXPECT_TRUE(reported.count(k.symbol)) << cs.name << ": no ptxas report";
         const std::string pre = "c" + std::to_string(c) + "_";
         // The reference LSTM's inputs in ONNX order, and the kernel's.
-        std::vector<argument> ref_args = {v.at(pre + "x"), v.at(pre + "w"), v.at(pre + "r")};
-        std::vector<argument> inputs = {projection(v.at(pre + "x"), v.at(pre + "w")),
+        argument x = v.at(pre + "x");
+        if (cs.batch_first) {  // [B, T, I] -> [T, B, I], what the generated copy makes of it
+            op::transpose t;
+            t.perm = {1, 0, 2};
+            x = literal(t.compute(t.compute_shape({x.get_shape()}), {x})).get_argument();
+        }
+        std::vector<argument> ref_args = {x, v.at(pre + "w"), v.at(pre + "r")};
+        std::vector<argument> inputs = {projection(x, v.at(pre + "w")),
                                         transposed_r(v.at(pre + "r"), ins->inputs()[1]->get_shape())};
         for (const char* n : {"b", "h0", "c0"})
             if (v.count(pre + n)) {

@@ -5,6 +5,7 @@
 // at compile time) or a parameter (read through a transposed view).
 #pragma once
 #include "ops/control_rnn.hpp"
+#include "ops/tensor_views.hpp"
 
 #include <kiln/builtin_ops.hpp>
 #include <kiln/literal.hpp>
@@ -22,6 +23,7 @@ struct lstm_case {
     std::size_t batch, time, input, hidden;
     std::int64_t direction;  // 0 forward, 1 reverse, 2 bidirectional
     bool bias = true, h0 = true, c0 = true, literal_r = true;
+    bool batch_first = false;  // X a transposed [B, T, I] parameter, as PyTorch's export makes it
 };
 
 inline std::vector<lstm_case> lstm_cases() {
@@ -31,6 +33,7 @@ inline std::vector<lstm_case> lstm_cases() {
         {"lstm_seq layer 1, batch 1, time 100", 1, 100, 80, 256, 0},
         {"lstm_seq layer 2, batch 3, time 100", 3, 100, 256, 256, 0},
         {"lstm_seq layer 2, batch 3, time 7", 3, 7, 256, 256, 0},
+        {"lstm_seq layer 1 batch_first (X copied row-major), batch 3, time 7", 3, 7, 80, 256, 0, true, true, true, true, true},
         {"hidden 40, reverse, no bias or initial state", 3, 7, 16, 40, 1, false, false, false},
         {"hidden 300, batch 2, initial h only", 2, 7, 24, 300, 0, true, true, false},
         {"hidden 72, bidirectional, batch 3", 3, 7, 20, 72, 2},
@@ -72,7 +75,14 @@ inline std::vector<instruction_ref> add_lstm(module& m, const lstm_case& c, cons
         values.emplace_back(prefix + n, v);
         args.push_back(m.add_parameter(prefix + n, s));
     };
-    param("x", shape(type::float32, {c.time, c.batch, c.input}), 1.0f);
+    if (c.batch_first) {
+        param("x", shape(type::float32, {c.batch, c.time, c.input}), 1.0f);
+        op::transpose t;
+        t.perm = {1, 0, 2};
+        args.back() = m.add_instruction(t, {args.back()});
+    } else {
+        param("x", shape(type::float32, {c.time, c.batch, c.input}), 1.0f);
+    }
     param("w", shape(type::float32, {D, 4 * H, c.input}), w);
     const shape rs(type::float32, {D, 4 * H, H});
     if (c.literal_r) {
