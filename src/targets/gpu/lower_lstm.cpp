@@ -77,48 +77,46 @@ bool lower_lstm(module& m, instruction_ref ins, const gpu_options& o) {
     for (bool present : {a->has_bias, a->has_initial_h, a->has_initial_c})
         if (present) extra.push_back(args[next++]);
 
-    // R^T [D, H, 4H]: a literal R is transposed here, so the kernel reads it coalesced; any
-    // other R as a transposed view (strided reads, still correct).
+    // The kernel's inputs: xw (the product's standard [D, T*B, 4H]), R^T [D, H, 4H], then
+    // the optional ones; checked (with the product) before anything is inserted.
     op::transpose tr;
     tr.perm = {0, 2, 1};
+    std::vector<shape> shapes = {shape(type::float32, {D, T * B, 4 * H}), tr.compute_shape({args[2]->get_shape()})};
+    if (args[2]->is_literal()) shapes[1] = shapes[1].as_standard();
+    for (auto x : extra) shapes.push_back(x->get_shape());
+    op::fused body;
+    op::fused_node node{steps, {}};
+    for (std::size_t i = 0; i < shapes.size(); ++i) node.args.push_back(op::fused_input_arg(i));
+    body.nodes.push_back(std::move(node));
+    if (!codegen::lstm_problem(body, shapes).empty()) return false;
+    // xw = X W^T for every time step and direction: [T*B, I] x [D, I, 4H] -> [D, T*B, 4H],
+    // one cuBLASLt product (W^T as its op T, X shared by the directions: batch stride 0).
+    op::reshape flat;
+    flat.dims = {static_cast<std::int64_t>(T * B), static_cast<std::int64_t>(I)};
+    try {
+        (void)plan_lt(shape(type::float32, {T * B, I}), tr.compute_shape({args[1]->get_shape()}), shapes[0], false,
+                      false);
+    } catch (const error&) {
+        return false;
+    }
+
+    // R^T: a literal R is transposed here, so the kernel reads it coalesced; any other R
+    // through a transposed view (strided reads, still correct).
     instruction_ref rt;
     if (args[2]->is_literal()) {
         const auto& r = args[2]->get_literal().get_argument();
-        const auto view_shape = tr.compute_shape({r.get_shape()});
-        rt = m.insert_literal(ins, literal(tr.compute(view_shape, {r})));
+        rt = m.insert_literal(ins, literal(tr.compute(tr.compute_shape({r.get_shape()}), {r})));
     } else {
         rt = m.insert_instruction(ins, tr, {args[2]});
     }
     std::vector<instruction_ref> inputs = {instruction_ref{}, rt};
     inputs.insert(inputs.end(), extra.begin(), extra.end());
-    op::fused body;
-    op::fused_node node{steps, {}};
-    for (std::size_t i = 0; i < inputs.size(); ++i) node.args.push_back(op::fused_input_arg(i));
-    body.nodes.push_back(std::move(node));
-    // The shapes the kernel will see: xw is the product's standard [D, T*B, 4H].
-    auto shapes = to_shapes({rt});
-    shapes.insert(shapes.begin(), shape(type::float32, {D, T * B, 4 * H}));
-    for (auto x : extra) shapes.push_back(x->get_shape());
-    if (!codegen::lstm_problem(body, shapes).empty()) {
-        if (!args[2]->is_literal()) m.remove_instruction(rt);
-        return false;
-    }
-
-    // xw = X W^T for every time step and direction: [T*B, I] x [D, I, 4H] -> [D, T*B, 4H],
-    // one cuBLASLt product (W^T as its op T, X shared by the directions: batch stride 0).
-    op::reshape flat;
-    flat.dims = {static_cast<std::int64_t>(T * B), static_cast<std::int64_t>(I)};
     auto x2 = m.insert_instruction(ins, flat, {args[0]});
     // A strided X (PyTorch's batch_first export transposes [B, T, I]) is copied row-major by
     // the reshape candidate's generated kernel; a row-major one stays a view.
     if (flat.output_alias({xs}) != 0) (void)lower_instruction(m, x2, o);
     auto wt = m.insert_instruction(ins, tr, {args[1]});
     const shape xw_shape = shapes[0];
-    try {
-        (void)plan_lt(x2->get_shape(), wt->get_shape(), xw_shape, false, false);
-    } catch (const error&) {
-        return false;  // (left views are dead code)
-    }
     auto workspace = m.insert_instruction(ins, builtin::allocate{shape(type::uint8, {lt_workspace_bytes})}, {});
     auto xw_buf = m.insert_instruction(ins, builtin::allocate{xw_shape}, {});
     inputs[0] = m.insert_instruction(ins, lt_matmul{}, {x2, wt, workspace, xw_buf});
