@@ -4,13 +4,14 @@
 // the reference computes; and then whole programs through program::eval against the ref
 // target on random non-zero data: every op of the generator, broadcast and strided
 // inputs, reduction kernels (softmax, log_softmax, layer norm, lone reductions over rows
-// of 1 to 20000 elements, warp- and block-per-row), fused attention, cuBLASLt products of every layout plan_lt takes, host kernels between copies,
+// of 1 to 20000 elements, warp- and block-per-row), fused attention, LSTMs, cuBLASLt products of every layout plan_lt takes, host kernels between copies,
 // literals uploaded, offload_copy on and off, device_id, save/load without NVRTC, two
 // programs on one device, and the shared models (KILN_MODELS_DIR, else ../shared/models;
 // KILN_GPU_DEVICE_MODELS="a,b" to choose, "none" to skip them). Each test names what it ran, so a first run on a GPU says which
 // part works.
 #include "gpu/gpu_test_util.hpp"
 #include "gpu/attention_cases.hpp"
+#include "gpu/lstm_cases.hpp"
 #include "gpu/pool_cases.hpp"
 #include "gpu/reduction_cases.hpp"
 
@@ -354,6 +355,29 @@ TEST(gpu_device, fused_attention_matches_ref) {
         const auto& m = *gpu.get_main_module();
         EXPECT_EQ(count(m, "gpu::host_kernel"), 0u) << c.name;
         EXPECT_EQ(count(m, "gpu::lt_matmul"), 0u) << c.name << ": the attention was not fused";
+    }
+}
+
+// LSTMs (tests/gpu/lstm_cases.hpp, checked on the host by tests/gpu/gpu_lstm_test.cpp):
+// a cuBLASLt projection and one generated recurrence kernel each, on the device; with no
+// host kernel left, the program's evals are recorded as a CUDA graph and replayed.
+TEST(gpu_device, lstm_matches_ref) {
+    SKIP_WITHOUT_DEVICE_UNLESS_DRY();
+    for (const auto& c : lstm_cases()) {
+        std::vector<std::pair<std::string, argument>> values;
+        const auto p = lstm_program({c}, values);
+        param_map in;
+        for (const auto& [name, v] : values)
+            if (p.get_parameter_shapes().count(name)) in[name] = v;
+        auto gpu = expect_matches_ref(p, in, "lstm " + c.name, {}, 1e-4, 1e-4);
+        const auto& m = *gpu.get_main_module();
+        EXPECT_EQ(count(m, "gpu::host_kernel"), 0u) << c.name;
+        EXPECT_EQ(count(m, "gpu::lt_matmul"), 1u) << c.name << ": the input projection";
+        if (dry()) continue;
+        for (int i = 0; i < 3; ++i) (void)gpu.eval(in);
+        const auto stats = dynamic_cast<gpu::gpu_context&>(gpu.get_context()).graph_statistics();
+        EXPECT_EQ(stats.off, "") << c.name;
+        EXPECT_GE(stats.replayed, 1u) << c.name;
     }
 }
 

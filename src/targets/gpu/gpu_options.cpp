@@ -48,6 +48,7 @@ gpu_options read_gpu_options(const compile_options& opts) {
     o.cudnn = !off("KILN_GPU_CUDNN");
     o.graphs = !off("KILN_GPU_GRAPHS");
     o.attention = !off("KILN_GPU_ATTENTION");
+    o.lstm = !off("KILN_GPU_LSTM");
     if (opts.device_id < 0)
         throw_error(error_code::invalid_argument, "gpu: device_id " + std::to_string(opts.device_id) + " is negative");
     o.device_id = opts.device_id;

@@ -14,6 +14,7 @@ struct gpu_options {
     std::string arch;           // compile_options::gpu_arch, else KILN_GPU_ARCH, else sm_ + the build's first KILN_CUDA_ARCHS
     bool fusion = true;         // KILN_GPU_FUSION=0: no grouping (lone pointwise ops still get kernels)
     bool attention = true;      // KILN_GPU_ATTENTION=0: attention as cuBLASLt products and a softmax kernel, not fused
+    bool lstm = true;           // KILN_GPU_LSTM=0: LSTMs on the host's reference kernel, not cuBLASLt + a generated recurrence
     bool cudnn = true;          // KILN_GPU_CUDNN=0: convolutions on the host's reference kernels, not cuDNN
     bool graphs = true;         // KILN_GPU_GRAPHS=0: every eval launches its work one by one (no CUDA graph replay)
     std::string cache_dir;      // KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln ("" none)

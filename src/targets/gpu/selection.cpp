@@ -429,6 +429,12 @@ const std::vector<candidate>& candidates() {
          "TF32 unless --tf32), a 32 MiB "
          "workspace planned in the arena; no such plan on the device: the reference convolution on the host",
          lower_convolution},
+        {"lstm", "cublaslt + generated",
+         "float32, static, layout 0, forward, reverse or bidirectional, default activations, bias and initial h/c "
+         "optional, no sequence_lens, peepholes, clip or input_forget, hidden size <= 1024: X W^T for every step as "
+         "one cuBLASLt product, then one persistent kernel (a block per direction and batch row) for the "
+         "recurrence; Y, Y_h, Y_c views of its buffer (KILN_GPU_LSTM=0 off)",
+         lower_lstm},
     };
     return list;
 }

@@ -31,6 +31,9 @@ std::string lower_instruction(module& m, instruction_ref ins, const gpu_options&
 // module before fusion, which would otherwise group its scale and mask add.
 bool lower_attention(module& m, instruction_ref ins, const gpu_options& o);
 
+// The LSTM candidate (lower_lstm.cpp): cuBLASLt input projection + one generated recurrence.
+bool lower_lstm(module& m, instruction_ref ins, const gpu_options& o);
+
 // The list as a markdown table (ops, kernel, rule), in priority order.
 std::string selection_table();
 

@@ -3,6 +3,7 @@
 #include "codegen/plan.hpp"
 #include "targets/gpu/codegen/device_header.hpp"
 #include "targets/gpu/codegen/emit_attention.hpp"
+#include "targets/gpu/codegen/emit_lstm.hpp"
 #include "targets/gpu/codegen/emit.hpp"
 #include "targets/gpu/codegen/emit_move.hpp"
 #include "targets/gpu/codegen/nvrtc.hpp"
@@ -25,7 +26,7 @@ std::vector<instruction_ref> kernels_of(module& m) {
     return out;
 }
 
-// Attention bodies (emit_attention.hpp), data-movement bodies (emit_move.hpp) or
+// Attention bodies (emit_attention.hpp), LSTM recurrences (emit_lstm.hpp), data-movement bodies (emit_move.hpp) or
 // elementwise and reduction plans (emit.hpp).
 std::string source_of(instruction_ref ins, const std::string& name) {
     const auto& k = ins->get_operator().get<fused_kernel>();
@@ -33,6 +34,7 @@ std::string source_of(instruction_ref ins, const std::string& name) {
     inputs.pop_back();  // the output buffer
     const auto out = ins->get_shape().as_standard();
     if (attention_form_of(k.body)) return emit_attention_kernel(k.body, inputs, name);
+    if (is_lstm(k.body)) return emit_lstm_kernel(k.body, inputs, name);
     if (is_move(k.body, inputs)) return emit_move_kernel(k.body, inputs, out, name);
     return emit_kernel(kiln::codegen::make_plan(k.body, inputs, out, k.fast_math), name);
 }
