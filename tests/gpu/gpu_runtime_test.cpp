@@ -366,7 +366,8 @@ TEST(gpu_runtime, every_instruction_of_the_shared_models_has_a_place) {
         // Each attention one fused kernel (bert_small's 4 layers, vit_tiny's 6).
         const std::map<std::string, std::size_t> attentions = {{"bert_small", 4}, {"vit_tiny", 6}};
         const auto a = attentions.find(name);
-        EXPECT_EQ(kinds["(of which attention)"], a == attentions.end() ? 0u : a->second) << name << ":" << line;
+        // (float32 only: the attention kernel has no 16-bit form yet, so fp16 runs the products and a softmax.)
+        EXPECT_EQ(kinds["(of which attention)"], a == attentions.end() || fp16 ? 0u : a->second) << label << ":" << line;
         EXPECT_EQ(host, 0u) << name << " has host kernels:" << line;
         if (std::string(name) == "lstm_seq") {
             EXPECT_EQ(kinds["(of which lstm)"], 2u) << line;
