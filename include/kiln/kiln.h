@@ -151,6 +151,10 @@ kiln_status kiln_compile_options_set_max_specializations(kiln_compile_options op
 kiln_status kiln_compile_options_set_specialize_after(kiln_compile_options options, size_t calls);
 /* The gpu target: float32 products and convolutions may use TF32 tensor cores (default 0: strict fp32). */
 kiln_status kiln_compile_options_set_tf32(kiln_compile_options options, int tf32);
+/* The gpu target: the CUDA architecture to compile kernels for ("sm_90", "sm_100"), e.g. ahead of
+   time on a machine without the device; "" for the default (the build's first KILN_CUDA_ARCHS). A
+   name that is no architecture is refused when the program compiles for the gpu. */
+kiln_status kiln_compile_options_set_gpu_arch(kiln_compile_options options, const char* arch);
 /* Sizes of the named dim compiled ahead (a server's batch 1, 2, 4, 8). */
 kiln_status kiln_compile_options_add_dynamic_buckets(kiln_compile_options options, const char* dim,
                                                      const size_t* sizes, size_t count);

@@ -242,6 +242,7 @@ public:
     compile_options& device_id(int id) { return set(kiln_compile_options_set_device_id(get(), id)); }
     compile_options& fast_math(bool on) { return set(kiln_compile_options_set_fast_math(get(), on)); }
     compile_options& tf32(bool on) { return set(kiln_compile_options_set_tf32(get(), on)); }
+    compile_options& gpu_arch(const std::string& arch) { return set(kiln_compile_options_set_gpu_arch(get(), arch.c_str())); }
     compile_options& exhaustive_tune(bool on) { return set(kiln_compile_options_set_exhaustive_tune(get(), on)); }
     compile_options& threads(std::size_t n) { return set(kiln_compile_options_set_threads(get(), n)); }
     compile_options& max_specializations(std::size_t n) {

@@ -146,9 +146,11 @@ void bind_program(py::module_& m) {
         .def("compile", [](program& p, const std::shared_ptr<const target>& t, bool offload_copy, int device_id,
                            bool fast_math, bool exhaustive_tune, std::size_t max_specializations,
                            std::size_t specialize_after,
-                           const std::map<std::string, std::vector<std::size_t>>& dynamic_buckets, bool tf32) {
+                           const std::map<std::string, std::vector<std::size_t>>& dynamic_buckets, bool tf32,
+                           const std::string& gpu_arch) {
             compile_options o;
             o.tf32 = tf32;
+            o.gpu_arch = gpu_arch;
             o.offload_copy = offload_copy;
             o.device_id = device_id;
             o.fast_math = fast_math;
@@ -162,12 +164,14 @@ void bind_program(py::module_& m) {
            py::arg("exhaustive_tune") = false, py::arg("max_specializations") = compile_options{}.max_specializations,
            py::arg("specialize_after") = compile_options{}.specialize_after,
            py::arg("dynamic_buckets") = std::map<std::string, std::vector<std::size_t>>{}, py::arg("tf32") = false,
+           py::arg("gpu_arch") = "",
            "Compiles for a target (kiln.get_target('cpu')). A program with dynamic inputs compiles once into a "
            "generic program that runs every shape in range; a set of input shapes seen specialize_after times "
            "(0: never) also gets a specialization compiled in the background, keeping the max_specializations "
            "most recently used (0: all). dynamic_buckets={'batch': [1, 2, 4, 8]}: sizes compiled ahead; a size in "
            "between runs padded up to the next where the model keeps that dim's rows apart. tf32=True: the gpu target's "
-           "float32 products and convolutions may use TF32 tensor cores (default: strict fp32).")
+           "float32 products and convolutions may use TF32 tensor cores (default: strict fp32). gpu_arch='sm_90': the "
+           "CUDA architecture the gpu target compiles for (ahead of time, without the device; '' the default).")
         .def("is_compiled", &program::is_compiled)
         .def("target_name", &program::target_name)
         .def("run", &run, py::arg("inputs"), "Runs with {name: numpy array or kiln.argument}; returns a list of kiln.argument.")

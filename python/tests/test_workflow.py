@@ -88,3 +88,20 @@ def test_tf32_is_a_compile_option(tmp_path):
     assert b"tf32" in path.read_bytes()
     x = np.zeros(model.get_inputs()["input"].lens(), np.float32)
     assert np.isfinite(np.asarray(kiln.load(str(path)).run({"input": x})[0])).all()
+
+
+def test_gpu_arch_compiles_ahead_for_another_architecture(tmp_path):
+    """gpu_arch='sm_100' compiles the gpu target's kernels for that architecture without a
+    device (the .kiln names it); a name that is no architecture is refused."""
+    model = kiln.parse_onnx(os.path.join(EXAMPLE, "model.onnx"))
+    try:
+        model.compile(kiln.get_target("gpu"), gpu_arch="sm_100")
+    except kiln.Error as e:
+        if "built without CUDA" in str(e):
+            pytest.skip(str(e))
+        raise
+    path = tmp_path / "sm100.kiln"
+    kiln.save(model, str(path))
+    assert b"sm_100" in path.read_bytes()
+    with pytest.raises(kiln.Error, match="not a CUDA architecture"):
+        kiln.parse_onnx(os.path.join(EXAMPLE, "model.onnx")).compile(kiln.get_target("gpu"), gpu_arch="sm_x")

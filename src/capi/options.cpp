@@ -152,6 +152,14 @@ kiln_status kiln_compile_options_set_tf32(kiln_compile_options options, int tf32
     return guarded(__func__, [&] { get(options, "options").options.tf32 = tf32 != 0; });
 }
 
+kiln_status kiln_compile_options_set_gpu_arch(kiln_compile_options options, const char* arch) {
+    return guarded(__func__, [&] {
+        auto& o = get(options, "options");
+        if (!arch) invalid("arch is NULL (\"\" for the default)");
+        o.options.gpu_arch = arch;
+    });
+}
+
 kiln_status kiln_compile_options_set_fast_math(kiln_compile_options options, int fast_math) {
     return guarded(__func__, [&] { get(options, "options").options.fast_math = fast_math != 0; });
 }

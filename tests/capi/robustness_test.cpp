@@ -86,6 +86,8 @@ TEST_F(capi_robustness, bad_handles) {
          [&](void* h) { return kiln_compile_options_set_fast_math((kiln_compile_options)h, 0); }},
         {"kiln_compile_options_set_tf32", "copts",
          [&](void* h) { return kiln_compile_options_set_tf32((kiln_compile_options)h, 0); }},
+        {"kiln_compile_options_set_gpu_arch", "copts",
+         [&](void* h) { return kiln_compile_options_set_gpu_arch((kiln_compile_options)h, "sm_90"); }},
         {"kiln_compile_options_set_exhaustive_tune", "copts",
          [&](void* h) { return kiln_compile_options_set_exhaustive_tune((kiln_compile_options)h, 0); }},
         {"kiln_compile_options_set_threads", "copts",
