@@ -47,17 +47,6 @@ program compiled(const std::vector<attention_case>& cases) {
     return p;
 }
 
-std::filesystem::path model_file(const char* name) {
-    return std::filesystem::path(KILN_SHARED_DIR) / "models" / name / "model.onnx";
-}
-
-program parse_model(const char* name) {
-    onnx_options oo;
-    oo.default_dim_value = 1;
-    if (std::string(name) == "bert_small") oo.map_input_dims = {{"input_ids", {1, 128}}, {"attention_mask", {1, 128}}};
-    return parse_onnx(model_file(name).string(), oo);
-}
-
 }  // namespace
 
 namespace {

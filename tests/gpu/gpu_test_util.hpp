@@ -12,6 +12,7 @@
 
 #include <kiln/context.hpp>
 #include <kiln/float_types.hpp>
+#include <kiln/onnx.hpp>
 #include <kiln/pipeline.hpp>
 #include <kiln/program.hpp>
 #include <kiln/register_op.hpp>
@@ -22,12 +23,25 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
 
 namespace kiln::gpu_test {
+
+// A shared model's file, and the model parsed at batch 1 (bert_small at 1 x 128 tokens).
+inline std::filesystem::path model_file(const char* name) {
+    return std::filesystem::path(KILN_SHARED_DIR) / "models" / name / "model.onnx";
+}
+
+inline program parse_model(const char* name) {
+    onnx_options oo;
+    oo.default_dim_value = 1;
+    if (std::string(name) == "bert_small") oo.map_input_dims = {{"input_ids", {1, 128}}, {"attention_mask", {1, 128}}};
+    return parse_onnx(model_file(name).string(), oo);
+}
 
 struct op_case {
     const char* name;
