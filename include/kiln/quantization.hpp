@@ -45,6 +45,11 @@ struct int8_options {
     calibration_method method = calibration_method::minmax;
     double percentile = 99.99;  // method percentile: in (50, 100]
     std::string dump_scales;     // a file to write the scales to (JSON), or ""
+    // int8: also quantize the inputs of each residual add (same shapes, no constant) whose
+    // result, through at most one Relu/Clip, is quantized anyway for a chosen op, so the add
+    // runs on 8-bit values (quant_add) and the products before it requantize; an add read by
+    // anything else (a LayerNorm) stays float32. false: every add stays float32.
+    bool quantize_adds = true;
     // Called after each calibration run (done of total), e.g. for a progress bar.
     std::function<void(std::size_t done, std::size_t total)> progress;
 };
@@ -52,6 +57,7 @@ struct int8_options {
 // What quantize_int8 did.
 struct int8_summary {
     std::size_t quantized_ops = 0;        // convolutions / matmuls / gemms given Q/DQ inputs
+    std::size_t quantized_adds = 0;       // residual adds given Q/DQ inputs (int8_options::quantize_adds)
     std::size_t activation_tensors = 0;   // activations calibrated (one scale each)
     std::size_t calibration_runs = 0;     // program runs (one per set; two per set unless minmax)
     std::vector<std::string> skipped;     // chosen ops left float32, each with the reason

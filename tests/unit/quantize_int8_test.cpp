@@ -169,6 +169,70 @@ TEST(quantize_int8, rewrites_to_qdq_and_keeps_the_rest_float32) {
     }
 }
 
+// Two residual blocks: each add's relu is read by a convolution (so it is quantized anyway)
+// and by the next add; the last add feeds a softmax, so it stays float32.
+program make_residual_cnn() {
+    std::mt19937 rng(9);
+    std::map<std::string, literal> named = {
+        {"w0", literal(shape(type::float32, {8, 3, 3, 3}), random_values(rng, 8 * 3 * 9, 0.3f))},
+        {"w1", literal(shape(type::float32, {8, 8, 3, 3}), random_values(rng, 8 * 8 * 9, 0.15f))},
+        {"w2", literal(shape(type::float32, {8, 8, 1, 1}), random_values(rng, 8 * 8, 0.3f))},
+        {"w3", literal(shape(type::float32, {8, 8, 3, 3}), random_values(rng, 8 * 8 * 9, 0.15f))}};
+    return parse_program(R"(
+        module main
+          x = @param -> float32[2, 3, 8, 8]
+          w0 = @literal{float32[8, 3, 3, 3] {...}}
+          w1 = @literal{float32[8, 8, 3, 3] {...}}
+          w2 = @literal{float32[8, 8, 1, 1] {...}}
+          w3 = @literal{float32[8, 8, 3, 3] {...}}
+          c0 = convolution{padding=[1, 1, 1, 1]}(x, w0)
+          r0 = relu(c0)
+          c1 = convolution{padding=[1, 1, 1, 1]}(r0, w1)
+          a1 = add(c1, r0)
+          r1 = relu(a1)
+          c2 = convolution(r1, w2)
+          a2 = add(c2, r1)
+          r2 = relu(a2)
+          c3 = convolution{padding=[1, 1, 1, 1]}(r2, w3)
+          a3 = add(c3, r2)
+          s = softmax{axis=1}(a3)
+          @return(s)
+    )", {literals_by_name(named)});
+}
+
+TEST(quantize_int8, residual_adds_whose_result_is_quantized_become_quant_add) {
+    const auto in = random_inputs(make_residual_cnn(), 5);
+    {
+        auto p = make_residual_cnn();
+        int8_options o;
+        o.quantize_adds = false;
+        const auto s = quantize_int8(p, *get_target("ref"), calibration_sets(p, 4), o);
+        EXPECT_EQ(s.quantized_adds, 0u);
+        EXPECT_EQ(s.activation_tensors, 4u);  // x, r0, r1, r2
+    }
+    for (const std::string target : {"ref", "cpu"}) {
+        auto p = make_residual_cnn();
+        const auto s = quantize_int8(p, *get_target(target), calibration_sets(p, 8));
+        EXPECT_EQ(s.quantized_ops, 4u);
+        EXPECT_EQ(s.quantized_adds, 2u);      // a1 and a2; a3 feeds the softmax
+        EXPECT_EQ(s.activation_tensors, 6u);  // x, r0, r1, r2, c1, c2
+        auto compiled = p;
+        compiled.compile(*get_target(target));
+        if (target == "ref") {
+            auto n = op_counts(compiled);
+            EXPECT_EQ(n["quant_add"], 2) << compiled.get_main_module()->to_string();
+            EXPECT_EQ(n["quant_convolution"], 4);
+            EXPECT_EQ(n["add"], 1);
+            EXPECT_EQ(n["relu"], 0);  // folded into the requantize of c0 and the two quant_adds
+        }
+        const auto want = run(make_residual_cnn(), target, in);
+        const double err = rel_l2(compiled.eval(in).at(0), want);
+        std::cout << "int8 with quantized adds vs float32 on " << target << ": rel. L2 " << err << "\n";
+        EXPECT_LT(err, 0.05) << target;
+        EXPECT_GT(err, 0.0) << target;
+    }
+}
+
 TEST(quantize_int8, fuses_into_integer_ops_close_to_float32_on_ref_and_cpu) {
     const auto in = random_inputs(make_cnn(), 1);
     for (const std::string target : {"ref", "cpu"}) {

@@ -195,7 +195,9 @@ void quantize_calibrated_from_options(program& p, const options& o, const target
         };
     auto s = o.fp8 ? quantize_fp8(p, t, sets, q) : quantize_int8(p, t, sets, q);
     if (!o.quiet) {
-        std::cerr << mode << ": " << s.quantized_ops << " ops quantized, " << s.activation_tensors << " activations calibrated ("
+        std::cerr << mode << ": " << s.quantized_ops << " ops quantized";
+        if (s.quantized_adds) std::cerr << " (and " << s.quantized_adds << " residual adds)";
+        std::cerr << ", " << s.activation_tensors << " activations calibrated ("
                   << calibration_method_name(q.method) << ", " << sets.size() << " set" << (sets.size() == 1 ? "" : "s")
                   << ") in " << std::fixed << std::setprecision(2) << s.seconds << " s" << std::defaultfloat;
         if (!s.skipped.empty()) std::cerr << "; " << s.skipped.size() << " left float32 (e.g. " << s.skipped.front() << ")";
