@@ -1,5 +1,7 @@
 // Kiln's own loops for quantized elementwise work (quant_loops.hpp).
 #include "targets/cpu/kernels/quant_loops/quant_loops.hpp"
+#include "targets/cpu/cpu_features.hpp"
+#include "targets/cpu/kernels/quant_loops/quant_add_avx512.hpp"
 
 #include <kiln/errors.hpp>
 #include <kiln/register_op.hpp>
@@ -151,14 +153,21 @@ argument quant_add_kernel::compute(context&, const shape&, const std::vector<arg
     const std::size_t n = args[2].get_shape().elements();
     const auto ta = args[0].get_shape().get_type(), tb = args[1].get_shape().get_type();
     const auto ty = args[2].get_shape().get_type();
+    const bool avx512 = has_avx512();
     if (ta == type::uint8 && tb == type::uint8 && ty == type::uint8) {
         const auto *a = args[0].data_as<std::uint8_t>(), *b = args[1].data_as<std::uint8_t>();
         auto* y = args[2].data_as<std::uint8_t>();
-        in_chunks(n, [&](std::size_t i, std::size_t m) { add_u8(op, a + i, b + i, y + i, m); });
+        in_chunks(n, [&](std::size_t i, std::size_t m) {
+            if (avx512) quant_add_avx512(op, a + i, b + i, y + i, m);
+            else add_u8(op, a + i, b + i, y + i, m);
+        });
     } else if (ta == type::int8 && tb == type::int8 && ty == type::int8) {
         const auto *a = args[0].data_as<std::int8_t>(), *b = args[1].data_as<std::int8_t>();
         auto* y = args[2].data_as<std::int8_t>();
-        in_chunks(n, [&](std::size_t i, std::size_t m) { add_s8(op, a + i, b + i, y + i, m); });
+        in_chunks(n, [&](std::size_t i, std::size_t m) {
+            if (avx512) quant_add_avx512(op, a + i, b + i, y + i, m);
+            else add_s8(op, a + i, b + i, y + i, m);
+        });
     } else throw_error(error_code::unsupported, name() + ": takes uint8 or int8 operands and result of one type");
     return args[2];
 }
