@@ -80,6 +80,13 @@ template <class T> concept has_compute_mods =
              const run_module_fn& r) {
         { op.compute(s, a, m, r) } -> std::convertible_to<argument>;
     };
+// What kernel a finalized target op runs (implementation, ISA, precision), for profiles.
+template <class T> concept has_kernel_info = requires(const T& op) {
+    { op.kernel_info() } -> std::convertible_to<std::string>;
+};
+template <class T> concept has_isa = requires(const T& op) {
+    { op.isa() } -> std::convertible_to<std::string>;
+};
 template <class T> concept has_output_alias = requires(const T& op, const std::vector<shape>& s) {
     { op.output_alias(s) } -> std::convertible_to<std::ptrdiff_t>;
 };
@@ -124,6 +131,9 @@ public:
     bool has_compute() const { return self_->has_compute(); }
     // Index of the input whose memory the output aliases (views, in-place kernels), or -1.
     std::ptrdiff_t output_alias(const std::vector<shape>& inputs) const { return self_->output_alias(inputs); }
+    // The kernel a finalized target op runs (e.g. "brg:avx512_core_vnni u8 x s8 -> u8"; an
+    // own kernel's ISA), or "" (profiles print it: kiln perf --per-instruction).
+    std::string kernel_info() const { return self_->kernel_info(); }
     // Builds kernels once at compile time (target ops); a no-op for most ops.
     // `constants` holds, per input, the value of a literal input (empty for others).
     void finalize(context& ctx, const shape& output, const std::vector<shape>& inputs,
@@ -161,6 +171,7 @@ public:
         virtual argument compute(context&, const shape&, const std::vector<argument>&,
                                  const std::vector<module_ref>&, const run_module_fn&) const = 0;
         virtual std::ptrdiff_t output_alias(const std::vector<shape>&) const = 0;
+        virtual std::string kernel_info() const = 0;
         virtual void finalize(context&, const shape&, const std::vector<shape>&, const std::vector<argument>&) = 0;
         virtual value to_value() const = 0;
         virtual void from_value(const value&) = 0;
@@ -217,6 +228,11 @@ struct operation::model final : operation::concept_t {
     std::ptrdiff_t output_alias(const std::vector<shape>& in) const override {
         if constexpr (detail::has_output_alias<T>) return op.output_alias(in);
         else return -1;
+    }
+    std::string kernel_info() const override {
+        if constexpr (detail::has_kernel_info<T>) return op.kernel_info();
+        else if constexpr (detail::has_isa<T>) return op.isa();
+        else return {};
     }
     void finalize(context& ctx, const shape& out, const std::vector<shape>& in,
                   const std::vector<argument>& constants) override {

@@ -117,7 +117,9 @@ instruction_profile& profile_entry(std::vector<instruction_profile>& profile, co
         p.op_name += "(" + inner->at("name").get_string() + ")";
     p.op_text = ins.get_operator().to_string();
     p.shape = ins.get_shape().to_string();
-    p.note = ctx.instruction_note(&ins);
+    // The kernel it runs, then what the target says of it (the tuner's choice).
+    p.note = ins.get_operator().kernel_info();
+    if (auto n = ctx.instruction_note(&ins); !n.empty()) p.note += (p.note.empty() ? "" : "; ") + n;
     profile.push_back(std::move(p));
     return profile.back();
 }

@@ -155,6 +155,21 @@ def test_perf_per_instruction_json():
     assert [e["ms"] for e in insts] == sorted((e["ms"] for e in insts), reverse=True)
 
 
+def test_perf_per_instruction_names_each_kernel_isa_and_precision():
+    """On the cpu target each oneDNN instruction's note is its implementation (with the ISA it
+    was built for) and its operands' data types; Kiln's own kernels give their ISA."""
+    j = kiln_json("perf", FASHION, "--per-instruction", "-n", "2", "--warmup", "0")
+    rows = j["per_instruction"]
+    dnnl = [r for r in rows if re.search(r" (f32|bf16|f16|u8|s8)( x (f32|bf16|f16|s8|u8))? -> (f32|bf16|f16|u8|s8|s32)$",
+                                         r["note"])]
+    assert dnnl, [(r["op"], r["note"]) for r in rows]
+    assert all(r["op"].startswith("cpu::") for r in dnnl)
+    own = [r for r in rows if r["note"] in ("avx512", "avx2", "generic")]
+    assert all(r["op"].startswith("cpu::") for r in own)
+    text = kiln("perf", FASHION, "--per-instruction", "-n", "2", "--warmup", "0").stdout
+    assert re.search(r"\]  \[\S+ .*-> (f32|u8|s8|bf16)\]\n", text), text
+
+
 def test_exhaustive_tune_notes_its_choices_and_keeps_them(tmp_path):
     """--exhaustive-tune: the tuned instructions say which kernel won and what the others
     measured; the choices land in KILN_TUNING_CACHE; the tuned program verifies against ref."""
@@ -162,7 +177,8 @@ def test_exhaustive_tune_notes_its_choices_and_keeps_them(tmp_path):
     env = {"KILN_TUNING_CACHE": str(cache)}
     j = json.loads(kiln("perf", FASHION, "--batch", "16", "--exhaustive-tune", "--per-instruction", "-n", "2",
                         "--warmup", "0", "--json", extra_env=env).stdout)
-    notes = [e["note"] for e in j["per_instruction"] if e["note"]]
+    # A note is the kernel that runs, then "; " and the tuner's choice where it measured one.
+    notes = [e["note"].split("; ")[-1] for e in j["per_instruction"] if "tuned: " in e["note"]]
     assert notes, "no instruction was tuned"
     for n in notes:
         m = re.fullmatch(r"tuned: (\w+) ([\d.e+-]+) ms \((.+)\)", n)

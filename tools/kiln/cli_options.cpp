@@ -68,7 +68,7 @@ const std::vector<option_spec>& option_table() {
         {"--expected", "DIR", "", "compare with output_N.pb files instead of ref (verify)"},
         {"--optimize", "", "off", "print the program after the target-independent passes (read)"},
         {"--passes", "a,b,...", "", "run these passes by name before printing (read)"},
-        {"--per-instruction", "", "off", "time each instruction and each operation kind (perf)"},
+        {"--per-instruction", "", "off", "time each instruction and each operation kind, with the kernel each runs in brackets (its implementation, ISA and precision; perf)"},
         {"--shapes", "\"name=1x7,1x33;...\"", "",
          "run each set of input shapes in turn, with random inputs of those shapes (perf): ';' separates "
          "groups, \"name=DxD\" names an input, a bare \"DxD\" is that input's next shape, so "

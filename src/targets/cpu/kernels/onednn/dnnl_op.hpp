@@ -51,6 +51,9 @@ struct dnnl_op {
     bool any_src = false;
     bool any_dst = false;
 
+    // The kernel finalize built (kernel_description), for profiles.
+    std::string kernel_info() const { return kernel ? kernel->impl() : std::string(); }
+
     dnnl::memory::desc operand_md(std::size_t i, const shape& s) const {
         if (i == 0 && any_src) return any_md(s);
         return i < layouts.size() && !layouts[i].empty() ? layouts[i].to_md() : md_of(s);
@@ -116,7 +119,7 @@ struct dnnl_op {
         auto ops = operands(inputs);
         try {
             auto pd = self.make_pd(c.engine(), ops, out);
-            auto k = std::make_shared<primitive_kernel>(dnnl::primitive(pd.get()), impl_name(pd));
+            auto k = std::make_shared<primitive_kernel>(dnnl::primitive(pd.get()), kernel_description(pd));
             k->set_alone(alone);
             self.bind_operands(*k, pd, ops, constants, c.engine());
             k->bind_output(inputs.size() - 1, pd.dst_desc(), md_of(out), c.engine());

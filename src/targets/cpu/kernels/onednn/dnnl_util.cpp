@@ -155,6 +155,34 @@ std::string impl_name(const dnnl::primitive_desc_base& pd) {
     return s ? std::string(s) : std::string();
 }
 
+namespace {
+const char* type_abbrev(dnnl::memory::data_type t) {
+    using dt = dnnl::memory::data_type;
+    switch (t) {
+        case dt::f32: return "f32";
+        case dt::f16: return "f16";
+        case dt::bf16: return "bf16";
+        case dt::s32: return "s32";
+        case dt::s8: return "s8";
+        case dt::u8: return "u8";
+        default: return "";
+    }
+}
+}  // namespace
+
+std::string kernel_description(const dnnl::primitive_desc_base& pd) {
+    std::string s = impl_name(pd);
+    const char* src = type_abbrev(pd.src_desc().data_type());
+    const char* wei = type_abbrev(pd.weights_desc().data_type());
+    const char* dst = type_abbrev(pd.dst_desc().data_type());
+    if (*src && *dst) {
+        s += std::string(" ") + src;
+        if (*wei) s += std::string(" x ") + wei;
+        s += std::string(" -> ") + dst;
+    }
+    return s;
+}
+
 bool same_layout(const md_record& a, const md_record& b) {
     return !a.empty() && !b.empty() && a.to_md() == b.to_md();
 }

@@ -112,5 +112,8 @@ private:
 
 // The implementation oneDNN chose, e.g. "jit:avx2" (for tests and the profile).
 std::string impl_name(const dnnl::primitive_desc_base& pd);
+// impl_name with the operands' data types, e.g. "brg:avx512_core_vnni u8 x s8 -> u8"
+// (kiln perf --per-instruction: which kernel, ISA and precision ran).
+std::string kernel_description(const dnnl::primitive_desc_base& pd);
 
 }  // namespace kiln::cpu
