@@ -1,0 +1,105 @@
+// The exact int8 GEMM for CPUs with AVX-512 VNNI (chosen by cpuid at load, int8_gemm.cpp):
+// vpdpbusd multiplies A's four u8 of a quad of k (broadcast as one 32-bit word) by a panel's
+// 16 columns x 4 k of s8 weights (one zmm, int8_gemm_args.hpp's b8) and adds the four
+// products into each column's int32, without saturation (no 16-bit sums): twice the
+// products per instruction of the AVX2 kernel's vpmaddwd, and A is not widened. Register
+// tiles of up to 8 rows x 2 panels (16 zmm accumulators); rows are taken in blocks of 64,
+// the block's A copied once into 32-bit words (s8 shifted to u8 by xor 0x80: comp has the
+// -128 sum w that undoes it; k's last quad padded with zeros, which meet zero weights).
+// The requantize is the AVX2 one, out of line (avx2_store_rows): compiled here it would
+// fuse multiplies and adds that ref rounds separately.
+#include "targets/cpu/kernels/int8_gemm/int8_gemm_args.hpp"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+#define I8_VNNI __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
+
+namespace kiln::cpu::i8g {
+namespace {
+
+constexpr std::size_t rows_per_tile = 8;
+constexpr std::size_t block_rows = 8 * rows_per_tile;
+
+template <int R, int P>
+I8_VNNI void tile(const gemm_args& g, const std::int32_t* ap, const std::int8_t* bp, std::size_t k4,
+                  std::size_t row, std::size_t p) {
+    __m512i acc[R][P];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+        for (int j = 0; j < P; ++j) acc[r][j] = _mm512_setzero_si512();
+    const std::size_t panel_bytes = k4 * panel * 4;
+    for (std::size_t q = 0; q < k4; ++q) {
+        __m512i b[P];
+        for (int j = 0; j < P; ++j) b[j] = _mm512_loadu_si512(bp + j * panel_bytes + q * panel * 4);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            const __m512i av = _mm512_set1_epi32(ap[static_cast<std::size_t>(r) * k4 + q]);
+            for (int j = 0; j < P; ++j) acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], av, b[j]);
+        }
+    }
+    // Stored for the out-of-line requantize (the accumulators' own address must not
+    // escape, or the k loop keeps them in memory).
+    alignas(64) std::int32_t out[R][panel];
+    for (int j = 0; j < P; ++j) {
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) _mm512_store_si512(out[r], acc[r][j]);
+        const std::size_t c = (p + static_cast<std::size_t>(j)) * panel;
+        avx2_store_rows(g, &out[0][0], R, row, c, std::min(panel, g.n - c));
+    }
+}
+
+using tile_fn = void (*)(const gemm_args&, const std::int32_t*, const std::int8_t*, std::size_t, std::size_t,
+                         std::size_t);
+constexpr tile_fn tiles[2][rows_per_tile + 1] = {
+    {nullptr, tile<1, 1>, tile<2, 1>, tile<3, 1>, tile<4, 1>, tile<5, 1>, tile<6, 1>, tile<7, 1>, tile<8, 1>},
+    {nullptr, tile<1, 2>, tile<2, 2>, tile<3, 2>, tile<4, 2>, tile<5, 2>, tile<6, 2>, tile<7, 2>, tile<8, 2>}};
+
+// Rows [i0, i0 + rows) of A as [rows][k4] 32-bit words of four u8 (s8 xor 0x80).
+I8_VNNI void pack_a(const gemm_args& g, std::size_t i0, std::size_t rows, std::int32_t* out) {
+    const std::size_t k4 = quads(g.k), whole = g.k / 64 * 64;
+    const __m512i flip = _mm512_set1_epi8(g.a_signed ? static_cast<char>(0x80) : 0);
+    for (std::size_t r = 0; r < rows; ++r) {
+        const auto* src = static_cast<const std::uint8_t*>(g.a) + (i0 + r) * g.lda;
+        auto* dst = reinterpret_cast<std::uint8_t*>(out + r * k4);
+        for (std::size_t kk = 0; kk < whole; kk += 64)
+            _mm512_storeu_si512(dst + kk, _mm512_xor_si512(_mm512_loadu_si512(src + kk), flip));
+        const std::size_t rest = g.k - whole, tail = k4 * 4 - whole;  // the tail and its padding
+        if (tail) {
+            const __mmask64 in = rest == 64 ? ~__mmask64{0} : (__mmask64{1} << rest) - 1;
+            const __mmask64 all = tail == 64 ? ~__mmask64{0} : (__mmask64{1} << tail) - 1;
+            const __m512i v = _mm512_xor_si512(_mm512_maskz_loadu_epi8(in, src + whole), flip);
+            _mm512_mask_storeu_epi8(dst + whole, all, _mm512_maskz_mov_epi8(in, v));
+        }
+    }
+}
+
+I8_VNNI void gemm(const gemm_args& g, std::size_t m0, std::size_t m1, std::size_t p0, std::size_t p1) {
+    const std::size_t k4 = quads(g.k);
+    std::vector<std::int32_t> buf(block_rows * k4);
+    for (std::size_t i0 = m0; i0 < m1; i0 += block_rows) {
+        const std::size_t rows = std::min(block_rows, m1 - i0);
+        pack_a(g, i0, rows, buf.data());
+        for (std::size_t p = p0; p < p1; p += 2) {
+            const int np = p + 1 < p1 ? 2 : 1;
+            const std::int8_t* bp = g.b8 + p * k4 * panel * 4;
+            for (std::size_t t = 0; t * rows_per_tile < rows; ++t) {
+                const std::size_t r = std::min(rows_per_tile, rows - t * rows_per_tile);
+                tiles[np - 1][r](g, buf.data() + t * rows_per_tile * k4, bp, k4, i0 + t * rows_per_tile, p);
+            }
+        }
+    }
+}
+
+}  // namespace
+
+gemm_fn vnni_gemm() { return gemm; }
+
+}  // namespace kiln::cpu::i8g
