@@ -121,13 +121,15 @@ void run_int8_gemm(const i8g::gemm_args& g, i8g::gemm_fn kernel) {
         g.m * g.n * g.k < single_thread_macs ? 1 : static_cast<std::size_t>(std::max(omp_get_max_threads(), 1));
     // Rows first (each thread widens only its own rows of A); panels where rows are few.
     std::size_t rows = threads;
-    while (rows > 1 && (g.m < 4 * i8g::tile_rows * rows || threads % rows != 0)) --rows;
+    // Row shares in whole register tiles of the kernel (the VNNI one's are 8 rows: bert's 128
+    // rows as 64 + 64, not 66 + 62 with a 2-row tile).
+    const std::size_t tr = kernel == i8g::vnni_gemm() ? i8g::vnni_tile_rows : i8g::tile_rows;
+    while (rows > 1 && (g.m < 4 * tr * rows || threads % rows != 0)) --rows;
     std::size_t cols = threads / rows;
     while (cols > 1 && np < cols) --cols;
     const std::size_t parts = rows * cols;
-    // Row shares in whole tiles.
-    const std::size_t tiles = (g.m + i8g::tile_rows - 1) / i8g::tile_rows;
-    const std::size_t rows_per = (tiles + rows - 1) / rows * i8g::tile_rows, cols_per = (np + cols - 1) / cols;
+    const std::size_t tiles = (g.m + tr - 1) / tr;
+    const std::size_t rows_per = (tiles + rows - 1) / rows * tr, cols_per = (np + cols - 1) / cols;
     auto run_part = [&](std::size_t id) {
         const std::size_t rp = id / cols, cp = id % cols;
         const std::size_t m0 = std::min(rp * rows_per, g.m), m1 = std::min(m0 + rows_per, g.m);

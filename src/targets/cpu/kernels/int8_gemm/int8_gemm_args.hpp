@@ -33,6 +33,7 @@ namespace kiln::cpu::i8g {
 // +128 (a xor 0x80) and comp holds -128 sum_k w[k][c] more (quads_comp_shift).
 constexpr std::size_t panel = 16;      // columns per panel
 constexpr std::size_t tile_rows = 6;   // rows of the register tile (12 ymm accumulators)
+constexpr std::size_t vnni_tile_rows = 8;  // the VNNI kernel's (8 x 2 panels, 16 zmm)
 
 inline std::size_t panels(std::size_t n) { return (n + panel - 1) / panel; }
 inline std::size_t pairs(std::size_t k) { return (k + 1) / 2; }
