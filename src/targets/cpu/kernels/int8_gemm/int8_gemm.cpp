@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 
 namespace kiln::cpu {
 
@@ -165,12 +166,38 @@ shape int8_gemm::compute_shape(const std::vector<shape>& inputs) const {
     return out;
 }
 
-// At load time: VNNI's bytes need VNNI (and no cap), else the int16 kernels widen them.
+// The int16 panels and unshifted comp of a program packed for VNNI, run without it: made on
+// the first run from the weights literal (finalize has no arguments), kept for the next.
+struct int8_widened {
+    std::once_flag once;
+    const void* source = nullptr;  // the b8 they were made from
+    std::vector<std::int16_t> b;
+    std::vector<std::int32_t> comp;
+};
+
+namespace {
+
+void widen_into(int8_widened& w, const i8g::gemm_args& g, const std::int32_t* comp) {
+    w.source = g.b8;
+    w.b = widen_int8_quads(g.b8, g.k, g.n);
+    w.comp.assign(comp, comp + i8g::padded(g.n));
+    if (!g.a_signed) return;
+    for (std::size_t c = 0; c < g.n; ++c) {  // column c's weights: at (c % 16) * 2 + kk % 2 of each pair
+        const std::int16_t* col = w.b.data() + (c / i8g::panel) * i8g::pairs(g.k) * i8g::panel * 2 + (c % i8g::panel) * 2;
+        std::int32_t sum = 0;
+        for (std::size_t kk = 0; kk < g.k; ++kk) sum += col[(kk / 2) * i8g::panel * 2 + kk % 2];
+        w.comp[c] -= i8g::quads_comp_shift * sum;
+    }
+}
+
+}  // namespace
+
+// At load time: VNNI's bytes need VNNI (and no cap), else the int16 kernels on widened copies.
 void int8_gemm::finalize(context& ctx, const shape&, const std::vector<shape>&) {
     const isa_cap cap = as_cpu_context(ctx, name()).options().packed_gemm_isa;
     const bool vnni = quads && cap == isa_cap::none && has_avx512_vnni();
     kernel = vnni ? i8g::vnni_gemm() : int8_gemm_kernel(cap);
-    widen = quads && !vnni;
+    widened = quads && !vnni ? std::make_shared<int8_widened>() : nullptr;
 }
 
 std::string int8_gemm::isa() const {
@@ -192,21 +219,16 @@ argument int8_gemm::compute(context&, const shape&, const std::vector<argument>&
     g.c = args.back().data();
     g.ldc = g.n;
     const auto* comp = reinterpret_cast<const std::int32_t*>(args[2].data());
-    std::vector<std::int16_t> wide;
-    std::vector<std::int32_t> wide_comp;
-    if (widen) {
-        // A program packed for VNNI on a CPU without it: int16 panels, comp unshifted.
-        wide = widen_int8_quads(g.b8, g.k, g.n);
-        g.b = wide.data();
-        wide_comp.assign(comp, comp + i8g::padded(g.n));
-        if (g.a_signed)  // every weight of a panel's column is at j * 2 + kk % 2 of its pair
-            for (std::size_t c = 0; c < g.n; ++c) {
-                const std::int16_t* col = wide.data() + (c / i8g::panel) * i8g::pairs(g.k) * i8g::panel * 2;
-                std::int32_t sum = 0;
-                for (std::size_t kk = 0; kk < g.k; ++kk) sum += col[(kk / 2) * i8g::panel * 2 + (c % i8g::panel) * 2 + kk % 2];
-                wide_comp[c] -= i8g::quads_comp_shift * sum;
-            }
-        comp = wide_comp.data();
+    int8_widened fresh;  // where the weights moved since the first run (not expected: a literal)
+    if (widened) {
+        std::call_once(widened->once, [&] { widen_into(*widened, g, comp); });
+        const int8_widened* w = widened.get();
+        if (w->source != g.b8) {
+            widen_into(fresh, g, comp);
+            w = &fresh;
+        }
+        g.b = w->b.data();
+        comp = w->comp.data();
     }
     g.q = int8_requant_view(comp, reinterpret_cast<const float*>(args[3].data()),
                             reinterpret_cast<const double*>(args[4].data()), g.n, f32_exact, out_type, y_scale,

@@ -16,8 +16,8 @@
 // On CPUs with AVX-512 VNNI the rule int8_gemm_vnni_takes (where measured faster than
 // oneDNN's int8 kernels) packs the weights instead as bytes, 4 k's per 32-bit lane
 // (int8_gemm_args.hpp's b8, `quads`), for vpdpbusd (int8_gemm_vnni.cpp); loaded on a CPU
-// without VNNI, finalize falls back to the AVX2 / portable kernel, which then widens the
-// weights into int16 panels (and undoes the s8 shift in comp) on every run.
+// without VNNI, finalize falls back to the AVX2 / portable kernel, whose first run widens
+// the weights into int16 panels (and undoes the s8 shift in comp), kept for later runs.
 //
 // Inputs: (a [m][k] u8/s8 (a channels-last activation or row-major rows), packed b int16,
 // comp int32, scale float32, dparams float64 [3][padded n] (double scale, int bias, float
@@ -37,6 +37,8 @@
 #include <vector>
 
 namespace kiln::cpu {
+
+struct int8_widened;
 
 struct int8_gemm {
     std::int64_t m = 0, n = 0, k = 0;
@@ -73,7 +75,7 @@ struct int8_gemm {
     std::string isa() const;  // "avx512_vnni", "avx2", "generic", or "" before finalize
 
     i8g::gemm_fn kernel = nullptr;  // chosen in finalize
-    bool widen = false;             // quads without VNNI: widen b8 on each run
+    std::shared_ptr<int8_widened> widened;  // quads without VNNI: int16 copies (int8_gemm.cpp)
 };
 
 // The per-channel requantize constants of p for `channels` output channels, padded to
