@@ -102,23 +102,35 @@ __attribute__((always_inline)) I8_VNNI inline void store_panel(const gemm_args& 
 }
 constexpr std::size_t block_rows = 8 * rows_per_tile;
 
+// acc += the four u8 of a times the four s8 of w, per 32-bit lane, in place. With the
+// intrinsic (and the panel loops below not unrolled) GCC 12 wrote the sums to other
+// registers and copied them back: 26 moves and a spill per 16 vpdpbusd in the 8 x 2 tile's
+// loop; now the loop is the loads, broadcasts and vpdpbusd (bert_small_qdq 2-3% faster).
+I8_VNNI inline void dpbusd(__m512i& acc, __m512i a, __m512i w) {
+    asm("vpdpbusd %[w], %[a], %[acc]" : [acc] "+v"(acc) : [a] "v"(a), [w] "v"(w));
+}
+
 template <int R, int P>
 I8_VNNI void tile(const gemm_args& g, const std::int32_t* ap, const std::int8_t* bp, std::size_t k4,
                   std::size_t row, std::size_t p) {
     __m512i acc[R][P];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
         for (int j = 0; j < P; ++j) acc[r][j] = _mm512_setzero_si512();
     const std::size_t panel_bytes = k4 * panel * 4;
     for (std::size_t q = 0; q < k4; ++q) {
         __m512i b[P];
+#pragma GCC unroll 2
         for (int j = 0; j < P; ++j) b[j] = _mm512_loadu_si512(bp + j * panel_bytes + q * panel * 4);
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
             const __m512i av = _mm512_set1_epi32(ap[static_cast<std::size_t>(r) * k4 + q]);
-            for (int j = 0; j < P; ++j) acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], av, b[j]);
+#pragma GCC unroll 2
+            for (int j = 0; j < P; ++j) dpbusd(acc[r][j], av, b[j]);
         }
     }
+#pragma GCC unroll 2
     for (int j = 0; j < P; ++j) store_panel<R, P>(g, acc, j, row, (p + static_cast<std::size_t>(j)) * panel);
 }
 
