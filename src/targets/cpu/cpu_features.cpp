@@ -55,6 +55,15 @@ bool has_avx512() {
     return yes;
 }
 
+bool has_avx512_vnni() {
+#if defined(__x86_64__)
+    static const bool yes = has_avx512() && __builtin_cpu_supports("avx512vnni");
+    return yes;
+#else
+    return false;
+#endif
+}
+
 bool has_native_bf16() {
     static const bool yes = [] {
         const auto want = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);

@@ -14,6 +14,8 @@ bool has_avx2_fma();
 // AVX-512 F, DQ, VL and BW (with AVX2 and FMA), the OS saving the zmm and mask registers
 // (false off x86-64). Every AVX-512 CPU since Skylake-SP has these four; Zen 4 and later too.
 bool has_avx512();
+// has_avx512 and AVX-512 VNNI (vpdpbusd): the int8 GEMM's VNNI kernel (int8_gemm_vnni.cpp).
+bool has_avx512_vnni();
 // The same as cpuid alone says it, whatever KILN_CPU_MAX_ISA says (for the options reader,
 // which has_avx512 itself reads).
 bool cpu_supports_avx512();

@@ -71,6 +71,8 @@ cpu_options read_cpu_options(const compile_options& opts) {
     const auto int8 = env_string("KILN_CPU_INT8_KERNELS");
     if (int8 == "all") o.int8_kernels = int8_kernel_choice::onednn_everywhere;
     else if (int8 == "float") o.int8_kernels = int8_kernel_choice::float_ops;
+    else if (int8 == "onednn") o.int8_kernels = int8_kernel_choice::onednn_vnni;
+    else if (int8 == "own") o.int8_kernels = int8_kernel_choice::own_vnni;
     o.dw_blocked = on_unless("KILN_CPU_DW_BLOCKED", "0");
     o.sum_post_op = on_unless("KILN_CPU_SUM_POST_OP", "0");
     o.attention = on_unless("KILN_CPU_ATTENTION", "0");

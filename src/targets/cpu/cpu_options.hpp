@@ -35,7 +35,7 @@ enum class max_pool_choice { automatic, dnnl, all };
 // KILN_CPU_LSTM: which kernel runs an LSTM (op_rnn.hpp).
 enum class lstm_choice { own, portable, dnnl };
 // KILN_CPU_INT8_KERNELS: what runs a quantized model's integer convolutions and products.
-enum class int8_kernel_choice { automatic, onednn_everywhere, float_ops };
+enum class int8_kernel_choice { automatic, onednn_everywhere, float_ops, onednn_vnni, own_vnni };
 
 struct cpu_options {
     // Worker threads: compile_options::threads, else KILN_NUM_THREADS (a positive integer;
@@ -70,7 +70,9 @@ struct cpu_options {
     // ops for the rest (dequantize_without_vnni.hpp); all = oneDNN's cpu::quant_conv /
     // quant_matmul also without VNNI, computing in float inside, as a program compiled on a
     // VNNI CPU does when it is loaded there (op_quant.hpp); float = float ops wherever there
-    // is no VNNI, as before the own kernels.
+    // is no VNNI, as before the own kernels. With AVX-512 VNNI: onednn = oneDNN's int8 kernels
+    // for every product (before the VNNI GEMM), own = the VNNI GEMM (int8_gemm_vnni.cpp)
+    // for every product it can take, not only where the selection rule says it is faster.
     int8_kernel_choice int8_kernels = int8_kernel_choice::automatic;
     // KILN_CPU_DW_BLOCKED (default on; 0 = off): with AVX-512, large 1x1 + depthwise pairs
     // planned in 16-channel blocks so that oneDNN can fuse them (lowering.cpp).

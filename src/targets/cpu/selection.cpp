@@ -173,11 +173,19 @@ const std::vector<op_candidate>& op_candidates() {
          "no VNNI: depthwise 3x3, any stride and padding, int8 literal weights, u8/s8 x channels-last: exact "
          "(int8_depthwise.hpp)",
          false, lower_int8_depthwise},
+        {"quant_convolution", "int8_gemm_vnni",
+         "AVX-512 VNNI, only with KILN_CPU_INT8_KERNELS=own (slower than onednn_int8 on MobileNetV2's 1x1 layers): "
+         "what int8_gemm takes without VNNI: exact vpdpbusd GEMM (int8_gemm_vnni.cpp)",
+         false, lower_int8_gemm_vnni},
         {"quant_convolution", "onednn_int8",
          "VNNI, static, int8 weights (literal, zero point 0): u8/s8 x in channels-last (op_quant.hpp)", false,
          lower_quant_convolution},
         {"quant_dot", "int8_gemm", "no VNNI: int8 literal 2-D weights: exact int16 vpmaddwd GEMM (int8_gemm.hpp)",
          false, lower_int8_gemm},
+        {"quant_dot", "int8_gemm_vnni",
+         "AVX-512 VNNI: int8 literal 2-D weights (faster than onednn_int8 at bert_small's and MobileNetV2's "
+         "shapes): exact vpdpbusd GEMM (int8_gemm_vnni.cpp)",
+         false, lower_int8_gemm_vnni},
         {"quant_dot", "onednn_int8", "VNNI, static, int8 b: literal weights or a run-time operand (op_quant.hpp)", false,
          lower_quant_dot},
         {"quant_add", "quant_add", "static, u8 or s8, both operands in one packed layout (quant_loops.hpp)", false,

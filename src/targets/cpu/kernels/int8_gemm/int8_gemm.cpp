@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 
 namespace kiln::cpu {
 
@@ -83,6 +84,28 @@ std::vector<std::int16_t> pack_int8_panels(const std::int8_t* w, std::size_t k, 
     return out;
 }
 
+std::vector<std::int8_t> pack_int8_quads(const std::int8_t* w, std::size_t k, std::size_t n, std::size_t sk,
+                                         std::size_t sn) {
+    using namespace i8g;
+    const std::size_t k4 = quads(k);
+    std::vector<std::int8_t> out(panels(n) * k4 * panel * 4, 0);
+    for (std::size_t c = 0; c < n; ++c)
+        for (std::size_t kk = 0; kk < k; ++kk)
+            out[((c / panel) * k4 + kk / 4) * panel * 4 + (c % panel) * 4 + kk % 4] = w[kk * sk + c * sn];
+    return out;
+}
+
+std::vector<std::int16_t> widen_int8_quads(const std::int8_t* b8, std::size_t k, std::size_t n) {
+    using namespace i8g;
+    const std::size_t k2 = pairs(k), k4 = quads(k), np = panels(n);
+    std::vector<std::int16_t> out(np * k2 * panel * 2, 0);
+    for (std::size_t p = 0; p < np; ++p)
+        for (std::size_t kk = 0; kk < k; ++kk)
+            for (std::size_t j = 0; j < panel; ++j)
+                out[(p * k2 + kk / 2) * panel * 2 + j * 2 + kk % 2] = b8[(p * k4 + kk / 4) * panel * 4 + j * 4 + kk % 4];
+    return out;
+}
+
 i8g::gemm_fn int8_gemm_kernel(isa_cap cap) {
     if (cap == isa_cap::generic || !has_avx2_fma()) return i8g::generic_gemm();
     return i8g::avx2_gemm();
@@ -99,13 +122,15 @@ void run_int8_gemm(const i8g::gemm_args& g, i8g::gemm_fn kernel) {
         g.m * g.n * g.k < single_thread_macs ? 1 : static_cast<std::size_t>(std::max(omp_get_max_threads(), 1));
     // Rows first (each thread widens only its own rows of A); panels where rows are few.
     std::size_t rows = threads;
-    while (rows > 1 && (g.m < 4 * i8g::tile_rows * rows || threads % rows != 0)) --rows;
+    // Row shares in whole register tiles of the kernel (the VNNI one's are 8 rows: bert's 128
+    // rows as 64 + 64, not 66 + 62 with a 2-row tile).
+    const std::size_t tr = kernel == i8g::vnni_gemm() ? i8g::vnni_tile_rows : i8g::tile_rows;
+    while (rows > 1 && (g.m < 4 * tr * rows || threads % rows != 0)) --rows;
     std::size_t cols = threads / rows;
     while (cols > 1 && np < cols) --cols;
     const std::size_t parts = rows * cols;
-    // Row shares in whole tiles.
-    const std::size_t tiles = (g.m + i8g::tile_rows - 1) / i8g::tile_rows;
-    const std::size_t rows_per = (tiles + rows - 1) / rows * i8g::tile_rows, cols_per = (np + cols - 1) / cols;
+    const std::size_t tiles = (g.m + tr - 1) / tr;
+    const std::size_t rows_per = (tiles + rows - 1) / rows * tr, cols_per = (np + cols - 1) / cols;
     auto run_part = [&](std::size_t id) {
         const std::size_t rp = id / cols, cp = id % cols;
         const std::size_t m0 = std::min(rp * rows_per, g.m), m1 = std::min(m0 + rows_per, g.m);
@@ -129,7 +154,9 @@ shape int8_gemm::compute_shape(const std::vector<shape>& inputs) const {
     if (!a.is_tensor() || a.dynamic() || a.get_type() != a_type || !a.packed() || a.elements() != mu * ku)
         bad("a " + a.to_string() + " is not a packed 8-bit tensor of " + std::to_string(m) + " rows of " +
             std::to_string(k));
-    if (inputs[1].elements() < i8g::panels(nu) * i8g::pairs(ku) * i8g::panel * 2) bad("the packed weights are too small");
+    const std::size_t wsize = quads ? i8g::quads(ku) * 4 : i8g::pairs(ku) * 2;
+    if (inputs[1].get_type() != (quads ? type::int8 : type::int16) || inputs[1].elements() < i8g::padded(nu) * wsize)
+        bad("the packed weights are too small or of the wrong type");
     if (inputs[2].elements() < padded(nu) || inputs[3].elements() < 2 * padded(nu) || inputs[4].elements() < 3 * padded(nu))
         bad("the requantize constants are too small");
     const shape& out = inputs.back();
@@ -139,13 +166,43 @@ shape int8_gemm::compute_shape(const std::vector<shape>& inputs) const {
     return out;
 }
 
+// The int16 panels and unshifted comp of a program packed for VNNI, run without it: made on
+// the first run from the weights literal (finalize has no arguments), kept for the next.
+struct int8_widened {
+    std::once_flag once;
+    const void* source = nullptr;  // the b8 they were made from
+    std::vector<std::int16_t> b;
+    std::vector<std::int32_t> comp;
+};
+
+namespace {
+
+void widen_into(int8_widened& w, const i8g::gemm_args& g, const std::int32_t* comp) {
+    w.source = g.b8;
+    w.b = widen_int8_quads(g.b8, g.k, g.n);
+    w.comp.assign(comp, comp + i8g::padded(g.n));
+    if (!g.a_signed) return;
+    for (std::size_t c = 0; c < g.n; ++c) {  // column c's weights: at (c % 16) * 2 + kk % 2 of each pair
+        const std::int16_t* col = w.b.data() + (c / i8g::panel) * i8g::pairs(g.k) * i8g::panel * 2 + (c % i8g::panel) * 2;
+        std::int32_t sum = 0;
+        for (std::size_t kk = 0; kk < g.k; ++kk) sum += col[(kk / 2) * i8g::panel * 2 + kk % 2];
+        w.comp[c] -= i8g::quads_comp_shift * sum;
+    }
+}
+
+}  // namespace
+
+// At load time: VNNI's bytes need VNNI (and no cap), else the int16 kernels on widened copies.
 void int8_gemm::finalize(context& ctx, const shape&, const std::vector<shape>&) {
-    kernel = int8_gemm_kernel(as_cpu_context(ctx, name()).options().packed_gemm_isa);  // at load time
+    const isa_cap cap = as_cpu_context(ctx, name()).options().packed_gemm_isa;
+    const bool vnni = quads && cap == isa_cap::none && has_avx512_vnni();
+    kernel = vnni ? i8g::vnni_gemm() : int8_gemm_kernel(cap);
+    widened = quads && !vnni ? std::make_shared<int8_widened>() : nullptr;
 }
 
 std::string int8_gemm::isa() const {
     if (!kernel) return {};
-    return kernel == i8g::avx2_gemm() ? "avx2" : "generic";
+    return kernel == i8g::vnni_gemm() ? "avx512_vnni" : kernel == i8g::avx2_gemm() ? "avx2" : "generic";
 }
 
 argument int8_gemm::compute(context&, const shape&, const std::vector<argument>& args) const {
@@ -158,10 +215,22 @@ argument int8_gemm::compute(context&, const shape&, const std::vector<argument>&
     g.lda = g.k;
     g.a_signed = a_type == type::int8;
     g.b = reinterpret_cast<const std::int16_t*>(args[1].data());
+    g.b8 = reinterpret_cast<const std::int8_t*>(args[1].data());
     g.c = args.back().data();
     g.ldc = g.n;
-    g.q = int8_requant_view(reinterpret_cast<const std::int32_t*>(args[2].data()),
-                            reinterpret_cast<const float*>(args[3].data()),
+    const auto* comp = reinterpret_cast<const std::int32_t*>(args[2].data());
+    int8_widened fresh;  // where the weights moved since the first run (not expected: a literal)
+    if (widened) {
+        std::call_once(widened->once, [&] { widen_into(*widened, g, comp); });
+        const int8_widened* w = widened.get();
+        if (w->source != g.b8) {
+            widen_into(fresh, g, comp);
+            w = &fresh;
+        }
+        g.b = w->b.data();
+        comp = w->comp.data();
+    }
+    g.q = int8_requant_view(comp, reinterpret_cast<const float*>(args[3].data()),
                             reinterpret_cast<const double*>(args[4].data()), g.n, f32_exact, out_type, y_scale,
                             y_zero_point, y_min, y_max);
     run_int8_gemm(g, kernel);
@@ -243,11 +312,13 @@ instruction_ref int8_relayout(lower_env& env, instruction_ref pos, instruction_r
 }
 
 bool own_int8_kernels(const cpu_options& o) {
-    return o.int8_kernels == int8_kernel_choice::automatic && !has_int8_dot_product();
+    return o.int8_kernels != int8_kernel_choice::onednn_everywhere &&
+           o.int8_kernels != int8_kernel_choice::float_ops && !has_int8_dot_product();
 }
 
-bool int8_gemm_takes(module&, instruction_ref ins, const cpu_options& o) {
-    if (!own_int8_kernels(o)) return false;
+namespace {
+
+bool gemm_fits(instruction_ref ins) {
     if (const auto* q = ins->get_operator().any_cast<op::quant_convolution>())
         return product_ok(ins, *q) && (pointwise(*q, ins) || small_windows(*q, ins));
     if (const auto* q = ins->get_operator().any_cast<op::quant_dot>()) {
@@ -259,9 +330,36 @@ bool int8_gemm_takes(module&, instruction_ref ins, const cpu_options& o) {
     return false;
 }
 
+// Where the VNNI GEMM measured faster than oneDNN's int8 kernels (Zen 5, 2 threads, bench/ab.py
+// KILN_CPU_INT8_KERNELS=onednn against =own, docs/performance.md): products with constant
+// weights (bert_small_qdq's 16 [128, 256] results 0.86 -> 0.66 ms, its 8 [128, 1024] 0.35 ->
+// 0.31, MobileNetV2's classifier 0.044 -> 0.013). Not convolutions: MobileNetV2's 1x1 layers
+// were slower on it (K 16-32 or N 16-64: the requantize and half-empty panels dominate; its
+// first layer through int8_im2col 0.14 ms against 0.07), and oneDNN fuses a 1x1 with the
+// depthwise one after it.
+bool vnni_faster(instruction_ref ins) { return ins->get_operator().any_cast<op::quant_dot>() != nullptr; }
+
+}  // namespace
+
+bool int8_gemm_takes(module&, instruction_ref ins, const cpu_options& o) {
+    return own_int8_kernels(o) && gemm_fits(ins);
+}
+
+bool int8_gemm_vnni_takes(module&, instruction_ref ins, const cpu_options& o) {
+    if (o.int8_kernels != int8_kernel_choice::automatic && o.int8_kernels != int8_kernel_choice::own_vnni) return false;
+    if (o.packed_gemm_isa != isa_cap::none || !has_avx512_vnni() || !has_int8_dot_product() || !gemm_fits(ins))
+        return false;
+    return o.int8_kernels == int8_kernel_choice::own_vnni || vnni_faster(ins);
+}
+
 void emit_int8_kernel(lower_env& env, instruction_ref ins, const operation& op, instruction_ref x,
                       const std::vector<std::int16_t>& weights, const int8_requant_pack& rq, const shape& out) {
-    auto wt = env.constant(ins, literal(shape(type::int16, {weights.size()}), weights));
+    emit_int8_kernel(env, ins, op, x, literal(shape(type::int16, {weights.size()}), weights), rq, out);
+}
+
+void emit_int8_kernel(lower_env& env, instruction_ref ins, const operation& op, instruction_ref x,
+                      const literal& weights, const int8_requant_pack& rq, const shape& out) {
+    auto wt = env.constant(ins, weights);
     auto comp = env.constant(ins, literal(shape(type::int32, {rq.comp.size()}), rq.comp));
     auto scale = env.constant(ins, literal(shape(type::float32, {rq.scale.size()}), rq.scale));
     auto dparams = env.constant(ins, literal(shape(type::float64, {rq.dparams.size()}), rq.dparams));
@@ -277,8 +375,10 @@ void emit_int8_kernel(lower_env& env, instruction_ref ins, const operation& op, 
         env.m.replace_instruction(ins, op, {x, wt, comp, scale, dparams, buf});
 }
 
-bool lower_int8_gemm(lower_env& env, instruction_ref ins) {
-    if (!int8_gemm_takes(env.m, ins, env.ctx.options())) return false;
+namespace {
+
+// The lowering of both rules: int16 panels, or VNNI's bytes (`quads`).
+void lower_gemm(lower_env& env, instruction_ref ins, bool quads) {
     const bool conv = ins->get_operator().any_cast<op::quant_convolution>() != nullptr;
     const op::requantize_params p = conv ? static_cast<const op::requantize_params&>(
                                                *ins->get_operator().any_cast<op::quant_convolution>())
@@ -292,8 +392,7 @@ bool lower_int8_gemm(lower_env& env, instruction_ref ins) {
     std::size_t k = 0, n = 0;
     const auto wl = ins->inputs()[1]->get_literal();
     const auto* w = wl.get_argument().data_as<std::int8_t>();
-    std::vector<std::int16_t> panels;
-    std::size_t m = 0;
+    std::size_t m = 0, sk = 0, sn = 0;
     const auto* qc = ins->get_operator().any_cast<op::quant_convolution>();
     if (conv && !pointwise(*qc, ins)) {
         // Windows as rows of x row-major (int8_im2col.hpp), the result channels-last.
@@ -312,7 +411,7 @@ bool lower_int8_gemm(lower_env& env, instruction_ref ins) {
         auto rows = env.m.insert_instruction(ins, builtin::allocate{shape(xs.get_type(), {m, k})}, {});
         a = env.m.insert_instruction(ins, cols, {x, rows});
         out = shape(p.out_type, lens, channels_last_strides(lens));
-        panels = pack_int8_panels(w, k, n, 1, k);  // w [n][cin][kh][kw]: [n][k]
+        sk = 1, sn = k;  // w [n][cin][kh][kw]: [n][k]
     } else if (conv) {
         // x and the result channels-last: [pixels][channels] (the VNNI path's layout, op_quant.cpp).
         a = int8_relayout(env, ins, xin, shape(xs.get_type(), xs.lens(), channels_last_strides(xs.lens())));
@@ -320,14 +419,14 @@ bool lower_int8_gemm(lower_env& env, instruction_ref ins) {
         k = xs.lens()[1];
         n = lens[1];
         m = xs.elements() / k;
-        panels = pack_int8_panels(w, k, n, 1, k);  // w [n][k][1][1]
+        sk = 1, sn = k;  // w [n][k][1][1]
     } else {
         a = int8_relayout(env, ins, xin, shape(xs.get_type(), xs.lens()));
         out = shape(p.out_type, lens);
         k = xs.lens().back();
         n = lens.back();
         m = xs.elements() / k;
-        panels = pack_int8_panels(w, k, n, n, 1);  // b [k][n]
+        sk = n, sn = 1;  // b [k][n]
     }
     std::vector<std::int64_t> abs_sum(n, 0), col_sum(n, 0);
     for (std::size_t c = 0; c < n; ++c)
@@ -338,7 +437,9 @@ bool lower_int8_gemm(lower_env& env, instruction_ref ins) {
         }
     bool int_bias = false;
     const auto bias = bias_values(ins, p, int_bias);
-    const auto rq = pack_int8_requant(p, n, abs_sum, col_sum, bias, int_bias);
+    auto rq = pack_int8_requant(p, n, abs_sum, col_sum, bias, int_bias);
+    if (quads && xs.get_type() == type::int8)
+        for (std::size_t c = 0; c < n; ++c) rq.comp[c] += i8g::quads_comp_shift * static_cast<std::int32_t>(col_sum[c]);
     int8_gemm op;
     op.m = static_cast<std::int64_t>(m);
     op.n = static_cast<std::int64_t>(n);
@@ -350,8 +451,26 @@ bool lower_int8_gemm(lower_env& env, instruction_ref ins) {
     op.y_min = p.y_min;
     op.y_max = p.y_max;
     op.f32_exact = rq.f32_exact;
+    op.quads = quads;
     for (auto d : lens) op.out_lens.push_back(static_cast<std::int64_t>(d));
-    emit_int8_kernel(env, ins, op, a, panels, rq, out);
+    if (quads) {
+        const auto b8 = pack_int8_quads(w, k, n, sk, sn);
+        emit_int8_kernel(env, ins, op, a, literal(shape(type::int8, {b8.size()}), b8), rq, out);
+    } else
+        emit_int8_kernel(env, ins, op, a, pack_int8_panels(w, k, n, sk, sn), rq, out);
+}
+
+}  // namespace
+
+bool lower_int8_gemm(lower_env& env, instruction_ref ins) {
+    if (!int8_gemm_takes(env.m, ins, env.ctx.options())) return false;
+    lower_gemm(env, ins, false);
+    return true;
+}
+
+bool lower_int8_gemm_vnni(lower_env& env, instruction_ref ins) {
+    if (!int8_gemm_vnni_takes(env.m, ins, env.ctx.options())) return false;
+    lower_gemm(env, ins, true);
     return true;
 }
 

@@ -13,6 +13,12 @@
 // loaded (finalize), so a saved program runs anywhere; KILN_CPU_PACKED_GEMM_ISA=generic
 // caps the choice as for the float kernels.
 //
+// On CPUs with AVX-512 VNNI the rule int8_gemm_vnni_takes (where measured faster than
+// oneDNN's int8 kernels) packs the weights instead as bytes, 4 k's per 32-bit lane
+// (int8_gemm_args.hpp's b8, `quads`), for vpdpbusd (int8_gemm_vnni.cpp); loaded on a CPU
+// without VNNI, finalize falls back to the AVX2 / portable kernel, whose first run widens
+// the weights into int16 panels (and undoes the s8 shift in comp), kept for later runs.
+//
 // Inputs: (a [m][k] u8/s8 (a channels-last activation or row-major rows), packed b int16,
 // comp int32, scale float32, dparams float64 [3][padded n] (double scale, int bias, float
 // bias), output buffer [m][n] (channels-last for a convolution)).
@@ -32,6 +38,8 @@
 
 namespace kiln::cpu {
 
+struct int8_widened;
+
 struct int8_gemm {
     std::int64_t m = 0, n = 0, k = 0;
     type a_type = type::uint8;
@@ -39,6 +47,7 @@ struct int8_gemm {
     float y_scale = 1.0f;
     std::int64_t y_zero_point = 0, y_min = 0, y_max = 0;
     bool f32_exact = false;
+    bool quads = false;  // b is b8, VNNI's layout (comp shifted for s8 a)
     std::vector<std::int64_t> out_lens;
 
     template <class Self, class F>
@@ -54,6 +63,7 @@ struct int8_gemm {
         f(self.y_max, "y_max");
         f(self.f32_exact, "f32_exact");
         f(self.out_lens, "out_lens");
+        f(self.quads, "quads");
     }
     std::string name() const { return "cpu::int8_gemm"; }
     shape compute_shape(const std::vector<shape>& inputs) const;
@@ -62,9 +72,10 @@ struct int8_gemm {
     std::ptrdiff_t output_alias(const std::vector<shape>& inputs) const {
         return static_cast<std::ptrdiff_t>(inputs.size()) - 1;
     }
-    std::string isa() const;  // "avx2", "generic", or "" before finalize
+    std::string isa() const;  // "avx512_vnni", "avx2", "generic", or "" before finalize
 
     i8g::gemm_fn kernel = nullptr;  // chosen in finalize
+    std::shared_ptr<int8_widened> widened;  // quads without VNNI: int16 copies (int8_gemm.cpp)
 };
 
 // The per-channel requantize constants of p for `channels` output channels, padded to
@@ -91,10 +102,17 @@ i8g::requant int8_requant_view(const std::int32_t* comp, const float* scale, con
 // copy to row-major after the kernel, since a program's results are row-major.
 void emit_int8_kernel(lower_env& env, instruction_ref ins, const operation& op, instruction_ref x,
                       const std::vector<std::int16_t>& weights, const int8_requant_pack& rq, const shape& out);
+void emit_int8_kernel(lower_env& env, instruction_ref ins, const operation& op, instruction_ref x,
+                      const literal& weights, const int8_requant_pack& rq, const shape& out);
 
 // w[k][n] (element (kk, c) at w[kk * sk + c * sn]) as the kernels' int16 panels.
 std::vector<std::int16_t> pack_int8_panels(const std::int8_t* w, std::size_t k, std::size_t n, std::size_t sk,
                                            std::size_t sn);
+
+// w as VNNI's byte panels (b8), and b8 back as int16 panels.
+std::vector<std::int8_t> pack_int8_quads(const std::int8_t* w, std::size_t k, std::size_t n, std::size_t sk,
+                                         std::size_t sn);
+std::vector<std::int16_t> widen_int8_quads(const std::int8_t* b8, std::size_t k, std::size_t n);
 
 // The kernels for this CPU (cpuid; `cap` lowers the choice).
 i8g::gemm_fn int8_gemm_kernel(isa_cap cap);
@@ -109,10 +127,15 @@ void run_int8_gemm(const i8g::gemm_args& g, i8g::gemm_fn kernel);
 bool own_int8_kernels(const cpu_options& o);
 // The rules (selection.cpp's conditions; dequantize_without_vnni leaves what they take).
 bool int8_gemm_takes(module& m, instruction_ref ins, const cpu_options& o);
+// With AVX-512 VNNI (has_avx512_vnni, not capped by KILN_CPU_PACKED_GEMM_ISA): the products
+// int8_gemm_takes would take without VNNI, where the VNNI GEMM measured faster than oneDNN's
+// int8 kernels (int8_gemm.cpp), or all of them with KILN_CPU_INT8_KERNELS=own.
+bool int8_gemm_vnni_takes(module& m, instruction_ref ins, const cpu_options& o);
 // x (an 8-bit or float32 activation) with the IR strides of `want`: x (its row-major copy
 // when it is in a oneDNN layout), or a copy by cpu::quant_reorder before pos.
 instruction_ref int8_relayout(lower_env& env, instruction_ref pos, instruction_ref x, const shape& want);
 // The lowering: false, changing nothing, where int8_gemm_takes is false.
 bool lower_int8_gemm(lower_env& env, instruction_ref ins);
+bool lower_int8_gemm_vnni(lower_env& env, instruction_ref ins);
 
 }  // namespace kiln::cpu

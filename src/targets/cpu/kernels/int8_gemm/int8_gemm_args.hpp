@@ -26,12 +26,20 @@
 
 namespace kiln::cpu::i8g {
 
+// VNNI weights (int8_gemm_vnni.cpp), the same panels of 16 columns as bytes: b8 [panels][k4]
+// [16][4] int8, k4 = ceil(k / 4), the four bytes of column j at quad q w[4 q .. 4 q + 3][j]
+// (0 past k or n): one zmm per quad of k, which vpdpbusd multiplies by A's four bytes
+// broadcast as one 32-bit word. vpdpbusd takes u8 x s8, so s8 activations are shifted by
+// +128 (a xor 0x80) and comp holds -128 sum_k w[k][c] more (quads_comp_shift).
 constexpr std::size_t panel = 16;      // columns per panel
 constexpr std::size_t tile_rows = 6;   // rows of the register tile (12 ymm accumulators)
+constexpr std::size_t vnni_tile_rows = 8;  // the VNNI kernel's (8 x 2 panels, 16 zmm)
 
 inline std::size_t panels(std::size_t n) { return (n + panel - 1) / panel; }
 inline std::size_t pairs(std::size_t k) { return (k + 1) / 2; }
 inline std::size_t padded(std::size_t n) { return panels(n) * panel; }
+inline std::size_t quads(std::size_t k) { return (k + 3) / 4; }
+constexpr std::int32_t quads_comp_shift = -128;  // times sum_k w, for s8 activations
 
 enum class out_kind : std::uint8_t { f32, u8, s8 };
 
@@ -60,6 +68,7 @@ struct gemm_args {
     std::size_t lda = 0;
     bool a_signed = false;
     const std::int16_t* b = nullptr;  // [panels][k2][16][2]
+    const std::int8_t* b8 = nullptr;  // [panels][k4][16][4] (the VNNI kernel's; comp shifted)
     void* c = nullptr;                // [m][ldc] float32, uint8 or int8 (q.out)
     std::size_t ldc = 0;
     requant q;
@@ -69,6 +78,12 @@ struct gemm_args {
 using gemm_fn = void (*)(const gemm_args&, std::size_t m0, std::size_t m1, std::size_t p0, std::size_t p1);
 gemm_fn generic_gemm();
 gemm_fn avx2_gemm();  // only for CPUs with AVX2
+gemm_fn vnni_gemm();  // only for CPUs with AVX-512 VNNI; reads b8
+// The AVX2 requantize and store of `rows` rows of one panel's accumulators acc [rows][16]
+// (comp not yet added) into C from row `row`, channels [c, c + width): for the VNNI kernel,
+// whose own target has FMA, which would fuse what ref rounds twice (requant_avx2.hpp).
+void avx2_store_rows(const gemm_args& g, const std::int32_t* acc, int rows, std::size_t row, std::size_t c,
+                     std::size_t width);
 
 // Depthwise 3x3 (group = channels, one output channel per input channel), channels-last
 // x [n][h][w][c] and y [n][oh][ow][c]; weights int16 [5 tap pairs][padded(c)][2] (taps 2p and

@@ -125,4 +125,16 @@ I8_AVX2 void gemm(const gemm_args& g, std::size_t m0, std::size_t m1, std::size_
 
 gemm_fn avx2_gemm() { return gemm; }
 
+I8_AVX2 void avx2_store_rows(const gemm_args& g, const std::int32_t* acc, int rows, std::size_t row, std::size_t c,
+                             std::size_t width) {
+    const auto* v = reinterpret_cast<const __m256i*>(acc);
+    if (g.q.f32_exact && g.q.out != out_kind::f32) {
+        store_exact_rows(g, v, rows, row, c, width);
+        return;
+    }
+    for (int r = 0; r < rows; ++r)
+        store16(g.q, element(g.q, g.c, (row + static_cast<std::size_t>(r)) * g.ldc + c), _mm256_loadu_si256(v + 2 * r),
+                _mm256_loadu_si256(v + 2 * r + 1), c, width);
+}
+
 }  // namespace kiln::cpu::i8g

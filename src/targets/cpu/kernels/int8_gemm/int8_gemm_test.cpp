@@ -4,9 +4,12 @@
 // 6-row tile), u8 and s8 activations with non-zero zero points, int32 and float32 biases,
 // Relu/Clip ranges folded into the saturation, float32 results, and accumulators large
 // enough for the double path. Each case runs the AVX2 kernels (where the CPU has them) and
-// the portable ones (KILN_CPU_PACKED_GEMM_ISA=generic).
+// the portable ones (KILN_CPU_PACKED_GEMM_ISA=generic); with AVX-512 VNNI also the VNNI
+// GEMM on every product it can take (KILN_CPU_INT8_KERNELS=own), whose weights are bytes, 4
+// k's per lane, and whose s8 activations are shifted by 128.
 #include "cpu_test_util.hpp"
 #include "env_override.hpp"
+#include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/kernels/int8_gemm/int8_gemm.hpp"
 #include "targets/cpu/kernels/onednn/op_quant.hpp"
 
@@ -59,14 +62,21 @@ instruction_ref bias_literal(builder& b, const qcase& c, std::size_t channels) {
 }
 
 // ref and cpu on one program; every output bit-equal; `kernel` taken `count` times.
+// Where oneDNN has VNNI its int8 kernels take what the own VNNI GEMM does not, and they are
+// not bit-equal to ref (its requantize differs by a level now and then): not checked here.
 void run_exact(builder& b, const std::string& kernel, std::size_t count) {
     for (bool generic : {false, true}) {
+        if (cpu::has_int8_dot_product()) break;
         test::env_override isa("KILN_CPU_PACKED_GEMM_ISA", generic ? "generic" : "");
         auto r = run_both(b, 0.0, 0.0);
-        if (cpu::has_int8_dot_product()) continue;  // oneDNN's VNNI kernels take them there
         EXPECT_EQ(count_ops(r.cpu, kernel), count) << text(r.cpu);
         EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
     }
+    if (kernel != "cpu::int8_gemm" || !cpu::has_avx512_vnni()) return;  // vnni_kernel_available says
+    test::env_override own("KILN_CPU_INT8_KERNELS", "own");
+    auto r = run_both(b, 0.0, 0.0);
+    EXPECT_EQ(count_ops(r.cpu, kernel), count) << text(r.cpu);
+    EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
 }
 
 void check_pointwise(std::size_t n, std::size_t cin, std::size_t cout, std::size_t h, std::size_t w, const qcase& c) {
@@ -301,6 +311,49 @@ TEST(cpu_int8_depthwise, tiling_edges_bit_equal_to_ref) {
     wide.y_scale = 0.05f;
     wide.y_zero = 3;
     check_depthwise(2, 96, 56, 56, 1, 1, wide);
+}
+
+TEST(cpu_int8_gemm, vnni_kernel_available) {
+    if (!cpu::has_avx512_vnni()) GTEST_SKIP() << "no AVX-512 VNNI here: the VNNI GEMM's cases did not run";
+}
+
+TEST(cpu_int8_gemm, vnni_program_loads_and_runs_without_vnni) {
+    // Packed for VNNI (bytes, comp shifted for s8 a), loaded where the VNNI kernel is capped
+    // (as on an AVX2 CPU): the AVX2 and portable kernels widen the weights on the first run and
+    // keep them, results bit-equal on both runs.
+    if (!cpu::has_avx512_vnni()) GTEST_SKIP() << "no AVX-512 VNNI here";
+    for (const auto& c : {s8_clip(), u8_relu(), f32_out()}) {
+        builder b;
+        const auto lo = c.x_type == type::int8 ? -128 : 0, hi = c.x_type == type::int8 ? 127 : 255;
+        auto al = ints(c.x_type, {37, 45}, lo, hi);
+        b.inputs["a"] = al.get_argument();
+        auto a = b.m->add_parameter("a", al.get_shape());
+        op::quant_dot q;
+        set_params(q, c, 23);
+        std::vector<instruction_ref> args{a, b.m->add_literal(ints(type::int8, {45, 23}, -128, 127))};
+        if (c.bias) args.push_back(bias_literal(b, c, 23));
+        b.ret({b.m->add_instruction(q, args)});
+        program ref = b.p;
+        ref.compile(*get_target("ref"));
+        program cpu = b.p;
+        {
+            test::env_override own("KILN_CPU_INT8_KERNELS", "own");
+            cpu.compile(*get_target("cpu"));
+        }
+        ASSERT_EQ(count_ops(cpu, "cpu::int8_gemm"), 1u) << text(cpu);
+        const auto bytes = save_buffer(cpu);
+        const auto want = ref.eval(b.inputs);
+        for (const char* cap : {"", "avx2", "generic"}) {
+            SCOPED_TRACE(std::string("cap ") + cap);
+            test::env_override isa("KILN_CPU_PACKED_GEMM_ISA", cap);
+            auto loaded = load_buffer(bytes.data(), bytes.size());
+            for (int run = 0; run < 2; ++run) {  // the widened copies made, then reused
+                auto got = loaded.eval(b.inputs);
+                ASSERT_EQ(got.size(), 1u);
+                expect_close(got[0], want[0], 0.0, 0.0);
+            }
+        }
+    }
 }
 
 TEST(cpu_int8_gemm, float_fallback_when_asked) {

@@ -7,6 +7,7 @@
 // loaded on one without); the same bounds hold.
 #include "cpu_test_util.hpp"
 #include "env_override.hpp"
+#include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/kernels/onednn/op_quant.hpp"
 
 #include <kiln/module_text.hpp>
@@ -94,7 +95,7 @@ TEST(cpu_quant, int8_convolution_kernels_without_vnni_compute_in_float) {
 }
 
 namespace {
-void check_matmuls(bool everywhere) {
+void check_matmuls(bool everywhere, bool onednn = false) {
     // BERT's shape: int8 activations with zero points, a Q/DQ pair before each operand;
     // per-column weights plus a bias Add, and a product of two activations (QK^T).
     const char* src = R"(
@@ -128,12 +129,20 @@ void check_matmuls(bool everywhere) {
         EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
         return;
     }
-    EXPECT_EQ(count_ops(r.cpu, "cpu::quant_matmul"), 2u) << text(r.cpu);
+    // With AVX-512 VNNI the constant weights' product is Kiln's VNNI GEMM's (int8_gemm.hpp)
+    // unless KILN_CPU_INT8_KERNELS says oneDNN.
+    const bool own = cpu::has_avx512_vnni() && !everywhere && !onednn;
+    EXPECT_EQ(count_ops(r.cpu, "cpu::quant_matmul"), own ? 1u : 2u) << text(r.cpu);
+    EXPECT_EQ(count_ops(r.cpu, "cpu::int8_gemm"), own ? 1u : 0u) << text(r.cpu);
     EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
 }
 }  // namespace
 
 TEST(cpu_quant, matmuls_s8_weights_and_activation_pairs_with_float_results) { check_matmuls(false); }
+TEST(cpu_quant, matmuls_on_onednn_when_asked) {
+    test::env_override onednn("KILN_CPU_INT8_KERNELS", "onednn");
+    check_matmuls(false, true);
+}
 TEST(cpu_quant, int8_matmul_kernels_without_vnni_compute_in_float) {
     test::env_override all("KILN_CPU_INT8_KERNELS", "all");
     check_matmuls(true);
