@@ -166,7 +166,7 @@ std::size_t depth_block(std::size_t k) {
     return (k + blocks - 1) / blocks;
 }
 
-void run_all(const args& given, part_fn part) {
+void run_all(const args& given, part_fn part, const float* a_f32) {
     args g = given;
     g.tall = g.m >= tall_rows;
     const std::size_t np = panels(g.n);
@@ -186,7 +186,14 @@ void run_all(const args& given, part_fn part) {
         const std::size_t p0 = std::min(cp * cols_per, np), p1 = std::min(p0 + cols_per, np);
         if (m0 < m1 && p0 < p1) part(g, m0, m1, p0, p1);
     };
+    auto convert = [&](std::size_t id, std::size_t nt) {
+        if (!a_f32) return;
+        const std::size_t r0 = g.m * id / nt, r1 = g.m * (id + 1) / nt;
+        auto* out = const_cast<std::uint16_t*>(g.a_bf16);  // the run's own buffer
+        if (r0 < r1) to_bf16_rows(a_f32 + r0 * g.k, r1 - r0, g.k, g.k, out + r0 * g.lda, g.lda);
+    };
     if (parts == 1) {
+        convert(0, 1);
         run_part(0);
         return;
     }
@@ -194,6 +201,10 @@ void run_all(const args& given, part_fn part) {
     {
         const auto id = static_cast<std::size_t>(omp_get_thread_num());
         const auto nt = static_cast<std::size_t>(omp_get_num_threads());
+        if (a_f32) {
+            convert(id, nt);
+#pragma omp barrier
+        }
         for (std::size_t i = id; i < parts; i += nt) run_part(i);
     }
 }
@@ -293,23 +304,12 @@ argument packed_gemm::compute(context&, const shape&, const std::vector<argument
     g.c = reinterpret_cast<float*>(args.back().data());
     bind_post_steps(g, ready->post, post_ops, args);
     if (bf16 && ready->bf16) {
-        const auto lda = static_cast<std::size_t>(a_copy_stride);
-        auto* copy = reinterpret_cast<std::uint16_t*>(args[args.size() - 2].data());
-        const float* a = g.a;
-        const auto rows = static_cast<std::int64_t>(g.m);
-        constexpr std::int64_t chunk = 16;
-        if (g.m * g.k < single_thread_elements)
-            pgemm::to_bf16_rows(a, g.m, g.k, g.k, copy, lda);
-        else {
-#pragma omp parallel for schedule(static)
-            for (std::int64_t i = 0; i < rows; i += chunk)
-                pgemm::to_bf16_rows(a + static_cast<std::size_t>(i) * g.k,
-                                    static_cast<std::size_t>(std::min(chunk, rows - i)), g.k, g.k,
-                                    copy + static_cast<std::size_t>(i) * lda, lda);
-        }
-        g.a_bf16 = copy;
+        // A is converted into its bf16 rows by run_all, in the product's parallel region.
+        g.a_bf16 = reinterpret_cast<std::uint16_t*>(args[args.size() - 2].data());
         g.b_bf16 = reinterpret_cast<const std::uint16_t*>(g.b);
-        g.lda = lda;
+        g.lda = static_cast<std::size_t>(a_copy_stride);
+        pgemm::run_all(g, ready->part, g.a);
+        return args.back();
     } else if (bf16) {
         // No bf16 kernels here: the float32 ones, on panels widened once, A read in place.
         std::call_once(ready->widen_once, [&] { ready->wide_b = widen_bf16_panels(g.b, g.k, g.n); });

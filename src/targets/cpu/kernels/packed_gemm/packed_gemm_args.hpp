@@ -109,6 +109,9 @@ std::size_t depth_block(std::size_t k);
 // each), then rows in whole tiles; tall products (tall_rows and more) by rows only, each
 // thread a contiguous range of whole tiles, in the kernels' tall order (args::tall).
 constexpr std::size_t tall_rows = 256;
-void run_all(const args& g, part_fn part);
+// With `a_f32` (the bf16 kernels): first converts that float32 A (rows k apart) into
+// g.a_bf16 (to_bf16_rows), each thread its share of the rows, in the same parallel region
+// as the product (a region costs a fork and a join: a scheduler slice on a busy machine).
+void run_all(const args& g, part_fn part, const float* a_f32 = nullptr);
 
 }  // namespace kiln::cpu::pgemm
