@@ -46,6 +46,8 @@ public:
     // The program's convolutions were bfloat16 and this CPU runs them natively: oneDNN's
     // convolutions take bf16 source and weights (widen_reduced.hpp sets it while compiling).
     bool bf16_convolutions = false;
+    // The same for matrix products with constant weights: cpu::packed_gemm's bf16 kernels.
+    bool bf16_matmuls = false;
 
 private:
     cpu_options options_;

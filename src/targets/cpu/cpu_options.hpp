@@ -63,7 +63,8 @@ struct cpu_options {
     // 1x1 convolution before it (dw_fusion.hpp).
     bool dw_fusion = true;
     // KILN_CPU_BF16 (default on; 0 = off): a bfloat16 program's convolutions compute in bf16
-    // on oneDNN where the CPU has native bf16 (widen_reduced.hpp); off, in float32.
+    // on oneDNN, and its constant-weight products on packed_gemm's bf16 kernels, where the
+    // CPU has native bf16 (widen_reduced.hpp); off, in float32.
     bool bf16 = true;
     // KILN_CPU_INT8_KERNELS: automatic (default) = oneDNN's int8 kernels where it has a VNNI
     // int8 dot product, else Kiln's own exact ones where they apply (int8_gemm.hpp) and float

@@ -135,12 +135,12 @@ const std::vector<anchor_candidate>& anchor_candidates() {
          take_conv_gemm},
         {"convolution", "onednn",
          "any other oneDNN builds (its own implementation; a 1x1 + depthwise pair as one kernel, a residual "
-         "add as the in-place sum); all of a bf16 program's, in bf16, where the CPU has native bf16 "
-         "(widen_reduced.hpp)",
+         "add as the in-place sum); all of a bf16 program's with 64+ output channels, in bf16, where the CPU "
+         "has native bf16 (widen_reduced.hpp)",
          take_onednn_convolution},
         {"matmul", "packed_gemm",
          "constant 2-D weights, row-major A, 2+ rows with AVX2+FMA (any with AVX-512), post-ops the epilogue "
-         "has (packed_gemm.hpp)",
+         "has; a bf16 program's in bf16 (vdpbf16ps) where the CPU has AVX512-BF16 (packed_gemm.hpp)",
          take_packed_gemm},
         {"matmul", "onednn", "any other oneDNN builds (weights reordered once when constant)", take_onednn_matmul},
     };

@@ -3,6 +3,7 @@
 #include "targets/cpu/context.hpp"
 #include "targets/cpu/cpu_features.hpp"
 #include "ops/nn_conv.hpp"
+#include "ops/nn_matmul.hpp"
 
 #include "ops/convert.hpp"
 #include "passes/dead_code_elimination.hpp"
@@ -83,10 +84,13 @@ void widen_reduced_precision::apply(module& m) const {
             ins = next;
             continue;
         }
-        if (ctx && ins->get_shape().get_type() == type::bfloat16 && ins->get_operator().any_cast<op::convolution>() &&
-            ctx->options().bf16) {
-            if (has_native_bf16()) ctx->bf16_convolutions = true;
-            else warn_no_native_bf16();
+        if (ctx && ins->get_shape().get_type() == type::bfloat16 && ctx->options().bf16) {
+            const auto& op = ins->get_operator();
+            const bool conv = op.any_cast<op::convolution>() != nullptr;
+            const bool product = op.any_cast<op::matmul>() != nullptr || op.any_cast<op::gemm>() != nullptr;
+            if ((conv || product) && !has_native_bf16()) warn_no_native_bf16();
+            else if (conv) ctx->bf16_convolutions = true;
+            else if (product) ctx->bf16_matmuls = true;
         }
         auto narrow = m.insert_instruction(ins, op::convert_op{ins->get_shape().get_type()}, {f32});
         m.replace_instruction(ins, narrow);

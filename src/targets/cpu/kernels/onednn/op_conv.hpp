@@ -10,6 +10,7 @@
 // post-op) the operands are (x, w[, b], dw_w[, dw_b]) and the result is the depthwise
 // convolution's: the 1x1 result is never written to memory as a whole.
 #pragma once
+#include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/kernels/onednn/dnnl_op.hpp"
 #include "targets/cpu/kernels/onednn/post_ops.hpp"
 
@@ -89,7 +90,9 @@ struct convolution : dnnl_op<convolution> {
         return make_pd(eng, operands, dst, !weights.empty());
     }
     // Whether the primitive computes in bf16: asked for, constant weights, no depthwise post-op.
-    bool in_bf16(bool any_weights) const { return bf16 && any_weights && !dw.active(); }
+    // Loaded on a CPU without native bf16 (has_native_bf16): float32, the bf16 weights
+    // reordered to float32 once (exactly), so a saved bf16 program runs anywhere.
+    bool in_bf16(bool any_weights) const { return bf16 && any_weights && !dw.active() && has_native_bf16(); }
     // The IR weights (weights_shape, any strides) as oneDNN sees them: groups split out.
     dnnl::memory::desc weights_md(bool any) const;
     void bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd, const std::vector<shape>& operands,

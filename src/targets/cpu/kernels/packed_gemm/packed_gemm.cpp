@@ -7,12 +7,14 @@
 
 #include <kiln/builtin_ops.hpp>
 #include <kiln/errors.hpp>
+#include <kiln/float_types.hpp>
 #include <kiln/register_op.hpp>
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -105,7 +107,45 @@ std::vector<float> pack_gemm_weights(const std::vector<float>& b, std::size_t k,
     return out;
 }
 
+std::vector<float> pack_gemm_weights_bf16(const std::vector<float>& b, std::size_t k, std::size_t n, bool trans_b) {
+    const std::size_t np = panels(n), kp = (k + 1) / 2;
+    std::vector<float> out(np * kp * pgemm::panel, 0.0f);
+    auto* pairs = reinterpret_cast<std::uint16_t*>(out.data());
+    for (std::size_t p = 0; p < np; ++p)
+        for (std::size_t kk = 0; kk < k; ++kk)
+            for (std::size_t j = 0; j < pgemm::panel && p * pgemm::panel + j < n; ++j) {
+                const std::size_t col = p * pgemm::panel + j;
+                const float v = trans_b ? b[col * k + kk] : b[kk * n + col];
+                pairs[((p * kp + kk / 2) * pgemm::panel + j) * 2 + kk % 2] = bfloat16(v).bits;
+            }
+    return out;
+}
+
+namespace {
+
+// Bf16 pairs (pack_gemm_weights_bf16) back to float32 panels (pack_gemm_weights): exact.
+std::vector<float> widen_bf16_panels(const float* blob, std::size_t k, std::size_t n) {
+    const std::size_t np = panels(n), kp = (k + 1) / 2;
+    const auto* pairs = reinterpret_cast<const std::uint16_t*>(blob);
+    std::vector<float> out(np * k * pgemm::panel);
+    for (std::size_t p = 0; p < np; ++p)
+        for (std::size_t kk = 0; kk < k; ++kk)
+            for (std::size_t j = 0; j < pgemm::panel; ++j)
+                out[(p * k + kk) * pgemm::panel + j] =
+                    bfloat16::from_bits(pairs[((p * kp + kk / 2) * pgemm::panel + j) * 2 + kk % 2]);
+    return out;
+}
+
+// Whether every value is a bf16 value (weights widened from a bf16 program's are).
+bool bf16_exact(const std::vector<float>& v) {
+    return std::all_of(v.begin(), v.end(), [](float x) { return static_cast<float>(bfloat16(x)) == x || x != x; });
+}
+
+}  // namespace
+
 namespace pgemm {
+
+bool has_bf16_kernels(isa_cap cap) { return cap == isa_cap::none && has_avx512() && has_native_bf16(); }
 
 part_fn chosen_part(isa_cap cap) {
     if (cap == isa_cap::generic || !has_avx2_fma()) return generic_part();
@@ -114,6 +154,7 @@ part_fn chosen_part(isa_cap cap) {
 }
 
 const char* part_name(part_fn part) {
+    if (part == avx512_bf16_part()) return "avx512_bf16";
     if (part == avx512_part()) return "avx512";
     if (part == avx2_part()) return "avx2";
     return "generic";
@@ -125,7 +166,7 @@ std::size_t depth_block(std::size_t k) {
     return (k + blocks - 1) / blocks;
 }
 
-void run_all(const args& given, part_fn part) {
+void run_all(const args& given, part_fn part, const float* a_f32) {
     args g = given;
     g.tall = g.m >= tall_rows;
     const std::size_t np = panels(g.n);
@@ -145,7 +186,14 @@ void run_all(const args& given, part_fn part) {
         const std::size_t p0 = std::min(cp * cols_per, np), p1 = std::min(p0 + cols_per, np);
         if (m0 < m1 && p0 < p1) part(g, m0, m1, p0, p1);
     };
+    auto convert = [&](std::size_t id, std::size_t nt) {
+        if (!a_f32) return;
+        const std::size_t r0 = g.m * id / nt, r1 = g.m * (id + 1) / nt;
+        auto* out = const_cast<std::uint16_t*>(g.a_bf16);  // the run's own buffer
+        if (r0 < r1) to_bf16_rows(a_f32 + r0 * g.k, r1 - r0, g.k, g.k, out + r0 * g.lda, g.lda);
+    };
     if (parts == 1) {
+        convert(0, 1);
         run_part(0);
         return;
     }
@@ -153,6 +201,10 @@ void run_all(const args& given, part_fn part) {
     {
         const auto id = static_cast<std::size_t>(omp_get_thread_num());
         const auto nt = static_cast<std::size_t>(omp_get_num_threads());
+        if (a_f32) {
+            convert(id, nt);
+#pragma omp barrier
+        }
         for (std::size_t i = id; i < parts; i += nt) run_part(i);
     }
 }
@@ -164,6 +216,9 @@ using pgemm::depth_block;
 struct packed_gemm::plan {
     pgemm::part_fn part = nullptr;
     std::string isa;
+    bool bf16 = false;  // the bf16 kernels run (else a bf16 op's panels are widened once)
+    mutable std::once_flag widen_once;
+    mutable std::vector<float> wide_b;
     // The epilogue's steps, mapped once: a run only points the binary ones at their inputs.
     std::vector<pgemm::post_step> post;
 };
@@ -192,16 +247,19 @@ shape packed_gemm::compute_shape(const std::vector<shape>& inputs) const {
         a.elements() != mu * ku)
         bad("a " + a.to_string() + " is not a row-major float32 tensor of " + std::to_string(m) + " rows of " +
             std::to_string(k));
-    if (inputs[1].get_type() != type::float32 || inputs[1].elements() < panels(nu) * ku * pgemm::panel)
+    const std::size_t b_depth = bf16 ? (ku + 1) / 2 : ku;  // bf16: pairs of k, a float each
+    if (inputs[1].get_type() != type::float32 || inputs[1].elements() < panels(nu) * b_depth * pgemm::panel)
         bad("the packed weights " + inputs[1].to_string() + " are too small");
     if (has_bias && (inputs[2].get_type() != type::float32 || inputs[2].elements() != nu))
         bad("the bias must have one float32 value per column");
     if (post_ops.size() > static_cast<std::size_t>(pgemm::max_post_steps)) bad("too many post-ops");
     const std::size_t copies = a_copy_stride > 0 ? 1 : 0;
+    if (bf16 && (!copies || a_copy_stride % 2 != 0)) bad("a bf16 product needs an even a_copy_stride");
     if (a_copy_stride < 0 || (copies && static_cast<std::size_t>(a_copy_stride) < ku))
         bad("a_copy_stride " + std::to_string(a_copy_stride) + " is shorter than a row of " + std::to_string(k));
     if (inputs.size() < base + 1 + copies) bad("expected a buffer for the copy of a");
-    if (copies && inputs[inputs.size() - 2].bytes() < mu * static_cast<std::size_t>(a_copy_stride) * sizeof(float))
+    if (copies && inputs[inputs.size() - 2].bytes() <
+                      mu * static_cast<std::size_t>(a_copy_stride) * (bf16 ? sizeof(std::uint16_t) : sizeof(float)))
         bad("the buffer for the copy of a is too small");
     for (const auto& p : post_ops) {
         if (!fused_post_kind_of(p, true)) bad("post-op " + p.kind + " " + p.algorithm + " is not supported");
@@ -221,6 +279,10 @@ void packed_gemm::finalize(context& ctx, const shape&, const std::vector<shape>&
     const auto cap = as_cpu_context(ctx, name()).options().packed_gemm_isa;
     auto p = std::make_shared<plan>();
     p->part = pgemm::chosen_part(cap);  // at load time: a program saved on one machine runs on another
+    if (bf16 && pgemm::has_bf16_kernels(cap)) {
+        p->part = pgemm::avx512_bf16_part();
+        p->bf16 = true;
+    }
     p->isa = pgemm::part_name(p->part);
     std::vector<std::size_t> lens(out_lens.begin(), out_lens.end());
     p->post = packed_post_steps(post_ops, name(), [&](std::size_t in) {
@@ -241,7 +303,18 @@ argument packed_gemm::compute(context&, const shape&, const std::vector<argument
     g.bias = has_bias ? reinterpret_cast<const float*>(args[2].data()) : nullptr;
     g.c = reinterpret_cast<float*>(args.back().data());
     bind_post_steps(g, ready->post, post_ops, args);
-    if (a_copy_stride > 0) {
+    if (bf16 && ready->bf16) {
+        // A is converted into its bf16 rows by run_all, in the product's parallel region.
+        g.a_bf16 = reinterpret_cast<std::uint16_t*>(args[args.size() - 2].data());
+        g.b_bf16 = reinterpret_cast<const std::uint16_t*>(g.b);
+        g.lda = static_cast<std::size_t>(a_copy_stride);
+        pgemm::run_all(g, ready->part, g.a);
+        return args.back();
+    } else if (bf16) {
+        // No bf16 kernels here: the float32 ones, on panels widened once, A read in place.
+        std::call_once(ready->widen_once, [&] { ready->wide_b = widen_bf16_panels(g.b, g.k, g.n); });
+        g.b = ready->wide_b.data();
+    } else if (a_copy_stride > 0) {
         const auto lda = static_cast<std::size_t>(a_copy_stride);
         auto* copy = reinterpret_cast<float*>(args[args.size() - 2].data());
         const float* a = g.a;
@@ -301,10 +374,21 @@ bool lower_packed_gemm(lower_env& env, const matmul& mm, const std::vector<instr
     for (auto d : dst.lens()) op.out_lens.push_back(static_cast<std::int64_t>(d));
     op.has_bias = mm.has_bias;
     op.post_ops = mm.post_ops;
-    const auto packed = pack_gemm_weights(operands[1]->get_literal().to_vector<float>(), k, n, mm.trans_b);
+    const auto weights = operands[1]->get_literal().to_vector<float>();
+    // A bf16 program's product (its weights bf16 values) where the bf16 kernels run.
+    op.bf16 = env.ctx.bf16_matmuls && pgemm::has_bf16_kernels(o.packed_gemm_isa) && bf16_exact(weights);
+    const auto packed = op.bf16 ? pack_gemm_weights_bf16(weights, k, n, mm.trans_b)
+                                : pack_gemm_weights(weights, k, n, mm.trans_b);
     auto args = operands;
     args[1] = env.constant(pos, literal(shape(type::float32, {packed.size()}), packed));
-    if (const std::size_t lda = pgemm::padded_a_stride(k, m); o.packed_gemm_copy_a && lda != k) {
+    if (op.bf16) {
+        // A's bf16 rows: an even stride (whole pairs), padded by a cache line where rows
+        // would be 4 KiB apart (padded_a_stride's reason).
+        std::size_t lda = (k + 1) / 2 * 2;
+        if ((lda * sizeof(std::uint16_t)) % 4096 == 0 && m >= 24) lda += 32;
+        op.a_copy_stride = static_cast<std::int64_t>(lda);
+        args.push_back(env.m.insert_instruction(pos, builtin::allocate{shape(type::uint8, {m * lda * 2})}, {}));
+    } else if (const std::size_t lda = pgemm::padded_a_stride(k, m); o.packed_gemm_copy_a && lda != k) {
         op.a_copy_stride = static_cast<std::int64_t>(lda);
         const std::size_t bytes = m * lda * sizeof(float);
         args.push_back(env.m.insert_instruction(pos, builtin::allocate{shape(type::uint8, {bytes})}, {}));

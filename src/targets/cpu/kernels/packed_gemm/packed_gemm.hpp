@@ -49,6 +49,12 @@ struct packed_gemm {
     std::vector<post_op> post_ops;      // binary inputs: [n]-vectors or full row-major tensors
     std::int64_t a_copy_stride = 0;     // > 0: A is copied, rows this many floats apart, into
                                         // the input before the output buffer
+    // bf16 (a --bf16 program's product on a CPU with AVX512-BF16): B is packed in bf16
+    // pairs (pack_gemm_weights_bf16) and each run converts A into bf16 rows a_copy_stride
+    // bf16 values apart in the buffer before the output one; the bf16 kernels multiply
+    // them (vdpbf16ps, float32 accumulation and epilogue). Loaded on a CPU without them,
+    // the panels are widened to float32 once (exactly) and the float32 kernels run.
+    bool bf16 = false;
 
     template <class Self, class F>
     static void reflect(Self& self, F f) {
@@ -59,6 +65,7 @@ struct packed_gemm {
         f(self.has_bias, "has_bias");
         f(self.post_ops, "post_ops");
         f(self.a_copy_stride, "a_copy_stride");
+        f(self.bf16, "bf16");
     }
     std::string name() const { return "cpu::packed_gemm"; }
     shape compute_shape(const std::vector<shape>& inputs) const;
@@ -68,7 +75,7 @@ struct packed_gemm {
         return static_cast<std::ptrdiff_t>(inputs.size()) - 1;
     }
 
-    // The kernels finalize chose: "avx2", "generic", or "" before finalize.
+    // The kernels finalize chose: "avx512_bf16", "avx512", "avx2", "generic", or "" before finalize.
     std::string isa() const;
 
     struct plan;
@@ -91,6 +98,10 @@ void bind_post_steps(pgemm::args& g, const std::vector<pgemm::post_step>& steps,
 
 // B ([k][n] row-major, or [n][k] when trans_b) packed as [ceil(n/16)][k][16], zero-padded.
 std::vector<float> pack_gemm_weights(const std::vector<float>& b, std::size_t k, std::size_t n, bool trans_b);
+
+// The same in bf16 pairs: [ceil(n/16)][ceil(k/2)][16][2] bf16 (round to nearest even; k's
+// odd tail paired with 0), as a float32 blob of half as many values.
+std::vector<float> pack_gemm_weights_bf16(const std::vector<float>& b, std::size_t k, std::size_t n, bool trans_b);
 
 // Replaces `pos` by a packed_gemm computing matmul `mm` (planned by the lowering: bias,
 // post-ops) over `operands` (a, the IR weights literal, [bias vector], post-op inputs)

@@ -6,6 +6,7 @@
 #include "targets/cpu/kernels/fused_post_kind.hpp"
 
 #include <cstddef>
+#include <cstdint>
 
 namespace kiln::cpu::pgemm {
 
@@ -27,6 +28,11 @@ struct args {
     std::size_t kc = 0;               // k block: the B micro-panel kc x 16 stays in L1
     const float* a = nullptr;         // [m][k] row-major
     const float* b = nullptr;         // [ceil(n/16)][k][16], zero-padded columns
+    // The bf16 kernels (avx512_bf16_part) read these instead of a and b: A in bf16 rows
+    // (lda in bf16 values, even, zero past k), B as [ceil(n/16)][ceil(k/2)][16][2] bf16
+    // (pack_gemm_weights_bf16: each column's pair of consecutive k, zero-padded).
+    const std::uint16_t* a_bf16 = nullptr;
+    const std::uint16_t* b_bf16 = nullptr;
     const float* bias = nullptr;      // [n] or null
     float* c = nullptr;               // [m][n] row-major, or blocked (see block)
     // 0: C is row-major. 8 or 16: C is a channel-blocked activation, the rows its pixels
@@ -76,6 +82,14 @@ using part_fn = void (*)(const args&, std::size_t m0, std::size_t m1, std::size_
 part_fn generic_part();
 part_fn avx2_part();    // only for CPUs with AVX2 and FMA
 part_fn avx512_part();  // only for CPUs with AVX-512 F, DQ, VL and BW (cpu::has_avx512())
+part_fn avx512_bf16_part();  // only where has_bf16_kernels(): A and B in bf16 (a_bf16, b_bf16)
+// Whether this CPU runs avx512_bf16_part (AVX-512 and AVX512-BF16, as capped by
+// KILN_CPU_MAX_ISA and ONEDNN_MAX_CPU_ISA) and `cap` leaves the AVX-512 kernels chosen.
+bool has_bf16_kernels(isa_cap cap);
+// Rows [0, rows) of float32 A (row stride lda) into bf16 (round to nearest even), rows
+// ld_out apart, zero from k to ld_out. Only where has_bf16_kernels().
+void to_bf16_rows(const float* a, std::size_t rows, std::size_t k, std::size_t lda, std::uint16_t* out,
+                  std::size_t ld_out);
 
 // Packed panels of B for n columns.
 inline std::size_t panels(std::size_t n) { return (n + panel - 1) / panel; }
@@ -95,6 +109,9 @@ std::size_t depth_block(std::size_t k);
 // each), then rows in whole tiles; tall products (tall_rows and more) by rows only, each
 // thread a contiguous range of whole tiles, in the kernels' tall order (args::tall).
 constexpr std::size_t tall_rows = 256;
-void run_all(const args& g, part_fn part);
+// With `a_f32` (the bf16 kernels): first converts that float32 A (rows k apart) into
+// g.a_bf16 (to_bf16_rows), each thread its share of the rows, in the same parallel region
+// as the product (a region costs a fork and a join: a scheduler slice on a busy machine).
+void run_all(const args& g, part_fn part, const float* a_f32 = nullptr);
 
 }  // namespace kiln::cpu::pgemm

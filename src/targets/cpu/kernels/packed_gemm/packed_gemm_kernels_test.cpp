@@ -5,9 +5,14 @@
 // picks), with partial panels, every row remainder of the tiles, several k blocks, bias
 // and a full-tensor residual; and C accumulated in place (args::accumulate: C holds the
 // residual) in both orders, the tall one (args::tall, run_all for many rows) included.
+// The bf16 kernels (where this CPU has them) take the same cases on A and B rounded to
+// bf16 (A converted by pgemm::to_bf16_rows, B packed in pairs), against the double
+// product of the rounded values.
 #include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/kernels/packed_gemm/packed_gemm.hpp"
 #include "targets/cpu/kernels/packed_gemm/packed_gemm_args.hpp"
+
+#include <kiln/float_types.hpp>
 
 #include <gtest/gtest.h>
 
@@ -23,12 +28,14 @@ namespace {
 struct variant {
     const char* name;
     pgemm::part_fn part;
+    bool bf16 = false;
 };
 
 std::vector<variant> variants() {
     std::vector<variant> v{{"generic", pgemm::generic_part()}};
     if (has_avx2_fma()) v.push_back({"avx2", pgemm::avx2_part()});
     if (has_avx512()) v.push_back({"avx512", pgemm::avx512_part()});
+    if (pgemm::has_bf16_kernels(isa_cap::none)) v.push_back({"avx512_bf16", pgemm::avx512_bf16_part(), true});
     return v;
 }
 
@@ -56,12 +63,21 @@ std::size_t c_index(const product& p, std::size_t i, std::size_t j) {
 
 void check(const product& p, const variant& v, bool threaded) {
     const std::size_t lda = p.lda ? p.lda : p.k;
-    const auto a = random_values(p.m * lda, 1);
-    const auto b = random_values(p.k * p.n, 2);
+    auto a = random_values(p.m * lda, 1);
+    auto b = random_values(p.k * p.n, 2);
+    if (v.bf16) {
+        for (auto& x : a) x = kiln::bfloat16(x);
+        for (auto& x : b) x = kiln::bfloat16(x);
+    }
     const auto bias = random_values(p.n, 3);
     const std::size_t c_size = p.block ? p.m * p.n : p.m * (p.ldc ? p.ldc : p.n);
     const auto residual = random_values(c_size, 4);
-    const auto packed = pack_gemm_weights(b, p.k, p.n, false);
+    const auto packed = v.bf16 ? pack_gemm_weights_bf16(b, p.k, p.n, false) : pack_gemm_weights(b, p.k, p.n, false);
+    const std::size_t lda16 = (lda + 1) / 2 * 2;  // whole pairs
+    std::vector<std::uint16_t> a16(p.m * lda16 + 1, 0xFFFF);  // past the rows: must not be read
+    // run_all converts A itself when given it (rows k apart): the model's path.
+    const bool convert_in_run = v.bf16 && threaded && p.lda == 0;
+    if (v.bf16 && !convert_in_run) pgemm::to_bf16_rows(a.data(), p.m, p.k, lda, a16.data(), lda16);
     std::vector<float> c(c_size, 7.0f);  // outside the product's columns must stay 7
     if (p.accumulate)
         for (std::size_t i = 0; i < p.m; ++i)
@@ -71,6 +87,10 @@ void check(const product& p, const variant& v, bool threaded) {
     g.m = p.m, g.n = p.n, g.k = p.k, g.kc = pgemm::depth_block(p.k);
     g.a = a.data(), g.b = packed.data(), g.bias = bias.data(), g.c = c.data();
     g.block = p.block, g.image_rows = p.image_rows, g.lda = p.lda, g.ldc = p.ldc;
+    if (v.bf16) {
+        g.a_bf16 = a16.data(), g.b_bf16 = reinterpret_cast<const std::uint16_t*>(packed.data());
+        g.lda = lda16;
+    }
     g.accumulate = p.accumulate;
     g.post[0].kind = pgemm::post_kind::add;
     g.post[0].src = residual.data();
@@ -79,7 +99,7 @@ void check(const product& p, const variant& v, bool threaded) {
     g.post[1].alpha = 0.125f;  // leaky: both sides of zero count
     g.n_post = 2;
     if (p.accumulate) g.post[0] = g.post[1], g.n_post = 1;
-    if (threaded) pgemm::run_all(g, v.part);
+    if (threaded) pgemm::run_all(g, v.part, convert_in_run ? a.data() : nullptr);
     else v.part(g, 0, p.m, 0, pgemm::panels(p.n));
 
     const std::string what = std::string(v.name) + " m " + std::to_string(p.m) + " k " + std::to_string(p.k) + " n " +

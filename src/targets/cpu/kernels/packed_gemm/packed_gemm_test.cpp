@@ -8,7 +8,9 @@
 
 #include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/kernels/packed_gemm/packed_gemm.hpp"
+#include "targets/cpu/kernels/packed_gemm/packed_gemm_args.hpp"
 
+#include <kiln/quantization.hpp>
 #include <kiln/serialize.hpp>
 
 #include <algorithm>
@@ -432,4 +434,41 @@ TEST(cpu_packed_gemm, rows_4k_apart_are_copied_with_padding) {
     ASSERT_NE(find_op(p), nullptr);
     EXPECT_EQ(find_op(p)->a_copy_stride, 0);
     expect_result(p, r, "switched off");
+}
+
+// A --bf16 program's product: on a CPU with AVX512-BF16 the bf16 kernels (B packed in bf16
+// pairs, A converted per run: within bf16's rounding of A of the product of the bf16
+// weights), and the saved program loads and runs where they are capped off, on the float32
+// kernels over the widened panels (then exactly the product of the bf16 weights).
+TEST(cpu_packed_gemm, bf16_program_on_the_bf16_kernels_and_without_them) {
+    for (const gemm_case& c : {gemm_case{{}, 29, 71, 45, {step::bias, step::add_full, step::relu}},
+                               gemm_case{{2}, 64, 1024, 40, {step::bias, step::gelu}}}) {
+        auto r = build(c);
+        quantize_bf16(r.b.p);
+        // The expected product is of the bf16 weights: rebuild it from the program's literal.
+        program p = r.b.p;
+        compile_options opts;
+        {
+            test::env_override no_grouping("KILN_CPU_FUSION", "0");
+            p.compile(*get_target("cpu"), opts);
+        }
+        const auto* op = find_op(p);
+        ASSERT_NE(op, nullptr) << describe(c) << "\n" << text(p);
+        const bool native = cpu::pgemm::has_bf16_kernels(cpu::isa_cap::none);
+        EXPECT_EQ(op->bf16, native);
+        EXPECT_EQ(op->isa(), native ? "avx512_bf16" : expected_isa(nullptr));
+        program f32 = r.b.p;
+        f32.compile(*get_target("ref"));  // ref rounds each op's result to bf16 too
+        const auto want = f32.eval(r.b.inputs)[0];
+        expect_close(p.eval(r.b.inputs)[0], want, 2e-2, 2e-2, describe(c) + " bf16");
+        const auto bytes = save_buffer(p);
+        for (const char* isa : {"avx2", "generic"}) {
+            test::env_override env("KILN_CPU_PACKED_GEMM_ISA", isa);
+            auto loaded = load_buffer(bytes.data(), bytes.size());
+            const auto* lop = find_op(loaded);
+            ASSERT_NE(lop, nullptr);
+            EXPECT_EQ(lop->isa(), expected_isa(isa));
+            expect_close(loaded.eval(r.b.inputs)[0], want, 2e-2, 2e-2, describe(c) + " loaded, " + isa);
+        }
+    }
 }
