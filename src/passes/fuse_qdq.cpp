@@ -10,6 +10,7 @@
 
 #include "ops/nn_conv.hpp"
 #include "ops/nn_matmul.hpp"
+#include "ops/nn_pooling.hpp"
 #include "ops/pointwise_binary.hpp"
 #include "ops/pointwise_unary.hpp"
 #include "ops/quant_fused.hpp"
@@ -271,6 +272,29 @@ bool fuse_add(module& m, instruction_ref ins) {
     return true;
 }
 
+// Q(MaxPool(DQ(x; s, z)); s, z) -> MaxPool(x) over the 8-bit values: DequantizeLinear is
+// increasing (s > 0), so a window's max commutes with it, and Q(DQ(v)) = v for the same scale
+// and zero point, so the result is the same tensor exactly (quantized CNNs give MaxPool its
+// input's scale). The DQ stays for any other reader.
+bool fuse_max_pool(module& m, instruction_ref ins) {
+    const auto& pool = ins->get_operator().get<op::pooling>();
+    if (pool.mode != op::pooling_mode::max || ins->inputs().size() != 1) return false;
+    auto x = activation_of(ins->inputs()[0]);
+    if (!x || !(x->scales[0] > 0)) return false;
+    auto u = sole_user(m, ins);
+    if (!u || !is<op::quantize_linear_op>(*u) || (*u)->inputs().size() != 3) return false;
+    auto q = *u;
+    const auto& qop = q->get_operator().get<op::quantize_linear_op>();
+    auto s = constant_of(q->inputs()[1]), z = constant_of(q->inputs()[2]);
+    if (qop.block_size != 0 || qop.precision || !s || !z || s->get_shape().elements() != 1 ||
+        z->get_shape().elements() != 1 || q->get_shape().get_type() != x->q->get_shape().get_type() ||
+        static_cast<float>(rewrite::values_of(*s)[0]) != static_cast<float>(x->scales[0]) ||
+        static_cast<std::int64_t>(rewrite::values_of(*z)[0]) != x->zero_point)
+        return false;
+    m.replace_instruction(q, pool, {x->q});
+    return true;
+}
+
 // Whether `u` is a fused op reading `q` as its activation (x) only.
 bool reads_as_x(instruction_ref u, instruction_ref q) {
     return (is<op::quant_convolution>(u) || is<op::quant_dot>(u)) && u->inputs()[0] == q && u->inputs()[1] != q;
@@ -313,7 +337,8 @@ void fuse_qdq::apply(module& m) const {
     fuse_int4_weights(m);
     std::vector<instruction_ref> products;
     for (auto it = m.begin(); it != m.end(); ++it)
-        if (is<op::convolution>(it) || is<op::matmul>(it) || is<op::gemm>(it) || is<op::add_op>(it))
+        if (is<op::convolution>(it) || is<op::matmul>(it) || is<op::gemm>(it) || is<op::add_op>(it) ||
+            is<op::pooling>(it))
             products.push_back(it);
     // An instruction of the list may have become a fused op meanwhile (a bias Add folded
     // into its matmul): each is asked again what it is.
@@ -322,6 +347,7 @@ void fuse_qdq::apply(module& m) const {
         if (is<op::convolution>(ins)) fuse_convolution(m, ins);
         else if (is<op::matmul>(ins)) fuse_matmul(m, ins);
         else if (is<op::add_op>(ins)) fuse_add(m, ins);
+        else if (is<op::pooling>(ins)) fuse_max_pool(m, ins);
         else if (is<op::gemm>(ins)) fuse_gemm(m, ins);
     }
     dead_code_elimination{}.apply(m);  // the bypassed DequantizeLinears read the Q's type

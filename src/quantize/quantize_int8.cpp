@@ -34,6 +34,7 @@
 
 #include "ops/nn_conv.hpp"
 #include "ops/nn_matmul.hpp"
+#include "ops/nn_pooling.hpp"
 #include "ops/pointwise_binary.hpp"
 #include "ops/pointwise_unary.hpp"
 #include "ops/quantize.hpp"
@@ -559,15 +560,41 @@ int8_summary quantize_calibrated(program& p, const target& t, const std::vector<
                 ++summary.quantized_adds;
             }
         }
-        // The rewrite inserts each activation's Q/DQ before its first reader in `plans`: keep
-        // them in module order.
-        std::unordered_map<const instruction*, std::size_t> order;
-        {
-            std::size_t k = 0;
-            for (auto it = m.begin(); it != m.end(); ++it) order.emplace(&*it, k++);
+    }
+    // Max pools whose result is quantized for a chosen op: their input gets the same scale
+    // and zero point, which changes no value (Q is monotone, so Q(max) = max(Q)), and
+    // fuse_qdq runs the pool on the 8-bit values; the product before it requantizes.
+    std::unordered_map<const instruction*, const instruction*> same_params;  // input -> pool's result
+    if (!fp8) {
+        for (auto ins = m.begin(); ins != m.end(); ++ins) {
+            const auto* pool = ins->get_operator().any_cast<op::pooling>();
+            if (!pool || pool->mode != op::pooling_mode::max || ins->inputs().size() != 1 || !is_f32(ins)) continue;
+            auto x = ins->inputs()[0];
+            if (!is_f32(x) || x->is_literal() || index.count(&*x) || x->outputs().size() != 1 ||
+                rewrite::is_output(m, x) || rewrite::is_output(m, ins) || !index.count(&*ins) ||
+                kinds.at(&*ins) != input_kind::activation_u8)
+                continue;
+            op_plan plan;
+            plan.ins = ins;
+            plan.name = m.instruction_name(&*ins);
+            plan.activations.push_back({0, input_kind::activation_u8});
+            index.emplace(&*x, tensors.size());
+            tensors.push_back(x);
+            kinds.emplace(&*x, input_kind::activation_u8);
+            tensor_names.push_back(m.instruction_name(&*x) + " " + x->name());
+            reader_names.push_back(json_string(plan.name + " pooling"));
+            same_params.emplace(&*x, &*ins);
+            plans.push_back(plan);
         }
-        std::sort(plans.begin(), plans.end(),
-                  [&](const op_plan& a, const op_plan& b) { return order.at(&*a.ins) < order.at(&*b.ins); });
+    }
+    // The rewrite inserts each activation's Q/DQ before its first reader in `plans`: keep
+    // them in module order.
+    {
+        std::unordered_map<const instruction*, std::size_t> order;
+        std::size_t k = 0;
+        for (auto it = m.begin(); it != m.end(); ++it) order.emplace(&*it, k++);
+        std::stable_sort(plans.begin(), plans.end(),
+                         [&](const op_plan& a, const op_plan& b) { return order.at(&*a.ins) < order.at(&*b.ins); });
     }
 
     // 2. Calibrate: a copy that also returns every tensor, compiled for `t`.
@@ -615,6 +642,7 @@ int8_summary quantize_calibrated(program& p, const target& t, const std::vector<
     // 3. Rewrite: Q -> DQ after each activation (before its first chosen reader), DQ of int8 weights.
     std::vector<activation_params> params(tensors.size());
     for (std::size_t i = 0; i < tensors.size(); ++i) params[i] = choose_params(stats[i], kinds.at(&*tensors[i]), options, fp8);
+    for (const auto& [x, y] : same_params) params[index.at(x)] = params[index.at(y)];
     std::unordered_map<const instruction*, instruction_ref> dequantized;  // tensor -> its DQ
     std::ostringstream weights_json;
     bool first_weight = true;
@@ -667,7 +695,7 @@ int8_summary quantize_calibrated(program& p, const target& t, const std::vector<
                          << "}";
             first_weight = false;
         }
-        const bool product = !is<op::add_op>(ins);
+        const bool product = !is<op::add_op>(ins) && !is<op::pooling>(ins);
         m.replace_instruction(ins, ins->get_operator(), args);
         if (product) ++summary.quantized_ops;
     }

@@ -129,3 +129,34 @@ TEST(fuse_qdq_text, residual_add_between_quantized_tensors_becomes_quant_add) {
     // The ONNX ops' float32 steps exactly.
     passes_test::check_same_results(pass_text::parse(text), fuse, 0, 0);
 }
+
+TEST(fuse_qdq_text, max_pool_between_a_dq_and_a_q_of_the_same_parameters_runs_on_8_bits) {
+    const char* text = R"(
+        module main
+          x = @param -> uint8[1, 2, 5, 5]
+          s = @literal{float32[] {0.125}}
+          z = @literal{uint8[] {7}}
+          xd = dequantize_linear(x, s, z)
+          p = pooling{mode=1, lengths=[3, 3], stride=[2, 2], padding=[1, 1, 1, 1]}(xd)
+          s2 = @literal{float32[] {0.125}}
+          z2 = @literal{uint8[] {7}}
+          y = quantize_linear(p, s2, z2)
+          @return(y)
+    )";
+    expect_rewrite(text, fuse, R"(
+        module main
+          x = @param -> uint8[1, 2, 5, 5]
+          y = pooling{mode=1, lengths=[3, 3], stride=[2, 2], padding=[1, 1, 1, 1]}(x)
+          @return(y)
+    )");
+    passes_test::check_same_results(pass_text::parse(text), fuse, 0, 0);
+    // Another scale, or an average, changes the values: those stay.
+    for (const std::string other : {"0.25", "avg"}) {
+        std::string t = text;
+        if (other == "avg") t.replace(t.find("mode=1"), 6, "mode=0");
+        else t.replace(t.find("{0.125}}\n          z2"), 7, "{0.25}");
+        auto m = pass_text::parse(t);
+        fuse(*m.get_main_module());
+        EXPECT_NE(m.get_main_module()->to_string().find("quantize_linear"), std::string::npos) << other;
+    }
+}

@@ -233,6 +233,47 @@ TEST(quantize_int8, residual_adds_whose_result_is_quantized_become_quant_add) {
     }
 }
 
+// conv -> relu -> max pool -> conv: the pool's input is quantized with its result's scale and
+// zero point (changing no value), so the pool runs on 8-bit values and the first convolution
+// requantizes with its relu.
+TEST(quantize_int8, max_pool_between_quantized_products_runs_on_8_bits) {
+    std::mt19937 rng(11);
+    std::map<std::string, literal> named = {
+        {"w0", literal(shape(type::float32, {8, 3, 3, 3}), random_values(rng, 8 * 3 * 9, 0.3f))},
+        {"w1", literal(shape(type::float32, {8, 8, 3, 3}), random_values(rng, 8 * 8 * 9, 0.15f))}};
+    const char* text = R"(
+        module main
+          x = @param -> float32[2, 3, 8, 8]
+          w0 = @literal{float32[8, 3, 3, 3] {...}}
+          w1 = @literal{float32[8, 8, 3, 3] {...}}
+          c0 = convolution{padding=[1, 1, 1, 1]}(x, w0)
+          r0 = relu(c0)
+          p = pooling{mode=1, lengths=[3, 3], stride=[2, 2], padding=[1, 1, 1, 1]}(r0)
+          c1 = convolution{padding=[1, 1, 1, 1]}(p, w1)
+          @return(c1)
+    )";
+    auto make = [&] { return parse_program(text, {literals_by_name(named)}); };
+    const auto in = random_inputs(make(), 6);
+    for (const std::string target : {"ref", "cpu"}) {
+        auto p = make();
+        const auto s = quantize_int8(p, *get_target(target), calibration_sets(p, 4));
+        EXPECT_EQ(s.quantized_ops, 2u);
+        EXPECT_EQ(s.activation_tensors, 3u);  // x, p, and r0 with p's parameters
+        auto compiled = p;
+        compiled.compile(*get_target(target));
+        if (target == "ref") {
+            auto n = op_counts(compiled);
+            EXPECT_EQ(n["quant_convolution"], 2) << compiled.get_main_module()->to_string();
+            EXPECT_EQ(n["dequantize_linear"], 0);
+            EXPECT_EQ(n["relu"], 0);
+        }
+        const double err = rel_l2(compiled.eval(in).at(0), run(make(), target, in));
+        std::cout << "int8 with an 8-bit max pool vs float32 on " << target << ": rel. L2 " << err << "\n";
+        EXPECT_LT(err, 0.05) << target;
+        EXPECT_GT(err, 0.0) << target;
+    }
+}
+
 TEST(quantize_int8, fuses_into_integer_ops_close_to_float32_on_ref_and_cpu) {
     const auto in = random_inputs(make_cnn(), 1);
     for (const std::string target : {"ref", "cpu"}) {

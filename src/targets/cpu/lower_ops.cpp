@@ -48,6 +48,21 @@ bool lower_pooling(lower_env& env, instruction_ref ins) {
     return emit(env, ins, op, {x}, shape(type::float32, out, strides_like(x->get_shape(), out)));
 }
 
+bool lower_pooling_8bit(lower_env& env, instruction_ref ins) {
+    const auto* p = ins->get_operator().any_cast<op::pooling>();
+    if (!p || p->mode != op::pooling_mode::max || ins->inputs().size() != 1) return false;
+    auto x = ins->inputs()[0];
+    const auto& s = x->get_shape();
+    const type t = s.get_type();
+    if ((t != type::uint8 && t != type::int8) || s.dynamic() || ins->get_shape().dynamic() || s.ndim() < 3 ||
+        !s.packed() || in_dnnl_layout(env, x))
+        return false;
+    const auto& out = ins->get_shape().lens();
+    pooling op;
+    op.op = ins->get_operator();
+    return emit(env, ins, op, {x}, shape(t, out, strides_like(s, out)));
+}
+
 bool lower_softmax(lower_env& env, instruction_ref ins, bool log) {
     const auto& s = ins->get_operator().to_value();
     softmax op;

@@ -9,6 +9,8 @@
 namespace kiln::cpu {
 
 bool lower_pooling(lower_env& env, instruction_ref ins);
+// Max pooling of a static 8-bit tensor in its IR strides (fuse_qdq's pools of quantized CNNs).
+bool lower_pooling_8bit(lower_env& env, instruction_ref ins);
 bool lower_softmax(lower_env& env, instruction_ref ins, bool log);
 bool lower_layer_norm(lower_env& env, instruction_ref ins);
 bool lower_batch_norm(lower_env& env, instruction_ref ins);

@@ -202,6 +202,8 @@ const std::vector<op_candidate>& op_candidates() {
         {"pooling", "global_avg_pool", "average over each whole image (global_avg_pool.hpp)", true,
          lower_global_avg_pool},
         {"pooling", "onednn", "max or average, 3+ dims", true, lower_pooling},
+        {"pooling", "onednn_8bit", "max of a static u8/s8 tensor, 3+ dims, in its IR strides (fuse_qdq's pools)", false,
+         lower_pooling_8bit},
         {"softmax", "onednn", "", true, take_softmax},
         {"log_softmax", "onednn", "", true, take_log_softmax},
         {"layer_norm", "onednn", "", true, lower_layer_norm},

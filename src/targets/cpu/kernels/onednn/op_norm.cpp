@@ -44,7 +44,11 @@ void expect_same_layout(const std::string& name, const dnnl::memory::desc& x, co
 
 shape pooling::logical_shape(const std::vector<shape>& operands) const {
     expect_operands(name(), operands, 1);
-    expect_float(name(), operands[0]);
+    // 8-bit max pooling too: quantized CNNs' pools on their u8/s8 values (lower_pooling_8bit).
+    const type t = operands[0].get_type();
+    const auto* p = op.any_cast<op::pooling>();
+    if (!(p && p->mode == op::pooling_mode::max && (t == type::uint8 || t == type::int8)))
+        expect_float(name(), operands[0]);
     return op.compute_shape(operands);
 }
 
