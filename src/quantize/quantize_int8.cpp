@@ -477,6 +477,21 @@ int8_summary quantize_calibrated(program& p, const target& t, const std::vector<
     std::unordered_map<const instruction*, input_kind> kinds;
     std::vector<std::string> tensor_names, reader_names;  // in the text form before the rewrite
     std::set<const instruction*> all_readers_dequantized;  // tensors whose Q/DQ follows them directly
+    // Activation x read as `kind` by `reader` (its name in the scales file).
+    auto note_read = [&](instruction_ref x, input_kind kind, const std::string& reader) {
+        if (!index.count(&*x)) {
+            index.emplace(&*x, tensors.size());
+            tensors.push_back(x);
+            kinds.emplace(&*x, kind);
+            tensor_names.push_back(m.instruction_name(&*x) + (x->is_param() ? "" : " " + x->name()));
+            reader_names.push_back(reader);
+        } else {
+            auto& r = reader_names[index.at(&*x)];
+            if (r.find(reader) == std::string::npos) r += ", " + reader;
+        }
+        // Read as u8 by one op and as s8 by another: s8 for both is the one form both take.
+        if (kinds.at(&*x) != kind) kinds[&*x] = input_kind::activation_s8;
+    };
     for (auto ins = m.begin(); ins != m.end(); ++ins) {
         if (!names.count(ins->name())) continue;
         op_plan plan;
@@ -485,24 +500,8 @@ int8_summary quantize_calibrated(program& p, const target& t, const std::vector<
             summary.skipped.push_back(m.instruction_name(&*ins) + " " + ins->name() + ": " + why);
             continue;
         }
-        for (auto [i, kind] : plan.activations) {
-            auto x = ins->inputs()[i];
-            const auto reader = json_string(m.instruction_name(&*ins) + " " + ins->name());
-            if (!index.count(&*x)) {
-                index.emplace(&*x, tensors.size());
-                tensors.push_back(x);
-                kinds.emplace(&*x, kind);
-                tensor_names.push_back(m.instruction_name(&*x) + (x->is_param() ? "" : " " + x->name()));
-                reader_names.push_back(reader);
-            } else {
-                auto& r = reader_names[index.at(&*x)];
-                if (r.find(reader) == std::string::npos) r += ", " + reader;
-            }
-            if (kinds.at(&*x) != kind) {
-                // Read as u8 by one op and as s8 by another: s8 for both is the one form both take.
-                kinds[&*x] = input_kind::activation_s8;
-            }
-        }
+        for (auto [i, kind] : plan.activations)
+            note_read(ins->inputs()[i], kind, json_string(m.instruction_name(&*ins) + " " + ins->name()));
         plan.name = m.instruction_name(&*ins);
         plans.push_back(plan);
     }
@@ -543,18 +542,8 @@ int8_summary quantize_calibrated(program& p, const target& t, const std::vector<
                 plan.ins = ins;
                 plan.name = m.instruction_name(&*ins);
                 for (std::size_t i = 0; i < 2; ++i) {
-                    auto x = in[i];
                     plan.activations.push_back({i, input_kind::activation_u8});
-                    const auto reader = json_string(plan.name + " add");
-                    if (!index.count(&*x)) {
-                        index.emplace(&*x, tensors.size());
-                        tensors.push_back(x);
-                        kinds.emplace(&*x, input_kind::activation_u8);
-                        tensor_names.push_back(m.instruction_name(&*x) + (x->is_param() ? "" : " " + x->name()));
-                        reader_names.push_back(reader);
-                    } else {
-                        reader_names[index.at(&*x)] += ", " + reader;
-                    }
+                    note_read(in[i], input_kind::activation_u8, json_string(plan.name + " add"));
                 }
                 plans.push_back(plan);
                 ++summary.quantized_adds;
@@ -578,35 +567,27 @@ int8_summary quantize_calibrated(program& p, const target& t, const std::vector<
             plan.ins = ins;
             plan.name = m.instruction_name(&*ins);
             plan.activations.push_back({0, input_kind::activation_u8});
-            index.emplace(&*x, tensors.size());
-            tensors.push_back(x);
-            kinds.emplace(&*x, input_kind::activation_u8);
-            tensor_names.push_back(m.instruction_name(&*x) + " " + x->name());
-            reader_names.push_back(json_string(plan.name + " pooling"));
+            note_read(x, input_kind::activation_u8, json_string(plan.name + " pooling"));
             same_params.emplace(&*x, &*ins);
             plans.push_back(plan);
         }
     }
+    // Each instruction's place in the module (which step 2's copy shares).
+    std::unordered_map<const instruction*, std::size_t> position;
+    {
+        std::size_t k = 0;
+        for (auto it = m.begin(); it != m.end(); ++it) position.emplace(&*it, k++);
+    }
     // The rewrite inserts each activation's Q/DQ before its first reader in `plans`: keep
     // them in module order.
-    {
-        std::unordered_map<const instruction*, std::size_t> order;
-        std::size_t k = 0;
-        for (auto it = m.begin(); it != m.end(); ++it) order.emplace(&*it, k++);
-        std::stable_sort(plans.begin(), plans.end(),
-                         [&](const op_plan& a, const op_plan& b) { return order.at(&*a.ins) < order.at(&*b.ins); });
-    }
+    std::stable_sort(plans.begin(), plans.end(),
+                     [&](const op_plan& a, const op_plan& b) { return position.at(&*a.ins) < position.at(&*b.ins); });
 
     // 2. Calibrate: a copy that also returns every tensor, compiled for `t`.
     std::vector<tensor_stats> stats(tensors.size());
     if (!tensors.empty()) {
         program copy = p;
         module& cm = *copy.get_main_module();
-        std::unordered_map<const instruction*, std::size_t> position;
-        {
-            std::size_t k = 0;
-            for (auto it = m.begin(); it != m.end(); ++it, ++k) position.emplace(&*it, k);
-        }
         std::vector<instruction_ref> by_position;
         for (auto it = cm.begin(); it != cm.end(); ++it) by_position.push_back(it);
         auto ret = cm.get_return();

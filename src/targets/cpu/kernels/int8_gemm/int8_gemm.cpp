@@ -73,26 +73,31 @@ i8g::requant int8_requant_view(const std::int32_t* comp, const float* scale, con
     return q;
 }
 
-std::vector<std::int16_t> pack_int8_panels(const std::int8_t* w, std::size_t k, std::size_t n, std::size_t sk,
-                                           std::size_t sn) {
+namespace {
+
+// w as panels of 16 columns, each column's k in groups of G consecutive values:
+// [panels][ceil(k / G)][16][G], zero-padded.
+template <class T, std::size_t G>
+std::vector<T> pack_in_groups(const std::int8_t* w, std::size_t k, std::size_t n, std::size_t sk, std::size_t sn) {
     using namespace i8g;
-    const std::size_t k2 = pairs(k);
-    std::vector<std::int16_t> out(panels(n) * k2 * panel * 2, 0);
+    const std::size_t kg = (k + G - 1) / G;
+    std::vector<T> out(panels(n) * kg * panel * G, 0);
     for (std::size_t c = 0; c < n; ++c)
         for (std::size_t kk = 0; kk < k; ++kk)
-            out[((c / panel) * k2 + kk / 2) * panel * 2 + (c % panel) * 2 + kk % 2] = w[kk * sk + c * sn];
+            out[((c / panel) * kg + kk / G) * panel * G + (c % panel) * G + kk % G] = w[kk * sk + c * sn];
     return out;
+}
+
+}  // namespace
+
+std::vector<std::int16_t> pack_int8_panels(const std::int8_t* w, std::size_t k, std::size_t n, std::size_t sk,
+                                           std::size_t sn) {
+    return pack_in_groups<std::int16_t, 2>(w, k, n, sk, sn);
 }
 
 std::vector<std::int8_t> pack_int8_quads(const std::int8_t* w, std::size_t k, std::size_t n, std::size_t sk,
                                          std::size_t sn) {
-    using namespace i8g;
-    const std::size_t k4 = quads(k);
-    std::vector<std::int8_t> out(panels(n) * k4 * panel * 4, 0);
-    for (std::size_t c = 0; c < n; ++c)
-        for (std::size_t kk = 0; kk < k; ++kk)
-            out[((c / panel) * k4 + kk / 4) * panel * 4 + (c % panel) * 4 + kk % 4] = w[kk * sk + c * sn];
-    return out;
+    return pack_in_groups<std::int8_t, 4>(w, k, n, sk, sn);
 }
 
 std::vector<std::int16_t> widen_int8_quads(const std::int8_t* b8, std::size_t k, std::size_t n) {
