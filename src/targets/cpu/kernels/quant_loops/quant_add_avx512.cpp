@@ -2,7 +2,8 @@
 // GCC's vectorization of the portable loop (target_clones, 256-bit vectors by its tuning)
 // ran ResNet-50's 15 residual adds at 1.37 ms of a 7.2 ms int8 run on an AMD Zen 5; this
 // loop takes 16 bytes per vector through 32-bit lanes and does the same float32 steps in
-// the same order (no FMA: -ffp-contract is off under -std=c++20), so it equals ref bit for
+// the same order (no FMA: src/CMakeLists.txt compiles this folder with -ffp-contract=off;
+// GCC would otherwise fuse a product with the add after it), so it equals ref bit for
 // bit: (a - za) * sa + (b - zb) * sb, / y_scale, round half to even by the 1.5 * 2^23
 // addition, + zy, saturate.
 #include "targets/cpu/kernels/quant_loops/quant_add_avx512.hpp"
