@@ -68,6 +68,7 @@ cpu_options read_cpu_options(const compile_options& opts) {
     o.fusion = on_unless("KILN_CPU_FUSION", "0");
     o.dw_fusion = on_unless("KILN_CPU_DW_FUSION", "0");
     o.bf16 = on_unless("KILN_CPU_BF16", "0");
+    o.bf16_activations = on_unless("KILN_CPU_BF16_ACTIVATIONS", "0");
     const auto int8 = env_string("KILN_CPU_INT8_KERNELS");
     if (int8 == "all") o.int8_kernels = int8_kernel_choice::onednn_everywhere;
     else if (int8 == "float") o.int8_kernels = int8_kernel_choice::float_ops;

@@ -1,6 +1,7 @@
 // The cpu target: oneDNN primitives for compute-bound ops, generated fused kernels
 // for memory-bound chains, and the reference kernels for everything else (so any
 // program runs, and `kiln perf --per-instruction` shows what still runs on ref code).
+#include "targets/cpu/bf16_activations.hpp"
 #include "targets/cpu/codegen/lowering.hpp"
 #include "targets/cpu/context.hpp"
 #include "targets/cpu/dequantize_without_vnni.hpp"
@@ -61,6 +62,9 @@ public:
         compile_options fallback = opts;
         fallback.memory_planning = false;
         for (auto& p : get_target("ref")->get_passes(ctx, fallback)) passes.push_back(std::move(p));
+        // Activations from one bf16 convolution to the next in bf16 (bf16_activations.hpp):
+        // after every lowering has made its readers, before memory planning sizes them.
+        passes.push_back(keep_bf16_activations{&cpu});
         // Identical constants stored once (split_batch's copies each stored their own
         // reordered weights).
         passes.push_back(make_pass("merge_literals"));

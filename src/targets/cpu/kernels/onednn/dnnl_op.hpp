@@ -56,7 +56,12 @@ struct dnnl_op {
 
     dnnl::memory::desc operand_md(std::size_t i, const shape& s) const {
         if (i == 0 && any_src) return any_md(s);
-        return i < layouts.size() && !layouts[i].empty() ? layouts[i].to_md() : md_of(s);
+        if (i >= layouts.size() || layouts[i].empty()) return md_of(s);
+        // A bf16 activation kept in a layout planned for float32 (bf16_activations.hpp).
+        const auto md = layouts[i].to_md();
+        if (s.get_type() == type::bfloat16 && md.data_type() == dnnl::memory::data_type::f32)
+            return retyped(md, dnnl::memory::data_type::bf16);
+        return md;
     }
     dnnl::memory::desc out_md(const shape& dst) const {
         if (any_dst) return any_md(dst);
@@ -122,8 +127,11 @@ struct dnnl_op {
             auto k = std::make_shared<primitive_kernel>(dnnl::primitive(pd.get()), kernel_description(pd));
             k->set_alone(alone);
             self.bind_operands(*k, pd, ops, constants, c.engine());
-            k->bind_output(inputs.size() - 1, pd.dst_desc(), md_of(out), c.engine());
-            if (!dst_layout.empty() && pd.dst_desc() != dst_layout.to_md())
+            const auto planned = dst_layout.empty() ? md_of(out) : dst_layout.to_md();
+            k->bind_output(inputs.size() - 1, pd.dst_desc(), planned, c.engine());
+            // A converted result (another element type) keeps the planned blocking.
+            if (!dst_layout.empty() &&
+                pd.dst_desc() != (k->converts_output() ? retyped(planned, pd.dst_desc().data_type()) : planned))
                 throw_error(error_code::runtime, self.name() + ": the kernel writes another layout than planned");
             const auto sp = scratchpad >= 0 ? static_cast<std::size_t>(scratchpad) : 0;
             k->set_scratchpad(pd.scratchpad_desc(), scratchpad, scratchpad >= 0 ? inputs[sp].bytes() : 0,

@@ -50,8 +50,12 @@ window geometry_of(const operation& op, const shape& x, const shape& w) {
                                        "', expected a convolution or deconvolution");
 }
 
+// The IR op's operands: a bf16 source (bf16_activations.hpp) as the weights' float type.
 std::vector<shape> ir_operands(const convolution& c, const std::vector<shape>& operands) {
-    std::vector<shape> ir{operands.at(0), c.weights_shape};
+    shape x = operands.at(0);
+    if (x.get_type() == type::bfloat16 && c.weights_shape.get_type() != type::bfloat16)
+        x = x.with_type(c.weights_shape.get_type());
+    std::vector<shape> ir{x, c.weights_shape};
     if (c.has_bias) ir.push_back(operands.at(2));
     return ir;
 }
@@ -95,6 +99,10 @@ shape convolution::logical_shape(const std::vector<shape>& operands) const {
         throw_error(error_code::shape, name() + ": weights " + operands[1].to_string() + " differ from " +
                                            weights_shape.to_string());
     shape out = op.compute_shape(ir_operands(*this, operands));
+    if (bf16_result()) {
+        if (dw.active()) throw_error(error_code::parse, name() + ": a bf16 result with a depthwise post-op");
+        return out.with_type(type::bfloat16);
+    }
     if (!dw.active()) return out;
     if (transposed() || weights.empty() || dw.weights.empty())
         throw_error(error_code::parse, name() + ": a depthwise post-op needs a convolution with constant weights");
@@ -139,9 +147,14 @@ dnnl::primitive_desc_base convolution::make_pd(const dnnl::engine& eng, const st
     using md = dnnl::memory::desc;
     md wmd = weights_md(any_weights);
     md src = operand_md(0, x), out = out_md(dst);
+    const auto bf16_type = dnnl::memory::data_type::bf16, f32 = dnnl::memory::data_type::f32;
     if (in_bf16(any_weights)) {
-        wmd = retyped(wmd, dnnl::memory::data_type::bf16);
-        src = retyped(src, dnnl::memory::data_type::bf16);
+        wmd = retyped(wmd, bf16_type);
+        src = retyped(src, bf16_type);
+    } else {
+        // Without native bf16, bf16 activations are converted in and out (bind_operands).
+        if (x.get_type() == type::bfloat16) src = retyped(src, f32);
+        if (bf16_result()) out = retyped(out, f32);
     }
     md bias = has_bias ? md_of(operands.at(2)) : md();
     auto attr = make_attr(post_ops, operands, dst.ndim(), layouts);
@@ -190,9 +203,19 @@ dnnl::primitive_desc_base convolution::make_pd(const dnnl::engine& eng, const st
 void convolution::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd,
                                 const std::vector<shape>& operands, const std::vector<argument>& constants,
                                 const dnnl::engine& eng) const {
-    if (in_bf16(!weights.empty()))
-        k.bind_converted(DNNL_ARG_SRC, 0, retyped(pd.src_desc(), dnnl::memory::data_type::f32), pd.src_desc(), eng);
+    // The source as stored (float32, or bf16 from a convolution before) into the type the
+    // kernel computes in, when they differ.
+    const auto stored = operands.at(0).get_type() == type::bfloat16 ? dnnl::memory::data_type::bf16
+                                                                     : dnnl::memory::data_type::f32;
+    if (pd.src_desc().data_type() != stored)
+        k.bind_converted(DNNL_ARG_SRC, 0, retyped(pd.src_desc(), stored), pd.src_desc(), eng);
     else k.bind(DNNL_ARG_SRC, 0, pd.src_desc());
+    // A bf16 result computed in float32 (no native bf16 here): converted into dst_layout;
+    // a sum post-op then first reads the bf16 residual into the kernel's float32 result.
+    if (bf16_result() && pd.dst_desc().data_type() != dnnl::memory::data_type::bf16)
+        k.convert_output({}, std::any_of(post_ops.begin(), post_ops.end(), [](const post_op& p) {
+            return p.kind == "sum";
+        }));
     if (weights.empty()) k.bind(DNNL_ARG_WEIGHTS, 1, pd.weights_desc());
     else bind_constant_weights(k, weights, pd.weights_desc(), 1, constants, eng, name());
     if (has_bias) k.bind(DNNL_ARG_BIAS, 2, md_of(operands.at(2)));

@@ -53,9 +53,11 @@ struct convolution : dnnl_op<convolution> {
     std::vector<post_op> post_ops;
     std::string impl;  // oneDNN implementation to prefer (empty: oneDNN's first choice)
     depthwise_post_op dw;
-    // bf16 source and weights, float32 accumulation and result (a --bf16 program on a CPU
-    // with native bf16, widen_reduced.hpp): x stays float32 in the planned layout and is
-    // converted as the kernel runs; constant weights are stored in bf16. Not with `dw`.
+    // bf16 source and weights, float32 accumulation (a --bf16 program on a CPU with native
+    // bf16, widen_reduced.hpp): a float32 x in the planned layout is converted as the kernel
+    // runs, a bf16 x (another bf16 convolution's result) read as it is; constant weights are
+    // stored in bf16. The result is float32 unless dst_layout's data type is bf16
+    // (bf16_activations.hpp). Not with `dw`.
     bool bf16 = false;
 
     template <class Self, class F>
@@ -93,6 +95,9 @@ struct convolution : dnnl_op<convolution> {
     // Loaded on a CPU without native bf16 (has_native_bf16): float32, the bf16 weights
     // reordered to float32 once (exactly), so a saved bf16 program runs anywhere.
     bool in_bf16(bool any_weights) const { return bf16 && any_weights && !dw.active() && has_native_bf16(); }
+    // The result is bf16 in dst_layout (bf16_activations.hpp). Where the kernel computes in
+    // float32 (no native bf16), it converts its result into that layout as it runs.
+    bool bf16_result() const { return !dst_layout.empty() && dst_layout.data_type == dnnl_bf16; }
     // The IR weights (weights_shape, any strides) as oneDNN sees them: groups split out.
     dnnl::memory::desc weights_md(bool any) const;
     void bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd, const std::vector<shape>& operands,

@@ -228,6 +228,10 @@ shape reorder_source(const std::string& name, const std::optional<shape>& view, 
 
 shape reorder::logical_shape(const std::vector<shape>& operands) const {
     expect_count(name(), operands, 1);
+    // A bf16 activation into float32 in the same blocking (bf16_activations.hpp).
+    const bool widening = operands[0].get_type() == type::bfloat16 && !dst_layout.empty() &&
+                          dst_layout.data_type == dnnl_f32 && !view && out_lens.empty();
+    if (widening) return operands[0].as_standard().with_type(type::float32);
     expect_float(name(), operands);
     auto src = reorder_source(name(), view, offset, operands[0]);
     if (out_lens.empty()) return src.as_standard();

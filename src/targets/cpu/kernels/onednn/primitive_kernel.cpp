@@ -38,7 +38,9 @@ void primitive_kernel::bind_output(std::size_t input, const dnnl::memory::desc& 
     // A product computed on folded rows (matmul) writes the same bytes as the buffer's dims.
     const auto to = out.dims() == dst.dims() ? out : retyped(dst, out.data_type());
     output_ = output_conversion{input, dst, to,
-                                dnnl::reorder(dnnl::reorder::primitive_desc(eng, dst, eng, to, output_attr_))};
+                                dnnl::reorder(dnnl::reorder::primitive_desc(eng, dst, eng, to, output_attr_)),
+                                std::nullopt};
+    if (accumulate_) output_->read_back = dnnl::reorder(dnnl::reorder::primitive_desc(eng, to, eng, dst));
 }
 
 void primitive_kernel::bind_owned(int arg, dnnl::memory mem) { owned_.emplace_back(arg, std::move(mem)); }
@@ -102,6 +104,8 @@ void primitive_kernel::run(context& ctx, const std::vector<argument>& args, cons
     try {
         for (std::size_t i = 0; i < converted_.size(); ++i)
             converted_[i].convert.execute(s, cached->sources[i], cached->args.at(converted_[i].arg));
+        if (output_ && output_->read_back)
+            output_->read_back->execute(s, cached->result, cached->args.at(DNNL_ARG_DST));
         if (serialize_) {
             std::lock_guard<std::mutex> lock(*serialize_);
             prim_.execute(s, m);

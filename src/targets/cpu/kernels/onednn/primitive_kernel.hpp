@@ -41,7 +41,12 @@ public:
     // The primitive writes its result into memory of its own, converted by a reorder with
     // `attr` into the output buffer when bind_output names it (a float result requantized
     // into u8). Call before bind_output.
-    void convert_output(const dnnl::primitive_attr& attr) { output_attr_ = attr, convert_output_ = true; }
+    // With `accumulate` (a sum post-op), the buffer's values are converted into the
+    // primitive's memory first, so that it adds to them.
+    void convert_output(const dnnl::primitive_attr& attr, bool accumulate = false) {
+        output_attr_ = attr, convert_output_ = true, accumulate_ = accumulate;
+    }
+    bool converts_output() const { return convert_output_; }
     // The result: output buffer `input` in layout `out`, written by the primitive as `dst`
     // (or through the conversion convert_output asked for).
     void bind_output(std::size_t input, const dnnl::memory::desc& dst, const dnnl::memory::desc& out,
@@ -78,11 +83,13 @@ private:
     std::vector<converted_binding> converted_;
     // The output conversion (convert_output): the primitive's result memory and the reorder.
     bool convert_output_ = false;
+    bool accumulate_ = false;
     dnnl::primitive_attr output_attr_;
     struct output_conversion {
         std::size_t input;
         dnnl::memory::desc from, to;
         dnnl::reorder convert;
+        std::optional<dnnl::reorder> read_back;  // accumulate: buffer -> primitive's memory
     };
     std::optional<output_conversion> output_;
     std::vector<std::pair<int, dnnl::memory>> owned_;
