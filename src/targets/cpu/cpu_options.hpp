@@ -67,7 +67,8 @@ struct cpu_options {
     // CPU has native bf16 (widen_reduced.hpp); off, in float32.
     bool bf16 = true;
     // KILN_CPU_BF16_ACTIVATIONS (default on; 0 = off): with `bf16`, activations that run from
-    // one bf16 convolution to the next stay bf16 (bf16_activations.hpp); off, float32.
+    // one bf16 convolution to the next stay bf16 (bf16_activations.hpp), and attention's
+    // products take bf16 operands (attention.hpp); off, float32.
     bool bf16_activations = true;
     // KILN_CPU_INT8_KERNELS: automatic (default) = oneDNN's int8 kernels where it has a VNNI
     // int8 dot product, else Kiln's own exact ones where they apply (int8_gemm.hpp) and float

@@ -14,10 +14,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <vector>
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -223,6 +225,30 @@ ATT_TARGET float exp_row_avx512(float* x, const float* mask, std::size_t n, floa
 
 #undef ATT_TARGET
 
+#define ATT_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
+
+// Float32 panels [np][k][16] (pack_k, pack_v) into the bf16 kernels' pairs
+// [np][ceil(k/2)][16][2] (round to nearest even), in place: pair kk of panel p lands at
+// bytes (p ceil(k/2) + kk) 64, never past the float rows 2 kk and 2 kk + 1 of panel p it
+// is read from (at (p k + 2 kk) 64), so nothing is overwritten before it is read.
+ATT_TARGET void panels_to_bf16_pairs(float* panels_f32, std::size_t np, std::size_t k) {
+    const std::size_t kp = (k + 1) / 2;
+    auto* out = reinterpret_cast<std::uint16_t*>(panels_f32);
+    for (std::size_t p = 0; p < np; ++p) {
+        const float* in = panels_f32 + p * k * pgemm::panel;
+        std::uint16_t* o = out + p * kp * 2 * pgemm::panel;
+        for (std::size_t kk = 0; kk < kp; ++kk) {
+            const __m512 lo = _mm512_loadu_ps(in + 2 * kk * pgemm::panel);
+            const __m512 hi = 2 * kk + 1 < k ? _mm512_loadu_ps(in + (2 * kk + 1) * pgemm::panel) : _mm512_setzero_ps();
+            const __m512i l = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(lo)));
+            const __m512i h = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(hi)));
+            _mm512_storeu_si512(o + kk * 2 * pgemm::panel, _mm512_or_si512(l, _mm512_slli_epi32(h, 16)));
+        }
+    }
+}
+
+#undef ATT_TARGET
+
 // The same without AVX2 (a saved program on another CPU), or with std::exp.
 float exp_row_scalar(float* x, const float* mask, std::size_t n, float scale, bool fused, bool exact) {
     float mx = -std::numeric_limits<float>::infinity();
@@ -268,7 +294,9 @@ shape attention::compute_shape(const std::vector<shape>& inputs) const {
 }
 
 void attention::finalize(context& ctx, const shape&, const std::vector<shape>&) {
-    part = pgemm::chosen_part(as_cpu_context(ctx, name()).options().packed_gemm_isa);
+    const auto cap = as_cpu_context(ctx, name()).options().packed_gemm_isa;
+    part = pgemm::chosen_part(cap);
+    bf16_part = bf16 && pgemm::has_bf16_kernels(cap) ? pgemm::avx512_bf16_part() : nullptr;
 }
 
 argument attention::compute(context&, const shape&, const std::vector<argument>& args) const {
@@ -303,10 +331,13 @@ argument attention::compute(context&, const shape&, const std::vector<argument>&
 #pragma omp for schedule(static)
         for (std::int64_t job = 0; job < packs; ++job) {
             const auto b = static_cast<std::size_t>(job) % g.batches;
-            if (job < static_cast<std::int64_t>(g.batches))
+            if (job < static_cast<std::int64_t>(g.batches)) {
                 (vec16 ? pack_k_avx512 : pack_k)(g, kt + batch_offset(g, ks.strides(), b), ks.strides()[r - 1], kp_of(b));
-            else
+                if (bf16_part) panels_to_bf16_pairs(kp_of(b), panels(g.sk), g.d);
+            } else {
                 pack_v(g, v + batch_offset(g, vs.strides(), b), vs.strides()[r - 2], vp_of(b));
+                if (bf16_part) panels_to_bf16_pairs(vp_of(b), panels(g.dv), g.sk);
+            }
         }
 #pragma omp for schedule(dynamic, 1)
         for (std::int64_t t = 0; t < tasks; ++t) {
@@ -331,7 +362,24 @@ argument attention::compute(context&, const shape&, const std::vector<argument>&
                 sc.post[sc.n_post++] = pgemm::post_step{pgemm::post_kind::linear, scale, 0.0f, nullptr, false};
                 if (mask) sc.post[sc.n_post++] = pgemm::post_step{pgemm::post_kind::add, 0.0f, 0.0f, mrow, false};
             }
-            part(sc, r0, r1, 0, panels(g.sk));
+            // bf16: this task's Q rows in bf16 (rows_per_task x even D), the rows numbered
+            // from r0 (m, a and c shifted to them).
+            thread_local std::vector<std::uint16_t> rows16;
+            const std::size_t rows = r1 - r0;
+            if (bf16_part) {
+                const std::size_t ld16 = std::max((g.d + 1) / 2, (g.sk + 1) / 2) * 2;
+                if (rows16.size() < rows_per_task * ld16) rows16.resize(rows_per_task * ld16);
+                sc.lda = (g.d + 1) / 2 * 2;
+                pgemm::to_bf16_rows(sc.a + r0 * qs.strides()[r - 2], rows, g.d, qs.strides()[r - 2], rows16.data(),
+                                    sc.lda);
+                sc.a_bf16 = rows16.data();
+                sc.b_bf16 = reinterpret_cast<const std::uint16_t*>(kp_of(b));
+                sc.m = rows;
+                sc.c = s + r0 * ld_s;
+                bf16_part(sc, 0, rows, 0, panels(g.sk));
+            } else {
+                part(sc, r0, r1, 0, panels(g.sk));
+            }
             float inv[rows_per_task];
             for (std::size_t i = r0; i < r1; ++i) {
                 const float* m = mrow ? mrow + i * mask_strides[r - 2] : nullptr;
@@ -351,7 +399,18 @@ argument attention::compute(context&, const shape&, const std::vector<argument>&
             ctx.b = vp_of(b);
             ctx.c = out + batch_offset(g, os.strides(), b);
             ctx.ldc = os.strides()[r - 2];
-            part(ctx, r0, r1, 0, panels(g.dv));
+            if (bf16_part) {
+                ctx.lda = (g.sk + 1) / 2 * 2;
+                pgemm::to_bf16_rows(s + r0 * ld_s, rows, g.sk, ld_s, rows16.data(), ctx.lda);
+                ctx.a_bf16 = rows16.data();
+                ctx.b_bf16 = reinterpret_cast<const std::uint16_t*>(vp_of(b));
+                ctx.m = rows;
+                ctx.c += r0 * ctx.ldc;
+                bf16_part(ctx, 0, rows, 0, panels(g.dv));
+                ctx.c -= r0 * ctx.ldc;  // the normalization below counts rows from 0
+            } else {
+                part(ctx, r0, r1, 0, panels(g.dv));
+            }
             for (std::size_t i = r0; i < r1; ++i) {
                 float* row = ctx.c + i * ctx.ldc;
                 for (std::size_t j = 0; j < g.dv; ++j) row[j] *= inv[i - r0];

@@ -20,6 +20,13 @@
 // 16 x 16 register transposes (vit_tiny's 6 attentions 0.736 vs 0.774 ms, bert_small's 4
 // 0.316 vs 0.338, Zen 5 EPYC, 2 threads, medians of 5 alternating runs).
 // KILN_CPU_ATTENTION=0 keeps attention on oneDNN.
+//
+// With `bf16` (a --bf16 program's attention, on a CPU with the packed GEMM's bf16 kernels)
+// both products run on those kernels: K and V packed as above and then turned into bf16
+// pairs in place, each task's Q rows and probability rows converted to bf16 (round to
+// nearest even) before their product; scores, softmax and accumulation stay float32. That
+// is the program's own rounding (its ref target rounds Q, K, V and the probabilities to
+// bf16 too). Loaded where those kernels are missing, the float32 path runs.
 #pragma once
 #include "targets/cpu/lowering_util.hpp"
 #include "targets/cpu/kernels/packed_gemm/packed_gemm_args.hpp"
@@ -36,12 +43,14 @@ struct attention {
     float scale = 1.0f;      // multiplies Q K^T before the mask is added
     bool has_mask = false;
     bool exact_exp = false;  // std::exp (fast_math off) instead of the polynomial
+    bool bf16 = false;       // products in bf16 where the CPU has the bf16 kernels (above)
 
     template <class Self, class F>
     static void reflect(Self& self, F f) {
         f(self.scale, "scale");
         f(self.has_mask, "has_mask");
         f(self.exact_exp, "exact_exp");
+        f(self.bf16, "bf16");
     }
     std::string name() const { return "cpu::attention"; }
     shape compute_shape(const std::vector<shape>& inputs) const;
@@ -52,6 +61,7 @@ struct attention {
     }
 
     pgemm::part_fn part = nullptr;  // the products' kernels, chosen by finalize (not an attribute)
+    pgemm::part_fn bf16_part = nullptr;  // with bf16, where this CPU has them (finalize)
 };
 
 // Replaces each softmax(scale * matmul(q, kt) [+ mask]) whose only reader is a matmul

@@ -3,6 +3,7 @@
 #include "targets/cpu/kernels/attention/attention.hpp"
 
 #include "targets/cpu/kernels/attention/attention_geometry.hpp"
+#include "targets/cpu/context.hpp"
 #include "targets/cpu/cpu_features.hpp"
 #include "passes/attention_match.hpp"
 
@@ -45,6 +46,9 @@ void fuse_attention(lower_env& env) {
         op.scale = mt.scale;
         op.has_mask = mt.mask.has_value();
         op.exact_exp = !env.ctx.fast_math();
+        // A bf16 program's products (widen_reduced.hpp) take the attention with them: its
+        // activations Q, K, V and the probabilities in bf16 (KILN_CPU_BF16_ACTIVATIONS=0: not).
+        op.bf16 = env.ctx.bf16_matmuls && env.ctx.options().bf16_activations;
         const auto g = geometry_of(mt.qk->inputs()[0]->get_shape(), mt.qk->inputs()[1]->get_shape(),
                                    mt.pv->inputs()[1]->get_shape());
         std::vector<instruction_ref> args{mt.qk->inputs()[0], mt.qk->inputs()[1], mt.pv->inputs()[1]};

@@ -6,7 +6,12 @@
 // kernels, a saved program; and where it must not apply.
 #include "cpu_test_util.hpp"
 
+#include "targets/cpu/kernels/packed_gemm/packed_gemm_args.hpp"
+
+#include <kiln/quantization.hpp>
 #include <kiln/serialize.hpp>
+
+#include <cmath>
 
 using namespace kiln;
 using namespace kiln::cpu_test;
@@ -182,4 +187,55 @@ TEST(cpu_attention, saved_program_loads_and_runs) {
     auto want = ref.eval(b.inputs);
     ASSERT_EQ(got.size(), 1u);
     expect_close(got[0], want[0], 1e-4, 1e-5);
+}
+
+namespace {
+
+double rel_l2(const argument& got, const argument& want) {
+    const auto g = got.to_vector<double>(), w = want.to_vector<double>();
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < w.size(); ++i) num += (g[i] - w[i]) * (g[i] - w[i]), den += w[i] * w[i];
+    return std::sqrt(num / den);
+}
+
+}  // namespace
+
+// A --bf16 program's attention (BERT's shape): where the packed GEMM's bf16 kernels run,
+// both products take bf16 operands (Q, K, V and the probabilities rounded, as the bf16
+// program says), which costs no more accuracy than the program itself (its ref target,
+// rounding every op's result to bf16); KILN_CPU_BF16_ACTIVATIONS=0 keeps them float32;
+// the saved program loads and runs where the bf16 kernels are capped off, in float32.
+TEST(cpu_attention, bf16_program_products_in_bf16) {
+    sizes z{2, 4, 128, 128, 64, 64};
+    auto b = masked_attention(z, {2, 1, 1, 128}, 8.0f);
+    program f32 = b.p;
+    f32.compile(*get_target("ref"));
+    const auto want = f32.eval(b.inputs)[0];
+    quantize_bf16(b.p);
+    program ref16 = b.p;
+    ref16.compile(*get_target("ref"));
+    const double program_error = rel_l2(ref16.eval(b.inputs)[0], want);
+    program cpu = b.p;
+    cpu.compile(*get_target("cpu"));
+    ASSERT_EQ(count_ops(cpu, "cpu::attention"), 1u) << text(cpu);
+    const bool native = cpu::pgemm::has_bf16_kernels(cpu::isa_cap::none);
+    EXPECT_EQ(text(cpu).find("bf16=true") != std::string::npos, native) << text(cpu);
+    const double error = rel_l2(cpu.eval(b.inputs)[0], want);
+    std::cout << "bf16 attention: rel. L2 " << error << " against float32 (the program on ref: " << program_error
+              << ")\n";
+    EXPECT_LE(error, program_error) << "bf16 program on ref: " << program_error;
+    if (native) {
+        EXPECT_GT(error, 1e-4);  // the operands were rounded
+    }
+    {
+        test::env_override off("KILN_CPU_BF16_ACTIVATIONS", "0");
+        program wide = b.p;
+        wide.compile(*get_target("cpu"));
+        EXPECT_EQ(text(wide).find("bf16=true"), std::string::npos) << text(wide);
+        EXPECT_LT(rel_l2(wide.eval(b.inputs)[0], want), 1e-5);
+    }
+    const auto bytes = save_buffer(cpu);
+    test::env_override capped("KILN_CPU_PACKED_GEMM_ISA", "avx2");
+    auto loaded = load_buffer(bytes.data(), bytes.size());
+    EXPECT_LT(rel_l2(loaded.eval(b.inputs)[0], want), 1e-5);
 }
