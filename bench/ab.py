@@ -39,7 +39,7 @@ def one_run(kiln, model, input_dir, threads, runs, extra_env, each=False, extra_
            *extra_args]
     if input_dir:
         cmd += ["--input", input_dir]
-    env = dict(os.environ, GOMP_SPINCOUNT=os.environ.get("GOMP_SPINCOUNT", "10000"))
+    env = dict(os.environ, GOMP_SPINCOUNT=os.environ.get("GOMP_SPINCOUNT", "1000"))
     env.update(extra_env)
     for name, value in extra_env.items():
         if value == "":

@@ -26,7 +26,7 @@ def kiln_layers(kiln, model, input_dir, threads, runs):
     cmd = [kiln, "perf", model, "--threads", str(threads), "-n", str(runs), "--per-instruction", "--json"]
     if input_dir:
         cmd += ["--input", input_dir]
-    env = dict(os.environ, GOMP_SPINCOUNT=os.environ.get("GOMP_SPINCOUNT", "10000"))
+    env = dict(os.environ, GOMP_SPINCOUNT=os.environ.get("GOMP_SPINCOUNT", "1000"))
     out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, env=env, text=True).stdout
     data = json.loads(out)
     rows = []

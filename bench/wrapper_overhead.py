@@ -51,11 +51,11 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="KILN_NUM_THREADS for both (0: cores)")
     args = ap.parse_args()
     env = dict(os.environ)
-    # The same OpenMP wait policy for both: the kiln tool runs itself again with GOMP_SPINCOUNT=10000
+    # The same OpenMP wait policy for both: the kiln tool runs itself again with GOMP_SPINCOUNT=1000
     # unless a policy is set (tools/kiln/main.cpp), a program linked with libkiln_c keeps libgomp's
     # default spin; that difference is not the wrapper's (docs/architecture.md, threads).
     if "GOMP_SPINCOUNT" not in env and "OMP_WAIT_POLICY" not in env:
-        env["GOMP_SPINCOUNT"] = "10000"
+        env["GOMP_SPINCOUNT"] = "1000"
     if args.threads:
         env["KILN_NUM_THREADS"] = str(args.threads)
     with tempfile.TemporaryDirectory() as tmp:

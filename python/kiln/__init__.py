@@ -12,7 +12,7 @@ import os as _os
 # costs nothing on an idle machine. Set here, before the extension (and libgomp) loads, unless
 # the user chose a policy. See docs/performance.md.
 if "GOMP_SPINCOUNT" not in _os.environ and "OMP_WAIT_POLICY" not in _os.environ:
-    _os.environ["GOMP_SPINCOUNT"] = "10000"
+    _os.environ["GOMP_SPINCOUNT"] = "1000"
 
 from ._kiln import *  # noqa: F401,F403
 from ._kiln import (  # noqa: F401

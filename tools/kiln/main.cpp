@@ -19,11 +19,13 @@ namespace {
 // before main. Its default lets a thread spin ~300000 times at each barrier waiting for a
 // teammate; when another busy process holds that teammate's core, every barrier costs a time
 // slice: two `kiln perf resnet50` at once took 460 ms per run each instead of ~45 alone.
-// With a spin of 10000 they take ~108 ms each, and no model we measured got slower alone.
-// So, unless the user chose a policy, run again (once) with that spin count.
+// With a spin of 10000 they took ~108 ms each. A spin of 1000 runs as fast as 10000 alone and
+// about 3x faster beside a busy 2-job build (bert_small 6.8 vs 21 ms, mobilenet_v2 6.5 vs 24,
+// resnet50 37 vs 59; Zen 5, docs/performance.md); 0 (sleep at once) costs 15-30% alone.
+// So, unless the user chose a policy, run again (once) with a spin count of 1000.
 void use_short_openmp_spin(char** argv) {
     if (std::getenv("GOMP_SPINCOUNT") || std::getenv("OMP_WAIT_POLICY")) return;
-    if (::setenv("GOMP_SPINCOUNT", "10000", 1) != 0) return;
+    if (::setenv("GOMP_SPINCOUNT", "1000", 1) != 0) return;
     ::execv("/proc/self/exe", argv);  // returns only on failure: then go on as we are
 }
 
