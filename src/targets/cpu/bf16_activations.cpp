@@ -20,9 +20,7 @@ const convolution* bf16_conv(instruction_ref ins) {
     return c && c->in_bf16(!c->weights.empty()) ? c : nullptr;
 }
 
-bool has_sum(const convolution& c) {
-    return std::any_of(c.post_ops.begin(), c.post_ops.end(), [](const post_op& p) { return p.kind == "sum"; });
-}
+bool has_sum(const convolution& c) { return has_sum_post_op(c.post_ops); }
 
 dnnl::memory::desc layout_as(const md_record& layout, dnnl::memory::data_type t) { return retyped(layout.to_md(), t); }
 

@@ -213,9 +213,7 @@ void convolution::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_
     // A bf16 result computed in float32 (no native bf16 here): converted into dst_layout;
     // a sum post-op then first reads the bf16 residual into the kernel's float32 result.
     if (bf16_result() && pd.dst_desc().data_type() != dnnl::memory::data_type::bf16)
-        k.convert_output({}, std::any_of(post_ops.begin(), post_ops.end(), [](const post_op& p) {
-            return p.kind == "sum";
-        }));
+        k.convert_output({}, has_sum_post_op(post_ops));
     if (weights.empty()) k.bind(DNNL_ARG_WEIGHTS, 1, pd.weights_desc());
     else bind_constant_weights(k, weights, pd.weights_desc(), 1, constants, eng, name());
     if (has_bias) k.bind(DNNL_ARG_BIAS, 2, md_of(operands.at(2)));

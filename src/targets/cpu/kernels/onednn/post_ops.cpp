@@ -9,6 +9,7 @@
 
 #include <kiln/errors.hpp>
 
+#include <algorithm>
 #include <utility>
 
 namespace kiln::cpu {
@@ -58,6 +59,10 @@ post_op eltwise(const std::string& alg, float alpha = 0.0f, float beta = 0.0f) {
 }
 
 }  // namespace
+
+bool has_sum_post_op(const std::vector<post_op>& ops) {
+    return std::any_of(ops.begin(), ops.end(), [](const post_op& p) { return p.kind == "sum"; });
+}
 
 dnnl::algorithm eltwise_algorithm(const std::string& name) { return lookup(eltwise_table(), name, "eltwise"); }
 dnnl::algorithm binary_algorithm(const std::string& name) { return lookup(binary_table(), name, "binary"); }

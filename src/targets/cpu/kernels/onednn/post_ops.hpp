@@ -41,6 +41,9 @@ struct post_op {
     friend bool operator==(const post_op&, const post_op&) = default;
 };
 
+// Whether the chain adds into the values already in the destination (a "sum" post-op).
+bool has_sum_post_op(const std::vector<post_op>& ops);
+
 // dnnl algorithms by name (throws a kiln parse error for unknown names, e.g. from a
 // corrupted file).
 dnnl::algorithm eltwise_algorithm(const std::string& name);
