@@ -217,8 +217,14 @@ const char* residual_text = R"(
       @return(RETURNS)
 )";
 
-void check_residual(bool read_later, bool everywhere = false) {
+// `zero_points`: r and the result get non-zero zero points (oneDNN's sum zero point and its
+// destination zero point; the Relu then narrows the saturation range to start there).
+void check_residual(bool read_later, bool everywhere = false, bool zero_points = false) {
     auto src = replaced(residual_text, "RETURNS", read_later ? "y, rd2" : "y");
+    if (zero_points) {
+        src = replaced(src, "rz = @literal{uint8[] {0}}", "rz = @literal{uint8[] {3}}");
+        src = replaced(src, "yz = @literal{uint8[] {0}}", "yz = @literal{uint8[] {7}}");
+    }
     std::vector<double> ws(32), bias(32), identity(32 * 32, 0.0);
     for (std::size_t c = 0; c < 32; ++c) ws[c] = 0.0002 + 0.00005 * static_cast<double>(c), bias[c] = 0.1 * (c % 5) - 0.2;
     for (std::size_t c = 0; c < 32; ++c) identity[c * 32 + c] = 64;
@@ -256,9 +262,14 @@ void check_residual(bool read_later, bool everywhere = false) {
 }  // namespace
 
 TEST(cpu_quant, residual_convolution_sums_in_place) { check_residual(false); }
+TEST(cpu_quant, residual_convolution_with_zero_points) {
+    check_residual(false, false, true);
+    check_residual(true, false, true);
+}
 TEST(cpu_quant, residual_convolution_copies_a_residual_read_later) { check_residual(true); }
 TEST(cpu_quant, residual_convolution_without_vnni_computes_in_float) {
     test::env_override all("KILN_CPU_INT8_KERNELS", "all");
     check_residual(false, true);
     check_residual(true, true);
+    check_residual(false, true, true);
 }
