@@ -50,6 +50,14 @@ struct int8_options {
     // runs on 8-bit values (quant_add) and the products before it requantize; an add read by
     // anything else (a LayerNorm) stays float32. false: every add stays float32.
     bool quantize_adds = true;
+    // int8, with quantize_adds: where one input of such an add is a chosen convolution read
+    // by nothing but the add, that input gets no Q/DQ (the convolution's float result goes
+    // into the add) and fuse_qdq makes the convolution, the add, its Relu/Clip and the Q one
+    // quant_convolution with the other input as a residual operand (oneDNN's in-place sum
+    // post-op on the cpu target): one rounding fewer and no 8-bit tensor written and read
+    // again. false: the convolution requantizes and the add is a quant_add (the form
+    // quantized ONNX models have), for A/B comparisons.
+    bool fuse_residual = true;
     // Called after each calibration run (done of total), e.g. for a progress bar.
     std::function<void(std::size_t done, std::size_t total)> progress;
 };
@@ -58,6 +66,7 @@ struct int8_options {
 struct int8_summary {
     std::size_t quantized_ops = 0;        // convolutions / matmuls / gemms given Q/DQ inputs
     std::size_t quantized_adds = 0;       // residual adds given Q/DQ inputs (int8_options::quantize_adds)
+    std::size_t residual_convolutions = 0;  // of those, adds whose convolution input takes them (fuse_residual)
     std::size_t activation_tensors = 0;   // activations calibrated (one scale each)
     std::size_t calibration_runs = 0;     // program runs (one per set; two per set unless minmax)
     std::vector<std::string> skipped;     // chosen ops left float32, each with the reason

@@ -289,6 +289,7 @@ void bind_program(py::module_& m) {
             py::dict d;
             d["quantized_ops"] = s.quantized_ops;
             d["quantized_adds"] = s.quantized_adds;
+            d["residual_convolutions"] = s.residual_convolutions;
             d["activation_tensors"] = s.activation_tensors;
             d["calibration_runs"] = s.calibration_runs;
             d["skipped"] = s.skipped;

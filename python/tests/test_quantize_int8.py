@@ -70,7 +70,9 @@ def test_methods_and_dump_scales(tmp_path):
             dump = json.load(f)
         assert dump["method"] == method and dump["calibration_sets"] == 2
         acts = dump["activations"]
-        assert len(acts) == summary["activation_tensors"] == 15 and summary["quantized_adds"] == 3 and all(a["scale"] > 0 and a["type"] == "uint8" for a in acts)
+        # 15 without the residual fusion: the 3 adds' convolution inputs are not quantized
+        assert len(acts) == summary["activation_tensors"] == 12 and summary["quantized_adds"] == 3
+        assert summary["residual_convolutions"] == 3 and all(a["scale"] > 0 and a["type"] == "uint8" for a in acts)
         assert all(w["per_channel"] and w["scale_min"] > 0 for w in dump["weights"])
         scales[method] = [a["scale"] for a in acts]
     assert scales["minmax"] != scales["percentile"] and scales["minmax"] != scales["entropy"]

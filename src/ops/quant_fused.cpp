@@ -33,8 +33,8 @@ T quantize_value(float v, const requantize_params& p) {
 }  // namespace
 
 void requantize_params::check(const std::string& op_name, const std::vector<shape>& inputs,
-                              std::size_t channels) const {
-    check_num_inputs(op_name, inputs, has_bias ? 3 : 2);
+                              std::size_t channels, std::size_t extra) const {
+    check_num_inputs(op_name, inputs, (has_bias ? 3 : 2) + extra);
     for (std::size_t i = 0; i < 2; ++i)
         if (!inputs[i].is_tensor() || !is_8bit(inputs[i].get_type()))
             throw_error(error_code::type, op_name + ": input " + std::to_string(i) + " " + inputs[i].to_string() +
@@ -63,8 +63,11 @@ void requantize_params::check(const std::string& op_name, const std::vector<shap
 }
 
 argument requantize_params::requantize(const shape& out, const argument& acc_arg, const std::vector<argument>& args,
-                                       std::size_t inner, std::size_t channels) const {
+                                       std::size_t inner, std::size_t channels, const requantize_residual& res) const {
     const auto* acc = acc_arg.data_as<std::int32_t>();
+    std::vector<float> rv;  // the residual's levels, row-major
+    if (res.r) rv = res.r->to_vector<float>();
+    const float r_zero = static_cast<float>(res.zero_point);
     const std::size_t n = out.elements();
     std::vector<double> bias;
     const bool int_bias = has_bias && args[2].get_shape().get_type() == type::int32;
@@ -75,7 +78,12 @@ argument requantize_params::requantize(const shape& out, const argument& acc_arg
         double a = static_cast<double>(acc[i]) + (int_bias ? bias[c] : 0.0);
         double v = a * static_cast<double>(channel_scale(c));
         if (has_bias && !int_bias) v += bias[c];
-        return static_cast<float>(v);
+        float f = static_cast<float>(v);
+        if (res.r) {  // DequantizeLinear(r) and the Add, in float32 steps
+            const float d = (rv[i] - r_zero) * res.scale;
+            f = f + d;
+        }
+        return f;
     };
     if (out_type == type::float32) {
         auto* y = r.data_as<float>();
@@ -93,9 +101,20 @@ argument requantize_params::requantize(const shape& out, const argument& acc_arg
 shape quant_convolution::compute_shape(const std::vector<shape>& inputs) const {
     if (inputs.size() < 2) check_num_inputs(name(), inputs, 2);
     auto g = conv_geom(name(), inputs[0], inputs[1]);
-    check(name(), inputs, static_cast<std::size_t>(g.out_channels));
+    check(name(), inputs, static_cast<std::size_t>(g.out_channels), has_residual ? 1 : 0);
     std::vector<std::size_t> lens{static_cast<std::size_t>(g.batch), static_cast<std::size_t>(g.out_channels)};
     for (auto o : g.out) lens.push_back(static_cast<std::size_t>(o));
+    if (has_residual) {
+        const auto& r = inputs[residual_index()];
+        if (!r.is_tensor() || !is_8bit(r.get_type()) || r.lens() != lens)
+            throw_error(error_code::shape, name() + ": residual " + r.to_string() +
+                                               " must be int8 or uint8 with the result's lens");
+        if (!(r_scale > 0) || r_zero_point < (r.get_type() == type::int8 ? -128 : 0) ||
+            r_zero_point > (r.get_type() == type::int8 ? 127 : 255))
+            throw_error(error_code::invalid_argument, name() + ": bad residual quantization (scale " +
+                                                          std::to_string(r_scale) + ", zero point " +
+                                                          std::to_string(r_zero_point) + ")");
+    }
     return shape(out_type, lens);
 }
 
@@ -110,7 +129,9 @@ argument quant_convolution::compute(const shape& out, const std::vector<argument
     const auto& l = out.lens();
     std::size_t inner = 1;
     for (std::size_t d = 2; d < l.size(); ++d) inner *= l[d];
-    return requantize(out, acc, args, inner, l[1]);
+    requantize_residual res;
+    if (has_residual) res = {&args.at(residual_index()), r_scale, r_zero_point};
+    return requantize(out, acc, args, inner, l[1], res);
 }
 
 shape quant_dot::compute_shape(const std::vector<shape>& inputs) const {

@@ -159,6 +159,31 @@ void replace(module& m, instruction_ref product, Op op, std::vector<instruction_
     m.replace_instruction(q ? *q : product, op, std::move(args));
 }
 
+// Conv -> Add(conv, DQ(r)) [-> Relu / Clip] -> Q, where the convolution's float result is
+// read by nothing but the add (quantize_int8's residual form, int8_options::fuse_residual):
+// one quant_convolution with r as its residual operand and the Q folded in. An imported QDQ
+// model whose convolution result is Q'd and DQ'd before the add does not match (its conv's
+// reader is that Q): it keeps its rounding and becomes quant_convolution -> quant_add.
+bool fuse_residual(module& m, instruction_ref conv, op::quant_convolution& op, std::vector<instruction_ref>& args) {
+    auto add = sole_user(m, conv);
+    if (!add || !is<op::add_op>(*add) || (*add)->inputs().size() != 2) return false;
+    const auto& in = (*add)->inputs();
+    if (in[0] == in[1]) return false;
+    auto r = activation_of(in[0] == conv ? in[1] : in[0]);
+    if (!r || r->q->get_shape().dynamic() || conv->get_shape().dynamic() ||
+        r->q->get_shape().lens() != conv->get_shape().lens() || (*add)->get_shape().lens() != conv->get_shape().lens())
+        return false;
+    op::quant_convolution fused = op;
+    auto q = fold_quantize(m, *add, fused);
+    if (!q) return false;
+    fused.has_residual = true;
+    fused.r_scale = static_cast<float>(r->scales[0]);
+    fused.r_zero_point = r->zero_point;
+    args.push_back(r->q);
+    m.replace_instruction(*q, fused, args);
+    return true;
+}
+
 bool fuse_convolution(module& m, instruction_ref ins) {
     const auto& c = ins->get_operator().get<op::convolution>();
     auto x = activation_of(ins->inputs()[0]);
@@ -175,6 +200,7 @@ bool fuse_convolution(module& m, instruction_ref ins) {
         op.has_bias = true;
         args.push_back(*b);
     }
+    if (fuse_residual(m, ins, op, args)) return true;
     replace(m, ins, op, args);
     return true;
 }
@@ -297,7 +323,8 @@ bool fuse_max_pool(module& m, instruction_ref ins) {
 
 // Whether `u` is a fused op reading `q` as its activation (x) only.
 bool reads_as_x(instruction_ref u, instruction_ref q) {
-    return (is<op::quant_convolution>(u) || is<op::quant_dot>(u)) && u->inputs()[0] == q && u->inputs()[1] != q;
+    if (!(is<op::quant_convolution>(u) || is<op::quant_dot>(u)) || u->inputs()[0] != q) return false;
+    return std::count(u->inputs().begin(), u->inputs().end(), q) == 1;  // not also w or a residual
 }
 
 template <class Op>

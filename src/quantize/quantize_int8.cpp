@@ -550,6 +550,18 @@ int8_summary quantize_calibrated(program& p, const target& t, const std::vector<
             return y;
         };
         std::set<const instruction*> chosen_adds;
+        // Convolutions that will be quantized (fuse_residual: one may take the add).
+        std::set<const instruction*> chosen_convs;
+        for (const auto& pl : plans)
+            if (is<op::convolution>(pl.ins)) chosen_convs.insert(&*pl.ins);
+        std::set<const instruction*> residual_convs;  // already taken by an add
+        // Input i of `add` is a chosen convolution read by nothing but the add.
+        auto fusable_conv = [&](instruction_ref add, std::size_t i) {
+            auto c = add->inputs()[i];
+            return options.fuse_residual && chosen_convs.count(&*c) && !residual_convs.count(&*c) &&
+                   c->outputs().size() == 1 && c->outputs().front() == add && !rewrite::is_output(m, c) &&
+                   !index.count(&*c);
+        };
         for (bool grew = true; grew;) {  // an add read by a chosen add is quantized later too
             grew = false;
             for (auto ins = m.begin(); ins != m.end(); ++ins) {
@@ -569,7 +581,23 @@ int8_summary quantize_calibrated(program& p, const target& t, const std::vector<
                 op_plan plan;
                 plan.ins = ins;
                 plan.name = m.instruction_name(&*ins);
+                // One input a convolution read only here (the later one when both are: a
+                // downsampling block's projection and main path): no Q/DQ on it, its float
+                // result goes into the add, and fuse_qdq makes conv + add + Relu + Q one
+                // quant_convolution with a residual operand (the other input).
+                std::optional<std::size_t> fused;
+                if (fusable_conv(ins, 0)) fused = 0;
+                if (fusable_conv(ins, 1)) {
+                    bool second_later = !fused;
+                    for (auto it = in[0]; !second_later && it != ins; ++it) second_later = it == in[1];
+                    if (second_later) fused = 1;
+                }
+                if (fused) {
+                    residual_convs.insert(&*in[*fused]);
+                    ++summary.residual_convolutions;
+                }
                 for (std::size_t i = 0; i < 2; ++i) {
+                    if (fused == i) continue;
                     plan.activations.push_back({i, input_kind::activation_u8});
                     note_read(in[i], input_kind::activation_u8, json_string(plan.name + " add"));
                 }

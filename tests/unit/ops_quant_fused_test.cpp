@@ -2,12 +2,17 @@
 // integer reference written here: random non-zero data, per-tensor and per-channel
 // weight scales, uint8 and int8 activations, float32 and quantized results.
 #include "ops/quant_fused.hpp"
+#include "ops/pointwise_binary.hpp"
+#include "ops/pointwise_unary.hpp"
+#include "ops/quantize.hpp"
 
 #include <kiln/context.hpp>
 #include <kiln/literal.hpp>
+#include <kiln/reflect.hpp>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -150,6 +155,95 @@ TEST(ops_quant_fused, rejects_bad_parameters) {
     EXPECT_THROW(q.compute_shape({shape(type::uint8, {2, 4}), shape(type::int8, {4, 2})}), error);
     q.w_scales = {1.0f};
     EXPECT_THROW(q.compute_shape({shape(type::float32, {2, 4}), shape(type::int8, {4, 2})}), error);
+}
+
+
+// The residual form (quantize_int8's fused residual add): its float32 steps are those of
+// the unfused graph quant_convolution (float32 result) -> Add(., DequantizeLinear(r)) ->
+// Relu -> QuantizeLinear, run here op by op: equal exactly, on random non-zero data.
+TEST(ops_quant_fused, residual_convolution_equals_the_unfused_add_relu_quantize) {
+    for (type rt : {type::uint8, type::int8}) {
+        op::quant_convolution plain;
+        set_params(plain, type::uint8, 6, true, type::float32);
+        plain.padding = {1, 1, 1, 1};
+        plain.has_bias = true;
+        auto x = tensor(type::uint8, {2, 4, 5, 3}, random_ints(2 * 4 * 5 * 3, 0, 255, 11));
+        auto w = tensor(type::int8, {6, 4, 3, 3}, random_ints(6 * 4 * 9, -127, 127, 12));
+        auto b = literal(shape(type::float32, {6}), std::vector<float>{0.5f, -1.25f, 2, 0, -0.75f, 3}).get_argument();
+        auto r = tensor(rt, {2, 6, 5, 3}, random_ints(2 * 6 * 5 * 3, rt == type::int8 ? -128 : 0,
+                                                      rt == type::int8 ? 127 : 255, 13));
+        const float r_scale = 0.07f;
+        const std::int64_t r_zero = rt == type::int8 ? 5 : 131;
+
+        // Unfused: the float product, DequantizeLinear(r), Add, Relu, QuantizeLinear.
+        auto v = run(plain, {x, w, b});
+        auto rs = literal(shape(type::float32, {}), std::vector<float>{r_scale}).get_argument();
+        auto rz = literal(shape(rt, {}), std::vector<double>{static_cast<double>(r_zero)}).get_argument();
+        auto rd = run(op::dequantize_linear_op{}, {r, rs, rz});
+        auto sum = run(op::add_op{}, {v, rd});
+        auto relu = run(op::relu_op{}, {sum});
+        auto ys = literal(shape(type::float32, {}), std::vector<float>{0.05f}).get_argument();
+        auto yz = literal(shape(type::uint8, {}), std::vector<double>{7}).get_argument();
+        op::quantize_linear_op q;
+        q.output_type = type::uint8;
+        auto want = run(q, {relu, ys, yz});
+
+        // Fused: the residual operand, the Relu folded into the saturation (y_min = the zero point).
+        op::quant_convolution fused = plain;
+        fused.has_residual = true;
+        fused.r_scale = r_scale;
+        fused.r_zero_point = r_zero;
+        fused.out_type = type::uint8;
+        fused.y_scale = 0.05f;
+        fused.y_zero_point = 7;
+        fused.y_min = 7;
+        fused.y_max = 255;
+        auto got = run(fused, {x, w, b, r});
+        EXPECT_EQ(got.to_vector<int>(), want.to_vector<int>()) << type_name(rt);
+        // Not a degenerate case: values on both sides of the Relu, and the residual matters.
+        auto g = got.to_vector<int>();
+        EXPECT_GT(std::count_if(g.begin(), g.end(), [](int a) { return a > 7; }), static_cast<long>(g.size() / 4));
+        EXPECT_GT(std::count(g.begin(), g.end(), 7), 0);
+        fused.has_residual = false;
+        EXPECT_NE(run(fused, {x, w, b}).to_vector<int>(), g);
+
+        // A float32 result: the unfused sum itself.
+        op::quant_convolution to_float = plain;
+        to_float.has_residual = true;
+        to_float.r_scale = r_scale;
+        to_float.r_zero_point = r_zero;
+        EXPECT_EQ(run(to_float, {x, w, b, r}), sum);
+    }
+}
+
+TEST(ops_quant_fused, residual_operand_is_checked) {
+    op::quant_convolution q;
+    q.has_residual = true;
+    const shape x(type::uint8, {1, 2, 3, 3}), w(type::int8, {4, 2, 1, 1});
+    EXPECT_NO_THROW(q.compute_shape({x, w, shape(type::uint8, {1, 4, 3, 3})}));
+    EXPECT_THROW(q.compute_shape({x, w}), error);                                         // missing
+    EXPECT_THROW(q.compute_shape({x, w, shape(type::uint8, {1, 4, 3, 2})}), error);       // other lens
+    EXPECT_THROW(q.compute_shape({x, w, shape(type::float32, {1, 4, 3, 3})}), error);     // not 8-bit
+}
+
+// Attributes saved before the residual fields existed (.kiln files read them with the same
+// from_value): the missing keys keep their defaults, so old programs load unchanged.
+TEST(ops_quant_fused, attributes_without_the_residual_fields_load_as_no_residual) {
+    op::quant_convolution q;
+    set_params(q, type::uint8, 3, true, type::uint8);
+    q.has_bias = true;
+    operation op = q;
+    value v = op.to_value();
+    ASSERT_TRUE(v.contains("has_residual"));
+    auto& fields = v.get_object();
+    std::erase_if(fields, [](const auto& kv) {
+        return kv.first == "has_residual" || kv.first == "r_scale" || kv.first == "r_zero_point";
+    });
+    ASSERT_FALSE(v.contains("r_scale"));
+    auto back = operation(op::quant_convolution{}).with_value(v);
+    EXPECT_EQ(back, op);
+    EXPECT_FALSE(back.get<op::quant_convolution>().has_residual);
+    EXPECT_EQ(operation_from_value(operation_to_value(back)), op);
 }
 
 }  // namespace

@@ -160,3 +160,74 @@ TEST(fuse_qdq_text, max_pool_between_a_dq_and_a_q_of_the_same_parameters_runs_on
         EXPECT_NE(m.get_main_module()->to_string().find("quantize_linear"), std::string::npos) << other;
     }
 }
+
+namespace {
+
+// A bottleneck's end as quantize_int8 writes it (int8_options::fuse_residual): the last
+// convolution's float result goes straight into the add; the residual r has its Q/DQ.
+// IMPORTED: as a quantized ONNX model has it, the convolution's result Q'd and DQ'd first.
+std::string residual_group(bool imported) {
+    std::string t = R"(
+        module main
+          x = @param -> uint8[1, 2, 3, 3]
+          r = @param -> uint8[1, 3, 3, 3]
+          xs = @literal{float32[] {0.5}}
+          xz = @literal{uint8[] {128}}
+          xd = dequantize_linear(x, xs, xz)
+          w = @literal{int8[3, 2, 1, 1] {1, -2, 3, -4, 5, -6}}
+          ws = @literal{float32[3] {0.25, 0.5, 0.125}}
+          wz = @literal{int8[3] {0, 0, 0}}
+          wd = dequantize_linear{axis=0}(w, ws, wz)
+          b = @literal{float32[3] {0.5, -1, 2}}
+          c = convolution(xd, wd, b)
+          rs = @literal{float32[] {0.75}}
+          rz = @literal{uint8[] {3}}
+          rd = dequantize_linear(r, rs, rz)
+)";
+    if (imported)
+        t += R"(
+          cs = @literal{float32[] {0.375}}
+          cz = @literal{uint8[] {120}}
+          cq = quantize_linear(c, cs, cz)
+          cd = dequantize_linear(cq, cs, cz)
+          s = add(cd, rd)
+)";
+    else
+        t += R"(
+          s = add(c, rd)
+)";
+    t += R"(
+          y0 = relu(s)
+          ys = @literal{float32[] {0.25}}
+          yz = @literal{uint8[] {0}}
+          y = quantize_linear(y0, ys, yz)
+          @return(y)
+)";
+    return t;
+}
+
+}  // namespace
+
+TEST(fuse_qdq_text, quantize_int8_residual_add_fuses_into_the_convolution) {
+    const auto text = residual_group(false);
+    expect_rewrite(text, fuse, R"(
+        module main
+          x = @param -> uint8[1, 2, 3, 3]
+          r = @param -> uint8[1, 3, 3, 3]
+          w = @literal{int8[3, 2, 1, 1] {1, -2, 3, -4, 5, -6}}
+          b = @literal{float32[3] {0.5, -1, 2}}
+          y = quant_convolution{x_scale=0.5, x_zero_point=128, w_scales=[0.25, 0.5, 0.125], has_bias=true, out_type=5, y_scale=0.25, y_max=255, has_residual=true, r_scale=0.75, r_zero_point=3}(x, w, b, r)
+          @return(y)
+    )");
+    // The integer product equals the float one here (small exact values): no level apart.
+    passes_test::check_same_results(pass_text::parse(text), fuse, 0, 0);
+}
+
+TEST(fuse_qdq_text, imported_qdq_residual_keeps_its_rounding_as_quant_add) {
+    auto m = pass_text::parse(residual_group(true));
+    fuse(*m.get_main_module());
+    const auto out = m.get_main_module()->to_string();
+    EXPECT_NE(out.find("quant_add"), std::string::npos) << out;
+    EXPECT_EQ(out.find("has_residual=true"), std::string::npos) << out;
+    passes_test::check_same_results(pass_text::parse(residual_group(true)), fuse, 0, 0);
+}

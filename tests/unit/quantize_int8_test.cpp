@@ -210,27 +210,38 @@ TEST(quantize_int8, residual_adds_whose_result_is_quantized_become_quant_add) {
         EXPECT_EQ(s.quantized_adds, 0u);
         EXPECT_EQ(s.activation_tensors, 4u);  // x, r0, r1, r2
     }
-    for (const std::string target : {"ref", "cpu"}) {
-        auto p = make_residual_cnn();
-        const auto s = quantize_int8(p, *get_target(target), calibration_sets(p, 8));
-        EXPECT_EQ(s.quantized_ops, 4u);
-        EXPECT_EQ(s.quantized_adds, 2u);      // a1 and a2; a3 feeds the softmax
-        EXPECT_EQ(s.activation_tensors, 6u);  // x, r0, r1, r2, c1, c2
-        auto compiled = p;
-        compiled.compile(*get_target(target));
-        if (target == "ref") {
-            auto n = op_counts(compiled);
-            EXPECT_EQ(n["quant_add"], 2) << compiled.get_main_module()->to_string();
-            EXPECT_EQ(n["quant_convolution"], 4);
-            EXPECT_EQ(n["add"], 1);
-            EXPECT_EQ(n["relu"], 0);  // folded into the requantize of c0 and the two quant_adds
+    // fuse_residual (the default): c1 and c2 read only by their adds take them (no Q/DQ of
+    // their own; quant_convolution with a residual operand); off: requantize + quant_add.
+    for (const bool fuse : {true, false})
+        for (const std::string target : {"ref", "cpu"}) {
+            auto p = make_residual_cnn();
+            int8_options o;
+            o.fuse_residual = fuse;
+            const auto s = quantize_int8(p, *get_target(target), calibration_sets(p, 8), o);
+            EXPECT_EQ(s.quantized_ops, 4u);
+            EXPECT_EQ(s.quantized_adds, 2u);  // a1 and a2; a3 feeds the softmax
+            EXPECT_EQ(s.residual_convolutions, fuse ? 2u : 0u);
+            EXPECT_EQ(s.activation_tensors, fuse ? 4u : 6u);  // x, r0, r1, r2 (, c1, c2)
+            auto compiled = p;
+            compiled.compile(*get_target(target));
+            std::size_t residuals = 0;  // quant_convolution on ref, cpu::quant_conv on cpu (with VNNI)
+            for (const auto& ins : *compiled.get_main_module())
+                if (ins.get_operator().to_string().find("has_residual: true") != std::string::npos) ++residuals;
+            if (target == "ref") {
+                auto n = op_counts(compiled);
+                EXPECT_EQ(n["quant_add"], fuse ? 0 : 2) << compiled.get_main_module()->to_string();
+                EXPECT_EQ(n["quant_convolution"], 4);
+                EXPECT_EQ(residuals, fuse ? 2u : 0u);
+                EXPECT_EQ(n["add"], 1);
+                EXPECT_EQ(n["relu"], 0);  // folded into the requantizes (and the two quant_adds)
+            }
+            const auto want = run(make_residual_cnn(), target, in);
+            const double err = rel_l2(compiled.eval(in).at(0), want);
+            std::cout << "int8 with quantized adds (fuse_residual " << fuse << ") vs float32 on " << target
+                      << ": rel. L2 " << err << "\n";
+            EXPECT_LT(err, 0.05) << target;
+            EXPECT_GT(err, 0.0) << target;
         }
-        const auto want = run(make_residual_cnn(), target, in);
-        const double err = rel_l2(compiled.eval(in).at(0), want);
-        std::cout << "int8 with quantized adds vs float32 on " << target << ": rel. L2 " << err << "\n";
-        EXPECT_LT(err, 0.05) << target;
-        EXPECT_GT(err, 0.0) << target;
-    }
 }
 
 // conv -> relu -> max pool -> conv: the pool's input is quantized with its result's scale and

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -186,6 +187,8 @@ void quantize_calibrated_from_options(program& p, const options& o, const target
     int8_options q;
     q.method = calibration_method_from_name(o.calibration_method);
     q.dump_scales = o.dump_scales;
+    // A/B switch for the residual fusion (int8_options::fuse_residual).
+    if (const char* e = std::getenv("KILN_INT8_FUSE_RESIDUAL"); e && std::string(e) == "0") q.fuse_residual = false;
     const bool bar = !o.quiet && isatty(2);
     if (bar)
         q.progress = [](std::size_t done, std::size_t total) {
@@ -196,7 +199,11 @@ void quantize_calibrated_from_options(program& p, const options& o, const target
     auto s = o.fp8 ? quantize_fp8(p, t, sets, q) : quantize_int8(p, t, sets, q);
     if (!o.quiet) {
         std::cerr << mode << ": " << s.quantized_ops << " ops quantized";
-        if (s.quantized_adds) std::cerr << " (and " << s.quantized_adds << " residual adds)";
+        if (s.quantized_adds) {
+            std::cerr << " (and " << s.quantized_adds << " residual adds";
+            if (s.residual_convolutions) std::cerr << ", " << s.residual_convolutions << " fused into their convolutions";
+            std::cerr << ")";
+        }
         std::cerr << ", " << s.activation_tensors << " activations calibrated ("
                   << calibration_method_name(q.method) << ", " << sets.size() << " set" << (sets.size() == 1 ? "" : "s")
                   << ") in " << std::fixed << std::setprecision(2) << s.seconds << " s" << std::defaultfloat;

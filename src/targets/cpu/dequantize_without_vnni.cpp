@@ -66,17 +66,44 @@ instruction_ref dequantize_x(module& m, instruction_ref ins, const op::requantiz
     return m.insert_instruction(ins, op::dequantize_linear_op{}, {x, s, z});
 }
 
-void unfuse_convolution(module& m, instruction_ref ins) {
+// y + DequantizeLinear(r) for a convolution with a residual r; y itself otherwise.
+instruction_ref add_residual(module& m, instruction_ref ins, instruction_ref y, const op::quant_convolution& q) {
+    if (!q.has_residual) return y;
+    auto r = ins->inputs()[q.residual_index()];
+    auto s = scalar(m, ins, type::float32, q.r_scale);
+    auto z = scalar(m, ins, r->get_shape().get_type(), static_cast<double>(q.r_zero_point));
+    auto dr = m.insert_instruction(ins, op::dequantize_linear_op{}, {r, s, z});
+    return m.insert_instruction(ins, op::add_op{}, {y, dr});
+}
+
+void unfuse_convolution(module& m, instruction_ref ins, const cpu_options& options) {
     const auto q = ins->get_operator().get<op::quant_convolution>();
     auto w = ins->inputs()[1];
     if (!w->is_literal()) return;
+    if (q.has_residual) {
+        // Kiln's exact int8 kernels take no residual: the product without it, to float32,
+        // on one of them where it fits, then DequantizeLinear(r), the add, [Clip,] Q.
+        auto p = q;
+        p.has_residual = false;
+        p.out_type = type::float32;
+        p.y_scale = 1.0f;
+        p.y_zero_point = p.y_min = p.y_max = 0;
+        auto args = ins->inputs();
+        args.erase(args.begin() + static_cast<std::ptrdiff_t>(q.residual_index()));
+        auto product = m.insert_instruction(ins, p, args);
+        if (own_int8_kernel_for(m, product, options)) {
+            finish(m, ins, add_residual(m, ins, product, q), q);
+            return;
+        }
+        m.remove_instruction(product);
+    }
     const std::size_t per = w->get_shape().elements() / w->get_shape().lens()[0];
     auto wf = m.insert_literal(ins, dequantized(w->get_literal(), q, [&](std::size_t i) { return i / per; }));
     std::vector<instruction_ref> args{dequantize_x(m, ins, q), wf};
     if (q.has_bias) args.push_back(float_bias(m, ins, ins->inputs()[2], q));
     op::convolution c;
     static_cast<op::conv_attributes&>(c) = q;
-    finish(m, ins, m.insert_instruction(ins, c, args), q);
+    finish(m, ins, add_residual(m, ins, m.insert_instruction(ins, c, args), q), q);
 }
 
 void unfuse_dot(module& m, instruction_ref ins) {
@@ -107,7 +134,7 @@ void dequantize_without_vnni::apply(module& m) const {
             !own_int8_kernel_for(m, it, options))
             fused.push_back(it);
     for (auto ins : fused) {
-        if (rewrite::is<op::quant_convolution>(ins)) unfuse_convolution(m, ins);
+        if (rewrite::is<op::quant_convolution>(ins)) unfuse_convolution(m, ins, options);
         else unfuse_dot(m, ins);
     }
 }

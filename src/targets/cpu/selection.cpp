@@ -178,7 +178,9 @@ const std::vector<op_candidate>& op_candidates() {
          "what int8_gemm takes without VNNI: exact vpdpbusd GEMM (int8_gemm_vnni.cpp)",
          false, lower_int8_gemm_vnni},
         {"quant_convolution", "onednn_int8",
-         "VNNI, static, int8 weights (literal, zero point 0): u8/s8 x in channels-last (op_quant.hpp)", false,
+         "VNNI, static, int8 weights (literal, zero point 0): u8/s8 x in channels-last; a residual as the in-place "
+         "sum post-op (op_quant.hpp)",
+         false,
          lower_quant_convolution},
         {"quant_dot", "int8_gemm", "no VNNI: int8 literal 2-D weights: exact int16 vpmaddwd GEMM (int8_gemm.hpp)",
          false, lower_int8_gemm},

@@ -105,7 +105,7 @@ argument int8_depthwise::compute(context&, const shape&, const std::vector<argum
 bool int8_depthwise_takes(module&, instruction_ref ins, const cpu_options& o) {
     if (!own_int8_kernels(o)) return false;
     const auto* q = ins->get_operator().any_cast<op::quant_convolution>();
-    if (!q || ins->inputs().size() < 2) return false;
+    if (!q || q->has_residual || ins->inputs().size() < 2) return false;
     auto xi = ins->inputs()[0], wi = ins->inputs()[1];
     const auto& x = xi->get_shape();
     const auto& w = wi->get_shape();

@@ -324,8 +324,8 @@ bool own_int8_kernels(const cpu_options& o) {
 namespace {
 
 bool gemm_fits(instruction_ref ins) {
-    if (const auto* q = ins->get_operator().any_cast<op::quant_convolution>())
-        return product_ok(ins, *q) && (pointwise(*q, ins) || small_windows(*q, ins));
+    if (const auto* q = ins->get_operator().any_cast<op::quant_convolution>())  // no residual form here
+        return !q->has_residual && product_ok(ins, *q) && (pointwise(*q, ins) || small_windows(*q, ins));
     if (const auto* q = ins->get_operator().any_cast<op::quant_dot>()) {
         if (!product_ok(ins, *q)) return false;
         const auto& a = ins->inputs()[0]->get_shape();

@@ -1,6 +1,7 @@
 #include "targets/cpu/kernels/onednn/op_quant.hpp"
 
 #include "targets/cpu/kernels/onednn/quant_real.hpp"
+#include "targets/cpu/sum_post_op.hpp"
 
 #include "ops/quantize.hpp"
 #include "passes/rewrite_utils.hpp"
@@ -17,7 +18,12 @@ using dt = dnnl::memory::data_type;
 
 // The requantize of p as oneDNN attributes for a result whose channel dim is `channel_dim`
 // (output scales, run-time zero points, the folded Relu/Clip).
-dnnl::primitive_attr quant_attr(const op::requantize_params& p, std::size_t channels, int channel_dim) {
+// A residual (quant_convolution's has_residual) is oneDNN's in-place sum post-op before the
+// clip: the output buffer holds r, and the kernel adds (r - r_zero_point) * r_scale / y_scale
+// in output levels (its dst data type: lower_quant_convolution makes r and the result one
+// type), then clips, adds the output zero point, rounds and saturates.
+dnnl::primitive_attr quant_attr(const op::requantize_params& p, std::size_t channels, int channel_dim,
+                                const op::quant_convolution* residual = nullptr) {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     std::vector<float> scales(p.w_scales.size() == 1 ? 1 : channels);
@@ -26,17 +32,24 @@ dnnl::primitive_attr quant_attr(const op::requantize_params& p, std::size_t chan
     attr.set_output_scales(scales.size() == 1 ? 0 : 1 << channel_dim, scales);
     if (p.x_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     if (p.w_zero_point != 0) attr.set_zero_points(DNNL_ARG_WEIGHTS, 0, {DNNL_RUNTIME_S32_VAL});
+    dnnl::post_ops po;
+    bool any_post_op = false;
+    if (residual && residual->has_residual) {
+        po.append_sum(residual->r_scale / (p.quantized_output() ? p.y_scale : 1.0f),
+                      static_cast<std::int32_t>(residual->r_zero_point));
+        any_post_op = true;
+    }
     if (p.quantized_output()) {
         if (p.y_zero_point != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
         const std::int64_t lo = p.out_type == type::int8 ? -128 : 0, hi = p.out_type == type::int8 ? 127 : 255;
         if (p.y_min > lo || p.y_max < hi) {
             // Before the output zero point is added, in output levels.
-            dnnl::post_ops po;
             po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, static_cast<float>(p.y_min - p.y_zero_point),
                               static_cast<float>(p.y_max - p.y_zero_point));
-            attr.set_post_ops(po);
+            any_post_op = true;
         }
     }
+    if (any_post_op) attr.set_post_ops(po);
     return attr;
 }
 
@@ -84,7 +97,12 @@ dnnl::memory::desc conv_weights_md(const shape& w, std::int64_t group, bool any)
 
 }  // namespace
 
-shape quant_conv::logical_shape(const std::vector<shape>& operands) const { return op.compute_shape(operands); }
+// The residual is no operand: it is the output buffer (the sum post-op works in place).
+shape quant_conv::logical_shape(const std::vector<shape>& operands) const {
+    auto o = op;
+    o.has_residual = false;
+    return o.compute_shape(operands);
+}
 
 dnnl::primitive_desc_base quant_conv::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
                                               const shape& dst) const {
@@ -101,7 +119,8 @@ dnnl::primitive_desc_base quant_conv::make_pd(const dnnl::engine& eng, const std
         pad_l.push_back(g.pad_begin[i]);
         pad_r.push_back((g.out[i] - 1) * g.stride[i] + span - g.in[i] - g.pad_begin[i]);
     }
-    auto attr = real ? quant_real::primitive_attr(op) : quant_attr(op, static_cast<std::size_t>(g.out_channels), 1);
+    auto attr = real ? quant_real::primitive_attr(op, op.has_residual)
+                     : quant_attr(op, static_cast<std::size_t>(g.out_channels), 1, &op);
     auto wmd = conv_weights_md(w, g.group, true);
     auto xmd = md_of(x), bmd = op.has_bias ? md_of(operands.at(2)) : dnnl::memory::desc(), ymd = md_of(dst);
     if (real) {  // float32 in oneDNN's layouts for it; converted on the way in and out
@@ -133,7 +152,12 @@ void quant_conv::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_b
             k.bind_owned(DNNL_ARG_BIAS, quant_real::bias(quant_real::constant(constants, 2, name()), op, channels,
                                                          pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_BIAS), eng,
                                                          name()));
-        k.convert_output(quant_real::output_attr(op));
+        // A residual: the output buffer's levels read back as real values into the float
+        // result first (the sum post-op adds the product to them).
+        if (op.has_residual)
+            k.convert_output(quant_real::output_attr(op), true, quant_real::input_attr(op.r_scale, op.r_zero_point));
+        else
+            k.convert_output(quant_real::output_attr(op));
         return;
     }
     k.bind(DNNL_ARG_SRC, 0, pd.src_desc());
@@ -295,6 +319,33 @@ instruction_ref accumulator_bias(lower_env& env, instruction_ref pos, instructio
 }  // namespace
 
 
+// The output buffer of a quant_conv with a residual r (the sum post-op reads it in place):
+// r itself where it may be overwritten (sum_post_op.hpp's may_write_into: a cpu kernel's
+// result in its own planned buffer, read by nothing after `ins`, neither a parameter nor
+// a literal nor returned) and laid out as the result; otherwise a copy of r into a new
+// buffer of the result's layout (a quant_reorder before `ins`: one pass over an 8-bit
+// tensor, still cheaper than the quant_add it replaces); a copy too where the convolution
+// reads r itself (as its x). Nothing when r is not of the
+// result's type (quantize_int8 makes both uint8) or the result is float32.
+static std::optional<instruction_ref> residual_buffer(lower_env& env, instruction_ref ins, instruction_ref r,
+                                                      const std::vector<instruction_ref>& operands, const shape& dst) {
+    const auto& rs = r->get_shape();
+    if (!dst.is_tensor() || !is_8bit(dst.get_type()) || rs.get_type() != dst.get_type() || rs.lens() != dst.lens())
+        return std::nullopt;
+    // Not when the convolution also reads r (as its x: a block whose only convolution reads
+    // the block input): the kernel would overwrite what it still reads.
+    const bool operand = std::find(operands.begin(), operands.end(), r) != operands.end() ||
+                         std::find(ins->inputs().begin(), ins->inputs().end() - 1, r) != ins->inputs().end() - 1;
+    if (!operand && !in_dnnl_layout(env, r) && rs.strides() == dst.strides() && rs.bytes() >= dst.bytes() &&
+        env.ctx.options().sum_post_op && may_write_into(env, r, ins, {}))
+        return r;
+    if (in_dnnl_layout(env, r)) r = plain(env, r);
+    quant_reorder copy;
+    copy.out_type = dst.get_type();
+    auto buf = env.m.insert_instruction(ins, builtin::allocate{dst}, {});
+    return env.m.insert_instruction(ins, copy, {r, buf});
+}
+
 bool has_int8_dot_product() {
     using isa = dnnl::cpu_isa;
     const auto i = dnnl::get_effective_cpu_isa();
@@ -316,8 +367,14 @@ bool lower_quant_convolution(lower_env& env, instruction_ref ins) {
     std::vector<instruction_ref> operands{x, w};
     if (q->has_bias) operands.push_back(accumulator_bias(env, ins, ins->inputs()[2], *q));
     // Channels-last between the fused ops (oneDNN's fast int8 layout); a program result row-major.
-    if (rewrite::is_output(env.m, ins)) return emit(env, ins, op, operands, shape(q->out_type, lens));
-    return emit(env, ins, op, operands, shape(q->out_type, lens, channels_last_strides(lens)));
+    const shape dst = rewrite::is_output(env.m, ins) ? shape(q->out_type, lens)
+                                                     : shape(q->out_type, lens, channels_last_strides(lens));
+    std::optional<instruction_ref> out;
+    if (q->has_residual) {
+        out = residual_buffer(env, ins, ins->inputs()[q->residual_index()], operands, dst);
+        if (!out) return false;
+    }
+    return emit(env, ins, op, operands, dst, out);
 }
 
 bool lower_quant_dot(lower_env& env, instruction_ref ins) {

@@ -174,3 +174,102 @@ TEST(cpu_quant, residual_add_of_two_quantized_tensors_is_exact) {
     EXPECT_EQ(count_ops(r.cpu, "cpu::quant_add"), 1u) << text(r.cpu);
     EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
 }
+
+namespace {
+// quantize_int8's residual form (a ResNet block's end): the convolution's float result goes
+// into Add(conv, DQ(r)) -> Relu -> Q with no Q/DQ of its own. fuse_qdq makes conv + add +
+// relu + Q one quant_convolution with r as its residual, which the cpu target runs as
+// oneDNN's in-place sum post-op (r's buffer becomes the result). r is another int8
+// convolution's result (channels-last, its own buffer), computed exactly on both targets
+// (identity weights of 64, power-of-two scales: relu(x - 120)), so that the two runs
+// differ by the fused kernel's rounding alone. `read_later`: r is also read after the add
+// (rd2, an output), so its buffer may not be written (the kernel writes into a copy).
+const char* residual_text = R"(
+    module main
+      x = @param -> float32[2, 32, 9, 7]
+      xs = @literal{float32[] {0.03125}}
+      xz = @literal{uint8[] {120}}
+      xq = quantize_linear(x, xs, xz)
+      xd = dequantize_linear(xq, xs, xz)
+      w0 = @literal{int8[32, 32, 1, 1] {...}}
+      ws0 = @literal{float32[32] {...}}
+      wz = @literal{int8[32] {...}}
+      wd0 = dequantize_linear{axis=0}(w0, ws0, wz)
+      c0 = convolution(xd, wd0)
+      r0 = relu(c0)
+      rs = @literal{float32[] {0.03125}}
+      rz = @literal{uint8[] {0}}
+      rq = quantize_linear(r0, rs, rz)
+      rd = dequantize_linear(rq, rs, rz)
+      w1 = @literal{int8[32, 32, 3, 3] {...}}
+      ws = @literal{float32[32] {...}}
+      wd1 = dequantize_linear{axis=0}(w1, ws, wz)
+      b = @literal{float32[32] {...}}
+      c1 = convolution{padding=[1, 1, 1, 1]}(xd, wd1, b)
+      s = add(c1, rd)
+      y0 = relu(s)
+      ys = @literal{float32[] {0.05}}
+      yz = @literal{uint8[] {0}}
+      yq = quantize_linear(y0, ys, yz)
+      y = dequantize_linear(yq, ys, yz)
+      rs2 = @literal{float32[] {0.02}}
+      rd2 = dequantize_linear(rq, rs2, rz)
+      @return(RETURNS)
+)";
+
+// `zero_points`: r and the result get non-zero zero points (oneDNN's sum zero point and its
+// destination zero point; the Relu then narrows the saturation range to start there).
+void check_residual(bool read_later, bool everywhere = false, bool zero_points = false) {
+    auto src = replaced(residual_text, "RETURNS", read_later ? "y, rd2" : "y");
+    if (zero_points) {
+        src = replaced(src, "rz = @literal{uint8[] {0}}", "rz = @literal{uint8[] {3}}");
+        src = replaced(src, "yz = @literal{uint8[] {0}}", "yz = @literal{uint8[] {7}}");
+    }
+    std::vector<double> ws(32), bias(32), identity(32 * 32, 0.0);
+    for (std::size_t c = 0; c < 32; ++c) ws[c] = 0.0002 + 0.00005 * static_cast<double>(c), bias[c] = 0.1 * (c % 5) - 0.2;
+    for (std::size_t c = 0; c < 32; ++c) identity[c * 32 + c] = 64;
+    std::map<std::string, literal> weights{{"w0", literal(shape(type::int8, {32, 32, 1, 1}), identity)},
+                                           {"ws0", literal(shape(type::float32, {32}), std::vector<double>(32, 1.0 / 64))},
+                                           {"w1", ints(type::int8, {32, 32, 3, 3}, -127, 127)},
+                                           {"ws", literal(shape(type::float32, {32}), ws)},
+                                           {"wz", literal(shape(type::int8, {32}), std::vector<double>(32, 0.0))},
+                                           {"b", literal(shape(type::float32, {32}), bias)}};
+    param_map in{{"x", random_literal({2, 32, 9, 7}, 3.0f).get_argument()}};
+    // One output level (0.05): oneDNN requantizes with a fused scale in float.
+    auto r = run_text(src, weights, in, 0.05 + 1e-6);
+    // Neither the residual nor the result is mostly clipped to 0 (the test would show nothing).
+    for (const auto& out : r.ref_out) {
+        std::size_t nonzero = 0;
+        for (float v : out.to_vector<float>()) nonzero += v != 0.0f;
+        EXPECT_GT(nonzero, out.get_shape().elements() / 4);
+    }
+    EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
+    EXPECT_EQ(count_ops(r.cpu, "cpu::quant_add"), 0u) << text(r.cpu);
+    if (!cpu::has_int8_dot_product() && !everywhere) return;  // float kernels (dequantize_without_vnni.hpp)
+    EXPECT_EQ(count_ops(r.cpu, "cpu::quant_conv"), 2u) << text(r.cpu);
+    const instruction* fused = nullptr;
+    for (const auto& ins : *r.cpu.get_main_module())
+        if (const auto* q = ins.get_operator().any_cast<cpu::quant_conv>(); q && q->op.has_residual) {
+            fused = &ins;
+            EXPECT_EQ(q->kernel_info().find("ref"), std::string::npos) << q->kernel_info();
+        }
+    ASSERT_NE(fused, nullptr) << text(r.cpu);
+    // In place (its output buffer is r, the other convolution's result) unless r is read later.
+    const auto buf = fused->inputs().back();
+    EXPECT_EQ(buf->name(), read_later ? "cpu::quant_reorder" : "cpu::quant_conv") << text(r.cpu);
+}
+
+}  // namespace
+
+TEST(cpu_quant, residual_convolution_sums_in_place) { check_residual(false); }
+TEST(cpu_quant, residual_convolution_with_zero_points) {
+    check_residual(false, false, true);
+    check_residual(true, false, true);
+}
+TEST(cpu_quant, residual_convolution_copies_a_residual_read_later) { check_residual(true); }
+TEST(cpu_quant, residual_convolution_without_vnni_computes_in_float) {
+    test::env_override all("KILN_CPU_INT8_KERNELS", "all");
+    check_residual(false, true);
+    check_residual(true, true);
+    check_residual(false, true, true);
+}

@@ -40,7 +40,8 @@ void primitive_kernel::bind_output(std::size_t input, const dnnl::memory::desc& 
     output_ = output_conversion{input, dst, to,
                                 dnnl::reorder(dnnl::reorder::primitive_desc(eng, dst, eng, to, output_attr_)),
                                 std::nullopt};
-    if (accumulate_) output_->read_back = dnnl::reorder(dnnl::reorder::primitive_desc(eng, to, eng, dst));
+    if (accumulate_)
+        output_->read_back = dnnl::reorder(dnnl::reorder::primitive_desc(eng, to, eng, dst, read_back_attr_));
 }
 
 void primitive_kernel::bind_owned(int arg, dnnl::memory mem) { owned_.emplace_back(arg, std::move(mem)); }

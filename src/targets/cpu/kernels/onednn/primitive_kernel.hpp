@@ -42,9 +42,11 @@ public:
     // `attr` into the output buffer when bind_output names it (a float result requantized
     // into u8). Call before bind_output.
     // With `accumulate` (a sum post-op), the buffer's values are converted into the
-    // primitive's memory first, so that it adds to them.
-    void convert_output(const dnnl::primitive_attr& attr, bool accumulate = false) {
-        output_attr_ = attr, convert_output_ = true, accumulate_ = accumulate;
+    // primitive's memory first (with `read_back_attr`: an 8-bit residual made real), so
+    // that it adds to them.
+    void convert_output(const dnnl::primitive_attr& attr, bool accumulate = false,
+                        const dnnl::primitive_attr& read_back_attr = {}) {
+        output_attr_ = attr, convert_output_ = true, accumulate_ = accumulate, read_back_attr_ = read_back_attr;
     }
     bool converts_output() const { return convert_output_; }
     // The result: output buffer `input` in layout `out`, written by the primitive as `dst`
@@ -85,6 +87,7 @@ private:
     bool convert_output_ = false;
     bool accumulate_ = false;
     dnnl::primitive_attr output_attr_;
+    dnnl::primitive_attr read_back_attr_;
     struct output_conversion {
         std::size_t input;
         dnnl::memory::desc from, to;

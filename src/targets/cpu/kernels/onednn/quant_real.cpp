@@ -13,17 +13,22 @@ dnnl::primitive_attr input_attr(float scale, std::int64_t zero_point) {
     return attr;
 }
 
-dnnl::primitive_attr primitive_attr(const op::requantize_params& p) {
+dnnl::primitive_attr primitive_attr(const op::requantize_params& p, bool residual) {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    if (!p.quantized_output()) return attr;
+    dnnl::post_ops po;
+    bool any_post_op = false;
+    if (residual) {  // the result memory holds the residual's real values (read back first)
+        po.append_sum(1.0f);
+        any_post_op = true;
+    }
     const std::int64_t lo = p.out_type == type::int8 ? -128 : 0, hi = p.out_type == type::int8 ? 127 : 255;
-    if (p.y_min > lo || p.y_max < hi) {
-        dnnl::post_ops po;
+    if (p.quantized_output() && (p.y_min > lo || p.y_max < hi)) {
         po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, static_cast<float>(p.y_min - p.y_zero_point) * p.y_scale,
                           static_cast<float>(p.y_max - p.y_zero_point) * p.y_scale);
-        attr.set_post_ops(po);
+        any_post_op = true;
     }
+    if (any_post_op) attr.set_post_ops(po);
     return attr;
 }
 
