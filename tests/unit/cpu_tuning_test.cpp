@@ -71,7 +71,8 @@ std::vector<line> lines_of(const std::string& text) {
 
 // The cpu ops each candidate lowers to.
 const std::map<std::string, std::string> kernel_op = {
-    {"winograd", "cpu::winograd_conv"}, {"conv_gemm", "cpu::conv_gemm"}, {"packed_gemm", "cpu::packed_gemm"}};
+    {"winograd", "cpu::winograd_conv"}, {"winograd_f2", "cpu::winograd_conv"}, {"conv_gemm", "cpu::conv_gemm"},
+    {"packed_gemm", "cpu::packed_gemm"}};
 
 class cpu_tuning : public ::testing::Test {
 protected:
@@ -122,6 +123,31 @@ TEST_F(cpu_tuning, second_compile_follows_the_file_without_measuring) {
     EXPECT_EQ(read(cache), forced);
     for (const auto& [name, op] : kernel_op) EXPECT_EQ(count_ops(r.cpu, op), 0u) << op << "\n" << text(r.cpu);
     EXPECT_GE(count_ops(r.cpu, "cpu::convolution"), 2u) << text(r.cpu);
+}
+
+// Winograd's two tile sizes are measured as candidates of their own (the rules choose F(2x2)
+// only where F(4x4) has too few tiles; the tuner must be able to prefer it anywhere), and a
+// recorded F(2x2) choice compiles to F(2x2).
+TEST_F(cpu_tuning, winograd_tiles_are_separate_candidates) {
+    KILN_CPU_NEEDS_OPS("convolution", "pooling", "gemm", "relu", "add", "flatten");
+    test::env_override file("KILN_TUNING_CACHE", cache.c_str());
+    compile_options o;
+    o.exhaustive_tune = true;
+    run_both(net(), 1e-4, 1e-4, o);
+    std::string forced;
+    std::size_t both = 0;
+    for (const auto& x : lines_of(read(cache))) {
+        const bool f2 = x.ms.count("winograd_f2") > 0;
+        if (f2 && x.ms.count("winograd")) ++both;
+        forced += x.key + "\t" + (f2 ? "winograd_f2" : "onednn") + "\t" + (f2 ? "winograd_f2" : "onednn") + "=1 other=2\n";
+    }
+    EXPECT_EQ(both, 2u) << read(cache);  // the two 3x3 convolutions
+    std::ofstream(cache, std::ios::trunc) << forced;
+    auto r = run_both(net(), 1e-4, 1e-4, o);
+    const auto t = text(r.cpu);
+    EXPECT_EQ(count_ops(r.cpu, "cpu::winograd_conv"), 2u) << t;
+    EXPECT_EQ(t.find("winograd_conv{m=4"), std::string::npos) << t;
+    EXPECT_NE(t.find("winograd_conv{m=2"), std::string::npos) << t;
 }
 
 TEST_F(cpu_tuning, off_measures_nothing) {

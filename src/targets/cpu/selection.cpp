@@ -60,6 +60,14 @@ bool take_winograd(anchor_site& s, bool rules) {
     return c && lower_winograd(s.env, *c, s.plan.operands, s.plan.dst, s.pos, rules);
 }
 
+// F(2x2, 3x3) as a candidate of its own for the tuner: its weights are 1.8x the direct ones
+// where F(4x4)'s are 4x, so it can win where few tiles make F(4x4) stream its weights from
+// memory (resnet50's 7x7 layers). Under the rules `winograd` chooses the tile itself.
+bool take_winograd_f2(anchor_site& s, bool rules) {
+    const auto* c = own_conv(s);
+    return !rules && c && lower_winograd(s.env, *c, s.plan.operands, s.plan.dst, s.pos, false, 2);
+}
+
 bool take_conv_gemm(anchor_site& s, bool rules) {
     const auto* c = own_conv(s);
     return c && lower_conv_gemm(s.env, *c, s.plan.operands, s.pos, s.replaced, rules);
@@ -128,6 +136,10 @@ const std::vector<anchor_candidate>& anchor_candidates() {
          "3x3, stride 1, group 1, 16+ channels each side, constant weights, enough tiles (F(4x4); F(2x2) on "
          "AVX-512 where 4x4 tiles are too few) (winograd.hpp)",
          take_winograd},
+        {"convolution", "winograd_f2",
+         "only measured by exhaustive_tune (the rules reach F(2x2) through winograd): what winograd takes, in "
+         "F(2x2, 3x3) (winograd.hpp)",
+         take_winograd_f2},
         {"convolution", "conv_gemm",
          "AVX2+FMA, constant weights: few output pixels and a window of 2+ taps; on AVX-512 instead 1x1 "
          "layers streaming 8+ MiB (K <= 256 or a residual), strided 1x1 with few rows, tiny layers "

@@ -38,7 +38,12 @@ struct tuning_input {
 };
 
 constexpr int warm_up_runs = 2;
-constexpr int rounds = 5;
+// Rounds of every candidate in turn, keeping each one's fastest run: at least min_rounds,
+// then more while the problem has taken under round_budget_ms (short kernels get more runs,
+// so a noisy neighbour's burst is less likely to decide; ResNet-50's 19 problems take ~2 s).
+constexpr int min_rounds = 5;
+constexpr int max_rounds = 25;
+constexpr double round_budget_ms = 60.0;
 
 // One candidate lowered into its own module, ready to run.
 class trial {
@@ -140,8 +145,13 @@ std::optional<tuning_record> measure(anchor_site& site) {
     std::vector<double> best(trials.size(), std::numeric_limits<double>::infinity());
     for (int r = 0; r < warm_up_runs; ++r)
         for (const auto& t : trials) t->run(ctx);
-    for (int r = 0; r < rounds; ++r)
-        for (std::size_t i = 0; i < trials.size(); ++i) best[i] = std::min(best[i], trials[i]->run(ctx));
+    double spent = 0;
+    for (int r = 0; r < max_rounds && (r < min_rounds || spent < round_budget_ms); ++r)
+        for (std::size_t i = 0; i < trials.size(); ++i) {
+            const double ms = trials[i]->run(ctx);
+            best[i] = std::min(best[i], ms);
+            spent += ms;
+        }
     tuning_record rec;
     std::size_t win = 0;
     for (std::size_t i = 0; i < trials.size(); ++i) {
@@ -156,8 +166,14 @@ std::optional<tuning_record> measure(anchor_site& site) {
 
 std::string tuning_key(const anchor_site& site) {
     const auto& env = site.env;
+    // The anchor's candidate names are part of the key: a record made before a candidate was
+    // added (or renamed) is measured again instead of never meeting the new one.
+    const auto kind = anchor_kind(site.plan);
+    std::string names;
+    for (const auto& c : anchor_candidates())
+        if (c.anchor == kind) names += (names.empty() ? "" : ",") + std::string(c.name);
     std::string key = cpu_model() + "|" + codegen::host_isa() + (has_avx512() ? "" : " no-avx512") + "|" +
-                      std::to_string(env.ctx.threads()) + "|" + anchor_kind(site.plan) + "|" +
+                      std::to_string(env.ctx.threads()) + "|" + kind + "[" + names + "]|" +
                       site.plan.op.to_string() + "|";
     for (auto x : site.plan.operands) {
         key += x->get_shape().to_string();

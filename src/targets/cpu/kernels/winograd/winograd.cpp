@@ -282,10 +282,11 @@ argument winograd_conv::compute(context&, const shape&, const std::vector<argume
 }
 
 bool lower_winograd(lower_env& env, const convolution& c, const std::vector<instruction_ref>& operands,
-                    const shape& dst, instruction_ref pos, bool rules) {
+                    const shape& dst, instruction_ref pos, bool rules, int tile) {
     if (env.ctx.options().winograd == winograd_choice::off) return false;
-    // Without the rules, every convolution that fits (as =all).
+    // Without the rules, every convolution that fits (as =all), in the tile size asked.
     const auto mode = rules ? env.ctx.options().winograd : winograd_choice::all;
+    if (tile != 0 && tile != 2 && tile != 4) return false;
     const auto* conv = c.op.any_cast<op::convolution>();
     if (!conv || c.transposed() || operands.size() < 2 || !operands[1]->is_literal()) return false;
     const shape& x = operands[0]->get_shape();
@@ -297,7 +298,7 @@ bool lower_winograd(lower_env& env, const convolution& c, const std::vector<inst
         if (geo.stride[i] != 1 || geo.dilation[i] != 1 || geo.pad_begin[i] < 0 || geo.pad_begin[i] > 2) return false;
     if (geo.in_channels < min_channels || geo.out_channels < min_channels) return false;
     winograd_conv op;
-    op.m = mode == winograd_choice::f2 ? 2 : 4;
+    op.m = tile != 0 ? tile : mode == winograd_choice::f2 ? 2 : 4;
     op.pads = {geo.pad_begin[0], geo.pad_begin[1], geo.out[0] + 2 - geo.in[0] - geo.pad_begin[0],
                geo.out[1] + 2 - geo.in[1] - geo.pad_begin[1]};
     if (op.pads[2] < 0 || op.pads[2] > 2 || op.pads[3] < 0 || op.pads[3] > 2) return false;
@@ -318,8 +319,8 @@ bool lower_winograd(lower_env& env, const convolution& c, const std::vector<inst
     }
     auto g = geometry_of(op, x);
     std::size_t tiles = g.n * g.tiles_h * g.tiles_w;
-    if (tiles < min_tiles(4) && mode != winograd_choice::all && mode != winograd_choice::f4 && op.m == 4 &&
-        has_avx512()) {
+    if (tile == 0 && tiles < min_tiles(4) && mode != winograd_choice::all && mode != winograd_choice::f4 &&
+        op.m == 4 && has_avx512()) {
         // Too few 4x4 tiles for F(4x4)'s weights (4x the direct ones): F(2x2, 3x3) (1.8x)
         // where its 2x2 tiles are enough (resnet50's 256 channels at 14x14, batch 1: 49).
         op.m = 2;

@@ -82,8 +82,9 @@ std::vector<float> winograd_weights(const std::vector<float>& w, std::size_t cou
 // its layouts, bias and post-ops) over `operands` (x in its layout, the IR weights
 // literal, [bias vector], post-op inputs), when the geometry and sizes suit it; false,
 // changing nothing, otherwise. `rules` false: whenever it can (the tuner measures it), not
-// only where the thresholds above choose it.
+// only where the thresholds above choose it. `tile` 2 or 4 fixes the output tile (the tuner
+// measures each as its own candidate); 0 lets the rules (or, without them, F(4x4)) decide.
 bool lower_winograd(lower_env& env, const convolution& c, const std::vector<instruction_ref>& operands,
-                    const shape& dst, instruction_ref pos, bool rules = true);
+                    const shape& dst, instruction_ref pos, bool rules = true, int tile = 0);
 
 }  // namespace kiln::cpu
