@@ -62,6 +62,13 @@ struct int8_options {
     std::function<void(std::size_t done, std::size_t total)> progress;
 };
 
+// The residual-add switches by one name (CLI --int8-residual-adds, Python residual_adds):
+// "fuse" (quantize_adds and fuse_residual, the default), "quant_add" (quantize_adds only:
+// each add a quant_add after requantizing convolutions, the form quantized ONNX models
+// have) or "float" (adds stay float32). Anything else is refused (invalid_argument).
+void set_residual_adds(int8_options& o, const std::string& name);
+std::string residual_adds_name(const int8_options& o);
+
 // What quantize_int8 did.
 struct int8_summary {
     std::size_t quantized_ops = 0;        // convolutions / matmuls / gemms given Q/DQ inputs

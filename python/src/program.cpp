@@ -266,7 +266,7 @@ void bind_program(py::module_& m) {
                                                               const int8_options&)) {
         return [fname, f](program& p, const py::object& t, const py::iterable& calibration,
                           const std::vector<std::string>& ops, const std::string& method, double percentile,
-                          const std::optional<std::string>& dump_scales) {
+                          const std::optional<std::string>& dump_scales, const std::string& residual_adds) {
             std::shared_ptr<const target> tg = py::isinstance<py::str>(t) ? get_target(t.cast<std::string>())
                                                                           : t.cast<std::shared_ptr<target>>();
             std::vector<param_map> sets;
@@ -281,6 +281,7 @@ void bind_program(py::module_& m) {
             o.method = calibration_method_from_name(method);
             o.percentile = percentile;
             if (dump_scales) o.dump_scales = *dump_scales;
+            set_residual_adds(o, residual_adds);
             int8_summary s;
             {
                 py::gil_scoped_release release;
@@ -300,13 +301,14 @@ void bind_program(py::module_& m) {
     m.def("quantize_int8", calibrated("quantize_int8", &quantize_int8),
           py::arg("program"), py::arg("target"), py::arg("calibration"),
           py::arg("ops") = std::vector<std::string>{"convolution", "dot"}, py::arg("method") = "minmax",
-          py::arg("percentile") = 99.99, py::arg("dump_scales") = py::none(),
+          py::arg("percentile") = 99.99, py::arg("dump_scales") = py::none(), py::arg("residual_adds") = "fuse",
           "Before compile: int8 calibrated on the input sets (a list of dicts {input name: array}); "
-          "method 'minmax', 'percentile' or 'entropy'. Returns what was done (ops quantized, ops skipped).");
+          "method 'minmax', 'percentile' or 'entropy'; residual_adds 'fuse' (summed into the convolution before "
+          "them), 'quant_add' (8-bit adds) or 'float'. Returns what was done (ops quantized, ops skipped).");
     m.def("quantize_fp8", calibrated("quantize_fp8", &quantize_fp8),
           py::arg("program"), py::arg("target"), py::arg("calibration"),
           py::arg("ops") = std::vector<std::string>{"convolution", "dot"}, py::arg("method") = "minmax",
-          py::arg("percentile") = 99.99, py::arg("dump_scales") = py::none(),
+          py::arg("percentile") = 99.99, py::arg("dump_scales") = py::none(), py::arg("residual_adds") = "fuse",
           "Before compile: float8 e4m3fn activations and weights, per-tensor scales calibrated on the input "
           "sets (as quantize_int8). Returns what was done.");
     m.def("quantize_int4_weights", [](program& p, std::size_t block_size) {

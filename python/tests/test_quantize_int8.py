@@ -93,3 +93,20 @@ def test_ops_choice_and_bad_arguments():
         kiln.quantize_int8(parse(x), "ref", calib, ops=["softmax"])
     with pytest.raises(kiln.InvalidArgumentError, match="list of dicts"):
         kiln.quantize_int8(parse(x), "ref", [x])
+
+
+def test_residual_adds_modes():
+    """residual_adds: 'fuse' (default) sums the residual into the convolution, 'quant_add' keeps
+    8-bit adds, 'float' leaves the adds float32; all close to float32; others refused."""
+    x, _ = fashion_test_set()
+    want = run(parse(x), "cpu", x)
+    calib = calibration_sets(os.path.join(FASHION_DIR, "calibration"), ["input"])[:2]
+    expect = {"fuse": (3, 3), "quant_add": (3, 0), "float": (0, 0)}
+    for mode, (adds, fused) in expect.items():
+        model = parse(x)
+        s = kiln.quantize_int8(model, "cpu", calib, residual_adds=mode)
+        assert (s["quantized_adds"], s["residual_convolutions"]) == (adds, fused), (mode, s)
+        got = run(model, "cpu", x)
+        assert 0 < np.linalg.norm(got - want) / np.linalg.norm(want) < 0.1, mode
+    with pytest.raises(kiln.InvalidArgumentError, match="fuse, quant_add or float"):
+        kiln.quantize_int8(parse(x), "cpu", calib, residual_adds="none")

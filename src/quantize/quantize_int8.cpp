@@ -470,6 +470,17 @@ calibration_method calibration_method_from_name(const std::string& name) {
                 "unknown calibration method '" + name + "' (minmax, percentile or entropy)");
 }
 
+void set_residual_adds(int8_options& o, const std::string& name) {
+    if (name == "fuse") o.quantize_adds = o.fuse_residual = true;
+    else if (name == "quant_add") o.quantize_adds = true, o.fuse_residual = false;
+    else if (name == "float") o.quantize_adds = o.fuse_residual = false;
+    else throw_error(error_code::invalid_argument, "unknown residual-add mode '" + name + "' (fuse, quant_add or float)");
+}
+
+std::string residual_adds_name(const int8_options& o) {
+    return !o.quantize_adds ? "float" : o.fuse_residual ? "fuse" : "quant_add";
+}
+
 std::string calibration_method_name(calibration_method m) {
     switch (m) {
         case calibration_method::minmax: return "minmax";

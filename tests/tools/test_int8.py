@@ -105,3 +105,22 @@ def test_int8_kernels_chosen_with_vnni_run_on_a_cpu_without(tmp_path):
     rel_l2 = np.linalg.norm(y - want) / np.linalg.norm(want)
     cosine = float(np.dot(y.ravel(), want.ravel()) / (np.linalg.norm(y) * np.linalg.norm(want)))
     assert rel_l2 <= 0.2 and cosine >= 0.99, (rel_l2, cosine)
+
+
+@needs_shared
+def test_int8_residual_adds_modes():
+    """--int8-residual-adds: fused into the convolutions (default), 8-bit adds, or float32 adds;
+    each is accurate, and the summary says which it did."""
+    args = ("verify", FASHION, "--input", DATA, "--int8", "--calibration", CALIB)
+    said = {
+        "fuse": "13 ops quantized (and 3 residual adds, 3 fused into their convolutions), 12 activations",
+        "quant_add": "13 ops quantized (and 3 residual adds), 15 activations",
+        "float": "13 ops quantized, 10 activations",
+    }
+    for mode, summary in said.items():
+        proc = kiln(*args, "--int8-residual-adds", mode)
+        assert summary in proc.stderr, (mode, proc.stderr)
+        j = kiln_json(*args, "--int8-residual-adds", mode, "--quiet")
+        assert j["passed"] is True and 0 < j["outputs"][0]["rel_l2"] <= 0.05, (mode, j)
+    kiln(*args, "--int8-residual-adds", "none", "--quiet", expect=USAGE)
+    kiln("run", FASHION, "--int8-residual-adds", "float", "--quiet", expect=USAGE)  # without --int8

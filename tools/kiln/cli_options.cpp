@@ -42,6 +42,9 @@ const std::vector<option_spec>& option_table() {
         {"--calibration-method", "minmax|percentile|entropy", "minmax",
          "--int8 / --fp8: activation ranges from the extremes, the 99.99th percentile of |x|, or least KL divergence"},
         {"--dump-scales", "FILE", "", "--int8 / --fp8: write the activation and weight scales (JSON)"},
+        {"--int8-residual-adds", "fuse|quant_add|float", "fuse",
+         "--int8: residual adds summed into the convolution before them, as 8-bit adds after requantizing "
+         "convolutions, or kept float32 (docs/quantization.md)"},
         {"--fast-math", "", "on", "allow fast approximations of exp, erf, tanh, sigmoid, division"},
         {"--no-fast-math", "", "", "exact math functions"},
         {"--exhaustive-tune", "", "off", "time candidate kernels at compile time and keep the fastest"},
@@ -100,7 +103,7 @@ const std::vector<option_spec>& option_table() {
 const std::vector<std::string> shape_opts = {"--batch", "--default-dim-value", "--input-dim", "--dyn-input-dim"};
 const std::vector<std::string> compile_opts = {"--target", "--fp16", "--bf16", "--int8", "--fp8", "--int4-weights",
                                                "--calibration",
-                                               "--calibration-method", "--dump-scales",
+                                               "--calibration-method", "--dump-scales", "--int8-residual-adds",
                                                "--fast-math", "--no-fast-math", "--exhaustive-tune", "--device-id", "--gpu-arch", "--tf32",
                                                "--offload-copy", "--no-offload-copy", "--threads",
                                                "--specialize-after", "--max-specializations", "--dynamic-buckets"};
@@ -353,6 +356,10 @@ options parse(const std::string& command, const std::vector<std::string>& args) 
             o.calibration_method = value();
             if (o.calibration_method != "minmax" && o.calibration_method != "percentile" && o.calibration_method != "entropy")
                 throw usage_error("--calibration-method is minmax, percentile or entropy, not '" + o.calibration_method + "'");
+        } else if (a == "--int8-residual-adds") {
+            o.int8_residual_adds = value();
+            if (o.int8_residual_adds != "fuse" && o.int8_residual_adds != "quant_add" && o.int8_residual_adds != "float")
+                throw usage_error("--int8-residual-adds is fuse, quant_add or float, not '" + o.int8_residual_adds + "'");
         } else if (a == "--dump-scales") o.dump_scales = value();
         else if (a == "--fast-math") o.fast_math = true;
         else if (a == "--no-fast-math") o.fast_math = false;

@@ -24,6 +24,7 @@ struct options {
     bool fp16 = false, bf16 = false, int8 = false, fp8 = false, int4_weights = false;
     std::string calibration;
     std::string calibration_method = "minmax";
+    std::string int8_residual_adds = "fuse";
     std::string dump_scales;
     bool fast_math = true;
     bool exhaustive_tune = false;

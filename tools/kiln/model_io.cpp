@@ -187,8 +187,7 @@ void quantize_calibrated_from_options(program& p, const options& o, const target
     int8_options q;
     q.method = calibration_method_from_name(o.calibration_method);
     q.dump_scales = o.dump_scales;
-    // A/B switch for the residual fusion (int8_options::fuse_residual).
-    if (const char* e = std::getenv("KILN_INT8_FUSE_RESIDUAL"); e && std::string(e) == "0") q.fuse_residual = false;
+    set_residual_adds(q, o.int8_residual_adds);
     const bool bar = !o.quiet && isatty(2);
     if (bar)
         q.progress = [](std::size_t done, std::size_t total) {
@@ -219,6 +218,8 @@ void compile_model(program& p, const options& o, bool target_given) {
     const bool calibrated = o.int8 || o.fp8;
     if (!calibrated && (!o.calibration.empty() || !o.dump_scales.empty() || o.calibration_method != "minmax"))
         throw_error(error_code::invalid_argument, "--calibration, --calibration-method and --dump-scales need --int8 or --fp8");
+    if (!o.int8 && o.int8_residual_adds != "fuse")
+        throw_error(error_code::invalid_argument, "--int8-residual-adds needs --int8");
     if (int(o.fp16) + int(o.bf16) + int(o.int8) + int(o.fp8) + int(o.int4_weights) > 1)
         throw_error(error_code::invalid_argument, "--fp16, --bf16, --int8, --fp8 and --int4-weights exclude each other");
     // Modes that quantize before compile: a compiled .kiln must have been made with the same one.
