@@ -346,6 +346,30 @@ def test_bf16_activations_stay_bf16_between_convolutions_and_load_anywhere(tmp_p
         assert diff <= 0.01, (name, diff)
 
 
+RESNET50 = os.path.join(SHARED, "models", "resnet50")
+
+
+@pytest.mark.skipif(not os.path.isdir(RESNET50), reason="the shared resnet50 is not there")
+def test_bf16_stem_pool_stays_bf16_and_loads_anywhere(tmp_path):
+    """ResNet-50 --bf16: the stem's max pooling pools bf16 (the stem convolution writes bf16,
+    the two convolutions after the pool read it as it is) where the CPU has native bf16; the
+    saved program loads where oneDNN has no bf16 pooling (capped to AVX2: float32 between
+    conversions) and stays within issue 20's bound there."""
+    saved = tmp_path / "resnet50_bf16.kiln"
+    kiln("compile", os.path.join(RESNET50, "model.onnx"), "--bf16", "--batch", "1", "-o", saved, "--quiet")
+    pools = [line for line in kiln("read", saved).stdout.splitlines() if "= cpu::pooling" in line]
+    assert len(pools) == 1, pools
+    assert pools[0].endswith("-> bfloat16[1, 64, 56, 56]") == cpu_has_native_bf16(), pools[0]
+    data = os.path.join(RESNET50, "test_data_set_0")
+    want = onnx_pb.read_tensor(os.path.join(data, "output_0.pb"))[2].astype(np.float64)
+    for name, env in [("here", None), ("avx2", AS_AVX2)]:
+        out = tmp_path / name
+        kiln("run", saved, "--input", data, "--output", out, "--quiet", extra_env=env)
+        got = onnx_pb.read_tensor(out / "output_0.pb")[2].astype(np.float64)
+        rel_l2 = np.linalg.norm(got - want) / np.linalg.norm(want)
+        assert 0 < rel_l2 <= 0.17, (name, rel_l2)
+
+
 def test_reduced_precision_compile_saves_and_modes_exclude_each_other(tmp_path):
     proc = kiln("compile", FASHION, "--fp16", "-o", tmp_path / "fashion_fp16.kiln", "--quiet")
     assert "computes in float32 with the float16 weights" in proc.stderr  # the cpu target says what it does

@@ -4,6 +4,7 @@
 #include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/kernels/onednn/op_conv.hpp"
 #include "targets/cpu/kernels/onednn/op_misc.hpp"
+#include "ops/nn_pooling.hpp"
 
 #include <kiln/builtin_ops.hpp>
 
@@ -43,7 +44,28 @@ using member_set = std::unordered_set<const instruction*>;
 // residual a bf16 convolution sums into (its output buffer), or otherwise.
 enum class reading { source, residual, other };
 
+reading how_read(instruction_ref u, instruction_ref r);
+
+// A max pooling on oneDNN read only as bf16 convolutions' source (ResNet's stem pool):
+// it can pool the bf16 values as they are, and its result stay bf16. Exact: rounding to
+// bf16 is monotonic, so the max of rounded values is the rounded max.
+bool bf16_pool(instruction_ref p) {
+    const auto* op = p->get_operator().any_cast<pooling>();
+    if (!op || op->dst_layout.empty() || op->layouts.empty() || op->scratchpad >= 0) return false;
+    const auto* mode = op->op.any_cast<kiln::op::pooling>();
+    if (!mode || mode->mode != kiln::op::pooling_mode::max || p->inputs().size() != 2) return false;
+    const auto buf = p->inputs().back();
+    if (!buf->get_operator().any_cast<builtin::allocate>() || buf->outputs().size() != 1) return false;
+    if (layout_as(op->dst_layout, dnnl::memory::data_type::bf16).get_size() != p->get_shape().elements() * 2)
+        return false;
+    if (p->outputs().empty()) return false;
+    for (auto u : p->outputs())
+        if (!bf16_conv(u) || how_read(u, p) != reading::source) return false;
+    return true;
+}
+
 reading how_read(instruction_ref u, instruction_ref r) {
+    if (u->inputs().front() == r && bf16_pool(u)) return reading::source;
     const auto* c = bf16_conv(u);
     if (!c) return reading::other;
     const auto& in = u->inputs();
@@ -101,6 +123,18 @@ void keep_bf16_activations::apply(module& m) const {
                 bf16.erase(&*r);
                 changed = true;
             }
+    }
+    // The pools that read a result about to be bf16 pool in bf16 (their readers take it as a
+    // source); first, so that their result is bf16 by their layout when their source turns.
+    std::vector<instruction_ref> pools;
+    for (auto ins = m.begin(); ins != m.end(); ++ins)
+        if (!ins->inputs().empty() && bf16.count(&*ins->inputs().front()) && bf16_pool(ins)) pools.push_back(ins);
+    for (auto p : pools) {
+        auto op = *p->get_operator().any_cast<pooling>();
+        op.dst_layout = md_record::from(layout_as(op.dst_layout, dnnl::memory::data_type::bf16));
+        auto args = p->inputs();
+        args.back() = m.insert_instruction(p, builtin::allocate{shape(type::uint8, {op.dst_layout.to_md().get_size()})}, {});
+        m.replace_instruction(p, op, args);
     }
     // Last first: a convolution summing into r then already writes bf16 when r's new
     // type reaches it, and its readers already take a bf16 source.

@@ -2,9 +2,11 @@
 // (cpu::convolution with `bf16`, widen_reduced.hpp): a convolution whose result another
 // such convolution reads as its source, or sums into in place (the residual of
 // sum_post_op.hpp), writes it in bf16 in its planned layout (dst_layout's data type), and
-// those readers take it as it is. Any other reader (a pooling, a concat, the reorder before
-// an output, another op's post-op input) reads a float32 copy in the same layout, made
-// once by a converting cpu::reorder right after it. A residual chain (each block's result
+// those readers take it as it is; so does a max pooling (on oneDNN) read only as such
+// convolutions' source, which then pools bf16 (exact: the max of bf16-rounded values is the
+// rounded max; ResNet's stem). Any other reader (an average pooling, a concat, the reorder
+// before an output, another op's post-op input) reads a float32 copy in the same layout,
+// made once by a converting cpu::reorder right after it. A residual chain (each block's result
 // written into the one before) is bf16 as a whole or not at all, since one buffer holds it.
 //
 // Why: a bf16 convolution that reads float32 converts its whole source to bf16 before it

@@ -44,12 +44,19 @@ void expect_same_layout(const std::string& name, const dnnl::memory::desc& x, co
 
 shape pooling::logical_shape(const std::vector<shape>& operands) const {
     expect_operands(name(), operands, 1);
-    // 8-bit max pooling too: quantized CNNs' pools on their u8/s8 values (lower_pooling_8bit).
+    // 8-bit max pooling too: quantized CNNs' pools on their u8/s8 values (lower_pooling_8bit);
+    // and bf16 max pooling between bf16 convolutions (bf16_activations.hpp).
     const type t = operands[0].get_type();
     const auto* p = op.any_cast<op::pooling>();
-    if (!(p && p->mode == op::pooling_mode::max && (t == type::uint8 || t == type::int8)))
+    if (!(p && p->mode == op::pooling_mode::max && (t == type::uint8 || t == type::int8 || t == type::bfloat16)))
         expect_float(name(), operands[0]);
-    return op.compute_shape(operands);
+    // A max pooling whose planned result is bf16 (bf16_activations.hpp) returns bf16 whatever
+    // its source still is while that pass rewrites the program (its source turns bf16 too).
+    const shape out = op.compute_shape(operands);
+    if (p && p->mode == op::pooling_mode::max && !dst_layout.empty() &&
+        dst_layout.to_md().data_type() == dnnl::memory::data_type::bf16)
+        return out.with_type(type::bfloat16);
+    return out;
 }
 
 dnnl::primitive_desc_base pooling::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
@@ -80,15 +87,31 @@ dnnl::primitive_desc_base pooling::make_pd(const dnnl::engine& eng, const std::v
         pad_l.push_back(g.pad_begin[i]);
         pad_r.push_back(end);
     }
-    dnnl::pooling_v2_forward::desc d(inference, alg, operand_md(0, operands[0]), out_md(dst), strides, kernel, dilation,
-                                     pad_l,
-                                     pad_r);
-    return dnnl::pooling_v2_forward::primitive_desc(d, make_attr({}, operands, dst.ndim()), eng);
+    auto make = [&](const dnnl::memory::desc& src, const dnnl::memory::desc& out) {
+        dnnl::pooling_v2_forward::desc d(inference, alg, src, out, strides, kernel, dilation, pad_l, pad_r);
+        return dnnl::pooling_v2_forward::primitive_desc(d, make_attr({}, operands, dst.ndim()), eng);
+    };
+    const auto src = operand_md(0, operands[0]), out = out_md(dst);
+    const auto bf16 = dnnl::memory::data_type::bf16, f32 = dnnl::memory::data_type::f32;
+    if (src.data_type() != bf16 && out.data_type() != bf16) return make(src, out);
+    // A bf16 max pooling (bf16_activations.hpp) saved where the CPU had native bf16: oneDNN
+    // 2.6 has no bf16 pooling for AVX2, so there it pools in float32 between conversions
+    // (exact: bf16 values are float32 values).
+    try {
+        return make(src, out);
+    } catch (const dnnl::error&) {
+        return make(retyped(src, f32), retyped(out, f32));
+    }
 }
 
-void pooling::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd, const std::vector<shape>&,
-                            const std::vector<argument>&, const dnnl::engine&) const {
-    k.bind(DNNL_ARG_SRC, 0, pd.src_desc());
+void pooling::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd, const std::vector<shape>& operands,
+                            const std::vector<argument>&, const dnnl::engine& eng) const {
+    const auto bf16 = dnnl::memory::data_type::bf16;
+    if (operands.at(0).get_type() == type::bfloat16 && pd.src_desc().data_type() != bf16)
+        k.bind_converted(DNNL_ARG_SRC, 0, retyped(pd.src_desc(), bf16), pd.src_desc(), eng);
+    else k.bind(DNNL_ARG_SRC, 0, pd.src_desc());
+    if (!dst_layout.empty() && dst_layout.to_md().data_type() == bf16 && pd.dst_desc().data_type() != bf16)
+        k.convert_output({});
 }
 
 // ---- softmax ----
