@@ -38,17 +38,20 @@ std::span<const int8_candidate> candidates_for(const lower_env& env, instruction
     return {};
 }
 
-// The op without what does not change the kernels' work: the scales (per channel or not kept).
+// The op without what does not change the kernels' work: the scales (per channel or not
+// kept) and the result's zero point.
 std::string problem_op(instruction_ref ins) {
     auto blank = [](op::requantize_params& p) {
         const bool per_channel = p.w_scales.size() > 1;
         p.x_scale = p.y_scale = 1.0f;
+        p.y_zero_point = 0;
         p.w_scales.assign(per_channel ? 2 : 1, 1.0f);  // two: per channel
     };
     if (const auto* q = ins->get_operator().any_cast<op::quant_convolution>()) {
         auto c = *q;
         blank(c);
         c.r_scale = 1.0f;
+        c.r_zero_point = 0;
         return operation(c).to_string();
     }
     auto d = ins->get_operator().get<op::quant_dot>();
