@@ -16,15 +16,20 @@ namespace kiln::cpu {
 namespace {
 
 // The names are the op candidates' (selection.cpp), in their order.
+// `fits`: whether it can take ins, checked before any trial is built (nullptr: only its trial
+// tells, as for oneDNN's).
 struct int8_candidate {
     const char* name;
     bool (*lower)(lower_env& env, instruction_ref ins);
+    bool (*fits)(instruction_ref ins, const cpu_options& o);
 };
-constexpr int8_candidate convolution_candidates[] = {{"int8_depthwise", lower_int8_depthwise_anywhere},
-                                                     {"int8_gemm_vnni", lower_int8_gemm_vnni_anywhere},
-                                                     {"onednn_int8", lower_quant_convolution}};
-constexpr int8_candidate dot_candidates[] = {{"int8_gemm_vnni", lower_int8_gemm_vnni_anywhere},
-                                             {"onednn_int8", lower_quant_dot}};
+bool depthwise_fits(instruction_ref ins, const cpu_options&) { return int8_depthwise_fits(ins); }
+constexpr int8_candidate convolution_candidates[] = {
+    {"int8_depthwise", lower_int8_depthwise_anywhere, depthwise_fits},
+    {"int8_gemm_vnni", lower_int8_gemm_vnni_anywhere, int8_gemm_vnni_fits},
+    {"onednn_int8", lower_quant_convolution, nullptr}};
+constexpr int8_candidate dot_candidates[] = {{"int8_gemm_vnni", lower_int8_gemm_vnni_anywhere, int8_gemm_vnni_fits},
+                                             {"onednn_int8", lower_quant_dot, nullptr}};
 
 // The candidates for ins, empty for anything else or where the rules are the user's
 // (KILN_CPU_INT8_KERNELS set) or the CPU has no int8 dot product (dequantize_without_vnni
@@ -98,8 +103,11 @@ const char* lower_tuned_int8(lower_env& env, instruction_ref ins) {
     const auto key = int8_tuning_key(env, ins);
     auto r = table.find(key);
     if (!r) {
+        // Nothing built where fewer than two may take it (a residual convolution: oneDNN's alone).
         std::vector<trial_candidate> trials;
-        for (const auto& c : list) trials.push_back(trial_of(env, ins, c));
+        for (const auto& c : list)
+            if (!c.fits || c.fits(ins, env.ctx.options())) trials.push_back(trial_of(env, ins, c));
+        if (trials.size() < 2) return nullptr;
         r = measure_candidates(env.ctx, trials);
         if (!r) return nullptr;
         table.record(key, *r);
