@@ -44,12 +44,12 @@ std::span<const int8_candidate> candidates_for(const lower_env& env, instruction
 }
 
 // The op without what does not change the kernels' work: the scales (per channel or not
-// kept) and the result's zero point.
+// kept), zero points and saturation range (layers of one shape share a record).
 std::string problem_op(instruction_ref ins) {
     auto blank = [](op::requantize_params& p) {
         const bool per_channel = p.w_scales.size() > 1;
         p.x_scale = p.y_scale = 1.0f;
-        p.y_zero_point = 0;
+        p.x_zero_point = p.y_zero_point = p.y_min = p.y_max = 0;
         p.w_scales.assign(per_channel ? 2 : 1, 1.0f);  // two: per channel
     };
     if (const auto* q = ins->get_operator().any_cast<op::quant_convolution>()) {
