@@ -3,11 +3,15 @@
 // recorded in KILN_TUNING_CACHE with the fastest as its choice; the compiled program runs
 // the recorded choices; a second compile reads the file (a choice written into it is
 // followed, nothing is measured or written again); without exhaustive_tune nothing is
-// measured or written.
+// measured or written. The same for a quantized network's int8 kernels (tuning_int8.hpp) on
+// a CPU with AVX-512 VNNI.
 #include "cpu_test_util.hpp"
 #include "env_override.hpp"
 
 #include "targets/cpu/cpu_features.hpp"
+#include "targets/cpu/kernels/onednn/op_quant.hpp"
+
+#include "ops/quant_fused.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -158,6 +162,168 @@ TEST_F(cpu_tuning, off_measures_nothing) {
 }
 
 }  // namespace
+
+namespace {
+
+// The int8 kernels measured by exhaustive_tune (tuning_int8.hpp) and the cpu ops they lower to.
+const std::map<std::string, std::string> int8_kernel_op = {{"int8_gemm_vnni", "cpu::int8_gemm"},
+                                                           {"int8_depthwise", "cpu::int8_depthwise"}};
+
+literal ints(type t, std::vector<std::size_t> lens, int lo, int hi) {
+    shape s(t, std::move(lens));
+    std::uniform_int_distribution<int> d(lo, hi);
+    std::vector<double> v(s.elements());
+    for (auto& x : v) x = d(rng());
+    return literal(s, v);
+}
+
+// u8 in, u8 out, per-channel weight scales, an int32 bias; `gain`: x_scale * w_scale / y_scale.
+template <class Q>
+Q quant(std::size_t channels, double gain) {
+    Q q;
+    q.x_scale = 0.02f;
+    q.x_zero_point = 128;
+    for (std::size_t c = 0; c < channels; ++c) q.w_scales.push_back(0.001f * static_cast<float>(1 + c % 7));
+    q.w_scales.erase(q.w_scales.begin());
+    q.has_bias = true;
+    q.out_type = type::uint8;
+    q.y_scale = static_cast<float>(0.02 * 0.001 / gain);
+    q.y_zero_point = 128;
+    q.y_min = 0;
+    q.y_max = 255;
+    return q;
+}
+
+// x u8 [1, 32, 28, 28]: 1x1 32 -> 64, depthwise 3x3, 1x1 64 -> 32 (MobileNetV2's block, channels-last
+// between the layers); a u8 [64, 256] times constant int8 [256, 256] (bert's products). Gains that
+// keep a level's difference in an input under a level in the output (oneDNN's kernels may round a
+// value a level off).
+builder quant_net() {
+    builder b;
+    auto xl = ints(type::uint8, {1, 32, 28, 28}, 0, 255);
+    b.inputs["x"] = xl.get_argument();
+    auto x = b.m->add_parameter("x", xl.get_shape());
+    auto pointwise = [&](instruction_ref in, std::size_t cin, std::size_t cout) {
+        auto q = quant<op::quant_convolution>(cout, 0.5 / (64.0 * static_cast<double>(cin)));
+        q.padding = {0, 0, 0, 0};
+        q.stride = {1, 1};
+        q.dilation = {1, 1};
+        return b.m->add_instruction(q, {in, b.m->add_literal(ints(type::int8, {cout, cin, 1, 1}, -127, 127)),
+                                        b.m->add_literal(ints(type::int32, {cout}, -2000, 2000))});
+    };
+    auto c1 = pointwise(x, 32, 64);
+    auto dw = quant<op::quant_convolution>(64, 0.5 / (64.0 * 9.0));
+    dw.padding = {1, 1, 1, 1};
+    dw.stride = {1, 1};
+    dw.dilation = {1, 1};
+    dw.group = 64;
+    auto d1 = b.m->add_instruction(dw, {c1, b.m->add_literal(ints(type::int8, {64, 1, 3, 3}, -127, 127)),
+                                        b.m->add_literal(ints(type::int32, {64}, -2000, 2000))});
+    auto c2 = pointwise(d1, 64, 32);
+    auto al = ints(type::uint8, {64, 256}, 0, 255);
+    b.inputs["a"] = al.get_argument();
+    auto a = b.m->add_parameter("a", al.get_shape());
+    auto dq = quant<op::quant_dot>(256, 0.5 / (64.0 * 256.0));
+    auto dot = b.m->add_instruction(dq, {a, b.m->add_literal(ints(type::int8, {256, 256}, -127, 127)),
+                                         b.m->add_literal(ints(type::int32, {256}, -2000, 2000))});
+    b.ret({c2, dot});
+    return b;
+}
+
+// The int8 records of a tuning file.
+std::vector<line> int8_lines(const std::string& text) {
+    std::vector<line> out;
+    for (auto& x : lines_of(text))
+        if (x.key.find("|quant_convolution[") != std::string::npos || x.key.find("|quant_dot[") != std::string::npos)
+            out.push_back(x);
+    return out;
+}
+
+// Up to 3 levels where oneDNN's kernels run (a level off now and then, through three layers at
+// most); bit-equal where only Kiln's own run.
+constexpr double int8_levels = 3.0;
+
+bool vnni() { return cpu::has_avx512_vnni() && cpu::has_int8_dot_product(); }
+
+}  // namespace
+
+TEST_F(cpu_tuning, int8_kernels_are_measured_and_the_fastest_runs) {
+    if (!vnni()) GTEST_SKIP() << "no AVX-512 VNNI here: the int8 kernels have one candidate each";
+    test::env_override file("KILN_TUNING_CACHE", cache.c_str());
+    compile_options o;
+    o.exhaustive_tune = true;
+    auto r = run_both(quant_net(), 0.0, int8_levels, o);
+    const auto records = int8_lines(read(cache));
+    ASSERT_EQ(records.size(), 4u) << read(cache);  // the three convolutions and the product
+    std::map<std::string, std::size_t> chosen;
+    std::size_t depthwise = 0, vnni_gemm = 0;
+    for (const auto& x : records) {
+        ASSERT_GE(x.ms.size(), 2u) << x.key;
+        ASSERT_TRUE(x.ms.count(x.chosen)) << x.key;
+        EXPECT_TRUE(x.ms.count("onednn_int8")) << x.key;
+        depthwise += x.ms.count("int8_depthwise");
+        vnni_gemm += x.ms.count("int8_gemm_vnni");
+        for (const auto& [name, ms] : x.ms) {
+            EXPECT_GT(ms, 0.0) << name;
+            EXPECT_LE(x.ms.at(x.chosen), ms) << x.key << ": " << x.chosen << " is not the fastest";
+        }
+        EXPECT_EQ(x.key.rfind(cpu::cpu_model(), 0), 0u) << x.key;
+        ++chosen[x.chosen];
+    }
+    EXPECT_EQ(depthwise, 1u) << read(cache);
+    EXPECT_EQ(vnni_gemm, 3u) << read(cache);
+    // The program runs exactly the chosen kernels.
+    for (const auto& [name, op] : int8_kernel_op) EXPECT_EQ(count_ops(r.cpu, op), chosen[name]) << op << "\n" << text(r.cpu);
+    EXPECT_EQ(count_ops(r.cpu, "cpu::quant_conv") + count_ops(r.cpu, "cpu::quant_matmul"), chosen["onednn_int8"])
+        << text(r.cpu);
+    EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
+}
+
+TEST_F(cpu_tuning, int8_choices_in_the_file_are_followed) {
+    if (!vnni()) GTEST_SKIP() << "no AVX-512 VNNI here: the int8 kernels have one candidate each";
+    test::env_override file("KILN_TUNING_CACHE", cache.c_str());
+    compile_options o;
+    o.exhaustive_tune = true;
+    run_both(quant_net(), 0.0, int8_levels, o);
+    const auto records = int8_lines(read(cache));
+    ASSERT_EQ(records.size(), 4u) << read(cache);
+    for (const bool own : {true, false}) {
+        SCOPED_TRACE(own ? "own kernels forced" : "oneDNN's forced");
+        // Each choice turned to Kiln's kernel (or to oneDNN's), with times that would never make it the fastest.
+        std::string forced;
+        for (const auto& x : records) {
+            std::string k = "onednn_int8";
+            if (own) k = x.ms.count("int8_depthwise") ? "int8_depthwise" : "int8_gemm_vnni";
+            forced += x.key + "\t" + k + "\t" + k + "=1000 other=1\n";
+        }
+        std::ofstream(cache, std::ios::trunc) << forced;
+        // Bit-equal to ref on Kiln's kernels alone.
+        auto r = run_both(quant_net(), 0.0, own ? 0.0 : int8_levels, o);
+        EXPECT_EQ(read(cache), forced);  // nothing measured or written
+        EXPECT_EQ(count_ops(r.cpu, "cpu::int8_gemm"), own ? 3u : 0u) << text(r.cpu);
+        EXPECT_EQ(count_ops(r.cpu, "cpu::int8_depthwise"), own ? 1u : 0u) << text(r.cpu);
+        EXPECT_EQ(count_ops(r.cpu, "cpu::quant_conv"), own ? 0u : 3u) << text(r.cpu);
+        EXPECT_EQ(count_ops(r.cpu, "cpu::quant_matmul"), own ? 0u : 1u) << text(r.cpu);
+    }
+}
+
+TEST_F(cpu_tuning, int8_off_keeps_the_rules) {
+    if (!vnni()) GTEST_SKIP() << "no AVX-512 VNNI here";
+    test::env_override file("KILN_TUNING_CACHE", cache.c_str());
+    auto r = run_both(quant_net(), 0.0, int8_levels);
+    EXPECT_FALSE(fs::exists(cache));
+    // The rules: oneDNN's convolutions, the VNNI GEMM's product.
+    EXPECT_EQ(count_ops(r.cpu, "cpu::quant_conv"), 3u) << text(r.cpu);
+    EXPECT_EQ(count_ops(r.cpu, "cpu::int8_gemm"), 1u) << text(r.cpu);
+    // And KILN_CPU_INT8_KERNELS set: its choice, nothing measured.
+    test::env_override onednn("KILN_CPU_INT8_KERNELS", "onednn");
+    compile_options o;
+    o.exhaustive_tune = true;
+    auto s = run_both(quant_net(), 0.0, int8_levels, o);
+    EXPECT_TRUE(int8_lines(fs::exists(cache) ? read(cache) : "").empty()) << read(cache);
+    EXPECT_EQ(count_ops(s.cpu, "cpu::quant_conv"), 3u) << text(s.cpu);
+    EXPECT_EQ(count_ops(s.cpu, "cpu::quant_matmul"), 1u) << text(s.cpu);
+}
 
 namespace {
 

@@ -23,6 +23,7 @@
 #include "targets/cpu/kernels/silu/silu.hpp"
 #include "targets/cpu/sum_post_op.hpp"
 #include "targets/cpu/tuning.hpp"
+#include "targets/cpu/tuning_int8.hpp"
 #include "targets/cpu/kernels/winograd/winograd.hpp"
 
 #include <type_traits>
@@ -183,11 +184,12 @@ const std::vector<op_candidate>& op_candidates() {
          false, lower_int8_gemm},
         {"quant_convolution", "int8_depthwise",
          "no VNNI: depthwise 3x3, any stride and padding, int8 literal weights, u8/s8 x channels-last: exact "
-         "(int8_depthwise.hpp)",
+         "(int8_depthwise.hpp); with VNNI where exhaustive_tune measured it faster than onednn_int8 (tuning_int8.hpp)",
          false, lower_int8_depthwise},
         {"quant_convolution", "int8_gemm_vnni",
-         "AVX-512 VNNI, only with KILN_CPU_INT8_KERNELS=own (slower than onednn_int8 on MobileNetV2's 1x1 layers): "
-         "what int8_gemm takes without VNNI: exact vpdpbusd GEMM (int8_gemm_vnni.cpp)",
+         "AVX-512 VNNI, only with KILN_CPU_INT8_KERNELS=own (slower than onednn_int8 on MobileNetV2's 1x1 layers) "
+         "or where exhaustive_tune measured it faster (tuning_int8.hpp): what int8_gemm takes without VNNI: exact "
+         "vpdpbusd GEMM (int8_gemm_vnni.cpp)",
          false, lower_int8_gemm_vnni},
         {"quant_convolution", "onednn_int8",
          "VNNI, static, int8 weights (literal, zero point 0): u8/s8 x in channels-last; a residual as the in-place "
@@ -198,7 +200,8 @@ const std::vector<op_candidate>& op_candidates() {
          false, lower_int8_gemm},
         {"quant_dot", "int8_gemm_vnni",
          "AVX-512 VNNI: int8 literal 2-D weights (faster than onednn_int8 at bert_small's and MobileNetV2's "
-         "shapes): exact vpdpbusd GEMM (int8_gemm_vnni.cpp)",
+         "shapes; with exhaustive_tune where measured faster, tuning_int8.hpp): exact vpdpbusd GEMM "
+         "(int8_gemm_vnni.cpp)",
          false, lower_int8_gemm_vnni},
         {"quant_dot", "onednn_int8", "VNNI, static, int8 b: literal weights or a run-time operand (op_quant.hpp)", false,
          lower_quant_dot},
@@ -295,6 +298,8 @@ std::string lower_op(lower_env& env, instruction_ref ins) {
     if (ins->is_param() || ins->is_literal() || ins->is_return()) return {};
     if (ins->get_operator().traits().builtin || !ins->module_inputs().empty()) return {};
     if (is_cpu_kernel(ins)) return {};
+    if (env.ctx.options().exhaustive_tune)  // a quantized product's measured int8 kernel (tuning_int8.hpp)
+        if (const char* tuned = lower_tuned_int8(env, ins)) return tuned;
     const std::string n = ins->name();  // the table's key
     const auto& list = op_candidates();
     bool named = false;

@@ -100,18 +100,9 @@ public:
                 x = it->second;
                 continue;
             }
-            instruction_ref y;
-            if (x->is_literal()) {
-                y = module_.add_literal(x->get_literal());
-            } else {
-                const auto lay = env.layout.find(&*x);
-                const std::size_t bytes =
-                    lay != env.layout.end() ? lay->second.to_md().get_size() : x->get_shape().bytes();
-                auto buf = module_.add_instruction(builtin::allocate{shape(type::uint8, {std::max<std::size_t>(bytes, 1)})}, {});
-                y = module_.add_instruction(tuning_input{x->get_shape(), may_write_into(env, x, real.pos, real.replaced)},
-                                            {buf});
-                if (lay != env.layout.end()) scratch.layout[&*y] = lay->second;
-            }
+            instruction_ref y = x->is_literal() ? module_.add_literal(x->get_literal())
+                                                : trial_operand(scratch, env, x,
+                                                                may_write_into(env, x, real.pos, real.replaced));
             made.emplace(&*x, y);
             x = y;
         }
@@ -121,7 +112,32 @@ public:
         ok_ = c.lower(site, false);
         if (!ok_) return;
         module_.add_return({pos});
-        module_.finalize_ops(env.ctx);
+        prepare(env.ctx);
+    }
+
+    // A candidate that lowers into the module itself (trial_candidate).
+    trial(cpu_context& ctx, const trial_candidate& c) : name_(c.name), module_("tuning") {
+        lower_env scratch{module_, ctx, {}, {}, {}, {}, {}, {}};
+        ok_ = c.build(scratch);
+        if (ok_) prepare(ctx);
+    }
+
+    bool ok() const { return ok_; }
+    const std::string& name() const { return name_; }
+
+    // One run of the kernels (and the reorders the candidate put before them), in ms, from
+    // the cache state `caches` prepares (untimed).
+    double run(context& ctx, const cache_state& caches) const {
+        caches.prepare(buffers_);
+        const auto start = std::chrono::steady_clock::now();
+        for (const auto& s : steps_) s.ins->get_operator().compute(ctx, s.ins->get_shape(), s.args);
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    }
+
+private:
+    // The module's kernels finalized, its buffers made and every step's arguments.
+    void prepare(cpu_context& ctx) {
+        module_.finalize_ops(ctx);
         // Buffers made once (random values: no zeros or denormals to shortcut), then every
         // step's arguments.
         std::mt19937 rng(7);
@@ -144,25 +160,12 @@ public:
             } else {
                 const auto alias = ins->get_operator().output_alias(to_shapes(ins->inputs()));
                 values[&*ins] = alias >= 0 ? argument(ins->get_shape(), args.at(static_cast<std::size_t>(alias)).buffer())
-                                           : ins->get_operator().compute(env.ctx, ins->get_shape(), args);
+                                           : ins->get_operator().compute(ctx, ins->get_shape(), args);
                 steps_.push_back({ins, std::move(args)});
             }
         }
     }
 
-    bool ok() const { return ok_; }
-    const std::string& name() const { return name_; }
-
-    // One run of the kernels (and the reorders the candidate put before them), in ms, from
-    // the cache state `caches` prepares (untimed).
-    double run(context& ctx, const cache_state& caches) const {
-        caches.prepare(buffers_);
-        const auto start = std::chrono::steady_clock::now();
-        for (const auto& s : steps_) s.ins->get_operator().compute(ctx, s.ins->get_shape(), s.args);
-        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    }
-
-private:
     struct step {
         instruction_ref ins;
         std::vector<argument> args;
@@ -173,6 +176,8 @@ private:
     std::vector<step> steps_;
     std::vector<argument> buffers_;  // everything but the constants: operands, result, scratchpads
 };
+
+std::optional<tuning_record> measure(std::vector<std::unique_ptr<trial>>& trials, cpu_context& ctx);
 
 std::optional<tuning_record> measure(anchor_site& site) {
     const auto kind = anchor_kind(site.plan);
@@ -186,8 +191,11 @@ std::optional<tuning_record> measure(anchor_site& site) {
             // A candidate that cannot build its kernel for this problem is no candidate.
         }
     }
+    return measure(trials, site.env.ctx);
+}
+
+std::optional<tuning_record> measure(std::vector<std::unique_ptr<trial>>& trials, cpu_context& ctx) {
     if (trials.size() < 2) return std::nullopt;
-    auto& ctx = site.env.ctx;
     const cache_state caches(ctx.threads());
     std::vector<double> best(trials.size(), std::numeric_limits<double>::infinity());
     for (int r = 0; r < warm_up_runs; ++r)
@@ -211,6 +219,33 @@ std::optional<tuning_record> measure(anchor_site& site) {
 
 }  // namespace
 
+instruction_ref trial_operand(lower_env& scratch, const lower_env& real, instruction_ref x, bool owns) {
+    const auto lay = real.layout.find(&*x);
+    const std::size_t bytes = lay != real.layout.end() ? lay->second.to_md().get_size() : x->get_shape().bytes();
+    auto buf = scratch.m.add_instruction(builtin::allocate{shape(type::uint8, {std::max<std::size_t>(bytes, 1)})}, {});
+    auto y = scratch.m.add_instruction(tuning_input{x->get_shape(), owns}, {buf});
+    if (lay != real.layout.end()) scratch.layout[&*y] = lay->second;
+    return y;
+}
+
+std::optional<tuning_record> measure_candidates(cpu_context& ctx, const std::vector<trial_candidate>& candidates) {
+    std::vector<std::unique_ptr<trial>> trials;
+    for (const auto& c : candidates) {
+        try {
+            auto t = std::make_unique<trial>(ctx, c);
+            if (t->ok()) trials.push_back(std::move(t));
+        } catch (const std::exception&) {
+            // As for anchors: no candidate for this problem.
+        }
+    }
+    return measure(trials, ctx);
+}
+
+std::string tuning_machine_key(const cpu_context& ctx) {
+    return cpu_model() + "|" + codegen::host_isa() + (has_avx512() ? "" : " no-avx512") + "|" +
+           std::to_string(ctx.threads());
+}
+
 std::string tuning_key(const anchor_site& site) {
     const auto& env = site.env;
     // The anchor's candidate names are part of the key: a record made before a candidate was
@@ -219,8 +254,7 @@ std::string tuning_key(const anchor_site& site) {
     std::string names;
     for (const auto& c : anchor_candidates())
         if (c.anchor == kind) names += (names.empty() ? "" : ",") + std::string(c.name);
-    std::string key = cpu_model() + "|" + codegen::host_isa() + (has_avx512() ? "" : " no-avx512") + "|" +
-                      std::to_string(env.ctx.threads()) + "|" + kind + "[" + names + "]|" +
+    std::string key = tuning_machine_key(env.ctx) + "|" + kind + "[" + names + "]|" +
                       site.plan.op.to_string() + "|";
     for (auto x : site.plan.operands) {
         key += x->get_shape().to_string();

@@ -16,8 +16,10 @@
 #pragma once
 #include "targets/cpu/selection.hpp"
 
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kiln::cpu {
 
@@ -27,6 +29,22 @@ std::string tuning_key(const anchor_site& site);
 // The candidate to use for the site: the table's record, or measured now and recorded;
 // nullopt when fewer than two candidates can take it (nothing to choose).
 std::optional<tuning_record> tuned_choice(anchor_site& site);
+
+// A candidate that is no anchor's (the int8 kernels of a quantized product, tuning_int8.hpp):
+// `build` lowers the problem into the trial module of `scratch` (operands made by
+// trial_operand, the kernel, the return), false when it cannot take it.
+struct trial_candidate {
+    std::string name;
+    std::function<bool(lower_env& scratch)> build;
+};
+// Measures such candidates as the anchors' are (trials run alternately, each scored by its
+// best run); nullopt when fewer than two could build their trial.
+std::optional<tuning_record> measure_candidates(cpu_context& ctx, const std::vector<trial_candidate>& candidates);
+// Real operand x (not a literal) as a trial operand in `scratch`: a buffer of x's layout in
+// `real` seen with x's shape; `owns`: a kernel may write into it (sum_post_op.hpp).
+instruction_ref trial_operand(lower_env& scratch, const lower_env& real, instruction_ref x, bool owns);
+// The key's machine part: CPU model, ISA, threads.
+std::string tuning_machine_key(const cpu_context& ctx);
 
 // "tuned: winograd 0.68 ms (conv_gemm 1.24, onednn 1.04)", for profiles.
 std::string tuning_note(const tuning_record& r);

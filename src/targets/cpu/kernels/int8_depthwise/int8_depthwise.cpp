@@ -103,7 +103,10 @@ argument int8_depthwise::compute(context&, const shape&, const std::vector<argum
 }
 
 bool int8_depthwise_takes(module&, instruction_ref ins, const cpu_options& o) {
-    if (!own_int8_kernels(o)) return false;
+    return own_int8_kernels(o) && int8_depthwise_fits(ins);
+}
+
+bool int8_depthwise_fits(instruction_ref ins) {
     const auto* q = ins->get_operator().any_cast<op::quant_convolution>();
     if (!q || q->has_residual || ins->inputs().size() < 2) return false;
     auto xi = ins->inputs()[0], wi = ins->inputs()[1];
@@ -132,6 +135,11 @@ bool int8_depthwise_takes(module&, instruction_ref ins, const cpu_options& o) {
 
 bool lower_int8_depthwise(lower_env& env, instruction_ref ins) {
     if (!int8_depthwise_takes(env.m, ins, env.ctx.options())) return false;
+    return lower_int8_depthwise_anywhere(env, ins);
+}
+
+bool lower_int8_depthwise_anywhere(lower_env& env, instruction_ref ins) {
+    if (!int8_depthwise_fits(ins)) return false;
     const auto q = *ins->get_operator().any_cast<op::quant_convolution>();
     auto xin = ins->inputs()[0];
     const auto& xs = xin->get_shape();

@@ -55,6 +55,11 @@ struct int8_depthwise {
 
 // The rule (selection.cpp's condition; dequantize_without_vnni leaves what it takes).
 bool int8_depthwise_takes(module& m, instruction_ref ins, const cpu_options& o);
+// The shapes it can take on any CPU (its AVX2 kernel is exact with VNNI too: exhaustive_tune
+// measures it against oneDNN's there).
+bool int8_depthwise_fits(instruction_ref ins);
 bool lower_int8_depthwise(lower_env& env, instruction_ref ins);
+// Wherever int8_depthwise_fits, its rule aside (a tuned choice, tuning_int8.hpp).
+bool lower_int8_depthwise_anywhere(lower_env& env, instruction_ref ins);
 
 }  // namespace kiln::cpu

@@ -350,10 +350,13 @@ bool int8_gemm_takes(module&, instruction_ref ins, const cpu_options& o) {
     return own_int8_kernels(o) && gemm_fits(ins);
 }
 
+bool int8_gemm_vnni_fits(instruction_ref ins, const cpu_options& o) {
+    return o.packed_gemm_isa == isa_cap::none && has_avx512_vnni() && has_int8_dot_product() && gemm_fits(ins);
+}
+
 bool int8_gemm_vnni_takes(module&, instruction_ref ins, const cpu_options& o) {
     if (o.int8_kernels != int8_kernel_choice::automatic && o.int8_kernels != int8_kernel_choice::own_vnni) return false;
-    if (o.packed_gemm_isa != isa_cap::none || !has_avx512_vnni() || !has_int8_dot_product() || !gemm_fits(ins))
-        return false;
+    if (!int8_gemm_vnni_fits(ins, o)) return false;
     return o.int8_kernels == int8_kernel_choice::own_vnni || vnni_faster(ins);
 }
 
@@ -475,6 +478,12 @@ bool lower_int8_gemm(lower_env& env, instruction_ref ins) {
 
 bool lower_int8_gemm_vnni(lower_env& env, instruction_ref ins) {
     if (!int8_gemm_vnni_takes(env.m, ins, env.ctx.options())) return false;
+    lower_gemm(env, ins, true);
+    return true;
+}
+
+bool lower_int8_gemm_vnni_anywhere(lower_env& env, instruction_ref ins) {
+    if (!int8_gemm_vnni_fits(ins, env.ctx.options())) return false;
     lower_gemm(env, ins, true);
     return true;
 }

@@ -131,11 +131,15 @@ bool int8_gemm_takes(module& m, instruction_ref ins, const cpu_options& o);
 // int8_gemm_takes would take without VNNI, where the VNNI GEMM measured faster than oneDNN's
 // int8 kernels (int8_gemm.cpp), or all of them with KILN_CPU_INT8_KERNELS=own.
 bool int8_gemm_vnni_takes(module& m, instruction_ref ins, const cpu_options& o);
+// What the VNNI GEMM can take on this CPU, faster or not (exhaustive_tune measures it).
+bool int8_gemm_vnni_fits(instruction_ref ins, const cpu_options& o);
 // x (an 8-bit or float32 activation) with the IR strides of `want`: x (its row-major copy
 // when it is in a oneDNN layout), or a copy by cpu::quant_reorder before pos.
 instruction_ref int8_relayout(lower_env& env, instruction_ref pos, instruction_ref x, const shape& want);
 // The lowering: false, changing nothing, where int8_gemm_takes is false.
 bool lower_int8_gemm(lower_env& env, instruction_ref ins);
 bool lower_int8_gemm_vnni(lower_env& env, instruction_ref ins);
+// The VNNI GEMM wherever int8_gemm_vnni_fits, its rule aside (a tuned choice, tuning_int8.hpp).
+bool lower_int8_gemm_vnni_anywhere(lower_env& env, instruction_ref ins);
 
 }  // namespace kiln::cpu
