@@ -200,8 +200,7 @@ const std::vector<op_candidate>& op_candidates() {
          false, lower_int8_gemm},
         {"quant_dot", "int8_gemm_vnni",
          "AVX-512 VNNI: int8 literal 2-D weights (faster than onednn_int8 at bert_small's and MobileNetV2's "
-         "shapes; with exhaustive_tune where measured faster, tuning_int8.hpp): exact vpdpbusd GEMM "
-         "(int8_gemm_vnni.cpp)",
+         "shapes): exact vpdpbusd GEMM (int8_gemm_vnni.cpp)",
          false, lower_int8_gemm_vnni},
         {"quant_dot", "onednn_int8", "VNNI, static, int8 b: literal weights or a run-time operand (op_quant.hpp)", false,
          lower_quant_dot},
@@ -282,12 +281,19 @@ std::string lower_anchor(anchor_site& site) {
     if (site.env.ctx.options().exhaustive_tune) {
         // The measured choice, taken whenever it can (not only where its rules would); the
         // rules decide when it cannot (a record from another version of a kernel).
-        if (auto r = tuned_choice(site))
+        if (auto r = tuned_choice(site)) {
             for (const auto& c : anchor_candidates())
                 if (c.anchor == kind && r->chosen == c.name && c.lower(site, false)) {
                     site.env.ctx.note_instruction(&*site.pos, tuning_note(*r));
                     return c.name;
                 }
+            if (r->chosen == rules_choice)  // measured, and no other enough faster: the rules'
+                for (const auto& c : anchor_candidates())
+                    if (c.anchor == kind && c.lower(site, true)) {
+                        site.env.ctx.note_instruction(&*site.pos, tuning_note(*r));
+                        return c.name;
+                    }
+        }
     }
     for (const auto& c : anchor_candidates())
         if (c.anchor == kind && c.lower(site, true)) return c.name;

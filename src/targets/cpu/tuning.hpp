@@ -39,7 +39,13 @@ struct trial_candidate {
 };
 // Measures such candidates as the anchors' are (trials run alternately, each scored by its
 // best run); nullopt when fewer than two could build their trial.
-std::optional<tuning_record> measure_candidates(cpu_context& ctx, const std::vector<trial_candidate>& candidates);
+// `preferred`: the candidate the rules would choose; kept unless another is faster by more
+// than the tuner's margin (tuning.cpp, rule_margin).
+std::optional<tuning_record> measure_candidates(cpu_context& ctx, const std::vector<trial_candidate>& candidates,
+                                                const std::string& preferred = {});
+// The name a record gives the rules' own choice when the tuner kept it (anchors: what the
+// rules lower, measured as a candidate of its own).
+inline constexpr const char* rules_choice = "rules";
 // Real operand x (not a literal) as a trial operand in `scratch`: a buffer of x's layout in
 // `real` seen with x's shape; `owns`: a kernel may write into it (sum_post_op.hpp).
 instruction_ref trial_operand(lower_env& scratch, const lower_env& real, instruction_ref x, bool owns);

@@ -1,10 +1,12 @@
-// exhaustive_tune for the quantized products (quant_convolution, quant_dot): the int8
-// kernels that can take one are measured as the anchors' candidates are (tuning.hpp) and
-// the fastest lowers it, in place of the fixed rules of the op candidate list.
+// exhaustive_tune for the quantized convolutions (quant_convolution): the int8 kernels that
+// can take one are measured as the anchors' candidates are (tuning.hpp), and the fastest
+// lowers it where it beats the rules' kernel by the tuner's margin. Products (quant_dot)
+// keep their rule: measured alone, oneDNN's int8 matmul won bert_small_qdq's trials and ran
+// ~3x slower in the network (tuning_int8.cpp).
 //
 // On a CPU with a VNNI int8 dot product the candidates are oneDNN's int8 kernels
-// (onednn_int8), Kiln's VNNI GEMM (int8_gemm_vnni: 1x1 and small-window convolutions,
-// products with constant weights) and Kiln's depthwise 3x3 kernel (int8_depthwise, whose
+// (onednn_int8), Kiln's VNNI GEMM (int8_gemm_vnni: 1x1 and small-window convolutions)
+// and Kiln's depthwise 3x3 kernel (int8_depthwise, whose
 // AVX2 kernel is exact on any x86-64 with AVX2), each wherever it can take the instruction,
 // whatever its rule says. Each one is lowered into a trial module of its own with the
 // instruction's operands as buffers in the strides the program gives them (and the result
@@ -20,12 +22,12 @@
 
 namespace kiln::cpu {
 
-// With exhaustive_tune, lowers a quantized product with its measured (or recorded) fastest
+// With exhaustive_tune, lowers a quantized convolution with its measured (or recorded) fastest
 // int8 kernel and notes the measurements on it; the kernel's name, or nullptr where fewer
 // than two candidates can take it (the rules then decide, lower_op).
 const char* lower_tuned_int8(lower_env& env, instruction_ref ins);
 
-// Its key in the tuning table, "" for an instruction that is no quantized product.
+// Its key in the tuning table, "" for an instruction that is not tuned.
 std::string int8_tuning_key(const lower_env& env, instruction_ref ins);
 
 }  // namespace kiln::cpu
