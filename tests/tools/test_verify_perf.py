@@ -184,7 +184,9 @@ def test_exhaustive_tune_notes_its_choices_and_keeps_them(tmp_path):
         m = re.fullmatch(r"tuned: (\w+) ([\d.e+-]+) ms \((.+)\)", n)
         assert m, n
         others = [o.rsplit(" ", 1) for o in m.group(3).split(", ")]
-        assert all(float(m.group(2)) <= float(ms) for _, ms in others), n
+        # The fastest, or what the rules run when no other beat it by more than 10%.
+        fastest = min(float(ms) for _, ms in others)
+        assert float(m.group(2)) <= fastest or (m.group(1) == "rules" and float(m.group(2)) <= 1.1 * fastest * 1.01), n  # notes print 3 digits
     lines = cache.read_text().splitlines()
     assert len(lines) >= len(set(notes)) > 0
     assert all(len(l.split("\t")) == 3 for l in lines)
