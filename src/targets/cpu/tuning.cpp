@@ -43,7 +43,8 @@ struct tuning_input {
 constexpr int warm_up_runs = 2;
 // Rounds of every candidate in turn, keeping each one's fastest run: at least min_rounds,
 // then more while the problem has taken under round_budget_ms (short kernels get more runs,
-// so a noisy neighbour's burst is less likely to decide; ResNet-50's 19 problems take ~2 s).
+// so a noisy neighbour's burst is less likely to decide; ResNet-50's 18 problems, each with
+// its rules' trial, take ~5 s with the cache emulation).
 constexpr int min_rounds = 5;
 constexpr int max_rounds = 25;
 constexpr double round_budget_ms = 60.0;
