@@ -113,15 +113,21 @@ struct dnnl_op {
         return dst;
     }
 
+    // Whether the work is small enough for the calling thread alone: elementwise-sized work on
+    // a small result (a product says by its multiply-adds: op_conv.hpp).
+    bool small_work(const std::vector<shape>&, const shape& out) const {
+        return Derived::work_per_element && out.elements() < single_thread_elements;
+    }
+
     void finalize(context& ctx, const shape& out, const std::vector<shape>& inputs,
                   const std::vector<argument>& constants) {
         const auto& self = static_cast<const Derived&>(*this);
         auto& c = as_cpu_context(ctx, self.name());
-        // Elementwise-sized work on a small result runs on the calling thread alone (made and
-        // run with one thread: oneDNN sizes its parallel loops by the threads it sees).
-        const bool alone = Derived::work_per_element && out.elements() < single_thread_elements;
-        omp_threads_scope threads(alone ? 1 : c.threads());
+        // Small work runs on the calling thread alone (made and run with one thread: oneDNN
+        // sizes its parallel loops by the threads it sees).
         auto ops = operands(inputs);
+        const bool alone = self.small_work(ops, out);
+        omp_threads_scope threads(alone ? 1 : c.threads());
         try {
             auto pd = self.make_pd(c.engine(), ops, out);
             auto k = std::make_shared<primitive_kernel>(dnnl::primitive(pd.get()), kernel_description(pd));

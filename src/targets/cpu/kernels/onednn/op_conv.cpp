@@ -140,6 +140,15 @@ dnnl::memory::desc convolution::weights_md(bool any) const {
     return dnnl::memory::desc(to_dims(dims), dt, to_dims(strides));
 }
 
+bool convolution::small_work(const std::vector<shape>& operands, const shape& out) const {
+    if (dw.active() || transposed()) return false;
+    const shape& w = weights_shape.lens().empty() && operands.size() > 1 ? operands[1] : weights_shape;
+    const auto& lens = w.lens();
+    if (lens.size() < 2 || lens[0] == 0) return false;
+    const std::size_t per_output = w.elements() / lens[0];  // Cin / group x the window
+    return out.elements() * per_output < single_thread_macs;
+}
+
 dnnl::primitive_desc_base convolution::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
                                                const shape& dst, bool any_weights) const {
     const shape& x = operands.at(0);
