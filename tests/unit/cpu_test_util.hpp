@@ -37,6 +37,15 @@ inline literal random_literal(const std::vector<std::size_t>& lens, float scale 
     return literal(s, random_values(s.elements(), scale));
 }
 
+// Uniform integers in [lo, hi] as a literal of integer type t (quantized operands).
+inline literal random_ints(type t, std::vector<std::size_t> lens, int lo, int hi) {
+    shape s(t, std::move(lens));
+    std::uniform_int_distribution<int> d(lo, hi);
+    std::vector<double> v(s.elements());
+    for (auto& x : v) x = d(rng());
+    return literal(s, v);
+}
+
 // Skips the test when an op family it needs is not in this build.
 #define KILN_CPU_NEEDS_OPS(...)                                                         \
     for (const char* op_name_ : {__VA_ARGS__})                                          \

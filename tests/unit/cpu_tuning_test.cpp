@@ -185,14 +185,6 @@ namespace {
 const std::map<std::string, std::string> int8_kernel_op = {{"int8_gemm_vnni", "cpu::int8_gemm"},
                                                            {"int8_depthwise", "cpu::int8_depthwise"}};
 
-literal ints(type t, std::vector<std::size_t> lens, int lo, int hi) {
-    shape s(t, std::move(lens));
-    std::uniform_int_distribution<int> d(lo, hi);
-    std::vector<double> v(s.elements());
-    for (auto& x : v) x = d(rng());
-    return literal(s, v);
-}
-
 // u8 in, u8 out, per-channel weight scales, an int32 bias; `gain`: x_scale * w_scale / y_scale.
 template <class Q>
 Q quant(std::size_t channels, double gain) {
@@ -216,7 +208,7 @@ Q quant(std::size_t channels, double gain) {
 // value a level off).
 builder quant_net() {
     builder b;
-    auto xl = ints(type::uint8, {1, 32, 28, 28}, 0, 255);
+    auto xl = random_ints(type::uint8, {1, 32, 28, 28}, 0, 255);
     b.inputs["x"] = xl.get_argument();
     auto x = b.m->add_parameter("x", xl.get_shape());
     auto pointwise = [&](instruction_ref in, std::size_t cin, std::size_t cout) {
@@ -224,8 +216,8 @@ builder quant_net() {
         q.padding = {0, 0, 0, 0};
         q.stride = {1, 1};
         q.dilation = {1, 1};
-        return b.m->add_instruction(q, {in, b.m->add_literal(ints(type::int8, {cout, cin, 1, 1}, -127, 127)),
-                                        b.m->add_literal(ints(type::int32, {cout}, -2000, 2000))});
+        return b.m->add_instruction(q, {in, b.m->add_literal(random_ints(type::int8, {cout, cin, 1, 1}, -127, 127)),
+                                        b.m->add_literal(random_ints(type::int32, {cout}, -2000, 2000))});
     };
     auto c1 = pointwise(x, 32, 64);
     auto dw = quant<op::quant_convolution>(64, 0.5 / (64.0 * 9.0));
@@ -233,15 +225,15 @@ builder quant_net() {
     dw.stride = {1, 1};
     dw.dilation = {1, 1};
     dw.group = 64;
-    auto d1 = b.m->add_instruction(dw, {c1, b.m->add_literal(ints(type::int8, {64, 1, 3, 3}, -127, 127)),
-                                        b.m->add_literal(ints(type::int32, {64}, -2000, 2000))});
+    auto d1 = b.m->add_instruction(dw, {c1, b.m->add_literal(random_ints(type::int8, {64, 1, 3, 3}, -127, 127)),
+                                        b.m->add_literal(random_ints(type::int32, {64}, -2000, 2000))});
     auto c2 = pointwise(d1, 64, 32);
-    auto al = ints(type::uint8, {64, 256}, 0, 255);
+    auto al = random_ints(type::uint8, {64, 256}, 0, 255);
     b.inputs["a"] = al.get_argument();
     auto a = b.m->add_parameter("a", al.get_shape());
     auto dq = quant<op::quant_dot>(256, 0.5 / (64.0 * 256.0));
-    auto dot = b.m->add_instruction(dq, {a, b.m->add_literal(ints(type::int8, {256, 256}, -127, 127)),
-                                         b.m->add_literal(ints(type::int32, {256}, -2000, 2000))});
+    auto dot = b.m->add_instruction(dq, {a, b.m->add_literal(random_ints(type::int8, {256, 256}, -127, 127)),
+                                         b.m->add_literal(random_ints(type::int32, {256}, -2000, 2000))});
     b.ret({c2, dot});
     return b;
 }

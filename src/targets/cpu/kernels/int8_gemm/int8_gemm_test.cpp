@@ -22,14 +22,6 @@ using namespace kiln::cpu_test;
 
 namespace {
 
-literal ints(type t, std::vector<std::size_t> lens, int lo, int hi) {
-    shape s(t, std::move(lens));
-    std::uniform_int_distribution<int> d(lo, hi);
-    std::vector<double> v(s.elements());
-    for (auto& x : v) x = d(rng());
-    return literal(s, v);
-}
-
 struct qcase {
     type x_type = type::uint8;
     std::int64_t x_zero = 117;
@@ -57,7 +49,7 @@ void set_params(op::requantize_params& p, const qcase& c, std::size_t channels) 
 }
 
 instruction_ref bias_literal(builder& b, const qcase& c, std::size_t channels) {
-    if (c.bias == 1) return b.m->add_literal(ints(type::int32, {channels}, -20000, 20000));
+    if (c.bias == 1) return b.m->add_literal(random_ints(type::int32, {channels}, -20000, 20000));
     return b.m->add_literal(random_literal({channels}, 3.0f));
 }
 
@@ -84,10 +76,10 @@ void check_pointwise(std::size_t n, std::size_t cin, std::size_t cout, std::size
                  std::to_string(w) + " -> " + std::to_string(cout));
     builder b;
     const auto lo = c.x_type == type::int8 ? -128 : 0, hi = c.x_type == type::int8 ? 127 : 255;
-    auto xl = ints(c.x_type, {n, cin, h, w}, lo, hi);
+    auto xl = random_ints(c.x_type, {n, cin, h, w}, lo, hi);
     b.inputs["x"] = xl.get_argument();
     auto x = b.m->add_parameter("x", xl.get_shape());
-    auto wt = b.m->add_literal(ints(type::int8, {cout, cin, 1, 1}, c.w_lo, c.w_hi));
+    auto wt = b.m->add_literal(random_ints(type::int8, {cout, cin, 1, 1}, c.w_lo, c.w_hi));
     op::quant_convolution q;
     q.padding = {0, 0, 0, 0};
     q.stride = {1, 1};
@@ -98,7 +90,7 @@ void check_pointwise(std::size_t n, std::size_t cin, std::size_t cout, std::size
     auto y = b.m->add_instruction(q, args);
     // A second layer reads the channels-last result (the first is no program result).
     if (c.out_type != type::float32) {
-        auto w2 = b.m->add_literal(ints(type::int8, {7, cout, 1, 1}, -127, 127));
+        auto w2 = b.m->add_literal(random_ints(type::int8, {7, cout, 1, 1}, -127, 127));
         op::quant_convolution q2 = q;
         qcase c2;
         c2.x_type = c.out_type;
@@ -117,10 +109,10 @@ void check_dot(std::vector<std::size_t> a_lens, std::size_t nc, const qcase& c) 
     SCOPED_TRACE("dot k " + std::to_string(a_lens.back()) + " n " + std::to_string(nc));
     builder b;
     const auto lo = c.x_type == type::int8 ? -128 : 0, hi = c.x_type == type::int8 ? 127 : 255;
-    auto al = ints(c.x_type, a_lens, lo, hi);
+    auto al = random_ints(c.x_type, a_lens, lo, hi);
     b.inputs["a"] = al.get_argument();
     auto a = b.m->add_parameter("a", al.get_shape());
-    auto wt = b.m->add_literal(ints(type::int8, {a_lens.back(), nc}, c.w_lo, c.w_hi));
+    auto wt = b.m->add_literal(random_ints(type::int8, {a_lens.back(), nc}, c.w_lo, c.w_hi));
     op::quant_dot q;
     set_params(q, c, nc);
     std::vector<instruction_ref> args{a, wt};
@@ -135,10 +127,10 @@ void check_depthwise(std::size_t n, std::size_t ch, std::size_t h, std::size_t w
                  std::to_string(stride) + " pad " + std::to_string(pad));
     builder b;
     const auto lo = c.x_type == type::int8 ? -128 : 0, hi = c.x_type == type::int8 ? 127 : 255;
-    auto xl = ints(c.x_type, {n, ch, h, w}, lo, hi);
+    auto xl = random_ints(c.x_type, {n, ch, h, w}, lo, hi);
     b.inputs["x"] = xl.get_argument();
     auto x = b.m->add_parameter("x", xl.get_shape());
-    auto wt = b.m->add_literal(ints(type::int8, {ch, 1, 3, 3}, c.w_lo, c.w_hi));
+    auto wt = b.m->add_literal(random_ints(type::int8, {ch, 1, 3, 3}, c.w_lo, c.w_hi));
     op::quant_convolution q;
     q.padding = {pad, pad, pad, pad};
     q.stride = {stride, stride};
@@ -159,11 +151,11 @@ void check_windows(std::size_t n, std::size_t cin, std::size_t cout, std::size_t
                  std::to_string(k) + " stride " + std::to_string(stride) + " pad " + std::to_string(pad));
     builder b;
     const auto lo = c.x_type == type::int8 ? -128 : 0, hi = c.x_type == type::int8 ? 127 : 255;
-    auto xl = ints(c.x_type, {n, cin, h, w}, lo, hi);
+    auto xl = random_ints(c.x_type, {n, cin, h, w}, lo, hi);
     b.inputs["x"] = xl.get_argument();
     auto x = b.m->add_parameter("x", xl.get_shape());
     const auto ku = static_cast<std::size_t>(k);
-    auto wt = b.m->add_literal(ints(type::int8, {cout, cin, ku, ku}, c.w_lo, c.w_hi));
+    auto wt = b.m->add_literal(random_ints(type::int8, {cout, cin, ku, ku}, c.w_lo, c.w_hi));
     op::quant_convolution q;
     q.padding = {pad, pad, pad, pad};
     q.stride = {stride, stride};
@@ -325,12 +317,12 @@ TEST(cpu_int8_gemm, vnni_program_loads_and_runs_without_vnni) {
     for (const auto& c : {s8_clip(), u8_relu(), f32_out()}) {
         builder b;
         const auto lo = c.x_type == type::int8 ? -128 : 0, hi = c.x_type == type::int8 ? 127 : 255;
-        auto al = ints(c.x_type, {37, 45}, lo, hi);
+        auto al = random_ints(c.x_type, {37, 45}, lo, hi);
         b.inputs["a"] = al.get_argument();
         auto a = b.m->add_parameter("a", al.get_shape());
         op::quant_dot q;
         set_params(q, c, 23);
-        std::vector<instruction_ref> args{a, b.m->add_literal(ints(type::int8, {45, 23}, -128, 127))};
+        std::vector<instruction_ref> args{a, b.m->add_literal(random_ints(type::int8, {45, 23}, -128, 127))};
         if (c.bias) args.push_back(bias_literal(b, c, 23));
         b.ret({b.m->add_instruction(q, args)});
         program ref = b.p;
@@ -361,10 +353,10 @@ TEST(cpu_int8_gemm, float_fallback_when_asked) {
     if (cpu::has_int8_dot_product()) GTEST_SKIP() << "VNNI: oneDNN's int8 kernels";
     test::env_override fl("KILN_CPU_INT8_KERNELS", "float");
     builder b;
-    auto xl = ints(type::uint8, {1, 8, 3, 3}, 0, 255);
+    auto xl = random_ints(type::uint8, {1, 8, 3, 3}, 0, 255);
     b.inputs["x"] = xl.get_argument();
     auto x = b.m->add_parameter("x", xl.get_shape());
-    auto wt = b.m->add_literal(ints(type::int8, {4, 8, 1, 1}, -127, 127));
+    auto wt = b.m->add_literal(random_ints(type::int8, {4, 8, 1, 1}, -127, 127));
     op::quant_convolution q;
     q.padding = {0, 0, 0, 0};
     q.stride = {1, 1};
@@ -381,7 +373,7 @@ TEST(cpu_int8_gemm, saved_program_loads_and_runs_with_either_kernel) {
     // are chosen again at load (here: the CPU's, then the portable ones), results bit-equal.
     if (cpu::has_int8_dot_product()) GTEST_SKIP() << "VNNI: oneDNN's int8 kernels";
     builder b;
-    auto xl = ints(type::uint8, {1, 19, 6, 7}, 0, 255);
+    auto xl = random_ints(type::uint8, {1, 19, 6, 7}, 0, 255);
     b.inputs["x"] = xl.get_argument();
     auto x = b.m->add_parameter("x", xl.get_shape());
     op::quant_convolution q;
@@ -389,7 +381,7 @@ TEST(cpu_int8_gemm, saved_program_loads_and_runs_with_either_kernel) {
     q.stride = {1, 1};
     q.dilation = {1, 1};
     set_params(q, u8_relu(), 24);
-    auto y = b.m->add_instruction(q, {x, b.m->add_literal(ints(type::int8, {24, 19, 1, 1}, -127, 127)),
+    auto y = b.m->add_instruction(q, {x, b.m->add_literal(random_ints(type::int8, {24, 19, 1, 1}, -127, 127)),
                                       bias_literal(b, u8_relu(), 24)});
     op::quant_convolution dw = q;
     dw.padding = {1, 1, 1, 1};
@@ -399,7 +391,7 @@ TEST(cpu_int8_gemm, saved_program_loads_and_runs_with_either_kernel) {
     c.x_type = type::uint8;
     set_params(dw, c, 24);
     dw.x_zero_point = q.y_zero_point;
-    b.ret({b.m->add_instruction(dw, {y, b.m->add_literal(ints(type::int8, {24, 1, 3, 3}, -127, 127)),
+    b.ret({b.m->add_instruction(dw, {y, b.m->add_literal(random_ints(type::int8, {24, 1, 3, 3}, -127, 127)),
                                      bias_literal(b, c, 24)})});
     program ref = b.p;
     ref.compile(*get_target("ref"));

@@ -17,14 +17,6 @@ using namespace kiln::cpu_test;
 
 namespace {
 
-literal ints(type t, std::vector<std::size_t> lens, int lo, int hi) {
-    shape s(t, std::move(lens));
-    std::uniform_int_distribution<int> d(lo, hi);
-    std::vector<double> v(s.elements());
-    for (auto& x : v) x = d(rng());
-    return literal(s, v);
-}
-
 both run_text(const std::string& src, const std::map<std::string, literal>& weights, const param_map& inputs,
               double atol) {
     builder b;
@@ -66,7 +58,7 @@ void check_conv(std::size_t groups, std::size_t stride, bool everywhere = false)
                          "STRIDE", std::to_string(stride));
     std::vector<double> ws(16), bias(16);
     for (std::size_t c = 0; c < 16; ++c) ws[c] = 0.002 + 0.0005 * static_cast<double>(c), bias[c] = 0.1 * (c % 5) - 0.2;
-    std::map<std::string, literal> weights{{"w", ints(type::int8, {16, cg, 3, 3}, -127, 127)},
+    std::map<std::string, literal> weights{{"w", random_ints(type::int8, {16, cg, 3, 3}, -127, 127)},
                                            {"ws", literal(shape(type::float32, {16}), ws)},
                                            {"wz", literal(shape(type::int8, {16}), std::vector<double>(16, 0.0))},
                                            {"b", literal(shape(type::float32, {16}), bias)}};
@@ -121,7 +113,7 @@ void check_matmuls(bool everywhere, bool onednn = false) {
           qk = matmul(a2, kd)
           @return(y, qk)
     )";
-    std::map<std::string, literal> weights{{"w", ints(type::int8, {12, 6}, -127, 127)}};
+    std::map<std::string, literal> weights{{"w", random_ints(type::int8, {12, 6}, -127, 127)}};
     param_map in{{"a", random_literal({2, 5, 12}, 2.0f).get_argument()},
                  {"k", random_literal({2, 12, 6}, 2.0f).get_argument()}};
     auto r = run_text(src, weights, in, 1e-4);
@@ -230,7 +222,7 @@ void check_residual(bool read_later, bool everywhere = false, bool zero_points =
     for (std::size_t c = 0; c < 32; ++c) identity[c * 32 + c] = 64;
     std::map<std::string, literal> weights{{"w0", literal(shape(type::int8, {32, 32, 1, 1}), identity)},
                                            {"ws0", literal(shape(type::float32, {32}), std::vector<double>(32, 1.0 / 64))},
-                                           {"w1", ints(type::int8, {32, 32, 3, 3}, -127, 127)},
+                                           {"w1", random_ints(type::int8, {32, 32, 3, 3}, -127, 127)},
                                            {"ws", literal(shape(type::float32, {32}), ws)},
                                            {"wz", literal(shape(type::int8, {32}), std::vector<double>(32, 0.0))},
                                            {"b", literal(shape(type::float32, {32}), bias)}};
