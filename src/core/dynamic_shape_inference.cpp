@@ -34,6 +34,16 @@ std::int64_t as_signed(std::size_t v) {
 
 bool anonymous(const std::string& name) { return !name.empty() && name[0] == '#'; }
 
+// An input value nothing is known about (Shape of a dim without a name: LRASPP's Resize to
+// Concat(Slice(Shape(x), 0, 2), Shape(y)[2:])) stands for a name of its own, so the values
+// around it still compute at each sample point. It may be any integer: a dim that depends
+// on it has no bounds. Results of such shape arithmetic keep their unknown values ("?"),
+// which marks them as values to follow; a tensor of data has no values at all.
+std::string unknown_value_name(std::size_t input, std::size_t index) {
+    return "#v" + std::to_string(input) + "_" + std::to_string(index);
+}
+bool unknown_value(const std::string& name) { return name.rfind("#v", 0) == 0; }
+
 
 // One sample point's inputs.
 struct point_inputs {
@@ -65,6 +75,7 @@ struct symbolic_inputs {
             for (auto& v : s.values()) {
                 std::optional<dim_expr> e;
                 if (!v.empty()) e = dim_expr::parse(v);
+                else e = dim_expr::symbol(unknown_value_name(i, values[i].size()));
                 if (e)
                     for (auto& [name, c] : e->terms()) ranges.try_emplace(name);
                 values[i].push_back(std::move(e));
@@ -377,8 +388,9 @@ std::optional<shape> infer_dynamic_shape(const std::string& op_name, const std::
                     }
                     // Bounds from the names' ranges.
                     std::int64_t lo = e->constant_term(), hi = e->constant_term();
-                    bool named = true;
+                    bool named = true, any_value = false;
                     for (auto& [name, c] : e->terms()) {
+                        any_value = any_value || unknown_value(name);
                         const auto& r = sym.ranges[name];
                         named = named && !anonymous(name);
                         lo = c > 0 ? lo + c * r.lo : (r.hi == unbounded ? 0 : lo + c * r.hi);
@@ -391,6 +403,7 @@ std::optional<shape> infer_dynamic_shape(const std::string& op_name, const std::
                                 ? dynamic_dimension::unbounded
                                 : std::max(d.min, static_cast<std::size_t>(std::max<std::int64_t>(hi, 0)));
                     if (named) d.symbol = e->to_string();
+                    if (any_value) d = dynamic_dimension{0, dynamic_dimension::unbounded, {}};
                     dims.push_back(d);
                     continue;
                 }
@@ -440,7 +453,8 @@ std::optional<shape> infer_dynamic_shape(const std::string& op_name, const std::
         values.push_back(e ? e->to_string() : std::string());
         any_known = any_known || e.has_value();
     }
-    return any_known ? out.with_values(std::move(values)) : out;
+    const bool followed = std::any_of(inputs.begin(), inputs.end(), [](const shape& i) { return i.has_values(); });
+    return any_known || followed ? out.with_values(std::move(values)) : out;
 }
 
 }  // namespace kiln::detail

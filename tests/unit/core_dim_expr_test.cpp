@@ -187,3 +187,43 @@ TEST(core_dim_expr, a_name_that_cannot_move_alone_leaves_its_dims_unknown) {
     EXPECT_FALSE(s.dyn_dims()[1].is_fixed()) << s.to_string();
     EXPECT_EQ(s.dyn_dims()[2], fixed(192)) << s.to_string();
 }
+
+// A Resize to Concat(Slice(Shape(low), 0, 2), Shape(high)[2:]) where low's and high's spatial
+// dims have no names (they come out of strided convolutions): torchvision's LRASPP head with
+// dynamic height and width. The batch and channels known in Shape(low) must survive the
+// unknown values beside them, so the Resize's result keeps 128 channels for the convolution
+// after it (once: x float32[1, 1, 1, 1] and "cannot infer a shape").
+TEST(core_dim_expr, known_values_beside_unknown_ones_survive_shape_arithmetic) {
+    module m("main");
+    dynamic_dimension any{0, 2048, {}};
+    auto low = m.add_parameter("low", shape::make_dynamic(type::float32, {named("batch", 1, 8), fixed(128), any, any}));
+    auto high = m.add_parameter("high", shape::make_dynamic(type::float32, {named("batch", 1, 8), fixed(40),
+                                                                            dynamic_dimension{0, 4096, {}},
+                                                                            dynamic_dimension{0, 4096, {}}}));
+    auto sl = m.add_instruction(make_op("shape_of"), {low});
+    EXPECT_EQ(sl->get_shape().to_string(), "int64[4]<batch, 128, ?, ?>");
+    auto nc = m.add_instruction(make_op("slice", {{"axes", {0}}, {"starts", {0}}, {"ends", {2}}}), {sl});
+    EXPECT_EQ(nc->get_shape().to_string(), "int64[2]<batch, 128>");
+    auto sh = m.add_instruction(make_op("shape_of"), {high});
+    auto h = m.add_instruction(make_op("gather", {{"axis", 0}}), {sh, m.add_literal(literal(std::int64_t{2}))});
+    auto w = m.add_instruction(make_op("gather", {{"axis", 0}}), {sh, m.add_literal(literal(std::int64_t{3}))});
+    // Unknown, but still followed as values (data tensors carry none).
+    EXPECT_EQ(h->get_shape().to_string(), "int64[]<?>");
+    auto uh = m.add_instruction(make_op("unsqueeze", {{"axes", {0}}}), {h});
+    auto uw = m.add_instruction(make_op("unsqueeze", {{"axes", {0}}}), {w});
+    auto hw = m.add_instruction(make_op("concat", {{"axis", 0}}), {uh, uw});
+    auto sizes = m.add_instruction(make_op("concat", {{"axis", 0}}), {nc, hw});
+    EXPECT_EQ(sizes->get_shape().to_string(), "int64[4]<batch, 128, ?, ?>");
+    auto up = m.add_instruction(make_op("resize_dynamic", {{"use_sizes", true}}), {low, sizes});
+    const auto& s = up->get_shape();
+    ASSERT_TRUE(s.dynamic()) << s;
+    EXPECT_EQ(s.dyn_dims()[0].symbol, "batch") << s;
+    EXPECT_EQ(s.dyn_dims()[1], fixed(128)) << s;
+    // A size from an unknown value has no bounds (it may be anything the run computes).
+    EXPECT_FALSE(s.dyn_dims()[2].is_fixed()) << s;
+    EXPECT_EQ(s.dyn_dims()[2].max, dynamic_dimension::unbounded) << s;
+    // Once the inputs are static, everything is.
+    m.set_parameter_shapes({{"low", shape(type::float32, {2, 128, 8, 10})}, {"high", shape(type::float32, {2, 40, 32, 40})}});
+    EXPECT_EQ(sizes->get_shape().values(), (std::vector<std::string>{"2", "128", "32", "40"}));
+    EXPECT_EQ(up->get_shape(), shape(type::float32, {2, 128, 32, 40}));
+}
