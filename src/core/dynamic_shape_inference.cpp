@@ -43,6 +43,9 @@ std::string unknown_value_name(std::size_t input, std::size_t index) {
     return "#v" + std::to_string(input) + "_" + std::to_string(index);
 }
 bool unknown_value(const std::string& name) { return name.rfind("#v", 0) == 0; }
+// How far the check point moves every name (a prime, so divisions by smaller sizes show;
+// small enough that a rank-6 tensor of such dims stays a valid shape).
+constexpr std::int64_t far_step = 257;
 
 
 // One sample point's inputs.
@@ -142,7 +145,10 @@ struct symbolic_inputs {
                 }
                 out.shapes.emplace_back(s.get_type(), lens);
             }
-            if (values[i].empty()) continue;
+            if (values[i].empty()) {
+                if (empty_int(s)) out.values.back() = literal(shape(s.get_type(), s.lens()), std::vector<std::int64_t>{}).get_argument();
+                continue;
+            }
             std::vector<std::int64_t> v;
             for (auto& e : values[i]) {
                 auto x = e ? e->evaluate(a) : std::nullopt;
@@ -163,7 +169,12 @@ std::int64_t clamp_to(const name_range& r, std::int64_t v) {
 
 point evaluate_at(const symbolic_inputs& sym, const assignment& a, const shape_functions& f, std::string& first_error) {
     point p;
-    auto in = sym.instantiate(a);
+    std::optional<point_inputs> in;
+    try {
+        in = sym.instantiate(a);
+    } catch (const error&) {
+        return p;  // sizes no tensor can have: the op refuses this point
+    }
     if (!in) return p;
     try {
         bool all_values = !in->values.empty() &&
@@ -239,6 +250,12 @@ bool small_int(const shape& s) {
            s.elements() > 0 && s.elements() <= shape::max_valued_elements;
 }
 
+bool empty_int(const shape& s) {
+    return s.is_tensor() && !s.dynamic() &&
+           (s.get_type() == type::int64 || s.get_type() == type::int32 || s.get_type() == type::bool_) &&
+           s.elements() == 0;
+}
+
 bool has_symbolic_values(const std::vector<shape>& inputs) {
     for (auto& s : inputs)
         if (s.is_tensor())
@@ -282,6 +299,7 @@ std::optional<shape> infer_dynamic_shape(const std::string& op_name, const std::
     std::vector<std::int64_t> step;
     std::vector<point> moved;
     std::vector<std::pair<assignment, point>> joint;  // named dims moved with the unnamed ones
+    bool unmoved_unnamed = false;  // an unnamed dim the op refused to move
     bool all_ran = true;
     for (auto& [name, r] : sym.ranges) {
         auto v = a0[name];
@@ -293,8 +311,14 @@ std::optional<shape> infer_dynamic_shape(const std::string& op_name, const std::
         if (p.dynamic) return std::nullopt;
         // An unnamed dim the op refuses to move on its own is one that must match a named
         // one (a mask of computed size added to scores of "past + sequence"): the sample
-        // at which it is 1 broadcasts, and the result does not depend on it.
-        if (!p.s && anonymous(name)) continue;
+        // at which it is 1 broadcasts, and the result does not depend on it. Except where the
+        // result is 1 too: unnamed dims share a name, and one of them may be a broadcast
+        // batch (Swin's [?, ?, ?, ?] scores plus a [1, 3, 49, 49] bias cannot move together,
+        // and the sum's first dim is the scores' own), so those stay unknown.
+        if (!p.s && anonymous(name)) {
+            unmoved_unnamed = true;
+            continue;
+        }
         if (!p.s) {
             // A named dim the op refuses to move on its own must match unnamed ones (a Concat
             // with an Expand to a computed shape): move them together. A dim that changes
@@ -323,6 +347,26 @@ std::optional<shape> infer_dynamic_shape(const std::string& op_name, const std::
     auto rv = run(av);
     if (rv.dynamic) return std::nullopt;
     all_ran = all_ran && rv.s.has_value();
+
+    // Sizes moved by one from small samples can leave a result unchanged that still depends
+    // on them (Swin's window count, a size divided by 7; a slice to -7 of an unnamed dim is
+    // empty at every small size): one more point, with every unnamed dim and unknown value
+    // far from the base, must agree before a dim or value is taken as constant or affine. Where the op refuses that
+    // point, nothing is concluded from the samples if unknown values are involved; dims alone
+    // keep what the near samples said.
+    std::optional<std::pair<assignment, point>> far;
+    const bool values_unknown =
+        std::any_of(sym.ranges.begin(), sym.ranges.end(), [](auto& kv) { return unknown_value(kv.first); });
+    if (std::any_of(sym.ranges.begin(), sym.ranges.end(), [](auto& kv) { return anonymous(kv.first); })) {
+        // Named dims stay: their sizes may be bounded by the model (GPT's past + sequence by
+        // its mask's length), past which its arithmetic is not meant to hold.
+        assignment af = a0;
+        for (auto& [name, r] : sym.ranges)
+            if (anonymous(name)) af[name] = unknown_value(name) ? a0[name] + far_step : clamp_to(r, a0[name] + far_step);
+        auto pf = run(af);
+        if (values_unknown && (pf.dynamic || !pf.s)) return std::nullopt;
+        if (!pf.dynamic && pf.s) far.emplace(std::move(af), std::move(pf));
+    }
 
     // Bounds of anything that is not affine: the results at the smallest and largest sizes.
     std::optional<point> lo_result, hi_result;
@@ -368,7 +412,8 @@ std::optional<shape> infer_dynamic_shape(const std::string& op_name, const std::
             };
             const bool joint_same = std::all_of(joint.begin(), joint.end(),
                                                 [&](const auto& jp) { return joint_value(jp) == v0; });
-            if (same && joint_same) {
+            const bool far_agrees = !far || joint_value(*far) == v0;
+            if (same && joint_same && far_agrees && !(unmoved_unnamed && v0 == 1)) {
                 dims.push_back({l0[j], l0[j], {}});
                 continue;
             }
@@ -377,9 +422,10 @@ std::optional<shape> infer_dynamic_shape(const std::string& op_name, const std::
                 std::vector<std::int64_t> mv;
                 for (auto& m : moved) mv.push_back(static_cast<std::int64_t>(pick(*m.s)->lens()[j]));
                 auto e = fit(v0, names, step, mv, a0, av, static_cast<std::int64_t>(pick(*rv.s)->lens()[j]));
-                // The names that moved must explain the joint points too.
+                // The names that moved must explain the joint points (and the far one) too.
                 for (auto& jp : joint)
                     if (e && e->evaluate(jp.first) != joint_value(jp)) e.reset();
+                if (e && far && e->evaluate(far->first) != joint_value(*far)) e.reset();
                 if (e) {
                     auto known = sym.by_expr.find(e->to_string());
                     if (known != sym.by_expr.end()) {
@@ -408,8 +454,12 @@ std::optional<shape> infer_dynamic_shape(const std::string& op_name, const std::
                     continue;
                 }
             }
-            bound_results();
             dynamic_dimension d{0, dynamic_dimension::unbounded, {}};
+            if (values_unknown) {  // may depend on unknown values: no bounds
+                dims.push_back(d);
+                continue;
+            }
+            bound_results();
             if (auto* t = usable(*lo_result)) d.min = t->lens()[j];
             if (auto* t = usable(*hi_result)) d.max = std::max(t->lens()[j], d.min);
             dims.push_back(d);
@@ -447,6 +497,10 @@ std::optional<shape> infer_dynamic_shape(const std::string& op_name, const std::
         for (auto& [aj, pj] : joint)
             if (e && (pj.values.size() != r0.values.size() || !pj.values[j] || e->evaluate(aj) != *pj.values[j]))
                 e.reset();
+        if (e && far &&
+            (far->second.values.size() != r0.values.size() || !far->second.values[j] ||
+             e->evaluate(far->first) != *far->second.values[j]))
+            e.reset();
         // A value of an unnamed dim is not worth keeping: nothing else can refer to it.
         if (e && std::any_of(e->terms().begin(), e->terms().end(), [](auto& t) { return anonymous(t.first); }))
             e.reset();

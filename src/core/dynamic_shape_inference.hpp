@@ -47,5 +47,8 @@ bool has_symbolic_values(const std::vector<shape>& inputs);
 bool is_number(const std::string& value);
 // A static int32/int64/bool tensor small enough to carry its values (shape::max_valued_elements).
 bool small_int(const shape& s);
+// A static int32/int64/bool tensor without elements: its values are all known (there are none),
+// though it carries none (Concat(Shape(x), Slice(Shape(y), 2, 2)) is shape arithmetic).
+bool empty_int(const shape& s);
 
 }  // namespace kiln::detail

@@ -62,6 +62,7 @@ shape without_values(shape s) { return s.has_values() ? s.with_values({}) : s; }
 namespace {
 // An input's value when its shape carries it whole and every element is a number.
 std::optional<argument> constant_value(const shape& s) {
+    if (detail::empty_int(s)) return literal(shape(s.get_type(), s.lens()), std::vector<std::int64_t>{}).get_argument();
     if (!s.is_tensor() || !s.has_values()) return std::nullopt;
     std::vector<std::int64_t> v;
     for (auto& e : s.values()) {
@@ -113,6 +114,7 @@ shape operation::compute_shape(const std::vector<shape>& inputs, const std::vect
     // Shape arithmetic over constants keeps its values, so that Concat(Unsqueeze(batch),
     // Unsqueeze(4)) still knows its second value.
     bool all_valued = !inputs.empty() && std::all_of(inputs.begin(), inputs.end(), [](const shape& s) {
+        if (detail::empty_int(s)) return true;
         return s.is_tensor() && s.has_values() && std::none_of(s.values().begin(), s.values().end(),
                                                                [](const std::string& v) { return v.empty(); });
     });

@@ -227,3 +227,59 @@ TEST(core_dim_expr, known_values_beside_unknown_ones_survive_shape_arithmetic) {
     EXPECT_EQ(sizes->get_shape().values(), (std::vector<std::string>{"2", "128", "32", "40"}));
     EXPECT_EQ(up->get_shape(), shape(type::float32, {2, 128, 32, 40}));
 }
+
+// An unknown value that moves by one can leave a result unchanged that still depends on it:
+// Swin's window count is a size divided by 7. Such a result must stay unknown (Swin-T with
+// dynamic height and width once got a static window count of 0 and failed to load).
+TEST(core_dim_expr, a_value_divided_from_an_unknown_one_is_not_taken_as_constant) {
+    module m("main");
+    auto x = m.add_parameter("x", shape::make_dynamic(type::float32, {fixed(1), dynamic_dimension{0, 4096, {}}}));
+    auto sx = m.add_instruction(make_op("shape_of"), {x});
+    auto n = m.add_instruction(make_op("gather", {{"axis", 0}}), {sx, m.add_literal(literal(std::int64_t{1}))});
+    auto q = m.add_instruction(make_op("div"), {n, m.add_literal(literal(std::int64_t{7}))});
+    EXPECT_EQ(q->get_shape().to_string(), "int64[]<?>");
+    auto r = m.add_instruction(make_op("range"), {m.add_literal(literal(std::int64_t{0})), q,
+                                                  m.add_literal(literal(std::int64_t{1}))});
+    ASSERT_TRUE(r->get_shape().dynamic()) << r->get_shape();
+    EXPECT_EQ(r->get_shape().dyn_dims()[0].max, dynamic_dimension::unbounded) << r->get_shape();
+    m.set_parameter_shapes({{"x", shape(type::float32, {1, 30})}});
+    EXPECT_EQ(q->get_shape().values(), std::vector<std::string>{"4"});
+    EXPECT_EQ(r->get_shape(), shape(type::int64, {4}));
+}
+
+// Unnamed dims share one name, so [?, ?, ?, ?] plus a [1, 3, 49, 49] bias cannot move them
+// together; the sum's first dim is still the unnamed operand's own, not the base sample's 1
+// (Swin-T with dynamic height and width ran with a static [1, 3, 49, 49] there and failed).
+TEST(core_dim_expr, a_broadcast_one_beside_unmoved_unnamed_dims_stays_unknown) {
+    module m("main");
+    dynamic_dimension any{0, dynamic_dimension::unbounded, {}};
+    auto scores = m.add_parameter("scores", shape::make_dynamic(type::float32, {any, any, any, any}));
+    auto bias = m.add_literal(literal(shape(type::float32, {1, 3, 49, 49}), std::vector<float>(3 * 49 * 49, 0.5f)));
+    auto sum = m.add_instruction(make_op("add"), {scores, bias});
+    const auto& s = sum->get_shape();
+    ASSERT_TRUE(s.dynamic()) << s;
+    EXPECT_FALSE(s.dyn_dims()[0].is_fixed()) << s;
+    EXPECT_EQ(s.dyn_dims()[1], fixed(3)) << s;
+    EXPECT_EQ(s.dyn_dims()[3], fixed(49)) << s;
+    m.set_parameter_shapes({{"scores", shape(type::float32, {42, 3, 49, 49})}});
+    EXPECT_EQ(sum->get_shape(), shape(type::float32, {42, 3, 49, 49}));
+}
+
+// An empty slice of a shape (torch's x.shape[:0], Swin's window-mask arithmetic) has all its
+// values, there being none: a Concat with it keeps the other input's values, and the Reshape
+// to that is shaped (once it stayed [?, ?] even with static inputs, and the ScatterND after it
+// could not be shaped).
+TEST(core_dim_expr, an_empty_shape_slice_keeps_concat_values) {
+    module m("main");
+    auto x = m.add_parameter("x", shape::make_dynamic(type::float32, {named("n", 1, 64), fixed(6)}));
+    auto sx = m.add_instruction(make_op("shape_of"), {x});
+    auto none = m.add_instruction(make_op("slice", {{"axes", {0}}, {"starts", {2}}, {"ends", {2}}}), {sx});
+    EXPECT_EQ(none->get_shape(), shape(type::int64, {0}));
+    auto dims = m.add_instruction(make_op("concat", {{"axis", 0}}), {sx, none});
+    EXPECT_EQ(dims->get_shape().to_string(), "int64[2]<n, 6>");
+    auto r = m.add_instruction(make_op("reshape_dynamic"), {x, dims});
+    EXPECT_EQ(r->get_shape().to_string(), "float32[{n=1:64}, 6]");
+    m.set_parameter_shapes({{"x", shape(type::float32, {3, 6})}});
+    EXPECT_EQ(dims->get_shape().values(), (std::vector<std::string>{"3", "6"}));
+    EXPECT_EQ(r->get_shape(), shape(type::float32, {3, 6}));
+}
