@@ -71,7 +71,8 @@ struct symbolic_inputs {
     // keeps that dim's bounds and optimals.
     std::map<std::string, dynamic_dimension> by_expr;
 
-    explicit symbolic_inputs(const std::vector<shape>& in) : inputs(in), dims(in.size()), values(in.size()) {
+    // `split`: every unnamed dim a name of its own (the fallback when shared names find no base).
+    symbolic_inputs(const std::vector<shape>& in, bool split) : inputs(in), dims(in.size()), values(in.size()) {
         for (std::size_t i = 0; i < in.size(); ++i) {
             const auto& s = in[i];
             if (!s.is_tensor()) continue;
@@ -96,7 +97,9 @@ struct symbolic_inputs {
                 if (!e)
                     e = dim_expr::symbol("#" + std::to_string(d.min) + "_" +
                                          (d.max == dynamic_dimension::unbounded ? std::string("u")
-                                                                                : std::to_string(d.max)));
+                                                                                : std::to_string(d.max)) +
+                                         (split ? "_" + std::to_string(i) + "_" + std::to_string(dims[i].size())
+                                                : std::string()));
                 if (e->is_symbol()) {
                     auto& r = ranges[e->terms().begin()->first];
                     r.lo = std::max(r.lo, as_signed(d.min));
@@ -264,9 +267,36 @@ bool has_symbolic_values(const std::vector<shape>& inputs) {
     return false;
 }
 
-std::optional<shape> infer_dynamic_shape(const std::string& op_name, const std::vector<shape>& inputs,
-                                         const shape_functions& f) {
-    symbolic_inputs sym(inputs);
+namespace {
+
+// No base point found: infer_dynamic_shape may try again with unnamed dims apart.
+struct no_base {
+    std::string message;
+};
+
+// The sizes of the inputs' static dims above 1, smallest first (at most 8): bases at which
+// unnamed dims can meet a sized one (a product's inner dim).
+std::vector<std::int64_t> static_sizes(const std::vector<shape>& inputs) {
+    std::vector<std::int64_t> sizes;
+    for (const auto& s : inputs) {
+        if (!s.is_tensor()) continue;
+        if (!s.dynamic()) {
+            for (auto l : s.lens()) sizes.push_back(static_cast<std::int64_t>(l));
+        } else {
+            for (const auto& d : s.dyn_dims())
+                if (d.is_fixed()) sizes.push_back(static_cast<std::int64_t>(d.min));
+        }
+    }
+    std::sort(sizes.begin(), sizes.end());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    std::erase_if(sizes, [](std::int64_t v) { return v <= 1; });
+    if (sizes.size() > 8) sizes.resize(8);
+    return sizes;
+}
+
+std::optional<shape> infer_at(const std::string& op_name, const std::vector<shape>& inputs, const shape_functions& f,
+                              bool split) {
+    symbolic_inputs sym(inputs, split);
     std::string first_error;
     auto run = [&](const assignment& a) { return evaluate_at(sym, a, f, first_error); };
     auto at = [&](auto pick) {
@@ -290,7 +320,24 @@ std::optional<shape> infer_dynamic_shape(const std::string& op_name, const std::
         if (r0.dynamic) return std::nullopt;
         if (r0.s) break;
     }
-    if (!r0.s) throw_error(error_code::shape, op_name + ": cannot infer a shape for dynamic inputs: " + first_error);
+    // Apart, one unnamed dim may start at a size an input has (x[?, ?, ?] @ w[96, 288]: the
+    // inner one at 96; attention's [?, 3, 49, 49] @ v[?, ?, ?, ?]: v's third at 49).
+    if (split && !r0.s) {
+        const auto sizes = static_sizes(inputs);
+        const assignment first = at(bases.front());
+        for (auto& [name, r] : sym.ranges) {
+            if (r0.s) break;
+            if (!anonymous(name) || unknown_value(name)) continue;
+            for (auto size : sizes) {
+                a0 = first;
+                a0[name] = clamp_to(r, size);
+                r0 = run(a0);
+                if (r0.dynamic) return std::nullopt;
+                if (r0.s) break;
+            }
+        }
+    }
+    if (!r0.s) throw no_base{op_name + ": cannot infer a shape for dynamic inputs: " + first_error};
     // Sequences and optionals: what the op says at the base point's sizes, as before.
     if (!r0.s->is_tensor() && !r0.s->is_tuple()) return r0.s;
 
@@ -509,6 +556,23 @@ std::optional<shape> infer_dynamic_shape(const std::string& op_name, const std::
     }
     const bool followed = std::any_of(inputs.begin(), inputs.end(), [](const shape& i) { return i.has_values(); });
     return any_known || followed ? out.with_values(std::move(values)) : out;
+}
+
+}  // namespace
+
+std::optional<shape> infer_dynamic_shape(const std::string& op_name, const std::vector<shape>& inputs,
+                                         const shape_functions& f) {
+    try {
+        return infer_at(op_name, inputs, f, false);
+    } catch (const no_base& shared) {
+        // Unnamed dims share a name per bounds, so x + x moves its dims together; where that
+        // finds no base (one of them must equal a sized dim), each moves apart.
+        try {
+            return infer_at(op_name, inputs, f, true);
+        } catch (const no_base&) {
+            throw_error(error_code::shape, shared.message);
+        }
+    }
 }
 
 }  // namespace kiln::detail

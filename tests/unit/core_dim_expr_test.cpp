@@ -283,3 +283,21 @@ TEST(core_dim_expr, an_empty_shape_slice_keeps_concat_values) {
     EXPECT_EQ(dims->get_shape().values(), (std::vector<std::string>{"3", "6"}));
     EXPECT_EQ(r->get_shape(), shape(type::float32, {3, 6}));
 }
+
+// Unnamed dims with the same bounds share a name, so [?, ?, ?] @ [96, 288] finds no base point
+// (its inner dim must be 96 while the others move with it); apart, and starting where an input
+// has a size, they do (Swin-T's generic program with dynamic height and width once had none).
+TEST(core_dim_expr, unnamed_dims_that_must_meet_a_sized_one_are_shaped_apart) {
+    module m("main");
+    dynamic_dimension any{0, dynamic_dimension::unbounded, {}};
+    auto x = m.add_parameter("x", shape::make_dynamic(type::float32, {any, any, any}));
+    auto w = m.add_literal(literal(shape(type::float32, {96, 288}), std::vector<float>(96 * 288, 0.25f)));
+    auto y = m.add_instruction(make_op("matmul"), {x, w});
+    const auto& s = y->get_shape();
+    ASSERT_TRUE(s.dynamic()) << s;
+    EXPECT_FALSE(s.dyn_dims()[0].is_fixed()) << s;
+    EXPECT_FALSE(s.dyn_dims()[1].is_fixed()) << s;
+    EXPECT_EQ(s.dyn_dims()[2], fixed(288)) << s;
+    m.set_parameter_shapes({{"x", shape(type::float32, {2, 35, 96})}});
+    EXPECT_EQ(y->get_shape(), shape(type::float32, {2, 35, 288}));
+}
