@@ -398,9 +398,9 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
     // Sizes moved by one from small samples can leave a result unchanged that still depends
     // on them (Swin's window count, a size divided by 7; a slice to -7 of an unnamed dim is
     // empty at every small size): one more point, with every unnamed dim and unknown value
-    // far from the base, must agree before a dim or value is taken as constant or affine. Where the op refuses that
-    // point, nothing is concluded from the samples if unknown values are involved; dims alone
-    // keep what the near samples said.
+    // far from the base, must agree before a dim or value is taken as constant or affine.
+    // Where the op refuses that point, nothing is concluded from the samples if unknown values
+    // are involved; dims alone keep what the near samples said.
     std::optional<std::pair<assignment, point>> far;
     const bool values_unknown =
         std::any_of(sym.ranges.begin(), sym.ranges.end(), [](auto& kv) { return unknown_value(kv.first); });
