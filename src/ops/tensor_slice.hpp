@@ -108,6 +108,7 @@ struct pad {
         f(self.axes, "axes");
     }
     std::string name() const { return "pad"; }
+    bool fills_with_value() const { return mode == "constant"; }  // else copies of x's own elements
     shape compute_shape(const std::vector<shape>& in) const;
     argument compute(const shape& out, const std::vector<argument>& args) const;
 };

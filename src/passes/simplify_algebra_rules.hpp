@@ -15,4 +15,9 @@ bool divide_by_reciprocal(module& m, instruction_ref ins, bool fast_math);
 bool remove_identity(module& m, instruction_ref ins, bool fast_math);
 bool scale_after_matmul(module& m, instruction_ref ins, bool fast_math);
 
+// simplify_algebra_pad.cpp: Pad of nothing, and zero Pad into a convolution's or average
+// pooling's own padding.
+bool remove_zero_pad(module& m, instruction_ref ins);
+bool fold_pad_into_window(module& m, instruction_ref ins);
+
 }  // namespace kiln::algebra

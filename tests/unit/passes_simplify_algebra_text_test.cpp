@@ -206,3 +206,76 @@ TEST(simplify_algebra_text, scale_of_a_matmul_operand_with_other_users_stays) {
           @return(y, r)
     )", simplify);
 }
+
+TEST(simplify_algebra_text, pad_of_zeros_is_removed) {
+    // DenseNet's transitions: Pad by zeros before the average pooling.
+    expect_simplified(R"(
+        module main
+          x = @param -> float32[1, 4, 6, 6]
+          p = pad{pads=[0, 0, 0, 0, 0, 0, 0, 0]}(x)
+          y = relu(p)
+          @return(y)
+    )", R"(
+        module main
+          x = @param -> float32[1, 4, 6, 6]
+          y = relu(x)
+          @return(y)
+    )", {}, 0, 0, simplify_exact);
+}
+
+TEST(simplify_algebra_text, zero_pad_folds_into_convolution_padding) {
+    literal_map l{{"w", random_literal(f32({4, 3, 3, 3}), 61)}};
+    expect_simplified(R"(
+        module main
+          x = @param -> float32[2, 3, 6, 7]
+          p = pad{pads=[0, 0, 1, 2, 0, 0, 1, 0]}(x)
+          w = @literal{float32[4, 3, 3, 3] {...}}
+          y = convolution{padding=[1, 1, 1, 1], stride=[2, 1]}(p, w)
+          @return(y)
+    )", R"(
+        module main
+          x = @param -> float32[2, 3, 6, 7]
+          w = @literal{float32[4, 3, 3, 3] {...}}
+          y = convolution{padding=[2, 3, 2, 1], stride=[2, 1]}(x, w)
+          @return(y)
+    )", l, 0, 0, simplify_exact);
+}
+
+TEST(simplify_algebra_text, zero_pad_folds_into_average_pooling_that_counts_it) {
+    // MaxViT: PyTorch's AvgPool2d(3, 2, padding=1) exported as Pad + AveragePool.
+    expect_simplified(R"(
+        module main
+          x = @param -> float32[1, 5, 7, 8]
+          zero = @literal{float32[1] {0}}
+          p = pad{pads=[0, 0, 1, 1, 0, 0, 1, 1]}(x, zero)
+          y = pooling{mode=0, lengths=[3, 3], stride=[2, 2]}(p)
+          @return(y)
+    )", R"(
+        module main
+          x = @param -> float32[1, 5, 7, 8]
+          y = pooling{mode=0, lengths=[3, 3], stride=[2, 2], padding=[1, 1, 1, 1], count_include_pad=1}(x)
+          @return(y)
+    )", {}, 1e-6, 1e-6, simplify_exact);
+}
+
+TEST(simplify_algebra_text, pads_that_are_not_a_windows_own_padding_stay) {
+    // A non-zero fill, a max pooling (it pads with -inf), the channel axis, an average
+    // pooling that pads without counting it, and ceil_mode.
+    literal_map l{{"w", random_literal(f32({4, 3, 3, 3}), 62)}, {"w4", random_literal(f32({4, 4, 1, 1}), 63)}};
+    pass_text::expect_unchanged(R"(
+        module main
+          x = @param -> float32[1, 3, 6, 6]
+          one = @literal{float32[1] {1}}
+          p1 = pad{pads=[0, 0, 1, 1, 0, 0, 1, 1]}(x, one)
+          w = @literal{float32[4, 3, 3, 3] {...}}
+          y1 = convolution(p1, w)
+          p2 = pad{pads=[0, 0, 1, 1, 0, 0, 1, 1]}(x)
+          y2 = pooling{mode=1, lengths=[3, 3]}(p2)
+          p3 = pad{pads=[0, 1, 0, 0, 0, 0, 0, 0]}(x)
+          w4 = @literal{float32[4, 4, 1, 1] {...}}
+          y3 = convolution(p3, w4)
+          y4 = pooling{mode=0, lengths=[3, 3], padding=[1, 1, 1, 1]}(p2)
+          y5 = pooling{mode=0, lengths=[2, 2], stride=[2, 2], ceil_mode=1}(p2)
+          @return(y1, y2, y3, y4, y5)
+    )", simplify, l);
+}
