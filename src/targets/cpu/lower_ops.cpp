@@ -203,13 +203,18 @@ bool lower_binary(lower_env& env, instruction_ref ins, const std::string& n) {
     }
     binary op;
     op.algorithm = n;
+    // oneDNN 2.6's binary has jit kernels for a few broadcast forms (per tensor, per
+    // channel, ...); others (Swin's [1, 64, 1, 49, 49] mask over the heads axis) get its
+    // reference code, 10-50x slower than the generated kernel codegen then makes.
+    const bool refuse_reference = ins->get_shape().get_type() == type::float32;
     if (in_dnnl_layout(env, a)) {
         // In a's layout: b too when it has a's lens; a broadcast b as it is, else plain.
         op.dst_layout = env.layout.at(&*a);
         const bool full = b->get_shape().lens() == out;
         auto bb = full ? to_layout(env, ins, b, layout_md(env, a)) : b;
-        if (emit(env, ins, op, {a, bb}, a->get_shape().as_standard())) return true;
-        if (!full && in_dnnl_layout(env, b) && emit(env, ins, op, {a, plain(env, b)}, a->get_shape().as_standard()))
+        if (emit(env, ins, op, {a, bb}, a->get_shape().as_standard(), std::nullopt, refuse_reference)) return true;
+        if (!full && in_dnnl_layout(env, b) && emit(env, ins, op, {a, plain(env, b)}, a->get_shape().as_standard(), std::nullopt,
+                                          refuse_reference))
             return true;
         op.dst_layout = {};
         a = plain(env, a);
@@ -217,7 +222,7 @@ bool lower_binary(lower_env& env, instruction_ref ins, const std::string& n) {
     } else if (in_dnnl_layout(env, b)) {
         b = plain(env, b);
     }
-    return emit(env, ins, op, {a, b}, packed_like(a->get_shape()));
+    return emit(env, ins, op, {a, b}, packed_like(a->get_shape()), std::nullopt, refuse_reference);
 }
 
 bool lower_eltwise(lower_env& env, instruction_ref ins) {

@@ -93,10 +93,12 @@ std::optional<shape> transposed_write_shape(instruction_ref out, const std::vect
 // operands' oneDNN layouts are taken from the env. Returns false, changing nothing,
 // when oneDNN has no kernel for it (the op then stays for the reference kernels).
 // `out`: the output buffer when it is an existing value (a sum post-op's residual), else
-// one is allocated.
+// one is allocated. `refuse_reference`: false too where oneDNN would run its reference
+// implementation (scalar code with an index computation per element), for ops the
+// generated kernels do better (codegen takes what the lowering leaves).
 template <class Op>
 bool emit(lower_env& env, instruction_ref ins, Op op, std::vector<instruction_ref> operands, const shape& dst,
-          std::optional<instruction_ref> out = std::nullopt) {
+          std::optional<instruction_ref> out = std::nullopt, bool refuse_reference = false) {
     op.layouts.clear();
     bool any_blocked = false;
     for (auto x : operands) {
@@ -110,6 +112,7 @@ bool emit(lower_env& env, instruction_ref ins, Op op, std::vector<instruction_re
     std::size_t scratch = 0;
     try {
         auto pd = op.make_pd(env.ctx.engine(), to_shapes(operands), dst);
+        if (refuse_reference && impl_name(pd).find("ref") != std::string::npos) return false;
         if (op.any_dst) {
             if (!md_record::representable(pd.dst_desc())) return false;
             op.dst_layout = md_record::from(pd.dst_desc());
