@@ -23,6 +23,12 @@ std::vector<instruction_ref> parse_dropout(onnx_node& node) {
             inference = c && c->get_int64(0) == 0;
             training = node.input(2);
         }
+        // Training mode with ratio 0 keeps every element unscaled: the identity too.
+        // PyTorch exports Swin's attention dropout that way (training=True, p=0).
+        if (node.has_input(1)) {
+            auto r = node.constant_input(1);
+            if (r && r->get_shape().elements() == 1 && r->get_double(0) == 0.0) inference = true;
+        }
     } else {
         ratio = node.add_literal(literal(shape(type::float32), std::vector<float>{node.attr_float("ratio", 0.5f)}));
     }

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -63,6 +64,9 @@ struct model {
         std::string raw(v.size() * 4, '\0');
         std::memcpy(raw.data(), v.data(), raw.size());
         graph += field_bytes(5, t + field_bytes(9, raw));
+    }
+    void bool_scalar_initializer(const std::string& n, bool v) {
+        graph += field_bytes(5, field_int(2, boolean) + field_bytes(8, n) + field_bytes(9, std::string(1, v ? 1 : 0)));
     }
     void node(const std::string& op, const std::vector<std::string>& in, const std::vector<std::string>& out,
               const std::vector<attr>& attrs = {}) {
@@ -187,6 +191,34 @@ TEST(onnx_pointwise_parse, dropout_is_the_input_at_inference) {
     EXPECT_EQ(r[0].to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
     EXPECT_EQ(r[1].get_shape().get_type(), type::float32);
     EXPECT_EQ(r[1].to_vector<float>(), (std::vector<float>{1, 1, 1, 1}));
+}
+
+TEST(onnx_pointwise_parse, dropout_in_training_mode_with_ratio_zero_is_the_input) {
+    // PyTorch exports Swin-T's attention dropout as Dropout(x, 0, true): every element
+    // kept, none scaled, so neither a random draw nor a pass over x. A ratio other than 0
+    // still draws.
+    auto make = [](float ratio) {
+        model m;
+        m.opset = 13;
+        m.input("x", f32, {2, 3});
+        m.float_initializer("ratio", {}, {ratio});
+        m.bool_scalar_initializer("training", true);
+        m.node("Dropout", {"x", "ratio", "training"}, {"y", "mask"});
+        m.output("y", f32);
+        return m.parse();
+    };
+    // y is x itself; the mask alone (unused here) still comes from a dropout op.
+    auto has_dropout = [](const program& p) {
+        auto names = op_names(p);
+        return std::any_of(names.begin(), names.end(), [](const std::string& n) { return n.find("dropout") != n.npos; });
+    };
+    auto p = make(0.0f);
+    std::vector<float> x{1, -2, 3, 4, 5, 6};
+    EXPECT_EQ(run(p, {{"x", floats({2, 3}, x)}})[0].to_vector<float>(), x);
+    EXPECT_FALSE(has_dropout(p));
+    auto q = make(0.25f);
+    run(q, {{"x", floats({2, 3}, x)}});
+    EXPECT_TRUE(has_dropout(q));
 }
 
 TEST(onnx_pointwise_parse, bad_attributes_are_parse_errors) {
