@@ -464,7 +464,13 @@ std::vector<argument> program::run_checked(param_map checked, std::vector<instru
             return cut_outputs(spec->prog.run_checked(std::move(padded->inputs), profile), *padded);
         }
         auto spec = specialization_for(*I.specializations, *I.params, checked);  // held until this eval ends, even if evicted meanwhile
-        return spec->prog.run_checked(std::move(checked), profile, destinations);
+        auto results = spec->prog.run_checked(std::move(checked), profile, destinations);
+        // A generic program's kernels may leave a result in their own layout (the cpu
+        // target's run-time-sized convolutions write channels-last); callers get row-major
+        // values, as from a static program, whose lowering plans that copy.
+        for (auto& r : results)
+            if (r.get_shape().is_tensor() && !r.get_shape().standard()) r = r.contiguous();
+        return results;
     }
 
     context& ctx = get_context();
