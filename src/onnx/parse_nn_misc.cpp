@@ -45,8 +45,8 @@ std::optional<instruction_ref> add_einsum_product(onnx_node& node, const einsum_
     const auto& sb = b->get_shape();
     // Integer einsum accumulates unlike integer matmul; ranks that do not fit the terms
     // get einsum's own error.
-    if (!sa.is_tensor() || !sb.is_tensor() || sa.get_type() != sb.get_type() || !op::is_float_compute_type(sa.get_type()) ||
-        sa.ndim() != p.perm_a.size() || sb.ndim() != p.perm_b.size())
+    if (!sa.is_tensor() || !sb.is_tensor() || sa.get_type() != sb.get_type() ||
+        !op::is_float_compute_type(sa.get_type()) || sa.ndim() != p.perm_a.size() || sb.ndim() != p.perm_b.size())
         return std::nullopt;
     const auto da = permuted_dims(sa, p.perm_a);  // [batch..., m..., k...]
     const auto db = permuted_dims(sb, p.perm_b);  // [batch..., k..., n...]

@@ -64,7 +64,8 @@ void check(const std::string& equation, const std::vector<std::int64_t>& a, cons
             auto xa = random_arg(type::float32, lens(a, dyn), seed++);
             auto xb = random_arg(type::float32, lens(b, dyn), seed++);
             auto expected = run_op(op::einsum{equation}, {xa, xb}).outputs[0];
-            expect_near_all(p.eval({{"a", xa}, {"b", xb}})[0], expected, std::string(target) + " at " + std::to_string(dyn));
+            expect_near_all(p.eval({{"a", xa}, {"b", xb}})[0], expected,
+                            std::string(target) + " at " + std::to_string(dyn));
         }
     }
 }
@@ -98,7 +99,7 @@ TEST(einsum_as_product, labels_sort_into_batch_m_k_n) {
     ASSERT_TRUE(q);
     EXPECT_EQ(q->perm_a, (perm{0, 1, 2, 3}));
     EXPECT_EQ(q->perm_b, (perm{0, 1, 3, 2}));
-    EXPECT_EQ(q->perm_out, (perm{2, 0, 3, 1}));  // product [b, h, q, k]
+    EXPECT_EQ(q->perm_out, (perm{2, 0, 3, 1}));    // product [b, h, q, k]
     auto g = einsum_as_product("bijk,bjkl->bil");  // two contracted labels: grouped
     ASSERT_TRUE(g);
     EXPECT_EQ(g->k, 2u);
@@ -161,12 +162,12 @@ TEST(onnx_einsum_parse, dynamic_batch) {
 }
 
 TEST(onnx_einsum_parse, other_equations_stay_einsum) {
-    check("ij,kl->ijkl", {2, 3}, {4, 5}, false);      // no contraction
-    check("ij,jk->k", {2, 3}, {3, 4}, false);         // i summed over A alone
-    check("ii,ij->ij", {3, 3}, {3, 4}, false);        // diagonal
+    check("ij,kl->ijkl", {2, 3}, {4, 5}, false);  // no contraction
+    check("ij,jk->k", {2, 3}, {3, 4}, false);     // i summed over A alone
+    check("ii,ij->ij", {3, 3}, {3, 4}, false);    // diagonal
     check("...ij,...jk->...ik", {2, 3, 4}, {2, 4, 5}, false);
     check("bij,bjk->bik", {1, 3, 4}, {2, 4, 5}, false);  // broadcast batch
-    check("ij,jk->ik", {3, 1}, {4, 5}, false);        // broadcast contracted label
+    check("ij,jk->ik", {3, 1}, {4, 5}, false);           // broadcast contracted label
     // One operand: a diagonal and a sum.
     for (const char* eq : {"ii->i", "ij->"}) {
         onnx_model m;
