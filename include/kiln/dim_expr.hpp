@@ -1,4 +1,6 @@
-// A symbolic dimension size: an affine expression c0 + c1*name1 + c2*name2 + ...
+// A symbolic dimension size: a polynomial c0 + c1*name1 + c2*name2 + ... whose terms may
+// also be products of names (c*name1*name2: PyTorch's attention reshapes a [seq, batch, E]
+// tensor to [seq * batch, E]).
 //
 // Exporters name the dims that change between runs ("batch", "sequence", and for a
 // KV cache "past_sequence + sequence"). Kiln keeps those names: two inputs that share
@@ -12,6 +14,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <set>
+#include <vector>
 
 namespace kiln {
 
@@ -20,8 +24,11 @@ public:
     dim_expr() = default;  // the constant 0
     static dim_expr constant(std::int64_t c);
     static dim_expr symbol(const std::string& name);
+    // The product of the names (at least one), coefficient 1.
+    static dim_expr product(std::vector<std::string> names);
 
-    // "a + 2*b - 1", names [A-Za-z_][A-Za-z0-9_]*; nullopt when the text is not of that form.
+    // "a + 2*b - 1", "2*a*b + c", names [A-Za-z_][A-Za-z0-9_]*; nullopt when the text is not
+    // of that form.
     static std::optional<dim_expr> parse(std::string_view text);
     // An ONNX dim_param: the expression it spells when it reads as one, else one symbol
     // named by the text with every character outside [A-Za-z0-9_] replaced by '_'.
@@ -29,8 +36,12 @@ public:
 
     std::string to_string() const;
     std::int64_t constant_term() const { return constant_; }
-    // Name -> coefficient, never 0.
+    // Term -> coefficient, never 0. A term is a name, or names joined by '*' (sorted).
     const std::map<std::string, std::int64_t>& terms() const { return terms_; }
+    // The names a term is the product of.
+    static std::vector<std::string> factors(const std::string& term);
+    // Every name the expression mentions.
+    std::set<std::string> names() const;
     bool is_constant() const { return terms_.empty(); }
     // A single name with coefficient 1 and no constant.
     bool is_symbol() const;

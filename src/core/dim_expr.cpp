@@ -1,5 +1,6 @@
 #include <kiln/dim_expr.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <limits>
 
@@ -27,7 +28,37 @@ dim_expr dim_expr::symbol(const std::string& name) {
     return e;
 }
 
-bool dim_expr::is_symbol() const { return constant_ == 0 && terms_.size() == 1 && terms_.begin()->second == 1; }
+dim_expr dim_expr::product(std::vector<std::string> names) {
+    std::sort(names.begin(), names.end());
+    std::string term;
+    for (auto& n : names) term += (term.empty() ? "" : "*") + n;
+    dim_expr e;
+    e.terms_[term] = 1;
+    return e;
+}
+
+std::vector<std::string> dim_expr::factors(const std::string& term) {
+    std::vector<std::string> out;
+    std::size_t b = 0;
+    while (true) {
+        auto e = term.find('*', b);
+        out.push_back(term.substr(b, e == std::string::npos ? std::string::npos : e - b));
+        if (e == std::string::npos) return out;
+        b = e + 1;
+    }
+}
+
+std::set<std::string> dim_expr::names() const {
+    std::set<std::string> out;
+    for (auto& [term, c] : terms_)
+        for (auto& n : factors(term)) out.insert(n);
+    return out;
+}
+
+bool dim_expr::is_symbol() const {
+    return constant_ == 0 && terms_.size() == 1 && terms_.begin()->second == 1 &&
+           terms_.begin()->first.find('*') == std::string::npos;
+}
 
 std::optional<dim_expr> dim_expr::parse(std::string_view s) {
     std::size_t i = 0;
@@ -73,19 +104,25 @@ std::optional<dim_expr> dim_expr::parse(std::string_view s) {
                 continue;
             }
         }
-        if (i >= s.size() || !ident_start(s[i])) return std::nullopt;
-        std::size_t b = i;
-        while (i < s.size() && ident_char(s[i])) ++i;
-        name.assign(s.substr(b, i - b));
-        skip();
-        if (i < s.size() && s[i] == '*') {
+        // name (* name)* [* N]
+        std::vector<std::string> factors;
+        while (true) {
+            if (i >= s.size() || !ident_start(s[i])) return std::nullopt;
+            std::size_t b = i;
+            while (i < s.size() && ident_char(s[i])) ++i;
+            factors.emplace_back(s.substr(b, i - b));
+            skip();
+            if (i >= s.size() || s[i] != '*') break;
             ++i;
             skip();
-            auto n = number();
-            if (!n) return std::nullopt;
-            coef *= *n;
-            skip();
+            if (auto n = number()) {
+                coef *= *n;
+                skip();
+                break;
+            }
         }
+        std::sort(factors.begin(), factors.end());
+        for (auto& f : factors) name += (name.empty() ? "" : "*") + f;
         auto& c = out.terms_[name];
         c += sign * coef;
         if (c == 0) out.terms_.erase(name);
@@ -121,11 +158,19 @@ std::string dim_expr::to_string() const {
 
 std::optional<std::int64_t> dim_expr::evaluate(const std::map<std::string, std::int64_t>& values) const {
     std::int64_t v = constant_;
-    for (auto& [name, c] : terms_) {
-        auto it = values.find(name);
-        if (it == values.end()) return std::nullopt;
-        std::int64_t t = 0;
-        if (__builtin_mul_overflow(c, it->second, &t) || __builtin_add_overflow(v, t, &v)) return std::nullopt;
+    for (auto& [term, c] : terms_) {
+        std::int64_t t = c;
+        auto times = [&](const std::string& name) {
+            auto it = values.find(name);
+            return it != values.end() && !__builtin_mul_overflow(t, it->second, &t);
+        };
+        if (term.find('*') == std::string::npos) {  // a name (no allocation: eval checks inputs with this)
+            if (!times(term)) return std::nullopt;
+        } else {
+            for (auto& name : factors(term))
+                if (!times(name)) return std::nullopt;
+        }
+        if (__builtin_add_overflow(v, t, &v)) return std::nullopt;
     }
     return v;
 }

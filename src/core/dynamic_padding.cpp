@@ -25,7 +25,7 @@ namespace {
 bool expr_mentions(const std::string& text, const std::string& dim) {
     if (text.empty()) return false;
     auto e = dim_expr::parse(text);
-    return !e || e->terms().count(dim) > 0;  // an unparsable text may hide it: assume it does
+    return !e || e->names().count(dim) > 0;  // an unparsable text may hide it: assume it does
 }
 
 // Whether any dim or value of `s` depends on `dim`.

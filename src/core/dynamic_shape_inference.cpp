@@ -81,7 +81,7 @@ struct symbolic_inputs {
                 if (!v.empty()) e = dim_expr::parse(v);
                 else e = dim_expr::symbol(unknown_value_name(i, values[i].size()));
                 if (e)
-                    for (auto& [name, c] : e->terms()) ranges.try_emplace(name);
+                    for (auto& name : e->names()) ranges.try_emplace(name);
                 values[i].push_back(std::move(e));
             }
             if (!s.dynamic()) continue;
@@ -106,7 +106,7 @@ struct symbolic_inputs {
                     r.hi = std::min(r.hi, as_signed(d.max));
                     r.hi = std::max(r.hi, r.lo);
                 } else {
-                    for (auto& [name, c] : e->terms()) ranges.try_emplace(name);
+                    for (auto& name : e->names()) ranges.try_emplace(name);
                 }
                 // Inputs may know one name's bounds differently (a dim named from a value,
                 // such as Expand to Shape's batch, has none): the tightest hold for all.
@@ -234,6 +234,43 @@ std::optional<dim_expr> fit(std::int64_t v0, const std::vector<std::string>& nam
         auto c = (moved[i] - v0) * step[i];
         e += dim_expr::symbol(names[i]) * c;
         e += dim_expr::constant(-c * a0.at(names[i]));
+    }
+    if (e.evaluate(av) != vv) return std::nullopt;
+    return e;
+}
+
+// The same with products of two names: c0 + sum(c_i * name_i) + sum(k_ij * name_i * name_j).
+// k_ij is what the point with names i and j both moved adds beyond the two single moves
+// (`pair(i, j)`, nullopt where that point has no value); the single moves' slopes at the
+// base then give the c_i. Squares of one name are not tried.
+std::optional<dim_expr> fit_products(std::int64_t v0, const std::vector<std::string>& names,
+                                     const std::vector<std::int64_t>& step, const std::vector<std::int64_t>& moved,
+                                     const assignment& a0,
+                                     const std::function<std::optional<std::int64_t>(std::size_t, std::size_t)>& pair,
+                                     const assignment& av, std::int64_t vv) {
+    const std::size_t n = names.size();
+    std::vector<std::vector<std::int64_t>> k(n, std::vector<std::int64_t>(n, 0));
+    bool any = false;
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = i + 1; j < n; ++j) {
+            auto p = pair(i, j);
+            if (!p) return std::nullopt;
+            k[i][j] = k[j][i] = (*p - moved[i] - moved[j] + v0) * step[i] * step[j];
+            any = any || k[i][j] != 0;
+        }
+    if (!any) return std::nullopt;  // the affine fit already said no
+    dim_expr e = dim_expr::constant(v0);
+    for (std::size_t i = 0; i < n; ++i) {
+        std::int64_t c = (moved[i] - v0) * step[i];
+        for (std::size_t j = 0; j < n; ++j)
+            if (j != i) c -= k[i][j] * a0.at(names[j]);
+        e += dim_expr::symbol(names[i]) * c;
+        e += dim_expr::constant(-c * a0.at(names[i]));
+        for (std::size_t j = i + 1; j < n; ++j)
+            if (k[i][j] != 0) {
+                e += dim_expr::product({names[i], names[j]}) * k[i][j];
+                e += dim_expr::constant(-k[i][j] * a0.at(names[i]) * a0.at(names[j]));
+            }
     }
     if (e.evaluate(av) != vv) return std::nullopt;
     return e;
@@ -395,6 +432,21 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
     if (rv.dynamic) return std::nullopt;
     all_ran = all_ran && rv.s.has_value();
 
+    // Points with two named dims moved together, made on first use: what a dim or value that
+    // the affine fit refused needs to be fitted as a product of names.
+    std::map<std::pair<std::size_t, std::size_t>, point> pairs;
+    auto pair_point = [&](std::size_t i, std::size_t j) -> const point* {
+        if (anonymous(names[i]) || anonymous(names[j])) return nullptr;  // nothing could refer to it
+        auto it = pairs.find({i, j});
+        if (it == pairs.end()) {
+            auto a = a0;
+            a[names[i]] += step[i];
+            a[names[j]] += step[j];
+            it = pairs.emplace(std::pair{i, j}, run(a)).first;
+        }
+        return it->second.dynamic || !it->second.s ? nullptr : &it->second;
+    };
+
     // Sizes moved by one from small samples can leave a result unchanged that still depends
     // on them (Swin's window count, a size divided by 7; a slice to -7 of an unnamed dim is
     // empty at every small size): one more point, with every unnamed dim and unknown value
@@ -468,7 +520,17 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
             if (all_ran && !same) {
                 std::vector<std::int64_t> mv;
                 for (auto& m : moved) mv.push_back(static_cast<std::int64_t>(pick(*m.s)->lens()[j]));
-                auto e = fit(v0, names, step, mv, a0, av, static_cast<std::int64_t>(pick(*rv.s)->lens()[j]));
+                const auto vv = static_cast<std::int64_t>(pick(*rv.s)->lens()[j]);
+                auto e = fit(v0, names, step, mv, a0, av, vv);
+                if (!e && names.size() >= 2)
+                    e = fit_products(v0, names, step, mv, a0,
+                                     [&](std::size_t a, std::size_t b) -> std::optional<std::int64_t> {
+                                         const point* p = pair_point(a, b);
+                                         const shape* t = p ? usable(*p) : nullptr;
+                                         if (!t) return std::nullopt;
+                                         return static_cast<std::int64_t>(t->lens()[j]);
+                                     },
+                                     av, vv);
                 // The names that moved must explain the joint points (and the far one) too.
                 for (auto& jp : joint)
                     if (e && e->evaluate(jp.first) != joint_value(jp)) e.reset();
@@ -482,10 +544,18 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
                     // Bounds from the names' ranges.
                     std::int64_t lo = e->constant_term(), hi = e->constant_term();
                     bool named = true, any_value = false;
-                    for (auto& [name, c] : e->terms()) {
-                        any_value = any_value || unknown_value(name);
-                        const auto& r = sym.ranges[name];
-                        named = named && !anonymous(name);
+                    for (auto& [term, c] : e->terms()) {
+                        // The term's range: the product of its names' (dims: never negative).
+                        name_range r{1, 1};
+                        for (auto& name : dim_expr::factors(term)) {
+                            any_value = any_value || unknown_value(name);
+                            named = named && !anonymous(name);
+                            const auto& f = sym.ranges[name];
+                            r.lo *= f.lo;
+                            r.hi = r.hi == unbounded || f.hi == unbounded || (f.hi != 0 && r.hi > unbounded / f.hi)
+                                       ? unbounded
+                                       : r.hi * f.hi;
+                        }
                         lo = c > 0 ? lo + c * r.lo : (r.hi == unbounded ? 0 : lo + c * r.hi);
                         if (hi != unbounded)
                             hi = c > 0 ? (r.hi == unbounded ? unbounded : hi + c * r.hi) : hi + c * r.lo;
@@ -541,6 +611,14 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
             if (have) mv.push_back(*m.values[j]);
         }
         if (have) e = fit(*r0.values[j], names, step, mv, a0, av, *rv.values[j]);
+        if (have && !e && names.size() >= 2)
+            e = fit_products(*r0.values[j], names, step, mv, a0,
+                             [&](std::size_t a, std::size_t b) -> std::optional<std::int64_t> {
+                                 const point* p = pair_point(a, b);
+                                 if (!p || p->values.size() != r0.values.size()) return std::nullopt;
+                                 return p->values[j];
+                             },
+                             av, *rv.values[j]);
         for (auto& [aj, pj] : joint)
             if (e && (pj.values.size() != r0.values.size() || !pj.values[j] || e->evaluate(aj) != *pj.values[j]))
                 e.reset();
@@ -549,8 +627,10 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
              e->evaluate(far->first) != *far->second.values[j]))
             e.reset();
         // A value of an unnamed dim is not worth keeping: nothing else can refer to it.
-        if (e && std::any_of(e->terms().begin(), e->terms().end(), [](auto& t) { return anonymous(t.first); }))
-            e.reset();
+        if (e) {
+            const auto names_of_e = e->names();
+            if (std::any_of(names_of_e.begin(), names_of_e.end(), anonymous)) e.reset();
+        }
         values.push_back(e ? e->to_string() : std::string());
         any_known = any_known || e.has_value();
     }

@@ -139,7 +139,7 @@ double static_fraction(const module& main, const std::set<std::string>& free) {
                 depends = true;  // an unnamed range: it may follow from anything
                 break;
             }
-            for (auto& [name, k] : e->terms()) depends = depends || free.count(name) > 0;
+            for (auto& name : e->names()) depends = depends || free.count(name) > 0;
             if (depends) break;
         }
         fixed += depends ? 0 : 1;
@@ -160,7 +160,7 @@ std::set<std::string> free_names(const shape_map& set) {
                 continue;
             }
             const auto e = dim_expr::parse(dd[i].symbol);  // an expression of names (dim_key)
-            for (auto& [name, c] : e->terms()) names.insert(name);
+            for (auto& name : e->names()) names.insert(name);
         }
     }
     return names;

@@ -301,3 +301,52 @@ TEST(core_dim_expr, unnamed_dims_that_must_meet_a_sized_one_are_shaped_apart) {
     m.set_parameter_shapes({{"x", shape(type::float32, {2, 35, 96})}});
     EXPECT_EQ(y->get_shape(), shape(type::float32, {2, 35, 288}));
 }
+
+TEST(core_dim_expr, products_of_names_parse_print_and_evaluate) {
+    auto e = dim_expr::parse("seq*batch + 2*batch*seq*1 - 1");
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->to_string(), "3*batch*seq - 1");
+    EXPECT_EQ(e->evaluate({{"batch", 4}, {"seq", 7}}), 83);
+    EXPECT_FALSE(e->evaluate({{"batch", 4}}));
+    EXPECT_EQ(e->names(), (std::set<std::string>{"batch", "seq"}));
+    EXPECT_FALSE(dim_expr::parse("a*b")->is_symbol());
+    EXPECT_EQ(dim_expr::product({"s", "b"}), *dim_expr::parse("b*s"));
+    EXPECT_EQ(dim_expr::factors("b*s"), (std::vector<std::string>{"b", "s"}));
+    EXPECT_FALSE(dim_expr::parse("a*2*b"));  // a coefficient comes first or last
+    EXPECT_FALSE(dim_expr::parse("a*b")->evaluate({{"a", std::int64_t{1} << 40}, {"b", std::int64_t{1} << 40}}));
+}
+
+TEST(core_dim_expr, a_product_of_two_named_dims_gets_its_expression) {
+    // PyTorch's attention: [seq, batch, E] -> Reshape to [seq * batch, E] with the sizes from
+    // Shape, and back to [seq, batch, E] with them after the output projection.
+    module m;
+    auto x = m.add_parameter("x", shape::make_dynamic(type::float32, {named("seq", 1, 64), named("batch", 1, 8),
+                                                                      fixed(16)}));
+    auto dims = m.add_instruction(make_op("shape_of"), {x});
+    auto gather = [&](std::int64_t i) {
+        return m.add_instruction(make_op("gather", {{"axis", 0}}),
+                                 {dims, m.add_literal(literal(shape(type::int64, {1}), std::vector<std::int64_t>{i}))});
+    };
+    auto t = gather(0), b = gather(1), e = gather(2);
+    auto tb = m.add_instruction(make_op("mul"), {t, b});
+    EXPECT_EQ(tb->get_shape().values(), std::vector<std::string>{"batch*seq"});
+    auto flat = m.add_instruction(make_op("reshape_dynamic"),
+                                  {x, m.add_instruction(make_op("concat", {{"axis", 0}}), {tb, e})});
+    const auto& d = flat->get_shape().dyn_dims().at(0);
+    EXPECT_EQ(d.symbol, "batch*seq") << flat->get_shape();
+    EXPECT_EQ(d.min, 1u);
+    EXPECT_EQ(d.max, 512u);
+    auto relu = m.add_instruction(make_op("relu"), {flat});
+    EXPECT_EQ(relu->get_shape(), flat->get_shape());
+    auto back = m.add_instruction(make_op("reshape_dynamic"),
+                                  {relu, m.add_instruction(make_op("concat", {{"axis", 0}}), {t, b, e})});
+    EXPECT_EQ(back->get_shape().dyn_dims().at(0).symbol, "seq") << back->get_shape();
+    EXPECT_EQ(back->get_shape().dyn_dims().at(1).symbol, "batch");
+    // A sum plus a product, fitted the same way: seq * batch + seq + 3.
+    auto mixed = m.add_instruction(make_op("add"), {m.add_instruction(make_op("add"), {tb, t}),
+                                                    m.add_literal(literal(shape(type::int64, {1}), std::vector<std::int64_t>{3}))});
+    EXPECT_EQ(mixed->get_shape().values(), std::vector<std::string>{"batch*seq + seq + 3"});
+    m.set_parameter_shapes({{"x", shape(type::float32, {5, 3, 16})}});
+    EXPECT_EQ(flat->get_shape(), shape(type::float32, {15, 16}));
+    EXPECT_EQ(back->get_shape(), shape(type::float32, {5, 3, 16}));
+}
