@@ -91,6 +91,9 @@ struct cpu_options {
     // KILN_CPU_CHANNEL_MUL (default on; dnnl = off): per-channel scaling on Kiln's kernel
     // rather than oneDNN's binary (channel_mul.hpp).
     bool channel_mul = true;
+    // KILN_CPU_CHANNEL_AFFINE (default on; dnnl = off): concat -> batch norm -> relu as one
+    // pass on Kiln's kernel rather than oneDNN's three (channel_affine.hpp).
+    bool channel_affine = true;
     // KILN_CPU_GLOBAL_POOL (default on; dnnl = off): global average pooling on Kiln's kernel
     // (global_avg_pool.hpp).
     bool global_pool = true;

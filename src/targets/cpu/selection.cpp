@@ -2,6 +2,7 @@
 // its rule; the rules here are their one-line summaries.
 #include "targets/cpu/selection.hpp"
 
+#include "targets/cpu/kernels/channel_affine/channel_affine.hpp"
 #include "targets/cpu/kernels/channel_mul/channel_mul.hpp"
 #include "targets/cpu/kernels/concat_plain/concat_plain.hpp"
 #include "targets/cpu/kernels/conv_gemm/conv_gemm.hpp"
@@ -223,15 +224,24 @@ const std::vector<op_candidate>& op_candidates() {
         {"softmax", "onednn", "", true, take_softmax},
         {"log_softmax", "onednn", "", true, take_log_softmax},
         {"layer_norm", "onednn", "", true, lower_layer_norm},
+        {"batch_norm_inference", "channel_affine",
+         "constant parameters, after a concat along channels or before a relu: one pass with them "
+         "(channel_affine.hpp)",
+         true, lower_channel_affine_bn},
         {"batch_norm_inference", "onednn", "", true, lower_batch_norm},
         {"lrn", "onednn", "", true, lower_lrn},
         {"reduce_*", "onednn", "sum, mean, l1, l2, ... (max and min stay on ref: -inf rows)", true, take_reduce},
+        {"concat", "channel_affine", "read only by a batch norm that channel_affine takes: lowered with it", true,
+         concat_waits_for_channel_affine},
         {"concat", "concat_plain", "copies into row-major or channel-blocked results (concat_plain.hpp)", true,
          lower_concat_plain},
         {"concat", "onednn", "", true, lower_concat},
         {"resize", "onednn", "nearest or linear modes oneDNN has", true, lower_resize},
         {"reshape", "reshape_copy", "an input that is not row-major: one copy", true, take_reshape_copy},
         {"flatten", "reshape_copy", "an input that is not row-major: one copy", true, take_reshape_copy},
+        {"relu", "channel_affine", "of a batch norm that channel_affine takes: lowered with it", true,
+         lower_channel_affine_relu},
+        {"relu", "onednn_eltwise", "", true, lower_eltwise},
         {"sigmoid", "silu", "with fast_math, the sigmoid of x * sigmoid(x): lowered with the product", true,
          take_sigmoid_of_silu},
         {"sigmoid", "onednn_eltwise", "", true, lower_eltwise},
