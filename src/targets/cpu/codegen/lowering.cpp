@@ -62,7 +62,8 @@ void lowering::apply(module& m) const {
         if (ins->get_operator().any_cast<op::fused>()) {
             p.body = ins->get_operator().get<op::fused>();
             p.inputs = ins->inputs();
-        } else if (ins->get_operator().traits().pointwise && ins->module_inputs().empty() && kernel_can_run(ins)) {
+        } else if ((ins->get_operator().traits().pointwise || ins->get_operator().traits().reduction) &&
+                   ins->module_inputs().empty() && kernel_can_run(ins)) {
             p.body = single_group(ins, p.inputs);
         } else {
             continue;
