@@ -349,6 +349,57 @@ TEST(cpu_ops, lstm_forward_and_reverse) {
     }
 }
 
+// ONNX GRUs on oneDNN's GRU primitive (cpu::gru): every direction, both reset forms
+// (linear_before_reset 0: oneDNN's gru; 1, what PyTorch exports: lbr_gru), with and
+// without bias and initial state, Y and Y_h both read; hidden 20 (not a multiple of 16).
+TEST(cpu_ops, gru_directions_and_reset_forms) {
+    const std::size_t T = 6, N = 2, I = 5, H = 20;
+    for (std::int64_t dir : {0, 1, 2})
+        for (bool lbr : {false, true})
+            for (bool extras : {false, true}) {
+                SCOPED_TRACE("direction " + std::to_string(dir) + (lbr ? " lbr" : "") + (extras ? " bias, h0" : ""));
+                const std::size_t D = dir == 2 ? 2 : 1;
+                builder b;
+                auto x = b.param("x", {T, N, I});
+                std::vector<instruction_ref> args{x, b.constant({D, 3 * H, I}, 0.4f), b.constant({D, 3 * H, H}, 0.3f)};
+                if (extras) {
+                    args.push_back(b.constant({D, 6 * H}, 0.5f));
+                    args.push_back(b.param("h0", {D, N, H}));
+                }
+                value attrs = value::object{{"hidden_size", value(static_cast<std::int64_t>(H))},        {"direction", value(dir)},
+                                            {"has_bias", value(extras)},       {"has_initial_h", value(extras)},
+                                            {"linear_before_reset", value(lbr)}};
+                auto g = b.op("gru", attrs, args);
+                auto y = b.m->add_instruction(builtin::get_tuple_elem{0}, {g});
+                auto yh = b.m->add_instruction(builtin::get_tuple_elem{1}, {g});
+                b.ret({y, yh});
+                auto res = run_both(b, 1e-4, 1e-5);
+                EXPECT_EQ(count_ops(res.cpu, "cpu::gru"), 1u) << text(res.cpu);
+                EXPECT_EQ(count_ops(res.cpu, "gru"), 0u) << text(res.cpu);
+                EXPECT_TRUE(ref_kernels(res.cpu).empty()) << text(res.cpu);
+            }
+}
+
+// Only one of the outputs read (here Y_h, of a bidirectional GRU, and Y of a reverse one),
+// the other's tuple element left unused.
+TEST(cpu_ops, gru_one_output_used) {
+    for (std::size_t index : {0, 1}) {
+        builder b;
+        const std::size_t D = index == 1 ? 2 : 1;
+        auto x = b.param("x", {4, 2, 3});
+        value attrs = value::object{{"hidden_size", value(7)},
+                                    {"direction", value(std::int64_t(index == 1 ? 2 : 1))},
+                                    {"linear_before_reset", value(true)}};
+        auto g = b.op("gru", attrs, {x, b.constant({D, 21, 3}, 0.5f), b.constant({D, 21, 7}, 0.5f)});
+        b.m->add_instruction(builtin::get_tuple_elem{1 - index}, {g});
+        auto out = b.m->add_instruction(builtin::get_tuple_elem{index}, {g});
+        b.ret({b.op("add", {out, out})});
+        auto res = run_both(b, 1e-4, 1e-5);
+        EXPECT_EQ(count_ops(res.cpu, "cpu::gru"), 1u) << text(res.cpu);
+        EXPECT_EQ(count_ops(res.cpu, "gru"), 0u) << text(res.cpu);
+    }
+}
+
 TEST(cpu_ops, gather_at_a_constant_index_and_reshape_copies) {
     // ViT's split of the fused QKV projection: a transposed view, then gather(0, i).
     for (std::int64_t index : {0, 2, -1}) {

@@ -24,5 +24,9 @@ bool lower_eltwise(lower_env& env, instruction_ref ins);
 bool lower_gather(lower_env& env, instruction_ref ins);
 // A reshape or flatten whose input is not row-major (a copy into row-major order).
 bool lower_reshape_copy(lower_env& env, instruction_ref ins);
+// An ONNX GRU (default activations, no clip or sequence lengths, time-major, constant
+// weights) on oneDNN's GRU primitive (cpu::gru, op_rnn.cpp); Y and Y_h are views and
+// copies of its result, and the tuple and its elements go to env.dead.
+bool lower_gru_onednn(lower_env& env, instruction_ref ins);
 
 }  // namespace kiln::cpu

@@ -166,6 +166,10 @@ const std::vector<op_candidate>& op_candidates() {
         {"lstm", "lstm_packed", "default activations, no clip or sequence lengths (lstm_kernel.hpp)", false,
          lower_lstm_kiln},
         {"lstm", "onednn", "forward or reverse, time-major, no peepholes", false, lower_lstm_onednn},
+        {"gru", "onednn",
+         "default activations, no clip or sequence lengths, time-major, constant weights; any direction, "
+         "linear_before_reset 0 or 1 (oneDNN's gru / lbr_gru)",
+         false, lower_gru_onednn},
         {"transpose", "pixel_rows_view",
          "perm (0, 2, 1) of a reshape to [N, C, HW] of a channels-last activation: a view (pixel_rows_view.hpp)",
          false, lower_pixel_rows_view},

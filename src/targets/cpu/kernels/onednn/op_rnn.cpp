@@ -78,6 +78,51 @@ void lstm::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& p
     if (has_initial_c) k.bind(DNNL_ARG_SRC_ITER_C, next, md_with_rank(operands[next], 4));
 }
 
+shape gru::logical_shape(const std::vector<shape>& operands) const {
+    const std::size_t want = 4 + (has_initial_h ? 1 : 0);
+    if (operands.size() != want)
+        throw_error(error_code::shape, name() + ": expected " + std::to_string(want) + " operands, got " +
+                                           std::to_string(operands.size()));
+    const auto& x = operands[0];
+    if (x.ndim() != 3 || x.get_type() != type::float32 || hidden_size == 0 || direction < 0 || direction > 2)
+        throw_error(error_code::shape, name() + ": x must be float32 [T, N, I], got " + x.to_string());
+    const auto& l = x.lens();
+    return shape(type::float32, {l[0], l[1], directions() * hidden_size});
+}
+
+dnnl::primitive_desc_base gru::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
+                                       const shape& dst) const {
+    expect_plain();
+    using md = dnnl::memory::desc;
+    const auto dir = direction == 2   ? dnnl::rnn_direction::bidirectional_concat
+                     : direction == 1 ? dnnl::rnn_direction::unidirectional_right2left
+                                      : dnnl::rnn_direction::unidirectional_left2right;
+    md h0 = has_initial_h ? md_with_rank(operands.at(4), 4) : md();
+    // The weights as "any": the primitive picks its packed layout (bound in bind_operands).
+    const md wl = with_any(md_of(operands.at(1))), wi = with_any(md_of(operands.at(2)));
+    const md x = md_of(operands.at(0)), bias = md_of(operands.at(3)), out = md_of(dst);
+    const auto attr = make_attr({}, operands, 3);
+    const auto prop = dnnl::prop_kind::forward_inference;
+    if (linear_before_reset) {
+        dnnl::lbr_gru_forward::desc d(prop, dir, x, h0, wl, wi, bias, out, md());
+        return dnnl::lbr_gru_forward::primitive_desc(d, attr, eng);
+    }
+    dnnl::gru_forward::desc d(prop, dir, x, h0, wl, wi, bias, out, md());
+    return dnnl::gru_forward::primitive_desc(d, attr, eng);
+}
+
+void gru::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd, const std::vector<shape>& operands,
+                        const std::vector<argument>& constants, const dnnl::engine& eng) const {
+    k.bind(DNNL_ARG_SRC_LAYER, 0, pd.src_desc(0));
+    // Weights are stored plain (ldigo); the primitive packs them its way, once, here.
+    bind_constant_weights(k, md_record::from(md_of(operands[1])), pd.weights_desc(0), 1, constants, eng, name(),
+                          DNNL_ARG_WEIGHTS_LAYER);
+    bind_constant_weights(k, md_record::from(md_of(operands[2])), pd.weights_desc(1), 2, constants, eng, name(),
+                          DNNL_ARG_WEIGHTS_ITER);
+    k.bind(DNNL_ARG_BIAS, 3, md_of(operands[3]));
+    if (has_initial_h) k.bind(DNNL_ARG_SRC_ITER, 4, md_with_rank(operands[4], 4));
+}
+
 namespace {
 
 bool is_tuple_elem(instruction_ref u) { return u->get_operator().any_cast<builtin::get_tuple_elem>() != nullptr; }
@@ -284,6 +329,123 @@ bool lower_lstm_dnnl(lower_env& env, instruction_ref ins, std::vector<instructio
     return true;
 }
 
+// Default GRU activations (f = Sigmoid, g = Tanh), the only ones oneDNN's cell has: none
+// given, one pair for every direction, or one pair for both.
+bool default_activations(const op::gru& a) {
+    for (std::size_t i = 0; i < a.activations.size(); ++i)
+        if (a.activations[i] != (i % 2 == 0 ? "Sigmoid" : "Tanh")) return false;
+    return a.activations.empty() || a.activations.size() == 2 || a.activations.size() == 2 * a.num_directions();
+}
+
+// An ONNX GRU on oneDNN's GRU primitive (cpu::gru). Its one result is oneDNN's dst_layer
+// [T, N, D * H]; ONNX's Y [T, D, N, H] is that viewed as [T, N, D, H] and transposed (a
+// copy when D is 2), and Y_h [D, N, H] is each direction's last step in it (step T - 1
+// forward, step 0 reverse: without sequence lengths every sequence is full), so oneDNN's
+// dst_iter is not needed.
+bool lower_gru_dnnl(lower_env& env, instruction_ref ins, std::vector<instruction_ref>& dead) {
+    const auto* a = ins->get_operator().any_cast<op::gru>();
+    if (!a || a->layout != 0 || a->clip != 0 || a->has_sequence_lens || !default_activations(*a)) return false;
+    const auto& in = ins->inputs();
+    auto x = plain(env, in.at(0)), w = in.at(1), r = in.at(2);
+    std::size_t next = 3;
+    std::optional<instruction_ref> b, h0;
+    if (a->has_bias) b = in.at(next++);
+    if (a->has_initial_h) h0 = plain(env, in.at(next++));
+    auto literal_f32 = [](std::optional<instruction_ref> i) { return !i || ((*i)->is_literal() && f32_static(*i)); };
+    if (!f32_static(x) || x->get_shape().ndim() != 3 || !literal_f32(w) || !literal_f32(r) || !literal_f32(b) ||
+        (h0 && !f32_static(*h0)))
+        return false;
+    // The used outputs (Y, Y_h: get_tuple_elem 0, 1); anything else reading the tuple keeps it on ref.
+    std::vector<instruction_ref> y_users, yh_users;
+    for (auto u : ins->outputs()) {
+        if (!is_tuple_elem(u)) return false;
+        const auto index = u->get_operator().to_value().at("index").get_int64();
+        if (index != 0 && index != 1) return false;
+        if (!u->outputs().empty()) (index == 0 ? y_users : yh_users).push_back(u);
+    }
+    if (y_users.empty() && yh_users.empty()) return false;
+    const auto& xl = x->get_shape().lens();
+    const std::size_t T = xl[0], N = xl[1], I = xl[2], H = a->hidden_size, D = a->num_directions();
+    constexpr std::size_t G = 3;                       // gates z, r, h (oneDNN: u, r, o, the same order)
+    const std::size_t BG = a->linear_before_reset ? 4 : 3;  // bias gates: lbr keeps Rb_h apart (oneDNN's u')
+    auto lens_are = [](instruction_ref i, std::vector<std::size_t> want) { return i->get_shape().lens() == want; };
+    if (H == 0 || !lens_are(w, {D, G * H, I}) || !lens_are(r, {D, G * H, H}) || (b && !lens_are(*b, {D, 2 * G * H})) ||
+        (h0 && !lens_are(*h0, {D, N, H})))
+        return false;
+    // ONNX's W [D, 3H, I] and R [D, 3H, H] (row g * H + h per gate) into oneDNN's ldigo
+    // [1, D, I or H, 3, H]; the bias [D, 6H] (Wb, then Rb) into ldgo [1, D, 3 or 4, H].
+    auto wv = w->get_literal().to_vector<float>();
+    auto rv = r->get_literal().to_vector<float>();
+    std::vector<float> wl(D * I * G * H), wi(D * H * G * H), bias(D * BG * H, 0.0f), bv;
+    if (b) bv = (*b)->get_literal().to_vector<float>();
+    for (std::size_t d = 0; d < D; ++d)
+        for (std::size_t g = 0; g < G; ++g)
+            for (std::size_t h = 0; h < H; ++h) {
+                const std::size_t row = (d * G + g) * H + h;
+                for (std::size_t c = 0; c < I; ++c) wl[((d * I + c) * G + g) * H + h] = wv[row * I + c];
+                for (std::size_t c = 0; c < H; ++c) wi[((d * H + c) * G + g) * H + h] = rv[row * H + c];
+                if (!b) continue;
+                const float wb = bv[d * 2 * G * H + g * H + h], rb = bv[d * 2 * G * H + (G + g) * H + h];
+                // Linear before reset: h~ = g(x Wh + Wb_h + r (.) (H Rh + Rb_h)), so Rb_h
+                // stays apart (inside the reset); every other bias pair adds.
+                if (a->linear_before_reset && g == 2) {
+                    bias[(d * BG + 2) * H + h] = wb;
+                    bias[(d * BG + 3) * H + h] = rb;
+                } else {
+                    bias[(d * BG + g) * H + h] = wb + rb;
+                }
+            }
+    auto& m = env.m;
+    const auto at = std::next(ins);  // everything goes between the GRU and its users
+    auto f32 = [](std::vector<std::size_t> lens) { return shape(type::float32, std::move(lens)); };
+    std::vector<instruction_ref> operands{x, m.insert_literal(at, literal(f32({1, D, I, G, H}), wl)),
+                                          m.insert_literal(at, literal(f32({1, D, H, G, H}), wi)),
+                                          m.insert_literal(at, literal(f32({1, D, BG, H}), bias))};
+    if (h0) operands.push_back(*h0);
+    gru op;
+    op.hidden_size = H;
+    op.direction = a->direction;
+    op.linear_before_reset = a->linear_before_reset;
+    op.has_initial_h = h0.has_value();
+    const shape dst = f32({T, N, D * H});
+    auto result = m.insert_instruction(at, builtin::allocate{dst}, {});  // emit replaces it by the kernel
+    if (!emit(env, result, op, operands, dst)) {
+        m.remove_instruction(result);
+        for (std::size_t i = 3; i-- > 1;) m.remove_instruction(operands[i]);
+        return false;
+    }
+    auto ints = [](std::vector<std::size_t> v) { return std::vector<std::int64_t>(v.begin(), v.end()); };
+    auto add = [&](const operation& o, std::vector<instruction_ref> args) { return m.insert_instruction(at, o, args); };
+    auto row_major = [&](instruction_ref i) { return ensure_layout(env, at, i, i->get_shape().as_standard()); };
+    const auto split = add(op::reshape{ints({T, N, D, H})}, {result});  // the same memory
+    if (!y_users.empty()) {
+        // One direction: [T, N, 1, H] is already ONNX's [T, 1, N, H] in memory.
+        auto y = D == 1 ? add(op::reshape{ints({T, 1, N, H})}, {result})
+                        : row_major(add(op::transpose{{0, 2, 1, 3}}, {split}));
+        for (auto u : y_users) m.replace_instruction(u, y);
+    }
+    if (!yh_users.empty()) {
+        std::vector<instruction_ref> last;  // [1, N, 1, H] per direction
+        for (std::size_t d = 0; d < D; ++d) {
+            const bool reverse = a->direction == 1 || d == 1;
+            const auto t = static_cast<std::int64_t>(reverse ? 0 : T - 1);
+            op::slice s;
+            s.axes = {0, 2};
+            s.starts = {t, static_cast<std::int64_t>(d)};
+            s.ends = {t + 1, static_cast<std::int64_t>(d + 1)};
+            last.push_back(add(s, {split}));
+        }
+        // One direction: [1, N, 1, H] is already ONNX's [1, N, H] in memory.
+        instruction_ref yh = D == 1 ? add(op::reshape{ints({1, N, H})}, {last[0]})
+                                    : row_major(add(op::transpose{{1, 0, 2}},
+                                                    {add(op::reshape{ints({N, D, H})}, {add(op::concat{2}, last)})}));
+        for (auto u : yh_users) m.replace_instruction(u, yh);
+    }
+    for (auto u : std::vector<instruction_ref>(ins->outputs())) dead.push_back(u);
+    dead.push_back(ins);
+    return true;
+}
+
 }  // namespace
 
 bool lower_lstm_kiln(lower_env& env, instruction_ref ins) {
@@ -291,6 +453,8 @@ bool lower_lstm_kiln(lower_env& env, instruction_ref ins) {
 }
 
 bool lower_lstm_onednn(lower_env& env, instruction_ref ins) { return lower_lstm_dnnl(env, ins, env.dead); }
+
+bool lower_gru_onednn(lower_env& env, instruction_ref ins) { return lower_gru_dnnl(env, ins, env.dead); }
 
 shape lstm_packed::compute_shape(const std::vector<shape>& inputs) const {
     const std::size_t want = 6 + (has_peephole ? 1 : 0) + (has_initial_h ? 1 : 0) + (has_initial_c ? 1 : 0);
@@ -354,5 +518,6 @@ argument lstm_packed::compute(context& ctx, const shape&, const std::vector<argu
 
 KILN_REGISTER_OP(lstm)
 KILN_REGISTER_OP(lstm_packed)
+KILN_REGISTER_OP(gru)
 
 }  // namespace kiln::cpu
