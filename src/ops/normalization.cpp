@@ -181,6 +181,19 @@ std::vector<double> batch_normalize(const std::vector<double>& x, const std::vec
 }
 }  // namespace
 
+batch_norm_inference::channel_scale_shift batch_norm_inference::scale_shift(const std::vector<double>& scale,
+                                                                              const std::vector<double>& bias,
+                                                                              const std::vector<double>& mean,
+                                                                              const std::vector<double>& var) const {
+    channel_scale_shift r;
+    for (std::size_t c = 0; c < scale.size(); ++c) {
+        const double s = scale[c] / std::sqrt(var[c] + static_cast<double>(epsilon));
+        r.s.push_back(s);
+        r.t.push_back(bias[c] - mean[c] * s);
+    }
+    return r;
+}
+
 shape batch_norm_inference::compute_shape(const std::vector<shape>& inputs) const {
     return check_batch_norm(name(), inputs);
 }

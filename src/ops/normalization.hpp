@@ -65,6 +65,13 @@ struct batch_norm_inference {
     template <class Self, class F>
     static void reflect(Self& self, F f) { f(self.epsilon, "epsilon"); }
     std::string name() const { return "batch_norm_inference"; }
+    // y = (x - mean) / sqrt(var + eps) * scale + bias as y = x * s + t, one s and t per
+    // channel, in double: what passes and kernels that fold the op compute.
+    struct channel_scale_shift {
+        std::vector<double> s, t;
+    };
+    channel_scale_shift scale_shift(const std::vector<double>& scale, const std::vector<double>& bias,
+                                    const std::vector<double>& mean, const std::vector<double>& var) const;
     shape compute_shape(const std::vector<shape>& inputs) const;
     argument compute(const shape& out, const std::vector<argument>& args) const;
 };

@@ -16,7 +16,6 @@
 #include "ops/normalization.hpp"
 #include "ops/pointwise_binary.hpp"
 
-#include <cmath>
 
 namespace kiln::algebra {
 
@@ -147,13 +146,10 @@ bool fold_batch_norm(module& m, instruction_ref ins) {
     if (!scale || !bias || !mean || !var) return false;
     auto sc = rewrite::values_of(*scale), b = rewrite::values_of(*bias), mu = rewrite::values_of(*mean),
          v = rewrite::values_of(*var);
-    // y = (x - mean) / sqrt(var + eps) * scale + bias = x*s + t, as the op's own compute.
+    auto st = bn->scale_shift(sc, b, mu, v);
     channel_affine a;
-    for (std::size_t c = 0; c < sc.size(); ++c) {
-        const double s = sc[c] / std::sqrt(v[c] + static_cast<double>(bn->epsilon));
-        a.s.push_back(s);
-        a.t.push_back(b[c] - mu[c] * s);
-    }
+    a.s = std::move(st.s);
+    a.t = std::move(st.t);
     return fold_channel_affine(m, in[0], ins, a);
 }
 

@@ -12,7 +12,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
 #include <optional>
 #include <string>
 
@@ -221,17 +220,12 @@ bool lower_chain(lower_env& env, const affine_chain& ch, instruction_ref pos) {
         op.parts.push_back(it == env.layout.end() ? md_record{} : it->second);
     }
     op.layout = result_layout(env, ch);
-    // y = (x - mean) / sqrt(var + eps) * scale + bias = x * a + b, folded in double.
+    // y = x * a + b, the BN folded in double and rounded once.
     const auto& in = ch.bn->inputs();
-    const double eps = ch.bn->get_operator().get<op::batch_norm_inference>().epsilon;
-    auto scale = in[1]->get_literal().to_vector<double>(), bias = in[2]->get_literal().to_vector<double>();
-    auto mean = in[3]->get_literal().to_vector<double>(), var = in[4]->get_literal().to_vector<double>();
-    std::vector<float> a(scale.size()), b(scale.size());
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        const double s = scale[i] / std::sqrt(var[i] + eps);
-        a[i] = static_cast<float>(s);
-        b[i] = static_cast<float>(bias[i] - mean[i] * s);
-    }
+    auto values = [&](std::size_t i) { return in[i]->get_literal().to_vector<double>(); };
+    const auto st = ch.bn->get_operator().get<op::batch_norm_inference>().scale_shift(values(1), values(2), values(3),
+                                                                                      values(4));
+    const std::vector<float> a(st.s.begin(), st.s.end()), b(st.t.begin(), st.t.end());
     const shape vec(type::float32, {a.size()});
     auto args = ch.parts;
     args.push_back(env.constant(pos, literal(vec, a)));

@@ -25,6 +25,20 @@ dnnl::memory::desc with_any(const dnnl::memory::desc& md) {
     return dnnl::memory::desc(md.dims(), md.data_type(), dnnl::memory::format_tag::any);
 }
 
+// Operands 0 to 3 of an RNN primitive (x, weights layer, weights iter, bias), as LSTM and GRU
+// order them. Weights are stored plain (ldigo); the primitive packs them its way, once, here.
+void bind_layer_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd, const std::vector<shape>& operands,
+                         const std::vector<argument>& constants, const dnnl::engine& eng, const std::string& name) {
+    k.bind(DNNL_ARG_SRC_LAYER, 0, pd.src_desc(0));
+    bind_constant_weights(k, md_record::from(md_of(operands[1])), pd.weights_desc(0), 1, constants, eng, name,
+                          DNNL_ARG_WEIGHTS_LAYER);
+    bind_constant_weights(k, md_record::from(md_of(operands[2])), pd.weights_desc(1), 2, constants, eng, name,
+                          DNNL_ARG_WEIGHTS_ITER);
+    k.bind(DNNL_ARG_BIAS, 3, md_of(operands[3]));
+}
+
+bool lens_are(instruction_ref i, const std::vector<std::size_t>& want) { return i->get_shape().lens() == want; }
+
 }  // namespace
 
 shape lstm::logical_shape(const std::vector<shape>& operands) const {
@@ -63,13 +77,7 @@ dnnl::primitive_desc_base lstm::make_pd(const dnnl::engine& eng, const std::vect
 
 void lstm::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd, const std::vector<shape>& operands,
                          const std::vector<argument>& constants, const dnnl::engine& eng) const {
-    k.bind(DNNL_ARG_SRC_LAYER, 0, pd.src_desc(0));
-    // Weights are stored plain (ldigo); the primitive packs them its way, once, here.
-    bind_constant_weights(k, md_record::from(md_of(operands[1])), pd.weights_desc(0), 1, constants, eng, name(),
-                          DNNL_ARG_WEIGHTS_LAYER);
-    bind_constant_weights(k, md_record::from(md_of(operands[2])), pd.weights_desc(1), 2, constants, eng, name(),
-                          DNNL_ARG_WEIGHTS_ITER);
-    k.bind(DNNL_ARG_BIAS, 3, md_of(operands[3]));
+    bind_layer_operands(k, pd, operands, constants, eng, name());
     std::size_t next = 4;
     if (has_initial_h) {
         k.bind(DNNL_ARG_SRC_ITER, next, md_with_rank(operands[next], 4));
@@ -113,13 +121,7 @@ dnnl::primitive_desc_base gru::make_pd(const dnnl::engine& eng, const std::vecto
 
 void gru::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd, const std::vector<shape>& operands,
                         const std::vector<argument>& constants, const dnnl::engine& eng) const {
-    k.bind(DNNL_ARG_SRC_LAYER, 0, pd.src_desc(0));
-    // Weights are stored plain (ldigo); the primitive packs them its way, once, here.
-    bind_constant_weights(k, md_record::from(md_of(operands[1])), pd.weights_desc(0), 1, constants, eng, name(),
-                          DNNL_ARG_WEIGHTS_LAYER);
-    bind_constant_weights(k, md_record::from(md_of(operands[2])), pd.weights_desc(1), 2, constants, eng, name(),
-                          DNNL_ARG_WEIGHTS_ITER);
-    k.bind(DNNL_ARG_BIAS, 3, md_of(operands[3]));
+    bind_layer_operands(k, pd, operands, constants, eng, name());
     if (has_initial_h) k.bind(DNNL_ARG_SRC_ITER, 4, md_with_rank(operands[4], 4));
 }
 
@@ -180,7 +182,6 @@ bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruct
     d.D = a->num_directions();
     d.reverse = a->direction == 1;
     const std::size_t H = d.H, D = d.D;
-    auto lens_are = [](instruction_ref i, std::vector<std::size_t> want) { return i->get_shape().lens() == want; };
     if (H == 0 || !lens_are(w, {D, 4 * H, d.I}) || !lens_are(r, {D, 4 * H, H}) || (b && !lens_are(*b, {D, 8 * H})) ||
         (p && !lens_are(*p, {D, 3 * H})))
         return false;
@@ -368,7 +369,6 @@ bool lower_gru_dnnl(lower_env& env, instruction_ref ins, std::vector<instruction
     const std::size_t T = xl[0], N = xl[1], I = xl[2], H = a->hidden_size, D = a->num_directions();
     constexpr std::size_t G = 3;                       // gates z, r, h (oneDNN: u, r, o, the same order)
     const std::size_t BG = a->linear_before_reset ? 4 : 3;  // bias gates: lbr keeps Rb_h apart (oneDNN's u')
-    auto lens_are = [](instruction_ref i, std::vector<std::size_t> want) { return i->get_shape().lens() == want; };
     if (H == 0 || !lens_are(w, {D, G * H, I}) || !lens_are(r, {D, G * H, H}) || (b && !lens_are(*b, {D, 2 * G * H})) ||
         (h0 && !lens_are(*h0, {D, N, H})))
         return false;
