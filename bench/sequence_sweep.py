@@ -128,8 +128,9 @@ def main(out_dir, names):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
+        print(__doc__)
+        sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
     chosen = sys.argv[2:] or list(MODELS)
     unknown = [n for n in chosen if n not in MODELS]
     if unknown:

@@ -238,7 +238,8 @@ void simplify_algebra::apply(module& m) const {
             bool hit = algebra::fold_batch_norm(m, ins) || algebra::fold_affine_into_weights(m, ins) ||
                        algebra::reassociate_constants(m, ins) || algebra::divide_by_reciprocal(m, ins, fast_math) ||
                        algebra::remove_identity(m, ins, fast_math) || algebra::scale_after_matmul(m, ins, fast_math) ||
-                       algebra::remove_zero_pad(m, ins) || algebra::fold_pad_into_window(m, ins);
+                       algebra::remove_zero_pad(m, ins) || algebra::fold_pad_into_window(m, ins) ||
+                       algebra::channel_shuffle_to_gather(m, ins) || algebra::slice_of_gather(m, ins);
             changed = changed || hit;
         }
         if (!changed) return;

@@ -20,4 +20,9 @@ bool scale_after_matmul(module& m, instruction_ref ins, bool fast_math);
 bool remove_zero_pad(module& m, instruction_ref ins);
 bool fold_pad_into_window(module& m, instruction_ref ins);
 
+// simplify_algebra_shuffle.cpp: a channel shuffle (reshape, transpose, reshape) as a gather
+// of constant channels, and a slice of such a gather as a gather of its own.
+bool channel_shuffle_to_gather(module& m, instruction_ref ins);
+bool slice_of_gather(module& m, instruction_ref ins);
+
 }  // namespace kiln::algebra

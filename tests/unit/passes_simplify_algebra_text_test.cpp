@@ -279,3 +279,63 @@ TEST(simplify_algebra_text, pads_that_are_not_a_windows_own_padding_stay) {
           @return(y1, y2, y3, y4, y5)
     )", simplify, l);
 }
+
+TEST(simplify_algebra_text, channel_shuffle_halves_become_gathers) {
+    // ShuffleNet: reshape to [N, g, C/g, H, W], swap the channel axes, reshape back, split.
+    expect_simplified(R"(
+        module main
+          x = @param -> float32[2, 6, 2, 3]
+          r = reshape{dims=[2, 2, 3, 2, 3]}(x)
+          t = transpose{perm=[0, 2, 1, 3, 4]}(r)
+          s = reshape{dims=[2, 6, 2, 3]}(t)
+          a = slice{axes=[1], starts=[0], ends=[3]}(s)
+          b = slice{axes=[1], starts=[3], ends=[6]}(s)
+          @return(a, b)
+    )", R"(
+        module main
+          x = @param -> float32[2, 6, 2, 3]
+          i0 = @literal{int64[3] {0, 3, 1}}
+          a = gather{axis=1}(x, i0)
+          i1 = @literal{int64[3] {4, 2, 5}}
+          b = gather{axis=1}(x, i1)
+          @return(a, b)
+    )", {}, 0, 0, simplify_exact);
+}
+
+TEST(simplify_algebra_text, whole_channel_shuffle_becomes_one_gather) {
+    expect_simplified(R"(
+        module main
+          x = @param -> float32[1, 6, 4]
+          r = reshape{dims=[1, 3, 2, 4]}(x)
+          t = transpose{perm=[0, 2, 1, 3]}(r)
+          s = reshape{dims=[1, 6, 4]}(t)
+          y = relu(s)
+          @return(y)
+    )", R"(
+        module main
+          x = @param -> float32[1, 6, 4]
+          i = @literal{int64[6] {0, 2, 4, 1, 3, 5}}
+          s = gather{axis=1}(x, i)
+          y = relu(s)
+          @return(y)
+    )", {}, 0, 0, simplify_exact);
+}
+
+TEST(simplify_algebra_text, reshape_transposes_that_are_not_a_channel_shuffle_stay) {
+    // Spatial axes swapped, the batch split instead of the channels, and a slice of a
+    // gather along another axis than its own.
+    pass_text::expect_unchanged(R"(
+        module main
+          x = @param -> float32[2, 6, 2, 3]
+          r = reshape{dims=[2, 2, 3, 2, 3]}(x)
+          t = transpose{perm=[0, 1, 2, 4, 3]}(r)
+          s = reshape{dims=[2, 6, 2, 3]}(t)
+          r2 = reshape{dims=[1, 2, 6, 2, 3]}(x)
+          t2 = transpose{perm=[0, 2, 1, 3, 4]}(r2)
+          s2 = reshape{dims=[2, 6, 2, 3]}(t2)
+          i = @literal{int64[3] {5, 0, 2}}
+          g = gather{axis=1}(x, i)
+          h = slice{axes=[2], starts=[0], ends=[1]}(g)
+          @return(s, s2, h)
+    )", simplify_exact);
+}

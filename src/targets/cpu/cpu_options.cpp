@@ -79,6 +79,7 @@ cpu_options read_cpu_options(const compile_options& opts) {
     o.attention = on_unless("KILN_CPU_ATTENTION", "0");
     o.channel_mul = on_unless("KILN_CPU_CHANNEL_MUL", "dnnl");
     o.channel_affine = on_unless("KILN_CPU_CHANNEL_AFFINE", "dnnl");
+    o.channel_gather = on_unless("KILN_CPU_CHANNEL_GATHER", "0");
     o.global_pool = on_unless("KILN_CPU_GLOBAL_POOL", "dnnl");
     o.input_reorder = on_unless("KILN_CPU_INPUT_REORDER", "dnnl");
     o.silu = on_unless("KILN_CPU_SILU", "dnnl");

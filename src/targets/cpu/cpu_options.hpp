@@ -94,6 +94,9 @@ struct cpu_options {
     // KILN_CPU_CHANNEL_AFFINE (default on; dnnl = off): concat -> batch norm -> relu as one
     // pass on Kiln's kernel rather than oneDNN's three (channel_affine.hpp).
     bool channel_affine = true;
+    // KILN_CPU_CHANNEL_GATHER=0: a gather along the channels of a channels-last or blocked
+    // activation (a channel shuffle) goes to plain layouts and back (channel_gather.hpp).
+    bool channel_gather = true;
     // KILN_CPU_GLOBAL_POOL (default on; dnnl = off): global average pooling on Kiln's kernel
     // (global_avg_pool.hpp).
     bool global_pool = true;

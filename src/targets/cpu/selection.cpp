@@ -3,6 +3,7 @@
 #include "targets/cpu/selection.hpp"
 
 #include "targets/cpu/kernels/channel_affine/channel_affine.hpp"
+#include "targets/cpu/kernels/channel_gather/channel_gather.hpp"
 #include "targets/cpu/kernels/channel_mul/channel_mul.hpp"
 #include "targets/cpu/kernels/concat_plain/concat_plain.hpp"
 #include "targets/cpu/kernels/conv_gemm/conv_gemm.hpp"
@@ -175,6 +176,10 @@ const std::vector<op_candidate>& op_candidates() {
          false, lower_pixel_rows_view},
         {"clip", "onednn_eltwise", "static float32 input and result", false, take_clip_or_pow},
         {"pow", "onednn_eltwise", "static float32 input and result", false, take_clip_or_pow},
+        {"gather", "channel_gather",
+         "constant channels of a 4-D activation in a channels-last or blocked layout, or of a concat of such parts "
+         "that only these gathers read: one pass (channel_gather.hpp)",
+         false, lower_channel_gather},
         {"gather", "onednn", "one constant index: a strided window of the data, copied", false, lower_gather},
         {"gather", "gather_blocks", "rows of a blocked activation (gather_blocks.hpp)", false, lower_gather_blocks},
         {"matmul", "dyn_matmul", "a generic program's product: sizes read at run time (dyn_matmul.hpp)", false,
@@ -237,6 +242,8 @@ const std::vector<op_candidate>& op_candidates() {
         {"reduce_*", "onednn", "sum, mean, l1, l2, ... (max and min stay on ref: -inf rows)", true, take_reduce},
         {"concat", "channel_affine", "read only by a batch norm that channel_affine takes: lowered with it", true,
          concat_waits_for_channel_affine},
+        {"concat", "channel_gather", "read only by gathers of constant channels that channel_gather takes: read by them",
+         true, concat_waits_for_channel_gather},
         {"concat", "concat_plain", "copies into row-major or channel-blocked results (concat_plain.hpp)", true,
          lower_concat_plain},
         {"concat", "onednn", "", true, lower_concat},

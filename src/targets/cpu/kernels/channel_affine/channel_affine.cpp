@@ -1,5 +1,7 @@
 #include "targets/cpu/kernels/channel_affine/channel_affine.hpp"
 
+#include "targets/cpu/kernels/pixel_placement.hpp"
+
 #include "ops/normalization.hpp"
 #include "ops/pointwise_unary.hpp"
 #include "ops/tensor_slice.hpp"
@@ -53,33 +55,6 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void affine_channel
     }
 }
 
-// The channels stored together per pixel: pixel_channels (blocked or channels-last), 1 for
-// a dense NCHW record, 0 for any other layout.
-std::int64_t group_of(const md_record& r) {
-    if (const std::int64_t g = pixel_channels(r)) return g;
-    const auto& d = r.dims;
-    if (d.size() != 4 || !r.inner_blks.empty() || r.offset0 != 0 || r.padded_dims != d || r.strides.size() != 4)
-        return 0;
-    const bool nchw = r.strides[3] == 1 && r.strides[2] == d[3] && r.strides[1] == d[2] * d[3] &&
-                      r.strides[0] == d[1] * d[2] * d[3];
-    return nchw ? 1 : 0;
-}
-
-// Where element (n, c, p) of a 4-D activation lives: n * image + (c / g) * block + p * g + c % g.
-struct placement {
-    std::size_t g, image, block;
-};
-
-placement place(const md_record& r, std::size_t channels, std::size_t hw) {
-    if (r.empty()) return {1, channels * hw, hw};
-    const auto g = static_cast<std::size_t>(group_of(r));
-    return {g, static_cast<std::size_t>(r.strides[0]), static_cast<std::size_t>(r.strides[1])};
-}
-
-std::size_t channels_of(const md_record& r, const shape& s) {
-    return r.empty() ? s.lens().at(1) : static_cast<std::size_t>(r.dims.at(1));
-}
-
 }  // namespace
 
 shape channel_affine::compute_shape(const std::vector<shape>& inputs) const {
@@ -97,7 +72,7 @@ shape channel_affine::compute_shape(const std::vector<shape>& inputs) const {
         if (x.ndim() != 4 || x.get_type() != type::float32 || l[0] != lens0[0] || l[2] != lens0[2] || l[3] != lens0[3])
             bad("part " + std::to_string(k) + " " + x.to_string() + " is not a float32 NCHW tensor like " +
                 inputs[0].to_string() + " outside the channels");
-        if (parts[k].empty() ? !x.standard() : (group_of(parts[k]) <= 0 || to_dims(l) != parts[k].to_md().dims()))
+        if (parts[k].empty() ? !x.standard() : (pixel_group_of(parts[k]) <= 0 || to_dims(l) != parts[k].to_md().dims()))
             bad("part " + std::to_string(k) + " is not stored as pixel channels or plain NCHW");
         c += l[1];
     }
@@ -105,7 +80,7 @@ shape channel_affine::compute_shape(const std::vector<shape>& inputs) const {
         if (inputs[i].get_type() != type::float32 || inputs[i].elements() != c)
             bad("a and b must hold one float32 value per channel (" + std::to_string(c) + ")");
     shape out(type::float32, {lens0[0], c, lens0[2], lens0[3]});
-    if (!layout.empty() && (group_of(layout) <= 0 || to_dims(out.lens()) != layout.to_md().dims()))
+    if (!layout.empty() && (pixel_group_of(layout) <= 0 || to_dims(out.lens()) != layout.to_md().dims()))
         bad("the result's layout does not store its channels per pixel");
     const std::size_t need = layout.empty() ? out.bytes() : layout.to_md().get_size();
     if (inputs.back().bytes() < need) bad("the output buffer is too small");
@@ -115,7 +90,7 @@ shape channel_affine::compute_shape(const std::vector<shape>& inputs) const {
 argument channel_affine::compute(context&, const shape& out, const std::vector<argument>& args) const {
     const auto& ol = out.lens();
     const std::size_t n = ol[0], c = ol[1], hw = ol[2] * ol[3];
-    const placement yo = place(layout, c, hw);
+    const pixel_placement yo = place_pixels(layout, c, hw);
     const std::size_t padded = layout.empty() ? c : static_cast<std::size_t>(layout.padded_dims.at(1));
     const auto* a = reinterpret_cast<const float*>(args[parts.size()].data());
     const auto* b = reinterpret_cast<const float*>(args[parts.size() + 1].data());
@@ -136,7 +111,7 @@ argument channel_affine::compute(context&, const shape& out, const std::vector<a
         std::size_t off = 0;  // the part's first channel in the result
         for (std::size_t k = 0; k < parts.size(); ++k) {
             const std::size_t ck = channels_of(parts[k], args[k].get_shape());
-            const placement xo = place(parts[k], ck, hw);
+            const pixel_placement xo = place_pixels(parts[k], ck, hw);
             const float* xi = reinterpret_cast<const float*>(args[k].data()) + img * xo.image + p0 * xo.g;
             // Runs of channels that are side by side in both layouts.
             for (std::size_t ch = 0; ch < ck;) {
@@ -169,11 +144,6 @@ struct affine_chain {
     std::vector<instruction_ref> parts;     // the concat's inputs, or the BN's x
 };
 
-bool concat_on_channels(instruction_ref ins) {
-    const auto* c = ins->get_operator().any_cast<op::concat>();
-    return c && ins->get_shape().ndim() == 4 && (c->axis == 1 || c->axis == -3);
-}
-
 // The chain whose BN is `bn`, when channel_affine takes it: every part is read in a layout
 // the kernel takes, all of which are fixed once the concat (or x) has been lowered.
 std::optional<affine_chain> chain_at(const lower_env& env, instruction_ref bn) {
@@ -197,7 +167,7 @@ std::optional<affine_chain> chain_at(const lower_env& env, instruction_ref bn) {
         const auto& l = x->get_shape().lens();
         if (!f32_static(x) || l.size() != 4 || l[0] != lens[0] || l[2] != lens[2] || l[3] != lens[3]) return std::nullopt;
         auto it = env.layout.find(&*x);
-        if (it == env.layout.end() ? !x->get_shape().standard() : group_of(it->second) <= 0) return std::nullopt;
+        if (it == env.layout.end() ? !x->get_shape().standard() : pixel_group_of(it->second) <= 0) return std::nullopt;
     }
     return ch;
 }
@@ -206,7 +176,7 @@ std::optional<affine_chain> chain_at(const lower_env& env, instruction_ref bn) {
 // the convolution after it reads), else plain.
 md_record result_layout(const lower_env& env, const affine_chain& ch) {
     for (auto x : ch.parts)
-        if (auto it = env.layout.find(&*x); it != env.layout.end() && group_of(it->second) > 1)
+        if (auto it = env.layout.find(&*x); it != env.layout.end() && pixel_group_of(it->second) > 1)
             return pixel_channels_layout(channel_block(it->second), ch.bn->get_shape().lens());
     return {};
 }

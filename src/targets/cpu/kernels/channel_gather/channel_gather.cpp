@@ -1,0 +1,306 @@
+#include "targets/cpu/kernels/channel_gather/channel_gather.hpp"
+
+#include "targets/cpu/cpu_features.hpp"
+#include "targets/cpu/kernels/pixel_placement.hpp"
+
+#include "ops/tensor_gather.hpp"
+#include "passes/rewrite_utils.hpp"
+
+#include <kiln/builtin_ops.hpp>
+#include <kiln/errors.hpp>
+#include <kiln/register_op.hpp>
+
+#include <omp.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+namespace kiln::cpu {
+
+namespace {
+
+// Up to 16 result channels stored side by side, picked from the row that holds one pixel's
+// channels of every part side by side: from two 16-channel windows of the row by one
+// two-source permute where their sources fit in two (a channel shuffle's halves take 8 from
+// each part), else by a vector gather.
+struct pick16 {
+    std::size_t dst = 0;  // the first channel's place in the pixel's result
+    std::uint32_t len = 0;
+    bool two_windows = false;
+    std::int32_t base0 = 0, base1 = 0;
+    std::int32_t lane[16] = {};  // windows: 0-15 from base0, 16-31 from base1; else the row index
+};
+
+std::vector<pick16> plan_picks(const std::vector<std::int32_t>& idx, const pixel_placement& yo) {
+    std::vector<pick16> picks;
+    const std::size_t c = idx.size();
+    for (std::size_t oc = 0; oc < c;) {
+        const std::size_t len = std::min({yo.g - oc % yo.g, c - oc, std::size_t{16}});
+        pick16 p;
+        p.dst = oc / yo.g * yo.block + oc % yo.g;
+        p.len = static_cast<std::uint32_t>(len);
+        const auto* s = idx.data() + oc;
+        p.base0 = *std::min_element(s, s + len);
+        p.base1 = p.base0;
+        bool first = true;
+        for (std::size_t i = 0; i < len; ++i)
+            if (s[i] >= p.base0 + 16 && (first || s[i] < p.base1)) {
+                p.base1 = s[i];
+                first = false;
+            }
+        p.two_windows = true;
+        for (std::size_t i = 0; i < len; ++i) {
+            if (s[i] < p.base0 + 16) p.lane[i] = s[i] - p.base0;
+            else if (s[i] < p.base1 + 16) p.lane[i] = 16 + s[i] - p.base1;
+            else p.two_windows = false;
+        }
+        if (!p.two_windows) std::copy(s, s + len, p.lane);
+        picks.push_back(p);
+        oc += len;
+    }
+    return picks;
+}
+
+#if defined(__x86_64__)
+#define GATHER_TARGET512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")))
+// The row is readable 16 channels past its end (two windows never fault).
+GATHER_TARGET512 void pick_pixel_avx512(const float* row, float* y, const pick16* picks, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+        const pick16& p = picks[i];
+        const __mmask16 m = static_cast<__mmask16>((1u << p.len) - 1u);
+        const __m512i lanes = _mm512_loadu_si512(p.lane);
+        __m512 v;
+        if (p.two_windows)
+            v = _mm512_permutex2var_ps(_mm512_loadu_ps(row + p.base0), lanes, _mm512_loadu_ps(row + p.base1));
+        else
+            v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, lanes, row, 4);
+        _mm512_mask_storeu_ps(y + p.dst, m, v);
+    }
+}
+#endif
+
+void pick_pixel_portable(const float* row, float* y, const pick16* picks, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+        const pick16& p = picks[i];
+        for (std::uint32_t j = 0; j < p.len; ++j) {
+            const std::int32_t l = p.lane[j];
+            y[p.dst + j] = p.two_windows ? row[l < 16 ? p.base0 + l : p.base1 + l - 16] : row[l];
+        }
+    }
+}
+
+}  // namespace
+
+shape channel_gather::compute_shape(const std::vector<shape>& inputs) const {
+    auto bad = [&](const std::string& why) { throw_error(error_code::shape, name() + ": " + why); };
+    if (parts.empty() || inputs.size() != parts.size() + 1)
+        bad("expected " + std::to_string(parts.size()) + " parts and an output buffer, got " +
+            std::to_string(inputs.size()) + " inputs");
+    for (const auto& i : inputs)
+        if (!i.is_tensor() || i.dynamic()) bad("inputs must be static tensors, got " + i.to_string());
+    const auto lens0 = inputs[0].lens();
+    std::size_t c = 0;
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+        const shape& x = inputs[k];
+        const auto& l = x.lens();
+        if (x.ndim() != 4 || x.get_type() != type::float32 || l[0] != lens0[0] || l[2] != lens0[2] || l[3] != lens0[3])
+            bad("part " + std::to_string(k) + " " + x.to_string() + " is not a float32 NCHW tensor like " +
+                inputs[0].to_string() + " outside the channels");
+        if (parts[k].empty() ? !x.standard()
+                             : (pixel_group_of(parts[k]) <= 0 || to_dims(l) != parts[k].to_md().dims()))
+            bad("part " + std::to_string(k) + " is not stored as pixel channels or plain NCHW");
+        c += l[1];
+    }
+    if (source.empty()) bad("no channel to gather");
+    for (auto s : source)
+        if (s < 0 || static_cast<std::size_t>(s) >= c)
+            bad("source channel " + std::to_string(s) + " is outside the parts' " + std::to_string(c) + " channels");
+    shape out(type::float32, {lens0[0], source.size(), lens0[2], lens0[3]});
+    if (!layout.empty() && (pixel_group_of(layout) <= 0 || to_dims(out.lens()) != layout.to_md().dims()))
+        bad("the result's layout does not store its channels per pixel");
+    const std::size_t need = layout.empty() ? out.bytes() : layout.to_md().get_size();
+    if (inputs.back().bytes() < need) bad("the output buffer is too small");
+    return out;
+}
+
+argument channel_gather::compute(context&, const shape& out, const std::vector<argument>& args) const {
+    const auto& ol = out.lens();
+    const std::size_t n = ol[0], c = ol[1], hw = ol[2] * ol[3];
+    const pixel_placement yo = place_pixels(layout, c, hw);
+    const std::size_t padded = layout.empty() ? c : static_cast<std::size_t>(layout.padded_dims.at(1));
+    // Each part's placement and first channel in the concatenation, and whether any result
+    // channel comes from it.
+    struct part_at {
+        const float* x;
+        pixel_placement at;
+        std::size_t channels, first;
+        bool used;
+    };
+    std::vector<part_at> in;
+    std::size_t total = 0;
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+        const std::size_t ck = channels_of(parts[k], args[k].get_shape());
+        in.push_back({reinterpret_cast<const float*>(args[k].data()), place_pixels(parts[k], ck, hw), ck, total, false});
+        total += ck;
+    }
+    const std::vector<std::int32_t> idx(source.begin(), source.end());
+    const auto picks = plan_picks(idx, yo);
+#if defined(__x86_64__)
+    const bool avx512 = has_avx512();
+#else
+    const bool avx512 = false;
+#endif
+    for (auto s : idx)
+        for (auto& p : in)
+            if (static_cast<std::size_t>(s) >= p.first && static_cast<std::size_t>(s) < p.first + p.channels) p.used = true;
+    auto* y = reinterpret_cast<float*>(args.back().data());
+    // Pixel ranges of about 16K values each, a multiple of the threads per image.
+    const std::size_t threads = static_cast<std::size_t>(std::max(1, omp_get_max_threads()));
+    std::size_t ranges = std::max<std::size_t>(1, (hw * (padded + total) + 16383) / 16384);
+    ranges = std::min(hw, (ranges + threads - 1) / threads * threads);
+    const std::size_t chunk = (hw + ranges - 1) / ranges;
+    const auto tasks = static_cast<std::int64_t>(n * ranges);
+#pragma omp parallel if (n * hw * (padded + total) > single_thread_elements && tasks > 1)
+    {
+        std::vector<float> row(total + 16, 0.0f);
+#pragma omp for schedule(static)
+        for (std::int64_t t = 0; t < tasks; ++t) {
+            const std::size_t img = static_cast<std::size_t>(t) / ranges;
+            const std::size_t p0 = static_cast<std::size_t>(t) % ranges * chunk, p1 = std::min(hw, p0 + chunk);
+            for (std::size_t p = p0; p < p1; ++p) {
+                // The parts' channels of this pixel side by side, in runs stored together.
+                for (const auto& part : in) {
+                    if (!part.used) continue;
+                    const pixel_placement& xo = part.at;
+                    const float* xi = part.x + img * xo.image + p * xo.g;
+                    for (std::size_t ch = 0; ch < part.channels;) {
+                        const std::size_t len = std::min(xo.g - ch % xo.g, part.channels - ch);
+                        std::copy_n(xi + ch / xo.g * xo.block + ch % xo.g, len, row.data() + part.first + ch);
+                        ch += len;
+                    }
+                }
+                float* yi = y + img * yo.image + p * yo.g;
+#if defined(__x86_64__)
+                if (avx512) pick_pixel_avx512(row.data(), yi, picks.data(), picks.size());
+                else
+#endif
+                    pick_pixel_portable(row.data(), yi, picks.data(), picks.size());
+                // The last block's padding channels (a blocked result) hold zeros.
+                if (padded > c) std::fill_n(yi + c / yo.g * yo.block + c % yo.g, padded - c, 0.0f);
+            }
+        }
+    }
+    return args.back().reshape(out);
+}
+
+namespace {
+
+// The gather's constant channel indices (negative ones counted from the end) when it
+// gathers along the channels of a static 4-D float32 tensor with a 1-D constant; nullopt
+// otherwise or when an index is out of range (the ref kernel then reports it).
+std::optional<std::vector<std::int64_t>> channel_indices(instruction_ref g) {
+    const auto* op = g->get_operator().any_cast<op::gather>();
+    if (op == nullptr || g->inputs().size() != 2) return std::nullopt;
+    auto data = g->inputs()[0], idx = g->inputs()[1];
+    if (!f32_static(data) || !f32_static(g) || data->get_shape().ndim() != 4 || !idx->is_literal() ||
+        idx->get_shape().ndim() != 1 || idx->get_shape().elements() == 0)
+        return std::nullopt;
+    if (op->axis != 1 && op->axis != -3) return std::nullopt;
+    const auto t = idx->get_shape().get_type();
+    if (t != type::int64 && t != type::int32) return std::nullopt;
+    auto v = idx->get_literal().to_vector<std::int64_t>();
+    const auto c = static_cast<std::int64_t>(data->get_shape().lens()[1]);
+    for (auto& i : v) {
+        if (i < 0) i += c;
+        if (i < 0 || i >= c) return std::nullopt;
+    }
+    return v;
+}
+
+struct gather_plan {
+    std::vector<instruction_ref> parts;
+    std::optional<instruction_ref> concat;  // read by such gathers only
+    std::vector<std::int64_t> source;
+};
+
+// A part the kernel reads: a static 4-D float32 tensor like the gather's data outside the
+// channels, in a pixel-channels layout or plain.
+bool readable_part(const lower_env& env, instruction_ref x, const shape& like) {
+    const auto& l = x->get_shape().lens();
+    const auto& w = like.lens();
+    if (!f32_static(x) || l.size() != 4 || l[0] != w[0] || l[2] != w[2] || l[3] != w[3]) return false;
+    auto it = env.layout.find(&*x);
+    return it == env.layout.end() ? x->get_shape().standard() : pixel_group_of(it->second) > 0;
+}
+
+// Whether every reader of `concat` is a channel gather of it (so that none needs it made).
+bool only_channel_gathers_read(instruction_ref concat) {
+    const auto& readers = concat->outputs();
+    return !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](instruction_ref r) {
+        return r->inputs().size() == 2 && r->inputs()[0] == concat && channel_indices(r).has_value();
+    });
+}
+
+std::optional<gather_plan> plan_at(const lower_env& env, instruction_ref g) {
+    if (!env.ctx.options().channel_gather) return std::nullopt;
+    auto source = channel_indices(g);
+    if (!source) return std::nullopt;
+    auto data = g->inputs()[0];
+    gather_plan plan{{data}, std::nullopt, std::move(*source)};
+    if (concat_on_channels(data) && only_channel_gathers_read(data)) {
+        plan.concat = data;
+        plan.parts = data->inputs();
+    }
+    bool pixel_channels = false;
+    for (auto x : plan.parts) {
+        if (!readable_part(env, x, data->get_shape())) return std::nullopt;
+        auto it = env.layout.find(&*x);
+        pixel_channels = pixel_channels || (it != env.layout.end() && pixel_group_of(it->second) > 1);
+    }
+    if (!pixel_channels) return std::nullopt;  // plain data: gather_blocks copies rows
+    return plan;
+}
+
+}  // namespace
+
+bool concat_waits_for_channel_gather(lower_env& env, instruction_ref concat) {
+    if (!concat_on_channels(concat) || !only_channel_gathers_read(concat)) return false;
+    const auto& readers = concat->outputs();
+    return std::all_of(readers.begin(), readers.end(), [&](instruction_ref r) {
+        auto plan = plan_at(env, r);
+        return plan && plan->concat == concat;
+    });
+}
+
+bool lower_channel_gather(lower_env& env, instruction_ref g) {
+    auto plan = plan_at(env, g);
+    if (!plan) return false;
+    channel_gather op;
+    op.source = plan->source;
+    for (auto x : plan->parts) {
+        auto it = env.layout.find(&*x);
+        op.parts.push_back(it == env.layout.end() ? md_record{} : it->second);
+    }
+    const auto& lens = g->get_shape().lens();
+    for (const auto& r : op.parts)
+        if (pixel_group_of(r) > 1) {
+            op.layout = pixel_channels_layout(channel_block(r), lens);
+            break;
+        }
+    auto args = plan->parts;
+    args.push_back(env.m.insert_instruction(g, builtin::allocate{shape(type::uint8, {op.layout.to_md().get_size()})}, {}));
+    const md_record layout = op.layout;
+    env.m.replace_instruction(g, op, args);
+    env.layout[&*g] = layout;
+    if (plan->concat && (*plan->concat)->outputs().empty()) env.m.remove_instruction(*plan->concat);
+    return true;
+}
+
+KILN_REGISTER_OP(channel_gather)
+
+}  // namespace kiln::cpu
