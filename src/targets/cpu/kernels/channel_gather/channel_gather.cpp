@@ -24,19 +24,30 @@ namespace kiln::cpu {
 
 namespace {
 
-// Up to 16 result channels stored side by side, picked from the row that holds one pixel's
-// channels of every part side by side: from two 16-channel windows of the row by one
-// two-source permute where their sources fit in two (a channel shuffle's halves take 8 from
-// each part), else by a vector gather.
+// Up to 16 result channels stored side by side, picked from one pixel's channels of the
+// parts (numbered as in their concatenation): from two 16-channel windows by one
+// two-source permute where their sources fit in two (a channel shuffle's half takes 8 from
+// each part), else by a vector gather from a row holding the pixel's channels side by side.
 struct pick16 {
     std::size_t dst = 0;  // the first channel's place in the pixel's result
     std::uint32_t len = 0;
     bool two_windows = false;
-    std::int32_t base0 = 0, base1 = 0;
+    std::int32_t base0 = 0, base1 = 0;   // the windows' first channels in the concatenation
+    std::int32_t seg0 = 0, seg1 = 0;     // the segment (part) each window lies in
+    std::uint32_t valid0 = 16, valid1 = 16;  // channels of each window inside its segment
     std::int32_t lane[16] = {};  // windows: 0-15 from base0, 16-31 from base1; else the row index
 };
 
-std::vector<pick16> plan_picks(const std::vector<std::int32_t>& idx, const pixel_placement& yo) {
+// `firsts`: the first channel of each segment in which a window must lie (ascending, from
+// 0): the parts when windows are read from the parts themselves, {0} for the row.
+std::vector<pick16> plan_picks(const std::vector<std::int32_t>& idx, const pixel_placement& yo,
+                               const std::vector<std::int32_t>& firsts, std::int32_t total) {
+    auto segment = [&](std::int32_t ch) {
+        return static_cast<std::int32_t>(std::upper_bound(firsts.begin(), firsts.end(), ch) - firsts.begin()) - 1;
+    };
+    auto seg_end = [&](std::int32_t seg) {
+        return static_cast<std::size_t>(seg) + 1 < firsts.size() ? firsts[static_cast<std::size_t>(seg) + 1] : total;
+    };
     std::vector<pick16> picks;
     const std::size_t c = idx.size();
     for (std::size_t oc = 0; oc < c;) {
@@ -46,17 +57,21 @@ std::vector<pick16> plan_picks(const std::vector<std::int32_t>& idx, const pixel
         p.len = static_cast<std::uint32_t>(len);
         const auto* s = idx.data() + oc;
         p.base0 = *std::min_element(s, s + len);
-        p.base1 = p.base0;
-        bool first = true;
+        p.seg0 = segment(p.base0);
+        const std::int32_t end0 = std::min(p.base0 + 16, seg_end(p.seg0));
+        auto in0 = [&](std::int32_t v) { return v >= p.base0 && v < end0; };
+        p.base1 = -1;
         for (std::size_t i = 0; i < len; ++i)
-            if (s[i] >= p.base0 + 16 && (first || s[i] < p.base1)) {
-                p.base1 = s[i];
-                first = false;
-            }
+            if (!in0(s[i]) && (p.base1 < 0 || s[i] < p.base1)) p.base1 = s[i];
+        if (p.base1 < 0) p.base1 = p.base0;
+        p.seg1 = segment(p.base1);
+        const std::int32_t end1 = std::min(p.base1 + 16, seg_end(p.seg1));
+        p.valid0 = static_cast<std::uint32_t>(end0 - p.base0);
+        p.valid1 = static_cast<std::uint32_t>(end1 - p.base1);
         p.two_windows = true;
         for (std::size_t i = 0; i < len; ++i) {
-            if (s[i] < p.base0 + 16) p.lane[i] = s[i] - p.base0;
-            else if (s[i] < p.base1 + 16) p.lane[i] = 16 + s[i] - p.base1;
+            if (in0(s[i])) p.lane[i] = s[i] - p.base0;
+            else if (s[i] >= p.base1 && s[i] < end1) p.lane[i] = 16 + s[i] - p.base1;
             else p.two_windows = false;
         }
         if (!p.two_windows) std::copy(s, s + len, p.lane);
@@ -68,7 +83,7 @@ std::vector<pick16> plan_picks(const std::vector<std::int32_t>& idx, const pixel
 
 #if defined(__x86_64__)
 #define GATHER_TARGET512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")))
-// The row is readable 16 channels past its end (two windows never fault).
+// From the row (readable 16 channels past its end, so whole windows never fault).
 GATHER_TARGET512 void pick_pixel_avx512(const float* row, float* y, const pick16* picks, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) {
         const pick16& p = picks[i];
@@ -80,6 +95,22 @@ GATHER_TARGET512 void pick_pixel_avx512(const float* row, float* y, const pick16
         else
             v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, lanes, row, 4);
         _mm512_mask_storeu_ps(y + p.dst, m, v);
+    }
+}
+
+// Straight from channels-last parts: seg_at[k] points at part k's channels of this pixel
+// minus the part's first channel in the concatenation; every pick has two windows, each
+// loaded masked to its part's channels (nothing past a part is read).
+GATHER_TARGET512 void pick_pixel_direct_avx512(const float* const* seg_at, float* y, const pick16* picks,
+                                               std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+        const pick16& p = picks[i];
+        const __mmask16 m = static_cast<__mmask16>((1u << p.len) - 1u);
+        const __mmask16 m0 = static_cast<__mmask16>((1u << p.valid0) - 1u);
+        const __mmask16 m1 = static_cast<__mmask16>((1u << p.valid1) - 1u);
+        const __m512 a = _mm512_maskz_loadu_ps(m0, seg_at[p.seg0] + p.base0);
+        const __m512 b = _mm512_maskz_loadu_ps(m1, seg_at[p.seg1] + p.base1);
+        _mm512_mask_storeu_ps(y + p.dst, m, _mm512_permutex2var_ps(a, _mm512_loadu_si512(p.lane), b));
     }
 }
 #endif
@@ -149,12 +180,22 @@ argument channel_gather::compute(context&, const shape& out, const std::vector<a
         total += ck;
     }
     const std::vector<std::int32_t> idx(source.begin(), source.end());
-    const auto picks = plan_picks(idx, yo);
+    const auto picks = plan_picks(idx, yo, {0}, static_cast<std::int32_t>(total));
 #if defined(__x86_64__)
     const bool avx512 = has_avx512();
 #else
     const bool avx512 = false;
 #endif
+    // Every part channels-last (a pixel's channels of each are contiguous) and every pick
+    // two windows inside parts: read the parts themselves, no row.
+    std::vector<pick16> direct;
+    if (avx512 && in.size() <= 64 &&
+        std::all_of(in.begin(), in.end(), [](const part_at& q) { return q.at.g == q.channels; })) {
+        std::vector<std::int32_t> firsts;
+        for (const auto& q : in) firsts.push_back(static_cast<std::int32_t>(q.first));
+        direct = plan_picks(idx, yo, firsts, static_cast<std::int32_t>(total));
+        if (!std::all_of(direct.begin(), direct.end(), [](const pick16& p) { return p.two_windows; })) direct.clear();
+    }
     for (auto s : idx)
         for (auto& p : in)
             if (static_cast<std::size_t>(s) >= p.first && static_cast<std::size_t>(s) < p.first + p.channels) p.used = true;
@@ -173,6 +214,17 @@ argument channel_gather::compute(context&, const shape& out, const std::vector<a
             const std::size_t img = static_cast<std::size_t>(t) / ranges;
             const std::size_t p0 = static_cast<std::size_t>(t) % ranges * chunk, p1 = std::min(hw, p0 + chunk);
             for (std::size_t p = p0; p < p1; ++p) {
+#if defined(__x86_64__)
+                if (!direct.empty()) {
+                    const float* seg_at[64];
+                    for (std::size_t k = 0; k < in.size(); ++k)
+                        seg_at[k] = in[k].x + img * in[k].at.image + p * in[k].channels - in[k].first;
+                    float* yd = y + img * yo.image + p * yo.g;
+                    pick_pixel_direct_avx512(seg_at, yd, direct.data(), direct.size());
+                    if (padded > c) std::fill_n(yd + c / yo.g * yo.block + c % yo.g, padded - c, 0.0f);
+                    continue;
+                }
+#endif
                 // The parts' channels of this pixel side by side, in runs stored together.
                 for (const auto& part : in) {
                     if (!part.used) continue;

@@ -87,9 +87,11 @@ TEST(cpu_channel_gather, saved_program_loads_and_runs) {
     for (std::size_t i = 0; i < 2; ++i) expect_close(got[i], want[i], 2e-4, 2e-4);
 }
 
-// The kernel alone, on layouts this CPU's oneDNN may never choose: parts in 8- and
-// 16-channel blocks (one padded), plain and channels-last, into each kind of result.
-TEST(cpu_channel_gather, every_layout_into_every_layout) {
+namespace {
+
+// The kernel alone, on layouts this CPU's oneDNN may never choose: parts of the given kinds
+// (a channel block, -1 plain, 0 channels-last) into each kind of result.
+void every_result_layout(const std::vector<std::int64_t>& kinds) {
     builder any;
     any.ret({any.op("relu", {any.param("x", {1, 2, 3, 3})})});
     program p = any.p;
@@ -97,7 +99,6 @@ TEST(cpu_channel_gather, every_layout_into_every_layout) {
     auto& ctx = p.get_context();
     const std::size_t n = 2, h = 5, w = 7, hw = h * w;
     const std::vector<std::size_t> channels{16, 12, 5, 24};
-    const std::vector<std::int64_t> kinds{16, 8, -1, 0};  // block, block, plain, channels-last
     auto at = [&](const cpu::md_record& r, std::size_t chs, std::size_t img, std::size_t ch, std::size_t px) {
         if (r.empty()) return (img * chs + ch) * hw + px;
         const auto g = static_cast<std::size_t>(cpu::pixel_channels(r));
@@ -170,6 +171,15 @@ TEST(cpu_channel_gather, every_layout_into_every_layout) {
                 }
             }
         }
+}
+
+}  // namespace
+
+// Parts in 8- and 16-channel blocks (one padded), plain and channels-last (read through a
+// row), and parts all channels-last (read in place on AVX-512 where two windows fit).
+TEST(cpu_channel_gather, every_layout_into_every_layout) {
+    every_result_layout({16, 8, -1, 0});
+    every_result_layout({0, 0, 0, 0});
 }
 
 TEST(cpu_channel_gather, bad_source_is_a_shape_error) {
