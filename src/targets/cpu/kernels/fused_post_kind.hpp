@@ -5,7 +5,8 @@
 
 namespace kiln::cpu {
 
-enum class fused_post_kind : int { relu, linear, clip, gelu_erf, add, sub, mul, max, min };
+// hardswish: x * min(max(x / 6 + 1/2, 0), 1), as ONNX HardSwish writes it (the packed GEMM only).
+enum class fused_post_kind : int { relu, linear, clip, gelu_erf, hardswish, add, sub, mul, max, min };
 
 // add..min read a second operand.
 constexpr bool is_binary(fused_post_kind k) { return k >= fused_post_kind::add; }

@@ -185,10 +185,11 @@ std::optional<std::vector<post_op>> eltwise_post_ops(instruction_ref ins, bool d
     return std::nullopt;
 }
 
-std::optional<fused_post_kind> fused_post_kind_of(const post_op& p, bool with_gelu) {
+std::optional<fused_post_kind> fused_post_kind_of(const post_op& p, bool with_gelu, bool with_hardswish) {
     using k = fused_post_kind;
     if (p.kind == "eltwise") {
         if (with_gelu && p.algorithm == "gelu_erf") return k::gelu_erf;
+        if (with_hardswish && p.algorithm == "hardswish") return k::hardswish;
         if (p.algorithm == "relu") return k::relu;
         if (p.algorithm == "linear") return k::linear;
         if (p.algorithm == "clip_v2") return k::clip;

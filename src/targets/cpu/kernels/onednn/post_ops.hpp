@@ -69,8 +69,10 @@ dnnl::primitive_attr make_attr(const std::vector<post_op>& ops, const std::vecto
 std::optional<std::vector<post_op>> eltwise_post_ops(instruction_ref ins, bool dynamic_ok = false);
 // The kind Kiln's own kernels apply for post-op `p`, or nothing when they do not implement it.
 // GELU (gelu_erf, its erf a polynomial within fast_math's error) only where `with_gelu`:
-// the packed GEMM's epilogue has it, the Winograd one does not.
-std::optional<fused_post_kind> fused_post_kind_of(const post_op& p, bool with_gelu = false);
+// the packed GEMM's epilogue has it, the Winograd one does not; hardswish only where
+// `with_hardswish` (the packed GEMM: MobileNetV3's classifier).
+std::optional<fused_post_kind> fused_post_kind_of(const post_op& p, bool with_gelu = false,
+                                                  bool with_hardswish = false);
 // A scalar constant input (a literal with one element, any rank), as float.
 std::optional<float> scalar_constant(instruction_ref ins);
 

@@ -74,7 +74,7 @@ std::vector<pgemm::post_step> packed_post_steps(const std::vector<post_op>& ops,
     std::vector<pgemm::post_step> out;
     for (const auto& po : ops) {
         pgemm::post_step s;
-        const auto kind = fused_post_kind_of(po, true);
+        const auto kind = fused_post_kind_of(po, true, true);
         if (!kind) throw_error(error_code::parse, op_name + ": post-op " + po.kind + " " + po.algorithm + " is not supported");
         s.kind = *kind;
         s.alpha = po.alpha;
@@ -262,7 +262,7 @@ shape packed_gemm::compute_shape(const std::vector<shape>& inputs) const {
                       mu * static_cast<std::size_t>(a_copy_stride) * (bf16 ? sizeof(std::uint16_t) : sizeof(float)))
         bad("the buffer for the copy of a is too small");
     for (const auto& p : post_ops) {
-        if (!fused_post_kind_of(p, true)) bad("post-op " + p.kind + " " + p.algorithm + " is not supported");
+        if (!fused_post_kind_of(p, true, true)) bad("post-op " + p.kind + " " + p.algorithm + " is not supported");
         if (p.kind != "binary") continue;
         const auto in = static_cast<std::size_t>(p.input);
         if (p.input < static_cast<std::int64_t>(base) || in >= inputs.size() - 1 - copies ||
@@ -360,7 +360,7 @@ bool lower_packed_gemm(lower_env& env, const matmul& mm, const std::vector<instr
     if (mm.has_bias && (operands.size() < 3 || operands[2]->get_shape().elements() != n)) return false;
     for (const auto& p : mm.post_ops) {
         // GELU's erf is a polynomial (fused_post_kind.hpp): with fast_math only.
-        if (!fused_post_kind_of(p, env.ctx.fast_math())) return false;
+        if (!fused_post_kind_of(p, env.ctx.fast_math(), true)) return false;
         if (p.kind != "binary") continue;
         const auto in = static_cast<std::size_t>(p.input);
         if (p.input < 2 || in >= operands.size() || env.layout.count(&*operands[in]) ||

@@ -75,6 +75,10 @@ PG_TARGET inline __m256 apply(const post_step& s, __m256 v, const float* src, co
     case post_kind::clip:
         return _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(s.alpha)), _mm256_set1_ps(s.beta));
     case post_kind::gelu_erf: return gelu8(v);
+    case post_kind::hardswish: {
+        const __m256 g = _mm256_fmadd_ps(v, _mm256_set1_ps(1.0f / 6.0f), _mm256_set1_ps(0.5f));
+        return _mm256_mul_ps(v, _mm256_min_ps(_mm256_max_ps(g, _mm256_setzero_ps()), _mm256_set1_ps(1.0f)));
+    }
     case post_kind::add: return _mm256_add_ps(v, load(src, c, half));
     case post_kind::sub: return _mm256_sub_ps(v, load(src, c, half));
     case post_kind::mul: return _mm256_mul_ps(v, load(src, c, half));

@@ -5,6 +5,7 @@
 #include "targets/cpu/kernels/packed_gemm/packed_gemm_args.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace kiln::cpu::pgemm {
@@ -16,6 +17,7 @@ float apply(const post_step& s, float v, const float* src, std::size_t j) {
     case post_kind::relu: return v > 0.0f ? v : s.alpha * v;
     case post_kind::clip: return std::min(std::max(v, s.alpha), s.beta);
     case post_kind::gelu_erf: return gelu_erf_scalar(v);
+    case post_kind::hardswish: return v * std::min(std::max(std::fma(v, 1.0f / 6.0f, 0.5f), 0.0f), 1.0f);
     case post_kind::add: return v + src[j];
     case post_kind::sub: return v - src[j];
     case post_kind::mul: return v * src[j];

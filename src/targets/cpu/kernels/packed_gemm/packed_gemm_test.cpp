@@ -25,7 +25,7 @@ namespace {
 
 // gelu: the exported erf form, x * (1 + erf(x / sqrt 2)) * 0.5; gelu2: without the 0.5
 // (BERT's and ViT's, the simplifier having moved it past the next matmul).
-enum class step { bias, linear, relu, clip, gelu, gelu2, add_col, sub_col, mul_col, max_col, add_full, sub_full, mul_full };
+enum class step { bias, linear, relu, clip, gelu, gelu2, hardswish, add_col, sub_col, mul_col, max_col, add_full, sub_full, mul_full };
 
 struct gemm_case {
     std::vector<std::size_t> batch;  // dims of A before [m, k]
@@ -97,6 +97,7 @@ built build(const gemm_case& c) {
         case step::linear: y = b.op("add", {b.op("mul", {y, b.scalar(1.5f)}), b.scalar(-0.25f)}); break;
         case step::relu: y = b.op("relu", {y}); break;
         case step::clip: y = b.op("clip", {y, b.scalar(-0.3f), b.scalar(0.4f)}); break;
+        case step::hardswish: y = b.op("hard_swish", {y}); break;
         case step::gelu:
         case step::gelu2: {
             auto e = b.op("erf", {b.op("div", {y, b.scalar(1.4142135f)})});
@@ -120,6 +121,7 @@ built build(const gemm_case& c) {
             case step::linear: v = 1.5 * v - 0.25; r.tol[e] *= 1.5; break;
             case step::relu: v = std::max(v, 0.0); break;
             case step::clip: v = std::min(std::max(v, -0.3), 0.4); break;
+            case step::hardswish: v = v * std::min(std::max(v / 6.0 + 0.5, 0.0), 1.0); break;
             case step::gelu: v = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); break;
             case step::gelu2: v = v * (1.0 + std::erf(v / std::sqrt(2.0))); r.tol[e] *= 2.0; break;
             }
@@ -198,6 +200,8 @@ const std::vector<std::vector<step>> post_op_chains = {
     {step::bias, step::mul_col, step::add_full, step::relu},
     {step::bias, step::gelu},
     {step::gelu2, step::add_full},
+    {step::bias, step::hardswish},
+    {step::hardswish, step::add_col},
 };
 
 }  // namespace

@@ -348,7 +348,8 @@ WG_INLINE void apply_post(const args& a, vec& x, std::size_t off) {
             x = x < hi ? x : hi;
             break;
         }
-        case post_kind::gelu_erf: break;  // never lowered here: fused_post_kind_of without GELU
+        case post_kind::gelu_erf: break;   // never lowered here: fused_post_kind_of without GELU
+        case post_kind::hardswish: break;  // nor this: without hardswish
         case post_kind::add: x = x + load8(p.src + off); break;
         case post_kind::sub: x = x - load8(p.src + off); break;
         case post_kind::mul: x = x * load8(p.src + off); break;
