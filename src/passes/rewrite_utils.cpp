@@ -24,6 +24,19 @@ std::optional<literal> constant_of(instruction_ref ins) {
 
 bool is_constant(instruction_ref ins) { return constant_of(ins).has_value(); }
 
+std::optional<std::vector<std::int64_t>> constant_indices(instruction_ref idx, std::size_t extent) {
+    if (!idx->is_literal() || idx->get_shape().ndim() != 1) return std::nullopt;
+    const auto t = idx->get_shape().get_type();
+    if (t != type::int64 && t != type::int32) return std::nullopt;
+    auto v = idx->get_literal().to_vector<std::int64_t>();
+    const auto n = static_cast<std::int64_t>(extent);
+    for (auto& i : v) {
+        if (i < 0) i += n;
+        if (i < 0 || i >= n) return std::nullopt;
+    }
+    return v;
+}
+
 bool is_float(type t) {
     switch (t) {
         case type::float16:

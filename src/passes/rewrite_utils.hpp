@@ -27,6 +27,9 @@ bool unused(instruction_ref ins);
 // by propagate_constants before the rewriting passes run).
 std::optional<literal> constant_of(instruction_ref ins);
 bool is_constant(instruction_ref ins);
+// The 1-D constant int32/int64 indices `idx` into an axis of `extent` (a Gather's), negative
+// ones counted from the end; nullopt when they are not such a constant or one is out of range.
+std::optional<std::vector<std::int64_t>> constant_indices(instruction_ref idx, std::size_t extent);
 
 bool is_float(type t);
 // float32 and float64: types whose arithmetic the passes may redo in double and round

@@ -22,21 +22,6 @@ namespace {
 
 using rewrite::is;
 
-// The 1-D constant indices of a gather, negative ones counted from the end of `extent`;
-// nullopt when they are not a constant or one is out of range.
-std::optional<std::vector<std::int64_t>> constant_indices(instruction_ref idx, std::size_t extent) {
-    if (!idx->is_literal() || idx->get_shape().ndim() != 1) return std::nullopt;
-    const auto t = idx->get_shape().get_type();
-    if (t != type::int64 && t != type::int32) return std::nullopt;
-    auto v = idx->get_literal().to_vector<std::int64_t>();
-    const auto n = static_cast<std::int64_t>(extent);
-    for (auto& i : v) {
-        if (i < 0) i += n;
-        if (i < 0 || i >= n) return std::nullopt;
-    }
-    return v;
-}
-
 instruction_ref index_literal(module& m, instruction_ref pos, const std::vector<std::int64_t>& v) {
     return m.insert_literal(pos, rewrite::make_literal(shape(type::int64, {v.size()}),
                                                        std::vector<double>(v.begin(), v.end())));
@@ -85,7 +70,7 @@ bool slice_of_gather(module& m, instruction_ref ins) {
     const auto rank = static_cast<std::int64_t>(gl.size());
     const std::int64_t a = go->axis < 0 ? go->axis + rank : go->axis;
     if (a < 0 || a >= rank || g->get_shape().dynamic()) return false;
-    auto idx = constant_indices(g->inputs()[1], g->inputs()[0]->get_shape().lens().at(static_cast<std::size_t>(a)));
+    auto idx = rewrite::constant_indices(g->inputs()[1], g->inputs()[0]->get_shape().lens().at(static_cast<std::size_t>(a)));
     if (!idx || idx->size() != gl[static_cast<std::size_t>(a)]) return false;
     const auto plan = s->make_plan(gl);
     for (std::int64_t d = 0; d < rank; ++d) {

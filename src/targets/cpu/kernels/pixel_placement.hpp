@@ -8,11 +8,14 @@
 
 #include "ops/tensor_slice.hpp"
 
+#include <kiln/errors.hpp>
 #include <kiln/module.hpp>
 #include <kiln/shape.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace kiln::cpu {
 
@@ -43,6 +46,39 @@ inline pixel_placement place_pixels(const md_record& r, std::size_t channels, st
 // The channels of a part stored in `r` (empty: its IR shape s).
 inline std::size_t channels_of(const md_record& r, const shape& s) {
     return r.empty() ? s.lens().at(1) : static_cast<std::size_t>(r.dims.at(1));
+}
+
+// The checks of a kernel that reads `parts` (the first inputs) in pixel-channels layouts or
+// plain: every input a static tensor, each part a float32 NCHW tensor like the first outside
+// the channels and stored as its record says. Returns the parts' channels summed.
+inline std::size_t check_pixel_parts(const std::string& op, const std::vector<md_record>& parts,
+                                     const std::vector<shape>& inputs) {
+    auto bad = [&](const std::string& why) { throw_error(error_code::shape, op + ": " + why); };
+    for (const auto& i : inputs)
+        if (!i.is_tensor() || i.dynamic()) bad("inputs must be static tensors, got " + i.to_string());
+    const auto lens0 = inputs[0].lens();
+    std::size_t c = 0;
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+        const shape& x = inputs[k];
+        const auto& l = x.lens();
+        if (x.ndim() != 4 || x.get_type() != type::float32 || l[0] != lens0[0] || l[2] != lens0[2] || l[3] != lens0[3])
+            bad("part " + std::to_string(k) + " " + x.to_string() + " is not a float32 NCHW tensor like " +
+                inputs[0].to_string() + " outside the channels");
+        if (parts[k].empty() ? !x.standard() : (pixel_group_of(parts[k]) <= 0 || to_dims(l) != parts[k].to_md().dims()))
+            bad("part " + std::to_string(k) + " is not stored as pixel channels or plain NCHW");
+        c += l[1];
+    }
+    return c;
+}
+
+// The result `out` of such a kernel: its layout (empty: plain) stores channels per pixel and
+// the output buffer holds it.
+inline void check_pixel_result(const std::string& op, const md_record& layout, const shape& out, const shape& buffer) {
+    auto bad = [&](const std::string& why) { throw_error(error_code::shape, op + ": " + why); };
+    if (!layout.empty() && (pixel_group_of(layout) <= 0 || to_dims(out.lens()) != layout.to_md().dims()))
+        bad("the result's layout does not store its channels per pixel");
+    const std::size_t need = layout.empty() ? out.bytes() : layout.to_md().get_size();
+    if (buffer.bytes() < need) bad("the output buffer is too small");
 }
 
 // A concat of 4-D tensors along their channels.

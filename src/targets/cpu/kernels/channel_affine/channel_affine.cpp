@@ -62,28 +62,13 @@ shape channel_affine::compute_shape(const std::vector<shape>& inputs) const {
     if (parts.empty() || inputs.size() != parts.size() + 3)
         bad("expected " + std::to_string(parts.size()) + " parts, a, b and an output buffer, got " +
             std::to_string(inputs.size()) + " inputs");
-    for (const auto& i : inputs)
-        if (!i.is_tensor() || i.dynamic()) bad("inputs must be static tensors, got " + i.to_string());
+    const std::size_t c = check_pixel_parts(name(), parts, inputs);
     const auto lens0 = inputs[0].lens();
-    std::size_t c = 0;
-    for (std::size_t k = 0; k < parts.size(); ++k) {
-        const shape& x = inputs[k];
-        const auto& l = x.lens();
-        if (x.ndim() != 4 || x.get_type() != type::float32 || l[0] != lens0[0] || l[2] != lens0[2] || l[3] != lens0[3])
-            bad("part " + std::to_string(k) + " " + x.to_string() + " is not a float32 NCHW tensor like " +
-                inputs[0].to_string() + " outside the channels");
-        if (parts[k].empty() ? !x.standard() : (pixel_group_of(parts[k]) <= 0 || to_dims(l) != parts[k].to_md().dims()))
-            bad("part " + std::to_string(k) + " is not stored as pixel channels or plain NCHW");
-        c += l[1];
-    }
     for (std::size_t i : {parts.size(), parts.size() + 1})
         if (inputs[i].get_type() != type::float32 || inputs[i].elements() != c)
             bad("a and b must hold one float32 value per channel (" + std::to_string(c) + ")");
     shape out(type::float32, {lens0[0], c, lens0[2], lens0[3]});
-    if (!layout.empty() && (pixel_group_of(layout) <= 0 || to_dims(out.lens()) != layout.to_md().dims()))
-        bad("the result's layout does not store its channels per pixel");
-    const std::size_t need = layout.empty() ? out.bytes() : layout.to_md().get_size();
-    if (inputs.back().bytes() < need) bad("the output buffer is too small");
+    check_pixel_result(name(), layout, out, inputs.back());
     return out;
 }
 

@@ -22,21 +22,39 @@
 
 namespace kiln::cpu {
 
+// What a run needs beyond the data, made once in finalize from the shapes and the CPU.
+struct channel_gather_plan {
+    // Up to 16 result channels stored side by side, picked from one pixel's channels of the
+    // parts (numbered as in their concatenation): from two 16-channel windows by one
+    // two-source permute where their sources fit in two (a channel shuffle's half takes 8 from
+    // each part), else by a vector gather from a row holding the pixel's channels side by side.
+    struct pick16 {
+        std::size_t dst = 0;  // the first channel's place in the pixel's result
+        std::uint32_t len = 0;
+        bool two_windows = false;
+        std::int32_t base0 = 0, base1 = 0;   // the windows' first channels in the concatenation
+        std::int32_t seg0 = 0, seg1 = 0;     // the segment (part) each window lies in
+        std::uint32_t valid0 = 16, valid1 = 16;  // channels of each window inside its segment
+        std::int32_t lane[16] = {};  // windows: 0-15 from base0, 16-31 from base1; else the row index
+    };
+
+    // Each part's placement and first channel in the concatenation, and whether any result
+    // channel comes from it.
+    struct part_at {
+        pixel_placement at;
+        std::size_t channels, first;
+        bool used;
+    };
+    std::vector<part_at> parts;
+    std::size_t total = 0;   // the parts' channels
+    std::vector<pick16> picks;   // from the row
+    std::vector<pick16> direct;  // from channels-last parts in place (AVX-512), or empty
+    bool avx512 = false;
+};
+
 namespace {
 
-// Up to 16 result channels stored side by side, picked from one pixel's channels of the
-// parts (numbered as in their concatenation): from two 16-channel windows by one
-// two-source permute where their sources fit in two (a channel shuffle's half takes 8 from
-// each part), else by a vector gather from a row holding the pixel's channels side by side.
-struct pick16 {
-    std::size_t dst = 0;  // the first channel's place in the pixel's result
-    std::uint32_t len = 0;
-    bool two_windows = false;
-    std::int32_t base0 = 0, base1 = 0;   // the windows' first channels in the concatenation
-    std::int32_t seg0 = 0, seg1 = 0;     // the segment (part) each window lies in
-    std::uint32_t valid0 = 16, valid1 = 16;  // channels of each window inside its segment
-    std::int32_t lane[16] = {};  // windows: 0-15 from base0, 16-31 from base1; else the row index
-};
+using pick16 = channel_gather_plan::pick16;
 
 // `firsts`: the first channel of each segment in which a window must lie (ascending, from
 // 0): the parts when windows are read from the parts themselves, {0} for the row.
@@ -132,73 +150,64 @@ shape channel_gather::compute_shape(const std::vector<shape>& inputs) const {
     if (parts.empty() || inputs.size() != parts.size() + 1)
         bad("expected " + std::to_string(parts.size()) + " parts and an output buffer, got " +
             std::to_string(inputs.size()) + " inputs");
-    for (const auto& i : inputs)
-        if (!i.is_tensor() || i.dynamic()) bad("inputs must be static tensors, got " + i.to_string());
+    const std::size_t c = check_pixel_parts(name(), parts, inputs);
     const auto lens0 = inputs[0].lens();
-    std::size_t c = 0;
-    for (std::size_t k = 0; k < parts.size(); ++k) {
-        const shape& x = inputs[k];
-        const auto& l = x.lens();
-        if (x.ndim() != 4 || x.get_type() != type::float32 || l[0] != lens0[0] || l[2] != lens0[2] || l[3] != lens0[3])
-            bad("part " + std::to_string(k) + " " + x.to_string() + " is not a float32 NCHW tensor like " +
-                inputs[0].to_string() + " outside the channels");
-        if (parts[k].empty() ? !x.standard()
-                             : (pixel_group_of(parts[k]) <= 0 || to_dims(l) != parts[k].to_md().dims()))
-            bad("part " + std::to_string(k) + " is not stored as pixel channels or plain NCHW");
-        c += l[1];
-    }
     if (source.empty()) bad("no channel to gather");
     for (auto s : source)
         if (s < 0 || static_cast<std::size_t>(s) >= c)
             bad("source channel " + std::to_string(s) + " is outside the parts' " + std::to_string(c) + " channels");
     shape out(type::float32, {lens0[0], source.size(), lens0[2], lens0[3]});
-    if (!layout.empty() && (pixel_group_of(layout) <= 0 || to_dims(out.lens()) != layout.to_md().dims()))
-        bad("the result's layout does not store its channels per pixel");
-    const std::size_t need = layout.empty() ? out.bytes() : layout.to_md().get_size();
-    if (inputs.back().bytes() < need) bad("the output buffer is too small");
+    check_pixel_result(name(), layout, out, inputs.back());
     return out;
 }
 
+void channel_gather::finalize(context&, const shape& out, const std::vector<shape>& inputs) {
+    const auto& ol = out.lens();
+    const std::size_t c = ol[1], hw = ol[2] * ol[3];
+    const pixel_placement yo = place_pixels(layout, c, hw);
+    auto made = std::make_shared<channel_gather_plan>();
+    auto& in = made->parts;
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+        const std::size_t ck = channels_of(parts[k], inputs[k]);
+        in.push_back({place_pixels(parts[k], ck, hw), ck, made->total, false});
+        made->total += ck;
+    }
+    const auto total = static_cast<std::int32_t>(made->total);
+    const std::vector<std::int32_t> idx(source.begin(), source.end());
+    made->picks = plan_picks(idx, yo, {0}, total);
+#if defined(__x86_64__)
+    made->avx512 = has_avx512();
+#endif
+    // Every part channels-last (a pixel's channels of each are contiguous) and every pick
+    // two windows inside parts: read the parts themselves, no row.
+    using part_at = channel_gather_plan::part_at;
+    if (made->avx512 && in.size() <= 64 &&
+        std::all_of(in.begin(), in.end(), [](const part_at& q) { return q.at.g == q.channels; })) {
+        std::vector<std::int32_t> firsts;
+        for (const auto& q : in) firsts.push_back(static_cast<std::int32_t>(q.first));
+        made->direct = plan_picks(idx, yo, firsts, total);
+        if (!std::all_of(made->direct.begin(), made->direct.end(), [](const pick16& p) { return p.two_windows; }))
+            made->direct.clear();
+    }
+    for (auto s : idx)
+        for (auto& q : in)
+            if (static_cast<std::size_t>(s) >= q.first && static_cast<std::size_t>(s) < q.first + q.channels) q.used = true;
+    plan = std::move(made);
+}
+
 argument channel_gather::compute(context&, const shape& out, const std::vector<argument>& args) const {
+    if (!plan) throw_error(error_code::runtime, name() + ": run before it was finalized");
     const auto& ol = out.lens();
     const std::size_t n = ol[0], c = ol[1], hw = ol[2] * ol[3];
     const pixel_placement yo = place_pixels(layout, c, hw);
     const std::size_t padded = layout.empty() ? c : static_cast<std::size_t>(layout.padded_dims.at(1));
-    // Each part's placement and first channel in the concatenation, and whether any result
-    // channel comes from it.
-    struct part_at {
-        const float* x;
-        pixel_placement at;
-        std::size_t channels, first;
-        bool used;
-    };
-    std::vector<part_at> in;
-    std::size_t total = 0;
-    for (std::size_t k = 0; k < parts.size(); ++k) {
-        const std::size_t ck = channels_of(parts[k], args[k].get_shape());
-        in.push_back({reinterpret_cast<const float*>(args[k].data()), place_pixels(parts[k], ck, hw), ck, total, false});
-        total += ck;
-    }
-    const std::vector<std::int32_t> idx(source.begin(), source.end());
-    const auto picks = plan_picks(idx, yo, {0}, static_cast<std::int32_t>(total));
-#if defined(__x86_64__)
-    const bool avx512 = has_avx512();
-#else
-    const bool avx512 = false;
-#endif
-    // Every part channels-last (a pixel's channels of each are contiguous) and every pick
-    // two windows inside parts: read the parts themselves, no row.
-    std::vector<pick16> direct;
-    if (avx512 && in.size() <= 64 &&
-        std::all_of(in.begin(), in.end(), [](const part_at& q) { return q.at.g == q.channels; })) {
-        std::vector<std::int32_t> firsts;
-        for (const auto& q : in) firsts.push_back(static_cast<std::int32_t>(q.first));
-        direct = plan_picks(idx, yo, firsts, static_cast<std::int32_t>(total));
-        if (!std::all_of(direct.begin(), direct.end(), [](const pick16& p) { return p.two_windows; })) direct.clear();
-    }
-    for (auto s : idx)
-        for (auto& p : in)
-            if (static_cast<std::size_t>(s) >= p.first && static_cast<std::size_t>(s) < p.first + p.channels) p.used = true;
+    const auto& in = plan->parts;
+    const auto& picks = plan->picks;
+    [[maybe_unused]] const auto& direct = plan->direct;
+    [[maybe_unused]] const bool avx512 = plan->avx512;
+    const std::size_t total = plan->total;
+    std::vector<const float*> x(in.size());
+    for (std::size_t k = 0; k < in.size(); ++k) x[k] = reinterpret_cast<const float*>(args[k].data());
     auto* y = reinterpret_cast<float*>(args.back().data());
     // Pixel ranges of about 16K values each, a multiple of the threads per image.
     const std::size_t threads = static_cast<std::size_t>(std::max(1, omp_get_max_threads()));
@@ -218,7 +227,7 @@ argument channel_gather::compute(context&, const shape& out, const std::vector<a
                 if (!direct.empty()) {
                     const float* seg_at[64];
                     for (std::size_t k = 0; k < in.size(); ++k)
-                        seg_at[k] = in[k].x + img * in[k].at.image + p * in[k].channels - in[k].first;
+                        seg_at[k] = x[k] + img * in[k].at.image + p * in[k].channels - in[k].first;
                     float* yd = y + img * yo.image + p * yo.g;
                     pick_pixel_direct_avx512(seg_at, yd, direct.data(), direct.size());
                     if (padded > c) std::fill_n(yd + c / yo.g * yo.block + c % yo.g, padded - c, 0.0f);
@@ -226,10 +235,11 @@ argument channel_gather::compute(context&, const shape& out, const std::vector<a
                 }
 #endif
                 // The parts' channels of this pixel side by side, in runs stored together.
-                for (const auto& part : in) {
+                for (std::size_t k = 0; k < in.size(); ++k) {
+                    const auto& part = in[k];
                     if (!part.used) continue;
                     const pixel_placement& xo = part.at;
-                    const float* xi = part.x + img * xo.image + p * xo.g;
+                    const float* xi = x[k] + img * xo.image + p * xo.g;
                     for (std::size_t ch = 0; ch < part.channels;) {
                         const std::size_t len = std::min(xo.g - ch % xo.g, part.channels - ch);
                         std::copy_n(xi + ch / xo.g * xo.block + ch % xo.g, len, row.data() + part.first + ch);
@@ -259,19 +269,10 @@ std::optional<std::vector<std::int64_t>> channel_indices(instruction_ref g) {
     const auto* op = g->get_operator().any_cast<op::gather>();
     if (op == nullptr || g->inputs().size() != 2) return std::nullopt;
     auto data = g->inputs()[0], idx = g->inputs()[1];
-    if (!f32_static(data) || !f32_static(g) || data->get_shape().ndim() != 4 || !idx->is_literal() ||
-        idx->get_shape().ndim() != 1 || idx->get_shape().elements() == 0)
+    if (!f32_static(data) || !f32_static(g) || data->get_shape().ndim() != 4 || idx->get_shape().elements() == 0)
         return std::nullopt;
     if (op->axis != 1 && op->axis != -3) return std::nullopt;
-    const auto t = idx->get_shape().get_type();
-    if (t != type::int64 && t != type::int32) return std::nullopt;
-    auto v = idx->get_literal().to_vector<std::int64_t>();
-    const auto c = static_cast<std::int64_t>(data->get_shape().lens()[1]);
-    for (auto& i : v) {
-        if (i < 0) i += c;
-        if (i < 0 || i >= c) return std::nullopt;
-    }
-    return v;
+    return rewrite::constant_indices(idx, data->get_shape().lens()[1]);
 }
 
 struct gather_plan {

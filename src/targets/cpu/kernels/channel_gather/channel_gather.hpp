@@ -24,10 +24,13 @@
 #include <kiln/operation.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace kiln::cpu {
+
+struct channel_gather_plan;  // channel_gather.cpp: the picks, made once in finalize
 
 struct channel_gather {
     std::vector<md_record> parts;  // each part's layout; empty: plain (row-major NCHW)
@@ -42,10 +45,13 @@ struct channel_gather {
     }
     std::string name() const { return "cpu::channel_gather"; }
     shape compute_shape(const std::vector<shape>& inputs) const;
+    void finalize(context& ctx, const shape& out, const std::vector<shape>& inputs);
     argument compute(context& ctx, const shape& out, const std::vector<argument>& args) const;
     std::ptrdiff_t output_alias(const std::vector<shape>& inputs) const {
         return static_cast<std::ptrdiff_t>(inputs.size()) - 1;
     }
+
+    std::shared_ptr<const channel_gather_plan> plan;  // made in finalize, for this CPU
 };
 
 // The selection table's entry points (selection.cpp). A gather is taken when its axis is
