@@ -12,7 +12,7 @@ build_packages=(
   libprotobuf-dev protobuf-compiler libonnx-dev
   libdnnl-dev ocl-icd-opencl-dev  # dnnl-config.cmake looks for OpenCL (a Recommends, not a Depends)
   libmsgpack-cxx-dev nlohmann-json3-dev
-  libcpp-httplib-dev  # kiln serve's REST server (src/serve)
+  libboost-dev libssl-dev  # kiln serve's HTTP server (src/serve): Boost.Beast and Asio, TLS
   libgrpc++-dev protobuf-compiler-grpc  # kiln serve's gRPC server: the library, protoc's grpc_cpp_plugin
   libjpeg-dev libpng-dev libwebp-dev libopenjp2-7-dev
 )

@@ -1,5 +1,6 @@
 #include "serve/serve_main.hpp"
 
+#include "serve/http_server.hpp"
 #include "serve/metrics.hpp"
 #ifdef KILN_SERVE_GRPC
 #include "serve/grpc_server.hpp"
@@ -9,7 +10,6 @@
 #include "serve/server_state.hpp"
 
 #include <google/protobuf/stubs/logging.h>
-#include <httplib.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -121,15 +121,15 @@ int run_server(const server_options& o) {
     const int grpc_port = -1;
     std::cerr << "kiln serve: this kiln was built without gRPC (libgrpc++-dev missing): REST only" << std::endl;
 #endif
-    httplib::Server metrics;
+    http_options metrics_options;
+    metrics_options.threads = 2;  // a scrape at a time, and one more
+    http_server metrics(metrics_options);
     int metrics_port = -1;
     if (o.metrics_port >= 0) {
-        exclusive_port(metrics);
-        metrics.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+        metrics.route("GET", "/metrics", [&](const http_request&, http_response& res) {
             res.set_content(metrics_text(repo), "text/plain; version=0.0.4");
         });
-        metrics_port = o.metrics_port == 0 ? metrics.bind_to_any_port(o.host)
-                                           : (metrics.bind_to_port(o.host, o.metrics_port) ? o.metrics_port : -1);
+        metrics_port = metrics.bind(o.host, o.metrics_port);
         if (metrics_port < 0) {
             std::cerr << "kiln serve: cannot listen on " << o.host << ":" << o.metrics_port << " (metrics)\n";
             return 2;
@@ -138,7 +138,7 @@ int run_server(const server_options& o) {
     // Probes can reach the server (live, not ready) while the models load.
     std::thread rest_thread([&] { rest.listen(); });
     std::thread metrics_thread([&] {
-        if (metrics_port >= 0) metrics.listen_after_bind();
+        if (metrics_port >= 0) metrics.listen();
     });
     std::cerr << "kiln serve: HTTP" << (o.tls_cert.empty() ? "" : "S") << " on " << o.host << ":" << http_port;
     if (grpc_port >= 0) std::cerr << ", gRPC" << (o.tls_cert.empty() ? "" : " (TLS)") << " on " << o.host << ":" << grpc_port;

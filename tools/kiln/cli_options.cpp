@@ -83,7 +83,7 @@ const std::vector<option_spec>& option_table() {
         {"--http-port", "N", "8000", "serve: REST port (0: any free port)"},
         {"--metrics-port", "N", "8002", "serve: Prometheus /metrics port (0: any free port)"},
         {"--exit-timeout-secs", "N", "30", "serve: after SIGTERM, how long in-flight requests may take"},
-        {"--http-threads", "N", "64", "serve: connections served at once"},
+        {"--http-threads", "N", "64", "serve: REST requests answered at once"},
         {"--grpc-port", "N", "8001", "serve: gRPC port (inference.GRPCInferenceService, grpc.health.v1; 0: any free port)"},
         {"--max-message-mb", "N", "64", "serve: the largest gRPC message, received or sent, in MiB"},
         {"--model-control-mode", "none|explicit|poll", "none",
