@@ -205,11 +205,22 @@ if "throughput" not in skip:
     for r in range(args.rounds):
         p = perf(b8, "-n", "5", "--warmup", "1")
         ips = 8 / (p["median_ms"] / 1000)
+        s0 = json.loads(request(port, "GET", "/v2/models/r50b/stats")[2])["model_stats"][0]
         p50, p99, rate = client("--port", str(port), "--model", "r50b", "--input", R50_IN, "-n", "6", "--warmup", "2",
                                 "--clients", "8")
         s = json.loads(request(port, "GET", "/v2/models/r50b/stats")[2])["model_stats"][0]
-        print(f"round {r + 1} (load {load()}): kiln perf --batch 8 {ips:.1f} images/s; 8 clients {rate:.1f} images/s "
-              f"({rate / ips:.2f}x), p50 {p50:.0f} ms; {s['inference_count'] / s['execution_count']:.2f} rows a run so far")
+        # The server's own compute rate over the round: what the clients' gaps between batches cost.
+        runs = s["execution_count"] - s0["execution_count"]
+        infer_ns = s["inference_stats"]["compute_infer"]["ns"] - s0["inference_stats"]["compute_infer"]["ns"]
+        rows = s["inference_count"] - s0["inference_count"]
+        own = rows / (infer_ns / 1e9) if infer_ns else 0
+        line = (f"round {r + 1} (load {load()}): kiln perf --batch 8 {ips:.1f} images/s; 8 Python clients {rate:.1f} "
+                f"images/s ({rate / ips:.2f}x), p50 {p50:.0f} ms, {rows / max(1, runs):.2f} rows a run; the server's "
+                f"compute alone {own:.1f} images/s ({own / ips:.2f}x)")
+        w = wrk_run(port, "r50b", R50_IN, 8, seconds=8)
+        if w:
+            line += f"; 8 wrk connections {w[0]:.1f} images/s ({w[0] / ips:.2f}x), p50 {w[1]:.0f} ms"
+        print(line)
     stop(proc)
 if "lstm" not in skip:
     # The model keeps `time` dynamic, so its batch sizes are not compiled ahead: a warm-up
