@@ -270,3 +270,56 @@ TEST(serve_http_server, a_busy_port_is_an_error) {
     http_server bad_tls(tls);
     EXPECT_EQ(bad_tls.bind("127.0.0.1", 0), -1);
 }
+
+TEST(serve_http_server, garbage_truncated_and_oversized_requests_leave_it_serving) {
+    http_options o;
+    o.max_body_bytes = 1 << 20;
+    o.read_timeout = std::chrono::seconds(1);
+    running_server s(o);
+    std::mt19937 rng(11);
+    const std::vector<std::string> cases = {
+        "GET / HTTP/1.1\r\nHost: t\r\n" + std::string(100000, 'h') + "\r\n\r\n",             // a head over 8 KiB
+        "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nonly this",            // then closed mid-body
+        "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n",  // a bad chunk size
+        "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: -4\r\n\r\n",
+        "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+        "POST /echo HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+        "GET /items/x HTTP/9.9\r\n\r\n",
+        "\r\n\r\n\r\n",
+        "GET /items/%zz%4 HTTP/1.1\r\nHost: t\r\n\r\n",
+    };
+    for (std::size_t i = 0; i < cases.size() + 40; ++i) {
+        std::string request;
+        if (i < cases.size()) {
+            request = cases[i];
+        } else {  // random bytes, some after a valid start
+            request = i % 2 ? "POST /echo HTTP/1.1\r\n" : "";
+            request += random_bytes(std::size_t(rng() % 3000));
+            for (auto& c : request) c = char(c ^ char(rng()));
+        }
+        {
+            client c(s.port);
+            c.send(request);
+            ::shutdown(c.fd, SHUT_WR);
+            c.read_some(1 << 20);  // whatever comes back (an error or nothing) until the server closes
+        }
+        client c(s.port);
+        c.send(post("/echo", "alive"));
+        ASSERT_EQ(c.read_response().body, "alive") << "after case " << i;
+    }
+    EXPECT_GE(s.echoed, int(cases.size()) + 40);
+}
+
+TEST(serve_http_server, a_silent_client_is_dropped_after_the_read_timeout) {
+    http_options o;
+    o.read_timeout = std::chrono::seconds(1);
+    running_server s(o);
+    client c(s.port);
+    c.send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nab");  // 3 bytes short, then silence
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_TRUE(c.closed_by_peer());
+    auto waited = std::chrono::steady_clock::now() - t0;
+    EXPECT_GT(waited, std::chrono::milliseconds(800));
+    EXPECT_LT(waited, std::chrono::seconds(5));
+    EXPECT_EQ(s.echoed, 0);
+}
