@@ -163,6 +163,7 @@ if "latency" not in skip:
     for r in range(args.rounds):
         p = perf(os.path.join(args.work, "mb", "1", "model.onnx"), "--threads", "1", "-n", n, "--input-file", "@input",
                  MB_IN)
+        s0 = json.loads(request(port, "GET", "/v2/models/mb/stats")[2])["model_stats"][0]["inference_stats"]
         med, b = p["median_ms"], grpc_bench(grpc_port)
         if b:  # minima too: on a shared machine they move less with the load than the medians
             g, by = b["p50_ms"], f"kiln_grpc_bench; minima {b['min_ms']:.2f} against {p['min_ms']:.2f}"
@@ -174,8 +175,13 @@ if "latency" not in skip:
             h, w = client("--port", str(port), "--model", "mb", "--input", MB_IN, "-n", n)[0], wrk_p50(port)
             rest = f"; REST binary p50 {h:.2f} ({h - med:+.2f})"
             rest += f"; REST p50 from wrk {w:.2f} ({w - med:+.2f})" if w else ""
+        # The server's own compute over the round: when it runs slower than perf's median, the
+        # front ends' p50s move with it (a slower machine for that minute, not the transport).
+        s1 = json.loads(request(port, "GET", "/v2/models/mb/stats")[2])["model_stats"][0]["inference_stats"]
+        runs = s1["compute_infer"]["count"] - s0["compute_infer"]["count"]
+        infer = (s1["compute_infer"]["ns"] - s0["compute_infer"]["ns"]) / max(1, runs) / 1e6
         print(f"round {r + 1} (load {load()}): kiln perf median {med:.2f} ms; gRPC p50 {g:.2f} ({g - med:+.2f}, {by})"
-              + rest)
+              + rest + f"; the server's compute mean {infer:.2f} ms ({infer - med:+.2f})")
     s = json.loads(request(port, "GET", "/v2/models/mb/stats")[2])["model_stats"][0]["inference_stats"]
     count = s["success"]["count"]
     per = {k: s[k]["ns"] / count / 1000 for k in ("success", "queue", "compute_input", "compute_infer", "compute_output")}
