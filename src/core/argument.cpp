@@ -1,5 +1,6 @@
 #include "core/buffer_recycler.hpp"
 #include "core/device_memory.hpp"
+#include "core/host_allocation.hpp"
 
 #include <kiln/allocation_limit.hpp>
 #include <kiln/argument.hpp>
@@ -42,7 +43,7 @@ std::shared_ptr<char> allocate_buffer(type t, std::size_t count) {
             std::memset(reused.get(), 0, rounded);  // as fresh: zeros
             return reused;
         }
-    void* p = std::aligned_alloc(64, rounded);
+    void* p = detail::allocate_host(rounded);
     if (p == nullptr)
         throw_error(error_code::out_of_memory, "cannot allocate " + std::to_string(bytes) + " bytes");
     detail::count_fresh_allocation();

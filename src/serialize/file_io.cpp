@@ -1,5 +1,7 @@
 #include "serialize/file_io.hpp"
 
+#include "core/host_allocation.hpp"
+
 #include <kiln/errors.hpp>
 
 #include <atomic>
@@ -159,9 +161,7 @@ void input_file::read(char* dst, std::size_t size) {
 }
 
 std::shared_ptr<char> allocate_aligned(std::size_t size) {
-    std::size_t rounded = (size + 63) / 64 * 64;
-    if (rounded < size) throw_error(error_code::out_of_memory, "cannot allocate " + std::to_string(size) + " bytes");
-    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    void* p = detail::allocate_host(size);
     if (p == nullptr) throw_error(error_code::out_of_memory, "cannot allocate " + std::to_string(size) + " bytes");
     return std::shared_ptr<char>(static_cast<char*>(p), [](char* q) { std::free(q); });
 }

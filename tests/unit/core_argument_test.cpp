@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <numeric>
@@ -316,4 +317,15 @@ TEST(core_argument, allocation_limit_caps_buffers_on_this_thread) {
         other.join();
     }
     EXPECT_NO_THROW(kiln::argument(kiln::shape(kiln::type::float32, {1 << 16})));
+}
+
+// Tensors of several MiB sit on 2 MiB boundaries (so the kernel can back them with huge pages),
+// smaller ones on 64 bytes; all start zeroed.
+TEST(core_argument, large_buffers_are_huge_page_aligned_and_zeroed) {
+    kiln::argument big(kiln::shape(kiln::type::float32, {3, 1024, 1024}));  // 12 MiB
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(big.data()) % (std::uintptr_t(2) << 20), 0u);
+    const auto* f = reinterpret_cast<const float*>(big.data());
+    EXPECT_EQ(std::count(f, f + 3 * 1024 * 1024, 0.0f), 3 * 1024 * 1024);
+    kiln::argument small(kiln::shape(kiln::type::float32, {5}));
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(small.data()) % 64, 0u);
 }
