@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from conftest import ADD_RELU, KILN, REPO
-from test_serve import MOBILENET, Server, mobilenet_case, request
+from test_serve import DRAIN_BATCH, DRAIN_PENDING, DRAIN_REQUESTS, MOBILENET, Server, mobilenet_case, request, wait_until_pending
 
 grpc = pytest.importorskip("grpc")
 
@@ -302,28 +302,27 @@ def test_sigterm_drains_grpc(repo, pb):
     s = Server(repo, "--exit-timeout-secs", "20")
     c = Client(pb, s.grpc_port)
     try:
-        x = np.random.default_rng(1).uniform(-1, 1, (8, 3, 224, 224)).astype(np.float32)
+        x = np.random.default_rng(1).uniform(-1, 1, (DRAIN_BATCH, 3, 224, 224)).astype(np.float32)
+        slow = raw_request(pb, "mobilenet", {"input": x})  # built once: the threads only send
         results = []
 
         def slow_request():
+            own = Client(pb, s.grpc_port)  # one connection each, so the bodies travel side by side
             try:
-                results.append(outputs_of(c.infer(raw_request(pb, "mobilenet", {"input": x})))["logits"].shape)
+                results.append(outputs_of(own.infer(slow))["logits"].shape)
             except grpc.RpcError as e:
-                results.append(e.code())
+                results.append((e.code(), e.details()))
+            finally:
+                own.close()
 
-        threads = [threading.Thread(target=slow_request) for _ in range(4)]
+        threads = [threading.Thread(target=slow_request) for _ in range(DRAIN_REQUESTS)]
         for t in threads:
             t.start()
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            _, _, text = request(s.metrics_port, "GET", "/metrics")
-            if 'kiln_inference_pending_request_count{model="mobilenet",version="1"} 4' in text.decode():
-                break
-            time.sleep(0.005)
+        wait_until_pending(s, DRAIN_PENDING)
         s.proc.send_signal(signal.SIGTERM)
         while "draining" not in s.output():
             time.sleep(0.002)
-        # While the four run: not ready, health NOT_SERVING, new inferences UNAVAILABLE.
+        # While they run: not ready, health NOT_SERVING, new inferences UNAVAILABLE.
         ready = c.call("ServerReady").ready
         health = c.health()
         with pytest.raises(grpc.RpcError) as e:
@@ -331,7 +330,10 @@ def test_sigterm_drains_grpc(repo, pb):
         for t in threads:
             t.join()
         assert s.proc.wait(timeout=30) == 0, s.output()
-        assert results == [(8, 1000)] * 4, results
+        # The requests in before the signal were all answered; any later one was refused.
+        refused = (grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
+        assert all(r in ((DRAIN_BATCH, 1000), refused) for r in results), results
+        assert len(results) == DRAIN_REQUESTS and results.count((DRAIN_BATCH, 1000)) >= DRAIN_PENDING, results
         assert not ready and health == 2
         assert e.value.code() == grpc.StatusCode.UNAVAILABLE and "shutting down" in e.value.details()
     finally:
