@@ -148,7 +148,7 @@ KILN="$BUILD/bin/kiln"
 # only with a Python wheel there): look for each in the usual places and add its folder.
 find_missing_libs() {
   local lib dir
-  for lib in $(ldd "$KILN" "$BUILD"/lib/libkiln.so 2>/dev/null | awk '/not found/ {print $1}' | sort -u); do
+  for lib in $(ldd "$KILN" "$BUILD"/lib/libkiln.so "$BUILD"/lib/libkiln_gpu.so 2>/dev/null | awk '/not found/ {print $1}' | sort -u); do
     dir=$(find /usr/local /opt /usr/lib -name "$lib" -print 2>/dev/null | head -n 1 | xargs -r dirname)
     if [ -n "$dir" ]; then
       export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$dir"

@@ -8,7 +8,7 @@
 #   (on the GPU machine, in the repository root, with build-gpu/ carried)
 #   bench/gpu-check.sh "$OUT"        # finds build-gpu/ and builds nothing
 #
-# It builds only kiln (the tool), libkiln and the two gpu test binaries in build-gpu-tree/,
+# It builds only kiln (the tool), libkiln, its gpu module and the two gpu test binaries in build-gpu-tree/,
 # then assembles build-gpu/bin and build-gpu/lib from them (no object files), strips the
 # copies, and packs the folder as build-gpu.tar.xz, what travels: it fails when that exceeds
 # 40 MiB (KILN_BUNDLE_MAX_MIB). (The folder itself is ~76 MiB: oneDNN is 38 of them, as long
@@ -30,7 +30,7 @@ cmake --build "$TREE" -j "$JOBS" --target kiln_tool kiln_gpu_tests kiln_gpu_devi
 rm -rf "$OUT"
 mkdir -p "$OUT/bin" "$OUT/lib"
 cp "$TREE"/bin/kiln "$TREE"/bin/kiln_gpu_tests "$TREE"/bin/kiln_gpu_device_tests "$TREE"/bin/kiln_conformance "$OUT/bin/"
-cp -P "$TREE"/lib/libkiln.so* "$TREE"/lib/libkiln_c.so* "$OUT/lib/"
+cp -P "$TREE"/lib/libkiln.so* "$TREE"/lib/libkiln_c.so* "$TREE"/lib/libkiln_gpu.so "$OUT/lib/"
 
 # What the binaries need, resolved here; copy what is neither base system nor CUDA.
 system_lib() {

@@ -54,9 +54,19 @@ public:
     virtual argument copy_to_host(const argument& data, context&) const { return data; }
 };
 
+// Registers (or replaces) the target of that name.
 void register_target(std::shared_ptr<const target> t);
+// A target built as a module of its own: a shared library in libkiln's folder, loaded by the
+// first get_target(name), whose static initializers register the target and its operators.
+// Until then the name is known and nothing of it is mapped: the gpu target's CUDA libraries
+// cost every process that maps them ~0.7 s at start, a CLI call or `import kiln` on a CPU
+// included. A module that fails to load becomes a target that says why (the loader's error).
+void register_target_module(const std::string& name, const std::string& file_name);
+// A target that neither compiles nor runs here, and says why ("built without CUDA").
+std::shared_ptr<const target> make_unavailable_target(const std::string& name, const std::string& why);
 // Throws a kiln invalid_argument error naming the known targets when `name` is unknown.
 std::shared_ptr<const target> get_target(const std::string& name);
+// Every known name, modules not yet loaded included (listing them loads nothing).
 std::vector<std::string> get_target_names();
 
 }  // namespace kiln

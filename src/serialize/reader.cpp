@@ -294,6 +294,21 @@ std::vector<program> read_ahead(const msgpack::object& list, std::uint64_t versi
     return out;
 }
 
+// The target a compiled program names, which must run here (loading is for running).
+std::shared_ptr<const target> target_to_run(const std::string& name) {
+    std::shared_ptr<const target> t;
+    try {
+        t = get_target(name);
+    } catch (const error& e) {
+        throw_error(error_code::unsupported,
+                    "the program was compiled for target " + in_quotes(name) + ", which this build lacks: " + e.message());
+    }
+    if (auto why = t->unavailable_reason(); !why.empty())
+        throw_error(error_code::unsupported, "the program was compiled for target " + in_quotes(name) +
+                                                 ", which is not available here: " + why);
+    return t;
+}
+
 void restore_compiled_state(program& p, const msgpack::object& c, const load_options& opts, std::uint64_t version,
                             const std::shared_ptr<char>& keep_alive, std::size_t depth) {
     std::string name(as_string(get_key(c, "target", "compiled"), "target"));
@@ -316,16 +331,7 @@ void restore_compiled_state(program& p, const msgpack::object& c, const load_opt
     }
     if (opts.device_id) options.device_id = *opts.device_id;
 
-    std::shared_ptr<const target> t;
-    try {
-        t = get_target(name);
-    } catch (const error& e) {
-        throw_error(error_code::unsupported,
-                    "the program was compiled for target " + in_quotes(name) + ", which this build lacks: " + e.message());
-    }
-    if (auto why = t->unavailable_reason(); !why.empty())
-        throw_error(error_code::unsupported, "the program was compiled for target " + in_quotes(name) +
-                                                 ", which is not available here: " + why);
+    const std::shared_ptr<const target> t = target_to_run(name);
     try {
         if (dynamic) {
             // A dynamic program is saved as parsed: compile() builds its generic program
@@ -356,6 +362,14 @@ program read_program(const msgpack::object& root, std::uint64_t version, const s
         fail("the payload's format version " + std::to_string(own) + " differs from the header's " +
              std::to_string(version));
 
+    const auto* compiled = find_key(root, "compiled");
+    const bool is_compiled = compiled != nullptr && compiled->type != msgpack::type::NIL;
+    // The target before the modules: one built as a module of its own (gpu) registers its
+    // operations when it is loaded, and the modules name them.
+    if (is_compiled) {
+        expect_map(*compiled, "compiled");
+        (void)target_to_run(std::string(as_string(get_key(*compiled, "target", "compiled"), "target")));
+    }
     program p;
     payload_reader reader(keep_alive);
     reader.read_modules(p, as_array(get_key(root, "modules", "the payload"), "modules"));
@@ -374,11 +388,7 @@ program read_program(const msgpack::object& root, std::uint64_t version, const s
     }
     if (const auto* d = find_key(root, "parameter_defaults")) read_defaults(p, *d, reader);
 
-    const auto* compiled = find_key(root, "compiled");
-    if (compiled != nullptr && compiled->type != msgpack::type::NIL) {
-        expect_map(*compiled, "compiled");
-        restore_compiled_state(p, *compiled, opts, version, keep_alive, depth);
-    }
+    if (is_compiled) restore_compiled_state(p, *compiled, opts, version, keep_alive, depth);
     return p;
 }
 

@@ -20,14 +20,23 @@ std::string output_of(const std::string& cmd) {
     return out;
 }
 
-// The tool, libkiln, libkiln_c.
-std::vector<std::string> binaries() { return {KILN_TOOL_FILE, KILN_LIBRARY_FILE, KILN_C_LIBRARY_FILE}; }
+// The tool, libkiln, libkiln_c, the gpu module.
+std::vector<std::string> binaries() {
+    return {KILN_TOOL_FILE, KILN_LIBRARY_FILE, KILN_C_LIBRARY_FILE, KILN_GPU_LIBRARY_FILE};
+}
+
+const char* const cuda_libraries[] = {"libcudart.so", "libnvrtc.so", "libcublasLt.so", "libcudnn.so"};
+
+// What the dynamic loader loads for one run of the tool (LD_DEBUG=files names each file).
+std::string libraries_loaded_by(const std::string& args) {
+    return output_of("LD_DEBUG=files '" + std::string(KILN_TOOL_FILE) + "' " + args);
+}
 
 }  // namespace
 
 TEST(gpu_build, no_binary_needs_libcuda) {
     const auto files = binaries();
-    ASSERT_GE(files.size(), 3u);
+    ASSERT_GE(files.size(), 4u);
     for (const auto& f : files) {
         const auto needed = output_of("readelf -d '" + f + "'");
         ASSERT_NE(needed.find("(NEEDED)"), std::string::npos) << "readelf failed on " << f << ":\n" << needed;
@@ -38,8 +47,25 @@ TEST(gpu_build, no_binary_needs_libcuda) {
     }
 }
 
-TEST(gpu_build, libkiln_links_the_runtime_api_nvrtc_and_the_libraries) {
-    const auto needed = output_of("readelf -d '" + binaries()[1] + "'");
-    for (const char* lib : {"libcudart.so", "libnvrtc.so", "libcublasLt.so", "libcudnn.so"})
-        EXPECT_NE(needed.find(lib), std::string::npos) << lib << ":\n" << needed;
+// The CUDA libraries are the gpu module's alone: libkiln loads it on first use, so that a
+// process that never asks for `gpu` never pays their start-up (~0.7 s, tools/kiln, Python).
+TEST(gpu_build, the_gpu_module_links_the_runtime_api_nvrtc_and_the_libraries_and_libkiln_none) {
+    const auto module = output_of("readelf -d '" + std::string(KILN_GPU_LIBRARY_FILE) + "'");
+    const auto core = output_of("readelf -d '" + std::string(KILN_LIBRARY_FILE) + "'");
+    ASSERT_NE(core.find("(NEEDED)"), std::string::npos) << core;
+    for (const char* lib : cuda_libraries) {
+        EXPECT_NE(module.find(lib), std::string::npos) << lib << ":\n" << module;
+        EXPECT_EQ(core.find(lib), std::string::npos) << "libkiln needs " << lib << ":\n" << core;
+    }
+    EXPECT_EQ(core.find("kiln_gpu"), std::string::npos) << core;
+}
+
+TEST(gpu_build, the_tool_loads_the_gpu_module_only_when_asked_for_gpu) {
+    const auto plain = libraries_loaded_by("--version");
+    ASSERT_NE(plain.find("libkiln.so"), std::string::npos) << "LD_DEBUG gave nothing:\n" << plain;
+    EXPECT_EQ(plain.find("kiln_gpu"), std::string::npos) << plain;
+    for (const char* lib : cuda_libraries) EXPECT_EQ(plain.find(lib), std::string::npos) << lib << " loaded:\n" << plain;
+    const auto listed = libraries_loaded_by("targets");  // says whether gpu can run here: loads it
+    EXPECT_NE(listed.find("kiln_gpu"), std::string::npos) << listed;
+    EXPECT_NE(listed.find("libcudart.so"), std::string::npos) << listed;
 }

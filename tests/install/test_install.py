@@ -34,6 +34,17 @@ def test_layout(prefix):
     assert run([os.path.join(prefix, "bin", "kiln"), "--version"]).startswith("kiln ")
 
 
+def test_installed_tool_loads_its_gpu_module(prefix):
+    with open(os.path.join(BUILD, "CMakeCache.txt")) as f:
+        if "KILN_HAVE_GPU:INTERNAL=ON\n" not in f.readlines():
+            pytest.skip("built without the gpu target")
+    # libkiln loads the gpu target from its own folder on first use: the install has it there.
+    assert os.path.exists(os.path.join(prefix, "lib", "libkiln_gpu.so"))
+    out = run([os.path.join(prefix, "bin", "kiln"), "targets"])
+    gpu = next(line for line in out.splitlines() if line.startswith("gpu: "))
+    assert "cannot load" not in gpu and "built without" not in gpu, out
+
+
 def test_c_program_through_pkg_config(prefix, tmp_path):
     env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(prefix, "lib", "pkgconfig"))
     flags = run(["pkg-config", "--cflags", "--libs", "kiln"], env=env).split()

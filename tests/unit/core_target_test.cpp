@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <thread>
+#include <vector>
 
 using namespace kiln;
 
@@ -223,4 +225,36 @@ TEST(core_target, memory_planning_off_has_no_arena) {
     auto names = p.get_parameter_names();
     EXPECT_EQ(names, (std::vector<std::string>{"x", "y"}));
     EXPECT_EQ(p.eval(inputs())[1].to_vector<float>(), expected_sum());
+}
+
+// A target module (src/core/target.cpp) that cannot be loaded: the name is known before, and
+// the first get_target, from many threads at once, gives the same stand-in that says why.
+TEST(core_target, a_module_that_does_not_load_becomes_a_target_that_says_why) {
+    register_target_module("core_test_module", "libkiln_core_test_no_such_module.so");
+    auto names = get_target_names();
+    EXPECT_NE(std::find(names.begin(), names.end(), "core_test_module"), names.end());
+    std::vector<std::shared_ptr<const target>> got(8);
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < got.size(); ++i) threads.emplace_back([&, i] { got[i] = get_target("core_test_module"); });
+    for (auto& t : threads) t.join();
+    for (const auto& t : got) EXPECT_EQ(t, got[0]);
+    const auto why = got[0]->unavailable_reason();
+    EXPECT_EQ(got[0]->name(), "core_test_module");
+    EXPECT_NE(why.find("cannot load its module libkiln_core_test_no_such_module.so: "), std::string::npos) << why;
+    EXPECT_EQ(got[0]->compile_unavailable_reason(), why);
+    auto p = make_prog();
+    try {
+        p.compile(*got[0]);
+        FAIL();
+    } catch (const error& e) {
+        EXPECT_EQ(e.code(), error_code::unsupported);
+        EXPECT_NE(e.message().find("cannot load its module"), std::string::npos) << e.message();
+    }
+}
+
+// `gpu` is a known name in every build: the module when built with CUDA, else a target that
+// says "built without CUDA". Naming it loads nothing until it is asked for.
+TEST(core_target, gpu_is_always_a_known_name) {
+    auto names = get_target_names();
+    EXPECT_NE(std::find(names.begin(), names.end(), "gpu"), names.end());
 }

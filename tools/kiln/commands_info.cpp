@@ -116,6 +116,9 @@ int cmd_onnx_ops(const options& o) {
 }
 
 int cmd_ops(const options& o) {
+    // Every target's own operations too: a target built as a module (gpu) registers them
+    // when it is loaded, which listing it does.
+    for (const auto& name : get_target_names()) (void)get_target(name);
     print_list(get_operator_names(), o, "operations");
     return exit_ok;
 }
