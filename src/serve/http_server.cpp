@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <memory>
 #include <regex>
 #include <thread>
 #include <type_traits>
@@ -84,6 +86,7 @@ struct http_server::impl {
     http_options options;
     std::vector<route_entry> routes;
     std::function<bool(const http_request&, http_response&)> before_body;
+    std::function<std::size_t(const http_request&)> body_alignment;
     handler on_error;
     bool valid = true;
     std::atomic<bool> stopping{false};
@@ -211,34 +214,59 @@ private:
         read_body();
     }
 
-    // A body of known length goes straight into the request's string, each read taking all
-    // the socket holds up to the rest of the body (a 602 KB tensor in a few reads, each with
-    // its own timeout: a slow client may take long, an idle one not). The string grows by at
-    // most 4 MiB ahead of what has come, so a large Content-Length alone touches no memory.
+    // A body of known length goes straight into a buffer of its own, each read taking all the
+    // socket holds up to the rest of the body (a 602 KB tensor in a few reads, each with its
+    // own timeout: a slow client may take long, an idle one not). The buffer is allocated
+    // whole but not filled (untouched pages cost nothing, so a large Content-Length alone
+    // takes no memory), placed so that the offset body_alignment names lies on 64 bytes.
     // Chunked bodies go through the parser.
     void read_body() {
         if (parser_->is_done()) return run(std::move(parser_->get().body()));
         auto length = parser_->content_length();
         if (!length || parser_->chunked()) return read_chunked();
         body_length_ = *length;  // at most max_body_bytes: the parser checked the head
-        body_.clear();
-        body_.reserve(body_length_);
+        const std::size_t aligned = std::min(alignment_wanted(), body_length_);
+        const std::size_t lead = (64 - aligned % 64) % 64;
+        auto* p = static_cast<char*>(std::aligned_alloc(64, (lead + body_length_ + 63) / 64 * 64 + 64));
+        if (p == nullptr) {
+            server_.refuse(req_, res_, 413);
+            return respond(false);
+        }
+        body_storage_ = std::shared_ptr<char>(p, [](char* q) { std::free(q); });
+        body_ = p + lead;
         auto buffered = std::min<std::size_t>(buffer_.size(), body_length_);
-        body_.resize(buffered);
-        asio::buffer_copy(asio::buffer(body_.data(), buffered), buffer_.data());
+        asio::buffer_copy(asio::buffer(body_, buffered), buffer_.data());
         buffer_.consume(buffered);
         read_rest(buffered);
     }
 
+    std::size_t alignment_wanted() {
+        if (!server_.body_alignment) return 0;
+        try {
+            return server_.body_alignment(req_);
+        } catch (...) {
+            return 0;  // a malformed hint: the handler says what is wrong with it
+        }
+    }
+
     void read_rest(std::size_t have) {
-        if (have == body_length_) return run(std::move(body_));
-        if (have == body_.size()) body_.resize(std::min(body_length_, have + (std::size_t(4) << 20)));
+        if (have == body_length_) return run_stored();
         beast::get_lowest_layer(stream_).expires_after(server_.options.read_timeout);
-        stream_.async_read_some(asio::buffer(body_.data() + have, body_.size() - have),
+        stream_.async_read_some(asio::buffer(body_ + have, body_length_ - have),
                                 [self = this->shared_from_this(), have](beast::error_code ec, std::size_t n) {
-                                    if (ec) return self->close();
+                                    if (ec) {
+                                        self->body_storage_.reset();
+                                        return self->close();
+                                    }
                                     self->read_rest(have + n);
                                 });
+    }
+
+    void run_stored() {
+        req_.body = std::string_view(body_, body_length_);
+        req_.body_storage = std::move(body_storage_);
+        body_ = nullptr;
+        answer();
     }
 
     void read_chunked() {
@@ -252,11 +280,20 @@ private:
                               });
     }
 
+    // A body the parser read (small ones that came with the head, chunked ones).
     void run(std::string&& body) {
+        auto owned = std::make_shared<std::string>(std::move(body));
+        req_.body = *owned;
+        req_.body_storage = std::shared_ptr<const char>(owned, owned->data());
+        answer();
+    }
+
+    void answer() {
         keep_alive_ = parser_->get().keep_alive();
-        req_.body = std::move(body);
         res_ = http_response{};
         server_.answer(req_, res_);
+        req_.body = {};
+        req_.body_storage.reset();  // the handler may keep it; the connection does not
         respond(keep_alive_);
     }
 
@@ -311,7 +348,8 @@ private:
     std::optional<http::request_parser<http::string_body>> parser_;
     http::response<http::empty_body> continue_;
     http::response<http::string_body> out_;
-    std::string body_;  // a body of known length, read past the parser
+    std::shared_ptr<char> body_storage_;  // a body of known length, read past the parser,
+    char* body_ = nullptr;                // into body_storage_ from here
     std::size_t body_length_ = 0;
     http_request req_;
     http_response res_;
@@ -366,6 +404,10 @@ int http_server::bind(const std::string& host, int port) {
         return -1;
     }
     return s.acceptor.local_endpoint().port();
+}
+
+void http_server::set_body_alignment(std::function<std::size_t(const http_request&)> f) {
+    impl_->body_alignment = std::move(f);
 }
 
 void http_server::set_before_body(std::function<bool(const http_request&, http_response&)> f) {

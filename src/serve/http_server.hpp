@@ -23,7 +23,10 @@ struct http_request {
     std::string method;  // as sent: "GET", "POST", ...
     std::string path;    // the target without its query, percent-decoded
     std::vector<std::pair<std::string, std::string>> headers;
-    std::string body;  // empty until the body is read (not yet in before_body)
+    // Empty until the body is read (not yet in before_body). Its bytes live in body_storage,
+    // which a handler may hold to keep them (a tensor aliasing a request's binary data).
+    std::string_view body;
+    std::shared_ptr<const char> body_storage;
     // The route's capture groups: group(1) is the first; a group that took no part is
     // absent (has_group false, group "").
     std::vector<std::optional<std::string>> groups;
@@ -70,6 +73,10 @@ public:
     // Called with the request's head (no body yet); returns true when it answered the
     // request itself (then the body is never read and the connection closes).
     void set_before_body(std::function<bool(const http_request&, http_response&)> f);
+    // Called with the head of a request whose body has a known length: the offset into the
+    // body that should lie on a 64-byte boundary in memory (0: the body's start). The REST
+    // front end names its binary tensors' start, so the first can be used where it lies.
+    void set_body_alignment(std::function<std::size_t(const http_request&)> f);
     // Fills the body of the server's own refusals (no route: 404; body too large: 413;
     // malformed request: 400; a handler's exception: 500) and of handlers' bodiless >= 400s.
     void set_error_handler(handler f);

@@ -127,7 +127,10 @@ param_map make_params(const loaded_model& m, const infer_request& r) {
         std::vector<std::size_t> lens(in.shape.begin(), in.shape.end());
         shape s(m.find_input(in.name)->element_type, lens);
         if (in.data.is_raw) {
-            params[in.name] = copy_of(s, in.data.raw);
+            params[in.name] = in.data.raw_owner && reinterpret_cast<std::uintptr_t>(in.data.raw.data()) % 64 == 0
+                                  ? argument(s, std::shared_ptr<char>(std::const_pointer_cast<char>(in.data.raw_owner),
+                                                                      const_cast<char*>(in.data.raw.data())))
+                                  : copy_of(s, in.data.raw);
             continue;
         }
         argument a{s};

@@ -36,6 +36,15 @@ void guarded(http_response& res, F&& f) {
     }
 }
 
+// The binary extension's Inference-Header-Content-Length, when given.
+std::optional<std::size_t> header_length_of(const http_request& req) {
+    auto text = req.header("Inference-Header-Content-Length");
+    if (!text) return std::nullopt;
+    if (text->empty() || text->size() > 18 || text->find_first_not_of("0123456789") != std::string::npos)
+        fail(error_kind::bad_request, "Inference-Header-Content-Length '" + *text + "' is not a size");
+    return std::stoull(*text);
+}
+
 std::optional<std::int64_t> version_of(const http_request& req, std::size_t group) {
     if (!req.has_group(group)) return std::nullopt;
     std::string v = req.group(group);
@@ -132,6 +141,10 @@ void rest_server::routes() {
         return true;
     });
 
+    // A binary request's tensors follow its JSON header: the first lands 64-byte aligned, and
+    // so do the next where the sizes before them are multiples of 64 (then used in place).
+    http_.set_body_alignment([](const http_request& req) { return header_length_of(req).value_or(0); });
+
     http_.route("GET", "/v2/health/live", [](const http_request&, http_response& res) { res.status = 200; });
     http_.route("GET", "/v2/health/ready", [&](const http_request&, http_response& res) {
         res.status = state.started && !state.draining && repo.all_ready() ? 200 : 400;
@@ -175,13 +188,9 @@ void rest_server::routes() {
         } guard{state};
         guarded(res, [&] {
             if (state.draining) fail(error_kind::unavailable, "the server is shutting down");
-            std::optional<std::size_t> header_length;
-            if (auto text = req.header("Inference-Header-Content-Length")) {
-                if (text->empty() || text->size() > 18 || text->find_first_not_of("0123456789") != std::string::npos)
-                    fail(error_kind::bad_request, "Inference-Header-Content-Length '" + *text + "' is not a size");
-                header_length = std::stoull(*text);
-            }
-            auto decoded = decode_infer_request(req.body, header_length, req.group(1), version_of(req, 2));
+            auto decoded = decode_infer_request(req.body, header_length_of(req), req.group(1), version_of(req, 2));
+            for (auto& in : decoded.request.inputs)
+                if (in.data.is_raw) in.data.raw_owner = req.body_storage;  // binary data, in the body
             auto encoded = encode_infer_response(infer(repo, decoded.request));
             if (encoded.header_length) {
                 res.headers.emplace_back("Inference-Header-Content-Length", std::to_string(*encoded.header_length));

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -24,10 +25,13 @@ namespace {
 
 // A server with a few routes on a free loopback port, listening on its own thread.
 struct running_server {
-    explicit running_server(http_options o = {}) : http(std::move(o)) {
+    // `setup` adds routes and hooks of a test's own (before listen(), as the server asks).
+    explicit running_server(http_options o = {}, const std::function<void(http_server&)>& setup = {})
+        : http(std::move(o)) {
+        if (setup) setup(http);
         http.route("POST", "/echo", [this](const http_request& req, http_response& res) {
             ++echoed;
-            res.set_content(req.body, "application/octet-stream");
+            res.set_content(std::string(req.body), "application/octet-stream");
             res.headers.emplace_back("X-Body-Bytes", std::to_string(req.body.size()));
         });
         http.route("GET", R"(/items/([^/]+)(?:/v/([0-9]+))?)", [](const http_request& req, http_response& res) {
@@ -322,4 +326,41 @@ TEST(serve_http_server, a_silent_client_is_dropped_after_the_read_timeout) {
     EXPECT_GT(waited, std::chrono::milliseconds(800));
     EXPECT_LT(waited, std::chrono::seconds(5));
     EXPECT_EQ(s.echoed, 0);
+}
+
+// A body of known length lies where set_body_alignment asks (that offset on 64 bytes), and a
+// handler that keeps body_storage keeps the bytes after the answer and the next request.
+TEST(serve_http_server, a_body_lies_aligned_where_asked_and_outlives_its_request_while_held) {
+    std::shared_ptr<const char> kept;
+    std::string_view kept_view;
+    running_server s({}, [&](http_server& http) {
+        http.set_body_alignment([](const http_request& req) -> std::size_t {
+            return std::stoull(req.header("X-Align").value_or("0"));
+        });
+        http.route("POST", "/keep", [&](const http_request& req, http_response& res) {
+            const auto at = std::stoull(req.header("X-Align").value_or("0"));
+            res.set_content(std::to_string(reinterpret_cast<std::uintptr_t>(req.body.data() + at) % 64), "text/plain");
+            kept = req.body_storage;
+            kept_view = req.body;
+        });
+    });
+    client c(s.port);
+    const auto body = random_bytes(602112 + 37);
+    for (const char* at : {"0", "37", "63", "64", "1000"}) {
+        c.send(post("/keep", body, std::string("X-Align: ") + at + "\r\n"));
+        auto r = c.read_response();
+        EXPECT_EQ(r.status, 200);
+        EXPECT_EQ(r.body, "0") << "offset " << at;
+    }
+    c.send(post("/echo", "something else"));  // another request on the same connection
+    EXPECT_EQ(c.read_response().body, "something else");
+    ASSERT_TRUE(kept);
+    EXPECT_TRUE(kept_view == body);
+    // A hint past the end or malformed: the body still arrives whole.
+    for (const char* at : {"99999999", "x"}) {
+        c.send(post("/echo", "short", std::string("X-Align: ") + at + "\r\n"));
+        auto r = c.read_response();
+        EXPECT_EQ(r.status, 200);
+        EXPECT_EQ(r.body, "short");
+    }
 }
