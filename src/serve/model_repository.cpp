@@ -254,6 +254,11 @@ std::shared_ptr<const program> model_repository::compile_version(const std::stri
     }
     auto onnx = dir / "model.onnx";
     if (!fs::exists(onnx)) fail(error_kind::bad_request, "no model.onnx or model.kiln in version folder " + dir.filename().string());
+    // Serving is running: a target that cannot run here fails the load with its reason, rather
+    // than a model that turns ready and fails every request (a .kiln says so when it loads).
+    auto t = get_target(c.target);
+    if (auto why = t->unavailable_reason(); !why.empty())
+        fail(error_kind::bad_request, "target " + c.target + " is not available here: " + why);
     compile_options options;
     options.threads = default_threads(c);
     // The cache's name carries what the compiled program depends on besides the .onnx.
@@ -270,7 +275,6 @@ std::shared_ptr<const program> model_repository::compile_version(const std::stri
             note("the cached " + cache.filename().string() + " does not load (" + e.what() + "): compiling again");
         }
     }
-    auto t = get_target(c.target);
     auto p = parse_onnx(onnx.string());
     if (c.dynamic_batching) options.dynamic_buckets = batch_buckets(p, c);
     p.compile(*t, options);

@@ -4,6 +4,8 @@
 #include "serve/infer.hpp"
 #include "serve/model_repository.hpp"
 
+#include <kiln/target.hpp>
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -94,6 +96,30 @@ TEST(serve_repository, unknown_and_unloaded_models) {
     repo.unload("m");
     EXPECT_EQ(status([&] { repo.find("m"); }), 503);
     EXPECT_TRUE(repo.all_ready());  // unloaded on purpose
+}
+
+// `kiln.target gpu` where the gpu cannot run: the load fails with the target's reason (a
+// model that turned ready would fail every request), and nothing is compiled or cached.
+TEST(serve_repository, a_target_that_cannot_run_here_fails_the_load_with_its_reason) {
+    const auto why = kiln::get_target("gpu")->unavailable_reason();
+    if (why.empty()) GTEST_SKIP() << "the gpu target runs here";
+    temp_repo t;
+    t.write_config("parameters { key: \"kiln.target\" value: { string_value: \"gpu\" } }\n");
+    model_repository repo(t.root.string());
+    try {
+        repo.load("m");
+        FAIL() << "loaded for a target that cannot run";
+    } catch (const serve_error& e) {
+        EXPECT_EQ(e.http_status(), 400);
+        EXPECT_NE(std::string(e.what()).find("model 'm' version 2: target gpu is not available here: " + why),
+                  std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(repo.is_ready("m", 2));
+    auto index = repo.index();
+    ASSERT_EQ(index.size(), 1u);
+    EXPECT_EQ(index[0].state, "UNAVAILABLE");
+    EXPECT_NE(index[0].reason.find("not available here"), std::string::npos) << index[0].reason;
+    for (auto& e : fs::directory_iterator(t.root / "m" / "2")) EXPECT_NE(e.path().extension(), ".kiln") << e.path();
 }
 
 TEST(serve_repository, a_reload_swaps_while_requests_hold_the_old_model) {
