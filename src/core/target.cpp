@@ -5,6 +5,7 @@
 
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
 namespace kiln {
@@ -106,12 +107,10 @@ std::shared_ptr<const target> get_target(const std::string& name) {
 std::vector<std::string> get_target_names() {
     registry& r = the_registry();
     std::lock_guard<std::mutex> lock(r.mutex);
-    std::map<std::string, bool> names;
-    for (const auto& [k, v] : r.targets) names[k] = true;
-    for (const auto& [k, v] : r.modules) names[k] = true;
-    std::vector<std::string> out;
-    for (const auto& [k, v] : names) out.push_back(k);
-    return out;
+    std::set<std::string> names;
+    for (const auto& [k, v] : r.targets) names.insert(k);
+    for (const auto& [k, v] : r.modules) names.insert(k);
+    return {names.begin(), names.end()};
 }
 
 }  // namespace kiln

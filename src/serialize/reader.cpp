@@ -309,9 +309,9 @@ std::shared_ptr<const target> target_to_run(const std::string& name) {
     return t;
 }
 
-void restore_compiled_state(program& p, const msgpack::object& c, const load_options& opts, std::uint64_t version,
-                            const std::shared_ptr<char>& keep_alive, std::size_t depth) {
-    std::string name(as_string(get_key(c, "target", "compiled"), "target"));
+// `t`: the target the program names (target_to_run), resolved before its modules were read.
+void restore_compiled_state(program& p, const msgpack::object& c, const target& t, const load_options& opts,
+                            std::uint64_t version, const std::shared_ptr<char>& keep_alive, std::size_t depth) {
     bool dynamic = false;
     if (const auto* d = find_key(c, "dynamic")) dynamic = as_bool(*d, "dynamic");
     compile_options options;
@@ -331,7 +331,6 @@ void restore_compiled_state(program& p, const msgpack::object& c, const load_opt
     }
     if (opts.device_id) options.device_id = *opts.device_id;
 
-    const std::shared_ptr<const target> t = target_to_run(name);
     try {
         if (dynamic) {
             // A dynamic program is saved as parsed: compile() builds its generic program
@@ -341,16 +340,16 @@ void restore_compiled_state(program& p, const msgpack::object& c, const load_opt
             if (const auto* ahead = find_key(c, "ahead")) {
                 // A program compiled ahead is static, or dynamic without programs of its own.
                 if (depth >= 1) fail("a program compiled ahead has programs compiled ahead");
-                p.restore_dynamic(*t, options, read_ahead(*ahead, version, keep_alive, opts, depth));
+                p.restore_dynamic(t, options, read_ahead(*ahead, version, keep_alive, opts, depth));
             } else {
-                p.compile(*t, options);  // written before programs compiled ahead were saved
+                p.compile(t, options);  // written before programs compiled ahead were saved
             }
             if (p.dynamic_source() == nullptr) fail("did not become a dynamic program");
         } else {
-            p.restore_compiled(*t, options);
+            p.restore_compiled(t, options);
         }
     } catch (...) {
-        rethrow_in("restoring the program compiled for " + in_quotes(name));
+        rethrow_in("restoring the program compiled for " + in_quotes(t.name()));
     }
 }
 
@@ -366,9 +365,10 @@ program read_program(const msgpack::object& root, std::uint64_t version, const s
     const bool is_compiled = compiled != nullptr && compiled->type != msgpack::type::NIL;
     // The target before the modules: one built as a module of its own (gpu) registers its
     // operations when it is loaded, and the modules name them.
+    std::shared_ptr<const target> t;
     if (is_compiled) {
         expect_map(*compiled, "compiled");
-        (void)target_to_run(std::string(as_string(get_key(*compiled, "target", "compiled"), "target")));
+        t = target_to_run(std::string(as_string(get_key(*compiled, "target", "compiled"), "target")));
     }
     program p;
     payload_reader reader(keep_alive);
@@ -388,7 +388,7 @@ program read_program(const msgpack::object& root, std::uint64_t version, const s
     }
     if (const auto* d = find_key(root, "parameter_defaults")) read_defaults(p, *d, reader);
 
-    if (is_compiled) restore_compiled_state(p, *compiled, opts, version, keep_alive, depth);
+    if (is_compiled) restore_compiled_state(p, *compiled, *t, opts, version, keep_alive, depth);
     return p;
 }
 

@@ -1,5 +1,7 @@
 #include "serve/http_server.hpp"
 
+#include "core/host_allocation.hpp"
+
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
@@ -227,7 +229,7 @@ private:
         body_length_ = *length;  // at most max_body_bytes: the parser checked the head
         const std::size_t aligned = std::min(alignment_wanted(), body_length_);
         const std::size_t lead = (64 - aligned % 64) % 64;
-        auto* p = static_cast<char*>(std::aligned_alloc(64, (lead + body_length_ + 63) / 64 * 64 + 64));
+        auto* p = static_cast<char*>(kiln::detail::allocate_host(lead + body_length_));
         if (p == nullptr) {
             server_.refuse(req_, res_, 413);
             return respond(false);
@@ -254,10 +256,7 @@ private:
         beast::get_lowest_layer(stream_).expires_after(server_.options.read_timeout);
         stream_.async_read_some(asio::buffer(body_ + have, body_length_ - have),
                                 [self = this->shared_from_this(), have](beast::error_code ec, std::size_t n) {
-                                    if (ec) {
-                                        self->body_storage_.reset();
-                                        return self->close();
-                                    }
+                                    if (ec) return self->close();
                                     self->read_rest(have + n);
                                 });
     }
