@@ -453,7 +453,11 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
     // far from the base, must agree before a dim or value is taken as constant or affine.
     // Where the op refuses that point, nothing is concluded from the samples if unknown values
     // are involved; dims alone keep what the near samples said.
-    std::optional<std::pair<assignment, point>> far;
+    // A second far point spreads them apart (each unknown value its own distance, the unnamed
+    // dims beyond them all): moved together, a slice from one unknown value to another
+    // (RetinaNet's anchors per level, start and start + n) is empty at every point, though
+    // its length is n. Where the op refuses that point it proves nothing either way.
+    std::vector<std::pair<assignment, point>> far;
     const bool values_unknown =
         std::any_of(sym.ranges.begin(), sym.ranges.end(), [](auto& kv) { return unknown_value(kv.first); });
     if (std::any_of(sym.ranges.begin(), sym.ranges.end(), [](auto& kv) { return anonymous(kv.first); })) {
@@ -464,7 +468,18 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
             if (anonymous(name)) af[name] = unknown_value(name) ? a0[name] + far_step : clamp_to(r, a0[name] + far_step);
         auto pf = run(af);
         if (values_unknown && (pf.dynamic || !pf.s)) return std::nullopt;
-        if (!pf.dynamic && pf.s) far.emplace(std::move(af), std::move(pf));
+        if (!pf.dynamic && pf.s) far.emplace_back(std::move(af), std::move(pf));
+        if (values_unknown) {
+            assignment as = a0;
+            std::int64_t k = 1;
+            for (auto& [name, r] : sym.ranges)
+                if (unknown_value(name)) as[name] = a0[name] + far_step * k++;
+            for (auto& [name, r] : sym.ranges)
+                if (anonymous(name) && !unknown_value(name)) as[name] = clamp_to(r, a0[name] + far_step * (k + 1));
+            auto ps = run(as);
+            if (ps.dynamic) return std::nullopt;
+            if (ps.s) far.emplace_back(std::move(as), std::move(ps));
+        }
     }
 
     // Bounds of anything that is not affine: the results at the smallest and largest sizes.
@@ -511,7 +526,8 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
             };
             const bool joint_same = std::all_of(joint.begin(), joint.end(),
                                                 [&](const auto& jp) { return joint_value(jp) == v0; });
-            const bool far_agrees = !far || joint_value(*far) == v0;
+            const bool far_agrees =
+                std::all_of(far.begin(), far.end(), [&](const auto& fp) { return joint_value(fp) == v0; });
             if (same && joint_same && far_agrees && !(unmoved_unnamed && v0 == 1)) {
                 dims.push_back({l0[j], l0[j], {}});
                 continue;
@@ -534,7 +550,8 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
                 // The names that moved must explain the joint points (and the far one) too.
                 for (auto& jp : joint)
                     if (e && e->evaluate(jp.first) != joint_value(jp)) e.reset();
-                if (e && far && e->evaluate(far->first) != joint_value(*far)) e.reset();
+                for (auto& fp : far)
+                    if (e && e->evaluate(fp.first) != joint_value(fp)) e.reset();
                 if (e) {
                     auto known = sym.by_expr.find(e->to_string());
                     if (known != sym.by_expr.end()) {
@@ -622,10 +639,9 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
         for (auto& [aj, pj] : joint)
             if (e && (pj.values.size() != r0.values.size() || !pj.values[j] || e->evaluate(aj) != *pj.values[j]))
                 e.reset();
-        if (e && far &&
-            (far->second.values.size() != r0.values.size() || !far->second.values[j] ||
-             e->evaluate(far->first) != *far->second.values[j]))
-            e.reset();
+        for (auto& [af, pf] : far)
+            if (e && (pf.values.size() != r0.values.size() || !pf.values[j] || e->evaluate(af) != *pf.values[j]))
+                e.reset();
         // A value of an unnamed dim is not worth keeping: nothing else can refer to it.
         if (e) {
             const auto names_of_e = e->names();

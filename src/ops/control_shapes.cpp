@@ -8,8 +8,19 @@
 namespace kiln::op {
 
 namespace {
-// The sentinel optimal that marks the unknown element; no real dimension has it.
+// The sentinel optimals that mark the unknown element and the element of conflicting
+// ranks; no real dimension has them.
 constexpr std::size_t unknown_marker = dynamic_dimension::unbounded;
+constexpr std::size_t conflict_marker = dynamic_dimension::unbounded - 1;
+
+shape marked_element(type t, std::size_t marker) {
+    return shape::make_dynamic(t, {dynamic_dimension{0, dynamic_dimension::unbounded, {marker}}});
+}
+
+bool has_marker(const shape& s, std::size_t marker) {
+    if (!s.is_tensor() || !s.dynamic() || s.ndim() != 1) return false;
+    return s.dyn_dims().front().optimals.count(marker) > 0;
+}
 
 bool same_kind(const shape& a, const shape& b) { return a.get_kind() == b.get_kind(); }
 
@@ -17,9 +28,12 @@ shape merge_tensors(const shape& a, const shape& b, const std::string& what) {
     if (a.get_type() != b.get_type())
         throw_error(error_code::type, what + ": element types " + std::string(type_name(a.get_type())) + " and " +
                                           std::string(type_name(b.get_type())) + " disagree");
-    if (is_unknown_element(a)) return b;
-    if (is_unknown_element(b)) return a;
-    if (a.ndim() != b.ndim()) return unknown_element(a.get_type());
+    // Conflicting ranks stay conflicting whatever joins them (an If whose branch gives
+    // another rank may run that branch); an element nothing is known of yields the other.
+    if (has_marker(a, conflict_marker) || has_marker(b, conflict_marker)) return marked_element(a.get_type(), conflict_marker);
+    if (has_marker(a, unknown_marker)) return b;
+    if (has_marker(b, unknown_marker)) return a;
+    if (a.ndim() != b.ndim()) return marked_element(a.get_type(), conflict_marker);
     if (!a.dynamic() && !b.dynamic() && a.lens() == b.lens()) return a.as_standard();
     auto da = a.to_dynamic_dims();
     auto db = b.to_dynamic_dims();
@@ -37,15 +51,9 @@ shape merge_tensors(const shape& a, const shape& b, const std::string& what) {
 }
 }  // namespace
 
-shape unknown_element(type t) {
-    return shape::make_dynamic(t, {dynamic_dimension{0, dynamic_dimension::unbounded, {unknown_marker}}});
-}
+shape unknown_element(type t) { return marked_element(t, unknown_marker); }
 
-bool is_unknown_element(const shape& s) {
-    if (!s.is_tensor() || !s.dynamic() || s.ndim() != 1) return false;
-    const auto& d = s.dyn_dims().front();
-    return d.optimals.count(unknown_marker) > 0;
-}
+bool is_unknown_element(const shape& s) { return has_marker(s, unknown_marker) || has_marker(s, conflict_marker); }
 
 shape merge_shapes(const shape& a, const shape& b, const std::string& what) {
     if (same_kind(a, b)) {

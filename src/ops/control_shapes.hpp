@@ -16,11 +16,14 @@
 namespace kiln::op {
 
 // The unknown element of type t (an internal marker: rank 1, dynamic, a sentinel optimal).
+// merge_shapes also makes a tensor of unknown rank (another marker) from two ranks that
+// disagree; is_unknown_element is true of both: neither says what rank a value has.
 shape unknown_element(type t);
 bool is_unknown_element(const shape& s);
 
 // The least shape that both a and b fit: equal dims stay, differing dims become
-// dynamic, an unknown element yields the other side. Sequences and optionals merge
+// dynamic, an unknown element yields the other side, differing ranks (or a side of
+// unknown rank) give a tensor of unknown rank. Sequences and optionals merge
 // their elements; an optional merged with its element kind stays optional. Throws a
 // shape error naming `what` when the kinds or element types cannot be reconciled.
 shape merge_shapes(const shape& a, const shape& b, const std::string& what);

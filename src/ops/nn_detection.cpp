@@ -8,6 +8,24 @@
 
 namespace kiln::op {
 
+namespace {
+// Whether a dimension can be `n` (a fixed one is `n`; a range holds it).
+bool can_be(const dynamic_dimension& d, std::size_t n) { return d.min <= n && n <= d.max; }
+// Whether two dimensions can be equal (fixed ones must be; ranges are checked at run time).
+bool can_match(const dynamic_dimension& a, const dynamic_dimension& b) {
+    return !(a.is_fixed() && b.is_fixed()) || a.min == b.min;
+}
+// a * b, unbounded when either is or the product overflows.
+std::size_t product_or_unbounded(std::size_t a, std::size_t b) {
+    constexpr auto unbounded = dynamic_dimension::unbounded;
+    if (a == unbounded || b == unbounded) return unbounded;
+    if (a != 0 && b > (unbounded - 1) / a) return unbounded;
+    return a * b;
+}
+}  // namespace
+
+// Shapes may be dynamic (detection heads inside If branches, box counts known only at run
+// time): each check holds for fixed dims and is left to run time for ranges.
 shape roi_align::compute_shape(const std::vector<shape>& inputs) const {
     check_num_inputs(name(), inputs, 3);
     const auto& x = inputs[0];
@@ -21,13 +39,14 @@ shape roi_align::compute_shape(const std::vector<shape>& inputs) const {
                                           " must share one floating-point type");
     if (!is_integer(idx.get_type()))
         throw_error(error_code::type, name() + ": batch_indices " + idx.to_string() + " must be integers");
-    if (rois.lens()[1] != 4 || idx.lens()[0] != rois.lens()[0])
+    const auto xd = x.to_dynamic_dims(), rd = rois.to_dynamic_dims(), id = idx.to_dynamic_dims();
+    if (!can_be(rd[1], 4) || !can_match(id[0], rd[0]))
         throw_error(error_code::shape, name() + ": rois " + rois.to_string() + " must be (R, 4) and batch_indices " +
                                            idx.to_string() + " (R)");
     if (output_height < 1 || output_width < 1)
         throw_error(error_code::shape, name() + ": output_height and output_width must be positive");
-    return shape(x.get_type(), {rois.lens()[0], x.lens()[1], static_cast<std::size_t>(output_height),
-                                static_cast<std::size_t>(output_width)});
+    const auto oh = static_cast<std::size_t>(output_height), ow = static_cast<std::size_t>(output_width);
+    return shape::make_dynamic(x.get_type(), {rd[0], xd[1], {oh, oh, {}}, {ow, ow, {}}});
 }
 
 argument roi_align::compute(const shape& out, const std::vector<argument>& args) const {
@@ -125,18 +144,26 @@ shape nonmax_suppression::compute_shape(const std::vector<shape>& inputs) const 
     const auto& scores = inputs[1];
     check_rank(name(), boxes, 3, 3, "boxes");
     check_rank(name(), scores, 3, 3, "scores");
-    if (boxes.lens()[2] != 4 || scores.lens()[0] != boxes.lens()[0] || scores.lens()[2] != boxes.lens()[1])
+    const auto bd = boxes.to_dynamic_dims(), sd = scores.to_dynamic_dims();
+    if (!can_be(bd[2], 4) || !can_match(sd[0], bd[0]) || !can_match(sd[2], bd[1]))
         throw_error(error_code::shape, name() + ": boxes " + boxes.to_string() + " must be (B, N, 4) and scores " +
                                            scores.to_string() + " (B, C, N)");
-    for (std::size_t i = 2; i < inputs.size(); ++i)
-        if (inputs[i].elements() != 1)
+    for (std::size_t i = 2; i < inputs.size(); ++i) {
+        const auto dims = inputs[i].to_dynamic_dims();
+        if (!std::all_of(dims.begin(), dims.end(), [](const dynamic_dimension& d) { return can_be(d, 1); }))
             throw_error(error_code::shape, name() + ": input " + std::to_string(i) + " " + inputs[i].to_string() +
                                                " must hold one value");
-    const std::size_t most = boxes.lens()[0] * scores.lens()[1] * boxes.lens()[1];
+    }
+    // At most every box of every class of every batch is selected.
+    const std::size_t most = product_or_unbounded(product_or_unbounded(bd[0].max, sd[1].max), bd[1].max);
     return shape::make_dynamic(type::int64, {dynamic_dimension{0, most, {}}, dynamic_dimension{3, 3, {}}});
 }
 
 argument nonmax_suppression::compute(const shape&, const std::vector<argument>& args) const {
+    // The shapes compute_shape could only check as ranges, checked now that they are known.
+    std::vector<shape> given;
+    for (const auto& a : args) given.push_back(a.get_shape());
+    (void)compute_shape(given);
     const auto& bl = args[0].get_shape().lens();
     const std::size_t batches = bl[0], num = bl[1], classes = args[1].get_shape().lens()[1];
     auto boxes = read_as<double>(args[0]);

@@ -29,6 +29,7 @@ struct roi_align {
         f(self.half_pixel, "half_pixel");
     }
     std::string name() const { return "roi_align"; }
+    op_traits traits() const { return {.handles_dynamic = true}; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     argument compute(const shape& out, const std::vector<argument>& args) const;
 };
@@ -51,6 +52,7 @@ struct nonmax_suppression {
         f(self.has_score_threshold, "has_score_threshold");
     }
     std::string name() const { return "nonmax_suppression"; }
+    op_traits traits() const { return {.handles_dynamic = true}; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     argument compute(const shape& out, const std::vector<argument>& args) const;
 };

@@ -350,3 +350,29 @@ TEST(core_dim_expr, a_product_of_two_named_dims_gets_its_expression) {
     EXPECT_EQ(flat->get_shape(), shape(type::float32, {15, 16}));
     EXPECT_EQ(back->get_shape(), shape(type::float32, {5, 3, 16}));
 }
+
+// RetinaNet splits its concatenated anchors per feature level: Slice(all, start, start + n)
+// with start and n computed from the levels' sizes, each an unknown value. Every sample
+// point that keeps start and n apart must not make the slice's length a constant 0.
+TEST(core_dim_expr, a_slice_between_two_unknown_values_stays_unknown) {
+    module m("main");
+    dynamic_dimension any{0, dynamic_dimension::unbounded, {}};
+    auto all = m.add_parameter("all", shape::make_dynamic(type::float32, {any, fixed(4)}));
+    auto lv0 = m.add_parameter("lv0", shape::make_dynamic(type::float32, {fixed(1), dynamic_dimension{0, 4096, {}}}));
+    auto lv1 = m.add_parameter("lv1", shape::make_dynamic(type::float32, {fixed(1), dynamic_dimension{0, 2048, {}}}));
+    auto one = m.add_literal(literal(std::int64_t{1}));
+    auto n0 = m.add_instruction(make_op("gather", {{"axis", 0}}), {m.add_instruction(make_op("shape_of"), {lv0}), one});
+    auto n1 = m.add_instruction(make_op("gather", {{"axis", 0}}), {m.add_instruction(make_op("shape_of"), {lv1}), one});
+    auto zero = m.add_literal(literal(shape(type::int64, {1}), std::vector<std::int64_t>{0}));
+    auto start = m.add_instruction(make_op("add"), {zero, m.add_instruction(make_op("unsqueeze", {{"axes", {0}}}), {n0})});
+    auto end = m.add_instruction(make_op("add"), {start, m.add_instruction(make_op("unsqueeze", {{"axes", {0}}}), {n1})});
+    auto part = m.add_instruction(make_op("slice_dynamic"), {all, start, end, zero});
+    const auto& s = part->get_shape();
+    ASSERT_TRUE(s.dynamic()) << s;
+    EXPECT_FALSE(s.dyn_dims()[0].is_fixed()) << s;
+    EXPECT_EQ(s.dyn_dims()[1], fixed(4)) << s;
+    m.set_parameter_shapes({{"all", shape(type::float32, {30, 4})},
+                            {"lv0", shape(type::float32, {1, 20})},
+                            {"lv1", shape(type::float32, {1, 6})}});
+    EXPECT_EQ(part->get_shape(), shape(type::float32, {6, 4}));
+}

@@ -272,3 +272,54 @@ TEST(onnx_control_flow_parse, literal_condition_folds_to_the_taken_branch_in_the
         EXPECT_NE(e.message().find("the else branch cannot run"), std::string::npos) << e.what();
     }
 }
+
+// torchvision's Faster R-CNN ends in y = Slice(If(no boxes) then <empty constant> else
+// If(...) then Squeeze(keep) else keep, [0:100]): the inner If's branches disagree on the
+// rank, so the else branch's rank is unknown. Merging that with the then branch's static
+// [0] used to give [0], so the Slice was folded to no detections at all.
+TEST(onnx_control_flow_parse, if_whose_branches_may_differ_in_rank_keeps_the_rank_unknown) {
+    onnx_model inner_then;
+    inner_then.initializer("axis0", {1}, {0});
+    inner_then.node("Squeeze", {"nz", "axis0"}, {"flat"});
+    inner_then.output("flat", onnx_int64);
+    onnx_model inner_else;
+    inner_else.node("Identity", {"nz"}, {"kept"});
+    inner_else.output("kept", onnx_int64);
+    onnx_model outer_then;
+    outer_then.initializer("none", {0}, {});
+    outer_then.node("Identity", {"none"}, {"empty"});
+    outer_then.output("empty", onnx_int64);
+    onnx_model outer_else;
+    outer_else.node("If", {"c2"}, {"inner"},
+                    {graph_attr("then_branch", inner_then, "inner_then"),
+                     graph_attr("else_branch", inner_else, "inner_else")});
+    outer_else.output("inner", onnx_int64);
+    onnx_model m;
+    m.input("x", onnx_float, {6});
+    m.input("c", onnx_bool, {});
+    m.input("c2", onnx_bool, {});
+    m.initializer("starts", {1}, {0});
+    m.initializer("ends", {1}, {100});
+    m.initializer("axes", {1}, {0});
+    m.node("NonZero", {"x"}, {"nz"});
+    m.node("If", {"c"}, {"sel"},
+           {graph_attr("then_branch", outer_then, "outer_then"), graph_attr("else_branch", outer_else, "outer_else")});
+    m.node("Slice", {"sel", "starts", "ends", "axes"}, {"y"});
+    m.output("y", onnx_int64);
+    auto p = m.parse();
+    auto x = literal(shape(type::float32, {6}), std::vector<float>{0.5f, 0, -2, 0, 0, 3}).get_argument();
+    auto flag = [](bool v) { return literal(shape(type::bool_), std::vector<bool>{v}).get_argument(); };
+    for (const char* target : {"ref", "cpu"}) {
+        SCOPED_TRACE(target);
+        program c = p;
+        c.compile(*get_target(target));
+        auto y = c.eval({{"x", x}, {"c", flag(false)}, {"c2", flag(true)}})[0];
+        EXPECT_EQ(y.get_shape().lens(), (std::vector<std::size_t>{3}));
+        EXPECT_EQ(y.to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 2, 5}));
+        EXPECT_EQ(c.eval({{"x", x}, {"c", flag(true)}, {"c2", flag(true)}})[0].get_shape().elements(), 0u);
+        // The other rank flows through too: [1, 3] sliced along its first axis.
+        auto kept = c.eval({{"x", x}, {"c", flag(false)}, {"c2", flag(false)}})[0];
+        EXPECT_EQ(kept.get_shape().lens(), (std::vector<std::size_t>{1, 3}));
+        EXPECT_EQ(kept.to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 2, 5}));
+    }
+}

@@ -309,8 +309,16 @@ TEST(ops_control, merge_shapes) {
     auto u = op::unknown_element(type::float32);
     EXPECT_TRUE(op::is_unknown_element(u));
     EXPECT_EQ(op::merge_shapes(shape::sequence(u), shape::sequence(a), "test"), shape::sequence(a));
-    // Ranks that disagree: unknown.
-    EXPECT_TRUE(op::is_unknown_element(op::merge_shapes(a, shape(type::float32, {4}), "test")));
+    // Ranks that disagree: unknown, and it stays unknown whatever joins it later (an If
+    // whose then branch is an empty constant and whose else branch may give another rank
+    // must not take the constant's shape: torchvision's Faster R-CNN did, and sliced its
+    // detections to none).
+    auto conflict = op::merge_shapes(a, shape(type::float32, {4}), "test");
+    EXPECT_TRUE(op::is_unknown_element(conflict));
+    EXPECT_TRUE(op::is_unknown_element(op::merge_shapes(shape(type::float32, {0}), conflict, "test")));
+    EXPECT_TRUE(op::is_unknown_element(op::merge_shapes(conflict, a, "test")));
+    EXPECT_TRUE(op::is_unknown_element(op::merge_shapes(u, conflict, "test")));
+    EXPECT_TRUE(op::fits_shape(conflict, a));
     // An optional and its content stay optional.
     EXPECT_TRUE(op::merge_shapes(shape::optional(shape::sequence(a)), shape::sequence(a), "test").is_optional());
     EXPECT_THROW(op::merge_shapes(a, shape(type::int32, {2, 3}), "test"), error);

@@ -269,6 +269,54 @@ TEST(ops_nn_misc, nonmax_suppression) {
                        error_code::shape);
 }
 
+// Detection heads inside If branches (torchvision's Faster R-CNN, SSD) see box counts known
+// only at run time: their shapes are ranges, checked where fixed and at run time otherwise.
+TEST(ops_nn_misc, detection_heads_take_dynamic_box_counts) {
+    const dynamic_dimension boxes_n{0, dynamic_dimension::unbounded, {}};
+    const dynamic_dimension one{1, 1, {}}, four{4, 4, {}};
+    operation nms = op::nonmax_suppression{false, true, true, false};
+    const shape scalar_i(type::int64, {1}), scalar_f(type::float32, {1});
+    auto boxes = shape::make_dynamic(type::float32, {one, boxes_n, four});
+    auto scores = shape::make_dynamic(type::float32, {one, {3, 3, {}}, boxes_n});
+    auto s = nms.compute_shape({boxes, scores, scalar_i, scalar_f});
+    ASSERT_TRUE(s.dynamic());
+    EXPECT_EQ(s.dyn_dims()[0], boxes_n);  // 1 x 3 x unbounded
+    EXPECT_EQ(s.dyn_dims()[1], (dynamic_dimension{3, 3, {}}));
+    // Bounded ranges bound the selection: B x C x N at most.
+    auto bounded = nms.compute_shape({shape::make_dynamic(type::float32, {one, {0, 50, {}}, four}),
+                                      shape::make_dynamic(type::float32, {one, {2, 2, {}}, {0, 50, {}}}), scalar_i,
+                                      scalar_f});
+    EXPECT_EQ(bounded.dyn_dims()[0], (dynamic_dimension{0, 100, {}}));
+    // What is fixed is still checked: 3 coordinates, or box counts that differ.
+    EXPECT_THROW(nms.compute_shape({shape::make_dynamic(type::float32, {one, boxes_n, {3, 3, {}}}), scores, scalar_i,
+                                    scalar_f}),
+                 error);
+    EXPECT_THROW(nms.compute_shape({shape(type::float32, {1, 5, 4}), shape(type::float32, {1, 3, 6}), scalar_i,
+                                    scalar_f}),
+                 error);
+    // At run time the real shapes are checked too.
+    auto real_boxes = make_arg(type::float32, {1, 2, 4}, std::vector<float>{0, 0, 1, 1, 0, 2, 1, 3});
+    auto bad_scores = make_arg(type::float32, {1, 1, 3}, std::vector<float>{0.9f, 0.5f, 0.1f});
+    auto max_out = make_arg(type::int64, {1}, std::vector<std::int64_t>{5});
+    auto iou = make_arg(type::float32, {1}, std::vector<float>{0.5f});
+    host_context ctx;
+    EXPECT_THROW(nms.compute(ctx, s, {real_boxes, bad_scores, max_out, iou}, {}, {}), error);
+    auto good_scores = make_arg(type::float32, {1, 1, 2}, std::vector<float>{0.9f, 0.5f});
+    EXPECT_EQ(nms.compute(ctx, s, {real_boxes, good_scores, max_out, iou}, {}, {}).to_vector<std::int64_t>(),
+              (std::vector<std::int64_t>{0, 0, 0, 0, 0, 1}));
+
+    operation roi = op::roi_align{false, 7, 7, 2, 0.25f, true};
+    auto r = roi.compute_shape({shape(type::float32, {1, 256, 20, 20}),
+                                shape::make_dynamic(type::float32, {boxes_n, four}),
+                                shape::make_dynamic(type::int64, {boxes_n})});
+    ASSERT_TRUE(r.dynamic());
+    EXPECT_EQ(r.dyn_dims()[0], boxes_n);
+    EXPECT_EQ(r.max_lens(), (lens_t{dynamic_dimension::unbounded, 256, 7, 7}));
+    EXPECT_THROW(roi.compute_shape({shape(type::float32, {1, 256, 20, 20}), shape(type::float32, {5, 4}),
+                                    shape(type::int64, {6})}),
+                 error);
+}
+
 TEST(ops_nn_misc, einsum_dynamic_dims) {
     const dynamic_dimension any{1, 32, {}};
     operation op = op::einsum{"bij,bjk->bik"};
