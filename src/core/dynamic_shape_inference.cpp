@@ -358,7 +358,10 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
         if (r0.s) break;
     }
     // Apart, one unnamed dim may start at a size an input has (x[?, ?, ?] @ w[96, 288]: the
-    // inner one at 96; attention's [?, 3, 49, 49] @ v[?, ?, ?, ?]: v's third at 49).
+    // inner one at 96; attention's [?, 3, 49, 49] @ v[?, ?, ?, ?]: v's third at 49), or all of
+    // them (Mask R-CNN's anchors, Concat([x, y, x, y], axis 1) with x already [40000, 1]).
+    // Only apart: a name that several unnamed dims share would tie them to that size (a
+    // convolution's [?, ?, ?, ?] input at its 256 channels would be taken as 256 everywhere).
     if (split && !r0.s) {
         const auto sizes = static_sizes(inputs);
         const assignment first = at(bases.front());
@@ -372,6 +375,14 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
                 if (r0.dynamic) return std::nullopt;
                 if (r0.s) break;
             }
+        }
+        for (auto size : sizes) {
+            if (r0.s) break;
+            a0 = first;
+            for (auto& [name, r] : sym.ranges)
+                if (anonymous(name) && !unknown_value(name)) a0[name] = clamp_to(r, size);
+            r0 = run(a0);
+            if (r0.dynamic) return std::nullopt;
         }
     }
     if (!r0.s) throw no_base{op_name + ": cannot infer a shape for dynamic inputs: " + first_error};
@@ -400,7 +411,15 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
         // batch (Swin's [?, ?, ?, ?] scores plus a [1, 3, 49, 49] bias cannot move together,
         // and the sum's first dim is the scores' own), so those stay unknown.
         if (!p.s && anonymous(name)) {
-            unmoved_unnamed = true;
+            // Unless it moves with every named dim (it must meet them, as this one's masks
+            // [1, ?, ?] meet the canvas [n, h, w]): then it is no broadcast.
+            auto aj = a;
+            for (auto& [other, r2] : sym.ranges)
+                if (!unknown_value(other)) aj[other] = clamp_to(r2, a[name]);
+            auto pj = aj == a ? point{} : run(aj);
+            if (pj.dynamic) return std::nullopt;
+            if (pj.s) joint.emplace_back(std::move(aj), std::move(pj));
+            else unmoved_unnamed = true;
             continue;
         }
         if (!p.s) {
@@ -413,6 +432,14 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
                 if (anonymous(other)) aj[other] = clamp_to(r2, a[name]);
             auto pj = run(aj);
             if (pj.dynamic) return std::nullopt;
+            if (!pj.s) {
+                // Other named dims may have to meet the unnamed ones too (Mask R-CNN's masks so
+                // far [n, h, w] and this one [1, ?, ?]): every dim at this size.
+                for (auto& [other, r2] : sym.ranges)
+                    if (!unknown_value(other)) aj[other] = clamp_to(r2, a[name]);
+                pj = run(aj);
+                if (pj.dynamic) return std::nullopt;
+            }
             if (!pj.s)
                 throw_error(error_code::shape, op_name + ": cannot infer a shape for dynamic inputs: dim '" + name +
                                                    "' cannot change on its own" +
@@ -650,7 +677,11 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
         values.push_back(e ? e->to_string() : std::string());
         any_known = any_known || e.has_value();
     }
-    const bool followed = std::any_of(inputs.begin(), inputs.end(), [](const shape& i) { return i.has_values(); });
+    // Shape arithmetic keeps being followed where its values are unknown: its inputs had
+    // values, or the op gave them itself (Shape of a tensor whose only dim is unnamed: Mask
+    // R-CNN's RoI count, whose <?> feeds a Concat with 256, 14, 14 that must keep them).
+    const bool followed = std::any_of(inputs.begin(), inputs.end(), [](const shape& i) { return i.has_values(); }) ||
+                          std::all_of(r0.values.begin(), r0.values.end(), [](const auto& v) { return v.has_value(); });
     return any_known || followed ? out.with_values(std::move(values)) : out;
 }
 

@@ -59,8 +59,28 @@ instruction_ref module::add_return(std::vector<instruction_ref> args) {
 }
 
 void module::recompute_users(instruction_ref ins) {
-    // Breadth-first over users whose shape changes; stops where shapes settle.
-    std::vector<instruction_ref> work = ins->outputs_;
+    // Users whose shape changes, in program order (a user comes after what it reads), so
+    // each is recomputed once all its changed inputs are: a walk that met a Concat between
+    // the updates of two of its inputs saw them disagree, failed, and left the other input's
+    // shape stale (Mask R-CNN's anchors, once the image size was known). Stops where shapes
+    // settle.
+    std::unordered_set<const instruction*> dirty;
+    auto mark_users = [&](instruction_ref i) {
+        for (auto u : i->outputs_)
+            if (!u->is_param() && !u->is_literal()) dirty.insert(&*u);
+    };
+    mark_users(ins);
+    for (auto it = std::next(ins); it != instructions_.end() && !dirty.empty(); ++it) {
+        if (dirty.erase(&*it) == 0) continue;
+        shape s = it->recompute_shape();
+        if (same_shape_and_values(s, it->shape_)) continue;
+        it->shape_ = std::move(s);
+        mark_users(it);
+    }
+    // Users placed before `ins` (a program still being rewired): in any order, as they come.
+    std::vector<instruction_ref> work;
+    for (auto it = instructions_.begin(); it != instructions_.end() && !dirty.empty(); ++it)
+        if (dirty.erase(&*it) > 0) work.push_back(it);
     while (!work.empty()) {
         auto u = work.back();
         work.pop_back();

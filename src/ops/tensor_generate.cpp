@@ -17,6 +17,17 @@ shape constant_of_shape::compute_shape(const std::vector<shape>& in) const {
     return unknown_dims(value.get_shape().get_type(), static_length(in[0], name(), "the shape input"));
 }
 
+shape constant_of_shape::compute_shape(const std::vector<shape>& in, const known_inputs& k) const {
+    auto any = compute_shape(in);
+    if (k.empty() || !k[0]) return any;
+    std::vector<std::size_t> lens;
+    for (auto d : read_ints(*k[0], name(), "shape")) {
+        if (d < 0) throw_error(error_code::shape, name() + ": negative dimension " + std::to_string(d));
+        lens.push_back(static_cast<std::size_t>(d));
+    }
+    return shape(value.get_shape().get_type(), lens);
+}
+
 argument constant_of_shape::compute(const shape&, const std::vector<argument>& args) const {
     std::vector<std::size_t> lens;
     for (auto d : read_ints(args[0], name(), "shape")) {

@@ -15,6 +15,9 @@ struct constant_of_shape {
     std::string name() const { return "constant_of_shape"; }
     op_traits traits() const { return {.handles_dynamic = true}; }
     shape compute_shape(const std::vector<shape>& in) const;
+    // With the sizes known at compile time, their shape, without making the tensor (Mask
+    // R-CNN's zeros of [RoIs, 256, 14, 14]: too large to compute while shapes are inferred).
+    shape compute_shape(const std::vector<shape>& in, const known_inputs& k) const;
     argument compute(const shape& out, const std::vector<argument>& args) const;
 };
 

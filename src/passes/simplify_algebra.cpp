@@ -208,6 +208,7 @@ bool scale_after_matmul(module& m, instruction_ref ins, bool fast_math) {
         if (!is<op::mul_op>(scaled) || !rewrite::only_used_by(m, scaled, ins)) continue;
         auto xc = split_constant(scaled, true);
         if (!xc || xc->c.get_shape().elements() != 1) continue;
+        if (xc->x->get_shape().dynamic() || scaled->get_shape().dynamic()) continue;
         if (xc->x->get_shape().lens() != scaled->get_shape().lens()) continue;  // c would broadcast x
         const double c = rewrite::values_of(xc->c)[0];
         if (!power_of_two(c) && !fast_math) continue;

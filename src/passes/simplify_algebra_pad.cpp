@@ -30,7 +30,7 @@ std::optional<std::vector<std::int64_t>> zero_fill_pads(instruction_ref p) {
         auto v = rewrite::constant_of(p->inputs()[1]);
         if (!v || !rewrite::all_equal(*v, 0.0)) return std::nullopt;
     }
-    return op::expand_pads(o->pads, o->axes, p->inputs()[0]->get_shape().lens().size(), "pad");
+    return op::expand_pads(o->pads, o->axes, p->inputs()[0]->get_shape().ndim(), "pad");
 }
 
 // The spatial padding {begin..., end...} of an op whose attribute may be empty (no
@@ -60,7 +60,7 @@ bool remove_zero_pad(module& m, instruction_ref ins) {
     const auto* o = ins->get_operator().any_cast<op::pad>();
     if (o == nullptr || ins->outputs().empty()) return false;
     auto x = ins->inputs()[0];
-    auto pads = op::expand_pads(o->pads, o->axes, x->get_shape().lens().size(), "pad");
+    auto pads = op::expand_pads(o->pads, o->axes, x->get_shape().ndim(), "pad");
     if (std::any_of(pads.begin(), pads.end(), [](std::int64_t v) { return v != 0; })) return false;
     if (x->get_shape() != ins->get_shape()) return false;
     m.replace_instruction(ins, x);

@@ -39,11 +39,13 @@ bool channel_shuffle_to_gather(module& m, instruction_ref ins) {
     auto r = t->inputs()[0];
     if (!is<op::reshape>(r)) return false;
     auto x = r->inputs()[0];
+    // The pass skips dynamic results, not dynamic inputs.
+    if (x->get_shape().dynamic() || r->get_shape().dynamic() || ins->get_shape().dynamic()) return false;
     const auto& xl = x->get_shape().lens();
     const auto& rl = r->get_shape().lens();
     const auto& out = ins->get_shape().lens();
     const std::size_t rank = xl.size();
-    if (rank < 2 || rl.size() != rank + 1 || out != xl || x->get_shape().dynamic()) return false;
+    if (rank < 2 || rl.size() != rank + 1 || out != xl) return false;
     // perm swaps the two channel axes and keeps every other.
     if (tr->perm.size() != rank + 1 || tr->perm[0] != 0 || tr->perm[1] != 2 || tr->perm[2] != 1) return false;
     for (std::size_t i = 3; i <= rank; ++i)
@@ -66,10 +68,12 @@ bool slice_of_gather(module& m, instruction_ref ins) {
     auto g = ins->inputs()[0];
     const auto* go = g->get_operator().any_cast<op::gather>();
     if (go == nullptr || g->inputs().size() != 2) return false;
+    // A static gather may read a dynamic tensor (Mask R-CNN's boxes [?, 4]): left alone.
+    if (g->get_shape().dynamic() || g->inputs()[0]->get_shape().dynamic()) return false;
     const auto& gl = g->get_shape().lens();
     const auto rank = static_cast<std::int64_t>(gl.size());
     const std::int64_t a = go->axis < 0 ? go->axis + rank : go->axis;
-    if (a < 0 || a >= rank || g->get_shape().dynamic()) return false;
+    if (a < 0 || a >= rank) return false;
     auto idx = rewrite::constant_indices(g->inputs()[1], g->inputs()[0]->get_shape().lens().at(static_cast<std::size_t>(a)));
     if (!idx || idx->size() != gl[static_cast<std::size_t>(a)]) return false;
     const auto plan = s->make_plan(gl);

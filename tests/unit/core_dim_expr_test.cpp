@@ -1,5 +1,7 @@
 // Symbolic dims: dim_expr's text form, and shape inference over named dims (two inputs
 // that share a name share the dim; Concat along a cache axis gives "past + sequence").
+#include "ops/tensor_generate.hpp"
+
 #include <kiln/dim_expr.hpp>
 #include <kiln/errors.hpp>
 #include <kiln/module.hpp>
@@ -375,4 +377,89 @@ TEST(core_dim_expr, a_slice_between_two_unknown_values_stays_unknown) {
                             {"lv0", shape(type::float32, {1, 20})},
                             {"lv1", shape(type::float32, {1, 6})}});
     EXPECT_EQ(part->get_shape(), shape(type::float32, {6, 4}));
+}
+
+// Mask R-CNN's anchors: Concat([x, y, x, y], axis 1) where one input is already static (its
+// size known from the image) and the others are unnamed dims that must equal it. The unnamed
+// dims share one name, which must start at the static size for the op to accept any point.
+TEST(core_dim_expr, unnamed_dims_sharing_a_name_start_at_a_size_another_input_has) {
+    module m("main");
+    dynamic_dimension any{0, dynamic_dimension::unbounded, {}};
+    auto xs = m.add_parameter("xs", shape(type::int32, {40000, 1}));
+    auto ys = m.add_parameter("ys", shape::make_dynamic(type::int32, {any, fixed(1)}));
+    auto zs = m.add_parameter("zs", shape::make_dynamic(type::int32, {any, fixed(1)}));
+    auto c = m.add_instruction(make_op("concat", {{"axis", 1}}), {xs, ys, xs, zs});
+    EXPECT_EQ(c->get_shape(), shape(type::int32, {40000, 4}));
+}
+
+// Mask R-CNN pastes each mask into an image-sized canvas inside a Loop: Concat(masks so far
+// [n, h, w], this one [1, ?, ?]) along axis 0. Neither named dim can move without the other
+// and the unnamed ones: moved all together, the result's dims follow no one name, so they
+// are unknown (the body used to fail to build, deferred as an error).
+TEST(core_dim_expr, named_dims_that_must_meet_unnamed_ones_move_together) {
+    module m("main");
+    dynamic_dimension any{0, dynamic_dimension::unbounded, {}};
+    auto done = m.add_parameter("done", shape::make_dynamic(type::float32, {fixed(0), named("h", 0, 4096),
+                                                                             named("w", 0, 4096)}));
+    auto one = m.add_parameter("one", shape::make_dynamic(type::float32, {fixed(1), any, any}));
+    auto c = m.add_instruction(make_op("concat", {{"axis", 0}}), {done, one});
+    const auto& s = c->get_shape();
+    ASSERT_TRUE(s.dynamic()) << s;
+    EXPECT_EQ(s.dyn_dims()[0], fixed(1)) << s;
+    EXPECT_FALSE(s.dyn_dims()[1].is_fixed()) << s;
+    EXPECT_FALSE(s.dyn_dims()[2].is_fixed()) << s;
+    m.set_parameter_shapes({{"done", shape(type::float32, {0, 30, 40})}, {"one", shape(type::float32, {1, 30, 40})}});
+    EXPECT_EQ(c->get_shape(), shape(type::float32, {1, 30, 40}));
+}
+
+// Mask R-CNN's mask head convolves a [?, ?, ?, ?] tensor (ScatterElements into a
+// ConstantOfShape of run-time sizes): only its channels must be the weights' 256. Its other
+// dims stay unknown; they were once all taken as 256 (a 144 GB arena).
+TEST(core_dim_expr, a_convolution_of_unknown_dims_pins_only_its_channels) {
+    module m("main");
+    dynamic_dimension any{0, dynamic_dimension::unbounded, {}};
+    auto x = m.add_parameter("x", shape::make_dynamic(type::float32, {any, any, any, any}));
+    auto w = m.add_literal(literal(shape(type::float32, {8, 16, 3, 3}), std::vector<float>(8 * 16 * 9, 0.5f)));
+    auto y = m.add_instruction(make_op("convolution", {{"padding", {1, 1, 1, 1}}}), {x, w});
+    const auto& s = y->get_shape();
+    ASSERT_TRUE(s.dynamic()) << s;
+    EXPECT_FALSE(s.dyn_dims()[0].is_fixed()) << s;
+    EXPECT_EQ(s.dyn_dims()[1], fixed(8)) << s;
+    EXPECT_FALSE(s.dyn_dims()[2].is_fixed()) << s;
+    EXPECT_FALSE(s.dyn_dims()[3].is_fixed()) << s;
+}
+
+// The Shape of a tensor whose one dim is unnamed (Mask R-CNN's RoI count) is an unknown value
+// that is still followed: a Concat of it with known sizes keeps them (it once lost all four,
+// and the mask head's convolutions were left with no static dims at all).
+TEST(core_dim_expr, the_shape_of_an_unnamed_dim_is_followed_as_an_unknown_value) {
+    module m("main");
+    auto rois = m.add_parameter("rois", shape::make_dynamic(type::int64, {dynamic_dimension{0, 1000, {}}}));
+    auto n = m.add_instruction(make_op("shape_of"), {rois});
+    EXPECT_EQ(n->get_shape().to_string(), "int64[1]<?>");
+    auto rest = m.add_literal(literal(shape(type::int64, {3}), std::vector<std::int64_t>{256, 14, 14}));
+    auto dims = m.add_instruction(make_op("concat", {{"axis", 0}}), {n, rest});
+    EXPECT_EQ(dims->get_shape().to_string(), "int64[4]<?, 256, 14, 14>");
+}
+
+// ConstantOfShape of <?, 256, 14, 14> (Mask R-CNN's zeros, one row per RoI): its shape comes
+// from the values without making the tensor, so the far sample points (257 RoIs and more,
+// tens of millions of elements) are shaped too, and the known sizes stay static.
+TEST(core_dim_expr, constant_of_shape_of_partly_known_sizes_keeps_them) {
+    module m("main");
+    auto rois = m.add_parameter("rois", shape::make_dynamic(type::int64, {dynamic_dimension{0, 1000, {}}}));
+    auto n = m.add_instruction(make_op("shape_of"), {rois});
+    auto rest = m.add_literal(literal(shape(type::int64, {3}), std::vector<std::int64_t>{256, 14, 14}));
+    auto dims = m.add_instruction(make_op("concat", {{"axis", 0}}), {n, rest});
+    op::constant_of_shape fill;
+    fill.value = literal(shape(type::float32, {1}), std::vector<float>{0});
+    auto zeros = m.add_instruction(fill, {dims});
+    const auto& s = zeros->get_shape();
+    ASSERT_TRUE(s.dynamic()) << s;
+    EXPECT_FALSE(s.dyn_dims()[0].is_fixed()) << s;
+    EXPECT_EQ(s.dyn_dims()[1], fixed(256)) << s;
+    EXPECT_EQ(s.dyn_dims()[2], fixed(14)) << s;
+    EXPECT_EQ(s.dyn_dims()[3], fixed(14)) << s;
+    m.set_parameter_shapes({{"rois", shape(type::int64, {7})}});
+    EXPECT_EQ(zeros->get_shape(), shape(type::float32, {7, 256, 14, 14}));
 }

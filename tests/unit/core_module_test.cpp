@@ -5,6 +5,7 @@
 #include <kiln/builtin_ops.hpp>
 #include <kiln/module.hpp>
 #include <kiln/program.hpp>
+#include <kiln/register_op.hpp>
 
 #include <gtest/gtest.h>
 
@@ -412,4 +413,23 @@ TEST(core_module, validate_reports_any_shape_failure_as_a_kiln_error) {
         EXPECT_EQ(e.code(), error_code::runtime);
         EXPECT_NE(e.message().find("core_test_call"), std::string::npos) << e.what();
     }
+}
+
+// Replacing a value changes its users' shapes in program order: a Concat of two users of
+// one value is recomputed once both are, never between them (where they disagree and the
+// Concat cannot be shaped: Mask R-CNN's anchors, once the image size was known, threw there
+// and left one input's shape stale).
+TEST(core_module, users_are_recomputed_after_all_their_changed_inputs) {
+    module m("main");
+    auto p = m.add_parameter("p", shape::make_dynamic(type::int32, {dynamic_dimension{1, 100, {}}}));
+    auto r = m.add_instruction(make_op("reshape", {{"dims", {-1}}}), {p});
+    auto u1 = m.add_instruction(make_op("unsqueeze", {{"axes", {1}}}), {r});
+    auto u2 = m.add_instruction(make_op("unsqueeze", {{"axes", {1}}}), {r});
+    auto c = m.add_instruction(make_op("concat", {{"axis", 1}}), {u1, u2});
+    m.add_return(std::vector<instruction_ref>{c});
+    auto sizes = m.insert_literal(r, literal(shape(type::int32, {200}), std::vector<std::int32_t>(200, 7)));
+    m.replace_instruction(r, sizes);
+    EXPECT_EQ(u1->get_shape(), shape(type::int32, {200, 1}));
+    EXPECT_EQ(u2->get_shape(), shape(type::int32, {200, 1}));
+    EXPECT_EQ(c->get_shape(), shape(type::int32, {200, 2}));
 }

@@ -5,6 +5,7 @@
 #include "pass_text_util.hpp"
 #include "passes/dead_code_elimination.hpp"
 #include "passes/simplify_algebra.hpp"
+#include "passes/simplify_algebra_rules.hpp"
 #include "passes_test_util.hpp"
 
 using namespace kiln;
@@ -338,4 +339,54 @@ TEST(simplify_algebra_text, reshape_transposes_that_are_not_a_channel_shuffle_st
           h = slice{axes=[2], starts=[0], ends=[1]}(g)
           @return(s, s2, h)
     )", simplify_exact);
+}
+
+// Mask R-CNN's mask head pads tensors whose dims are run-time values: the pad rewrites read
+// the rank, never the lens (they threw "lens() of dynamic shape" and failed the compile).
+// The pass leaves dynamic results alone; its rules are called here on one directly.
+TEST(simplify_algebra_text, pad_rules_take_a_dynamic_input) {
+    auto m = parse_module(R"(
+        module main
+          x = @param -> float32[{0:?}, 3, {0:?}, {0:?}]
+          p = pad{pads=[0, 0, 1, 1, 0, 0, 1, 1]}(x)
+          w = @literal{float32[4, 3, 3, 3] {...}}
+          y = convolution{padding=[0, 0, 0, 0]}(p, w)
+          z = pad{pads=[0, 0, 0, 0, 0, 0, 0, 0]}(y)
+          @return(z)
+    )", {literals_by_name({{"w", random_literal(f32({4, 3, 3, 3}), 62)}})});
+    // The last instruction of `op`'s kind (the pad after the convolution is the last pad).
+    auto find = [&](const char* op) {
+        auto found = m->end();
+        for (auto it = m->begin(); it != m->end(); ++it)
+            if (it->name() == op) found = it;
+        return found;
+    };
+    auto conv = find("convolution");
+    ASSERT_NE(conv, m->end());
+    ASSERT_TRUE(algebra::fold_pad_into_window(*m, conv));
+    auto zero_pad = find("pad");
+    ASSERT_NE(zero_pad, m->end());
+    EXPECT_TRUE(algebra::remove_zero_pad(*m, zero_pad));
+    dead_code_elimination{}.apply(*m);
+    const auto text = m->to_string();
+    EXPECT_EQ(text.find("pad{"), std::string::npos) << text;
+    EXPECT_NE(text.find("convolution{padding=[1, 1, 1, 1]"), std::string::npos) << text;
+}
+
+// A static gather of a dynamic tensor (Mask R-CNN's boxes [?, 4] picked by constant
+// indices), then sliced: the pass visits the slice (its result is static) and must not read
+// the gathered tensor's lens (it threw and failed the compile). Nothing to rewrite there.
+TEST(simplify_algebra_text, a_slice_of_a_gather_of_a_dynamic_tensor_is_left_alone) {
+    const char* text = R"(
+        module main
+          x = @param -> int64[{0:?}, 4]
+          i = @literal{int64[2] {0, 1}}
+          g = gather{axis=0}(x, i)
+          s = slice{axes=[0], starts=[0], ends=[1]}(g)
+          @return(s)
+    )";
+    auto m = parse_module(text);
+    const auto before = m->to_string();
+    EXPECT_NO_THROW(simplify_exact(*m));
+    EXPECT_EQ(m->to_string(), before);
 }

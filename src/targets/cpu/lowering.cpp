@@ -362,8 +362,8 @@ void blocked_for_depthwise_fusion(lower_env& env) {
     }
 }
 
-// A convolution over a range of shapes that cpu::dyn_conv does not take (run-time weights,
-// a transposed convolution) would run on the reference kernel, orders of magnitude slower
+// A convolution over a range of shapes that cpu::dyn_primitive does not take (run-time
+// weights) would run on the reference kernel, orders of magnitude slower
 // than a specialization's oneDNN primitive: the cpu target builds no generic program for
 // it, and the program is specialized per set of shapes instead.
 void refuse_dynamic_convolutions(const module& m) {

@@ -19,7 +19,10 @@ namespace kiln::cpu {
 
 namespace {
 
-bool is_conv(const operation& op) { return op.any_cast<op::convolution>() != nullptr; }
+// A convolution or a transposed one (cpu::convolution builds either from the op).
+bool is_conv(const operation& op) {
+    return op.any_cast<op::convolution>() != nullptr || op.any_cast<op::deconvolution>() != nullptr;
+}
 
 // The shapes that decide a primitive: every operand's dims and strides, and the weights'
 // address (copies of the op in programs with other weights share the cache).
@@ -271,7 +274,7 @@ std::optional<dyn_primitive> candidate(instruction_ref ins) {
     const auto& in = ins->inputs();
     dyn_primitive d;
     d.op = ins->get_operator();
-    if (is<op::convolution>(ins)) {
+    if (is<op::convolution>(ins) || is<op::deconvolution>(ins)) {
         // Run-time weights stay: the program is specialized per shape instead.
         if (in.size() < 2 || in.size() > 3 || !f32_tensor(in[0]) || !f32_constant(in[1]) ||
             (in.size() == 3 && !f32_constant(in[2])))

@@ -129,6 +129,26 @@ TEST(cpu_dyn_primitive, either_channel_order_grouped_strided_dilated) {
     EXPECT_EQ(d.cached_shapes(), 4u);  // two sizes, each in two channel orders
 }
 
+// Mask R-CNN's mask head upsamples each RoI's features with a transposed convolution, the
+// RoI count known only at run time: the same primitive per shape as a convolution's.
+TEST(cpu_dyn_primitive, a_transposed_convolution_over_a_run_time_batch) {
+    cpu::cpu_context ctx(compile_options{});
+    op::deconvolution c;
+    c.stride = {2, 2};
+    const auto w = random_arg({8, 4, 2, 2});
+    const auto b = random_arg({4});
+    cpu::dyn_primitive d;
+    d.op = c;
+    d.has_bias = true;
+    for (auto lens : std::vector<std::vector<std::size_t>>{{3, 8, 7, 7}, {1, 8, 7, 7}, {5, 8, 4, 6}}) {
+        auto x = random_arg(lens);
+        auto out = c.compute_shape({x.get_shape(), w.get_shape(), b.get_shape()});
+        auto want = c.compute(out, {x, w, b});
+        expect_close(d.compute(ctx, out, {x, w, b}), want);
+    }
+    EXPECT_EQ(d.cached_shapes(), 3u);
+}
+
 TEST(cpu_dyn_primitive, a_pooling_without_a_onednn_form_runs_the_reference_kernel) {
     cpu::cpu_context ctx(compile_options{});
     op::pooling ap;  // ceil_mode with count_include_pad: oneDNN divides by another window
