@@ -319,6 +319,10 @@ std::vector<std::int64_t> static_sizes(const std::vector<shape>& inputs) {
         if (!s.is_tensor()) continue;
         if (!s.dynamic()) {
             for (auto l : s.lens()) sizes.push_back(static_cast<std::int64_t>(l));
+            // Known values too: sizes a Reshape or an Expand is given (Keypoint R-CNN's
+            // [17, -1]: one dim of the map at 17 makes it fit).
+            for (const auto& v : s.values())
+                if (is_number(v)) sizes.push_back(std::stoll(v));
         } else {
             for (const auto& d : s.dyn_dims())
                 if (d.is_fixed()) sizes.push_back(static_cast<std::int64_t>(d.min));
@@ -342,10 +346,13 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
         return a;
     };
 
-    // A base point that the op accepts: sizes of at least 1 first (0 hides too much).
+    // A base point that the op accepts: sizes of at least 1 (0 hides too much: Keypoint
+    // R-CNN's Reshape(roi_map [?, ?, ?], [17, -1]) takes an empty map and makes its -1 a 0,
+    // which is then taken as the size; apart, one dim at 17 gives the real answer). Sizes of
+    // 0 only when nothing else runs, and with shared names not at all (apart they may).
+    const auto lowest = [](const name_range& r) { return r.lo; };
     const std::vector<std::function<std::int64_t(const name_range&)>> bases = {
         [](const name_range& r) { return std::max<std::int64_t>(r.lo, 1); },
-        [](const name_range& r) { return r.lo; },
         [](const name_range& r) { return std::max<std::int64_t>(r.lo, 1) + 1; },
         [](const name_range& r) { return std::max<std::int64_t>(r.lo, 1) + 5; },
     };
@@ -384,6 +391,11 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
             r0 = run(a0);
             if (r0.dynamic) return std::nullopt;
         }
+    }
+    if (split && !r0.s) {
+        a0 = at(lowest);
+        r0 = run(a0);
+        if (r0.dynamic) return std::nullopt;
     }
     if (!r0.s) throw no_base{op_name + ": cannot infer a shape for dynamic inputs: " + first_error};
     // Sequences and optionals: what the op says at the base point's sizes, as before.

@@ -463,3 +463,20 @@ TEST(core_dim_expr, constant_of_shape_of_partly_known_sizes_keeps_them) {
     m.set_parameter_shapes({{"rois", shape(type::int64, {7})}});
     EXPECT_EQ(zeros->get_shape(), shape(type::float32, {7, 256, 14, 14}));
 }
+
+// Keypoint R-CNN's heatmap per box: Reshape(roi_map [?, ?, ?], [17, -1]) then ArgMax along
+// the second axis. The empty map fits any Reshape and makes its -1 a 0; that sample must not
+// decide the size (it once made the ArgMax refuse an empty axis and the whole Loop body fail).
+TEST(core_dim_expr, an_empty_sample_does_not_decide_a_reshapes_inferred_dim) {
+    module m("main");
+    dynamic_dimension any{0, dynamic_dimension::unbounded, {}};
+    auto map = m.add_parameter("map", shape::make_dynamic(type::float32, {any, any, any}));
+    auto dims = m.add_literal(literal(shape(type::int64, {2}), std::vector<std::int64_t>{17, -1}));
+    auto r = m.add_instruction(make_op("reshape_dynamic"), {map, dims});
+    const auto& s = r->get_shape();
+    ASSERT_TRUE(s.dynamic()) << s;
+    EXPECT_EQ(s.dyn_dims()[0], fixed(17)) << s;
+    EXPECT_FALSE(s.dyn_dims()[1].is_fixed()) << s;
+    m.set_parameter_shapes({{"map", shape(type::float32, {17, 4, 6})}});
+    EXPECT_EQ(r->get_shape(), shape(type::float32, {17, 24}));
+}
