@@ -27,7 +27,8 @@ defines it, and PyTorch's eager outputs differ from its own export's here (Faste
 of 400 box values differ between PyTorch and ONNX Runtime).
 
 Run by hand (needs Debian's python3-torch, python3-torchvision, python3-onnx, and ONNX Runtime
-from `bash bench/install_ort.sh`; about 5 minutes on two cores); `make test` does not run it.
+from `bash bench/install_ort.sh`; 22 minutes on two cores shared with a test run and a build,
+most of it Mask R-CNN and Keypoint R-CNN); `make test` does not run it.
 
     /usr/bin/python3 bench/detection_sweep.py OUT_DIR                  # every model below
     /usr/bin/python3 bench/detection_sweep.py OUT_DIR maskrcnn fcos
