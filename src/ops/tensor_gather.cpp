@@ -215,15 +215,28 @@ argument scatter_elements::compute(const shape& out, const std::vector<argument>
     argument upd = args[2].contiguous();
     const auto& il = args[1].get_shape().lens();
     auto ds = shape::standard_strides(dl);
+    for (std::size_t d = 0; d < il.size(); ++d)
+        if (d != a && il[d] > dl[d])
+            throw_error(error_code::shape, name() + ": indices exceed data outside the axis");
+    // Each update's target offset, walked like an odometer: `base` holds every coordinate's
+    // part but the axis', so an element costs an add, not a vector (Mask R-CNN scatters
+    // 12.5M elements a call: 116 ms with a coordinate vector per element).
     std::vector<std::pair<std::size_t, std::size_t>> pairs;
+    pairs.reserve(ind.size());
     std::vector<std::size_t> idx(il.size(), 0);
+    std::size_t base = 0;
     for (std::size_t i = 0; i < ind.size(); ++i) {
-        if (i > 0) next_index(idx, il);
-        auto t = idx;
-        t[a] = static_cast<std::size_t>(checked_index(ind[i], dl[a], name()));
-        for (std::size_t d = 0; d < t.size(); ++d)
-            if (t[d] >= dl[d]) throw_error(error_code::shape, name() + ": indices exceed data outside the axis");
-        pairs.emplace_back(dot(t, ds), i);
+        if (i > 0) {
+            for (std::size_t d = il.size(); d-- > 0;) {
+                ++idx[d];
+                if (d != a) base += ds[d];
+                if (idx[d] < il[d]) break;
+                if (d != a) base -= idx[d] * ds[d];
+                idx[d] = 0;
+            }
+        }
+        const auto t = static_cast<std::size_t>(checked_index(ind[i], dl[a], name()));
+        pairs.emplace_back(base + t * ds[a], i);
     }
     scatter_apply(result, upd, pairs, reduction, name());
     return result;
