@@ -1,5 +1,7 @@
 #include "ops/nn_detection.hpp"
 
+#include "ops/nms_box_grid.hpp"
+
 #include <kiln/register_op.hpp>
 
 #include <algorithm>
@@ -173,35 +175,21 @@ argument nonmax_suppression::compute(const shape&, const std::vector<argument>& 
     const double iou_threshold = has_iou_threshold ? static_cast<float>(args[i++].get_double(0)) : 0.0;
     const bool use_score = has_score_threshold;
     const float score_threshold = use_score ? static_cast<float>(args[i].get_double(0)) : 0.0f;
-    // Corners (ymin, xmin, ymax, xmax) of box j of batch b.
-    auto corners = [&](std::size_t b, std::size_t j, double c[4]) {
-        const double* p = boxes.data() + (b * num + j) * 4;
-        if (center_point_box) {
-            c[0] = p[1] - p[3] / 2.0;
-            c[1] = p[0] - p[2] / 2.0;
-            c[2] = p[1] + p[3] / 2.0;
-            c[3] = p[0] + p[2] / 2.0;
-        } else {
-            c[0] = std::min(p[0], p[2]);
-            c[1] = std::min(p[1], p[3]);
-            c[2] = std::max(p[0], p[2]);
-            c[3] = std::max(p[1], p[3]);
-        }
-    };
-    auto suppresses = [&](std::size_t b, std::size_t kept, std::size_t cand) {
-        double a[4], c[4];
-        corners(b, kept, a);
-        corners(b, cand, c);
-        const double ih = std::min(a[2], c[2]) - std::max(a[0], c[0]);
-        const double iw = std::min(a[3], c[3]) - std::max(a[1], c[1]);
-        if (ih <= 0.0 || iw <= 0.0) return false;
-        const double inter = ih * iw;
-        const double uni = (a[2] - a[0]) * (a[3] - a[1]) + (c[2] - c[0]) * (c[3] - c[1]) - inter;
-        return uni > 0.0 && inter / uni > iou_threshold;
-    };
     std::vector<std::int64_t> rows;
-    std::vector<std::size_t> order, kept;
+    std::vector<nms_box> corners(num);
+    std::vector<std::size_t> order;
     for (std::size_t b = 0; b < batches && max_out > 0; ++b) {
+        // Corners and areas once per batch: every class tests the same boxes.
+        for (std::size_t j = 0; j < num; ++j) {
+            const double* p = boxes.data() + (b * num + j) * 4;
+            auto& c = corners[j];
+            if (center_point_box)
+                c = {p[1] - p[3] / 2.0, p[0] - p[2] / 2.0, p[1] + p[3] / 2.0, p[0] + p[2] / 2.0, 0.0};
+            else
+                c = {std::min(p[0], p[2]), std::min(p[1], p[3]), std::max(p[0], p[2]), std::max(p[1], p[3]), 0.0};
+            c.area = (c.y1 - c.y0) * (c.x1 - c.x0);
+        }
+        nms_box_grid kept(corners);
         for (std::size_t c = 0; c < classes; ++c) {
             const float* s = scores.data() + (b * classes + c) * num;
             order.clear();
@@ -210,13 +198,14 @@ argument nonmax_suppression::compute(const shape&, const std::vector<argument>& 
             // Highest score first; ties keep the lower box index first.
             std::stable_sort(order.begin(), order.end(), [&](std::size_t l, std::size_t r) { return s[l] > s[r]; });
             kept.clear();
+            std::int64_t num_kept = 0;
             for (auto j : order) {
-                if (static_cast<std::int64_t>(kept.size()) >= max_out) break;
-                if (std::none_of(kept.begin(), kept.end(), [&](std::size_t k) { return suppresses(b, k, j); })) {
-                    kept.push_back(j);
-                    rows.insert(rows.end(), {static_cast<std::int64_t>(b), static_cast<std::int64_t>(c),
-                                             static_cast<std::int64_t>(j)});
-                }
+                if (num_kept >= max_out) break;
+                if (kept.suppressed(corners[j], iou_threshold)) continue;
+                kept.add(corners[j]);
+                ++num_kept;
+                rows.insert(rows.end(),
+                            {static_cast<std::int64_t>(b), static_cast<std::int64_t>(c), static_cast<std::int64_t>(j)});
             }
         }
     }
