@@ -1,5 +1,7 @@
 #include "ops/tensor_gather.hpp"
 
+#include "ops/nn_common.hpp"
+
 #include <kiln/register_op.hpp>
 
 #include <algorithm>
@@ -27,42 +29,42 @@ std::size_t dot(const std::vector<std::size_t>& idx, const std::vector<std::size
     return k;
 }
 
-template <class T>
-T reduce_one(const std::string& r, T a, T b) {
-    if (r == "add") return a + b;
-    if (r == "mul") return a * b;
-    if (r == "max") return std::max(a, b);
-    return std::min(a, b);
-}
-
-// out[o] = reduce(out[o], updates[u]) for each (o, u), in order (later writes win for "none").
-void scatter_apply(const argument& out, const argument& updates,
-                   const std::vector<std::pair<std::size_t, std::size_t>>& pairs, const std::string& reduction,
+// out[o] = reduce(out[o], updates[u]) for each (o, u) that walk(visit) visits, in order
+// (later writes win for "none"). The offsets are visited, not stored: Mask R-CNN's
+// scatters write 12.5M elements a call, and a vector of pairs was 200 MB of traffic.
+template <class Walk>
+void scatter_apply(const argument& out, const argument& updates, Walk walk, const std::string& reduction,
                    const std::string& op_name) {
     if (reduction == "none") {
         visit_bytes(out.get_shape().get_type(), [&](auto tag) {
             using U = typename decltype(tag)::type;
             U* o = out.template data_as<U>();
             const U* u = updates.template data_as<U>();
-            for (auto [a, b] : pairs) o[a] = u[b];
+            walk([&](std::size_t a, std::size_t b) { o[a] = u[b]; });
         });
         return;
     }
-    if (reduction != "add" && reduction != "mul" && reduction != "max" && reduction != "min")
+    enum class kind { add, mul, max, min };
+    kind k = kind::add;
+    if (reduction == "mul") k = kind::mul;
+    else if (reduction == "max") k = kind::max;
+    else if (reduction == "min") k = kind::min;
+    else if (reduction != "add")
         throw_error(error_code::unsupported, op_name + ": unknown reduction '" + reduction + "'");
     visit_numeric(out.get_shape().get_type(), [&](auto tag) {
         using C = typename decltype(tag)::type;
         using T = compute_t<C>;
         C* o = out.template data_as<C>();
         const C* u = updates.template data_as<C>();
-        for (auto [a, b] : pairs) {
+        walk([&](std::size_t a, std::size_t b) {
             if constexpr (std::is_same_v<C, bool>) {
                 bool x = o[a], y = u[b];
-                o[a] = reduction == "add" || reduction == "max" ? (x || y) : (x && y);
+                o[a] = k == kind::add || k == kind::max ? (x || y) : (x && y);
             } else {
-                o[a] = convert<C>(reduce_one<T>(reduction, convert<T>(o[a]), convert<T>(u[b])));
+                const T x = convert<T>(o[a]), y = convert<T>(u[b]);
+                o[a] = convert<C>(k == kind::add ? x + y : k == kind::mul ? x * y : k == kind::max ? std::max(x, y) : std::min(x, y));
             }
-        }
+        });
     }, op_name);
 }
 
@@ -211,7 +213,7 @@ argument scatter_elements::compute(const shape& out, const std::vector<argument>
     argument result = args[0].copy();
     const auto& dl = out.lens();
     auto a = normalize_axis(axis, dl.size(), name());
-    auto ind = args[1].to_vector<std::int64_t>();
+    const auto ind = read_as<std::int64_t>(args[1]);
     argument upd = args[2].contiguous();
     const auto& il = args[1].get_shape().lens();
     auto ds = shape::standard_strides(dl);
@@ -220,25 +222,34 @@ argument scatter_elements::compute(const shape& out, const std::vector<argument>
             throw_error(error_code::shape, name() + ": indices exceed data outside the axis");
     // Each update's target offset, walked like an odometer: `base` holds every coordinate's
     // part but the axis', so an element costs an add, not a vector (Mask R-CNN scatters
-    // 12.5M elements a call: 116 ms with a coordinate vector per element).
-    std::vector<std::pair<std::size_t, std::size_t>> pairs;
-    pairs.reserve(ind.size());
-    std::vector<std::size_t> idx(il.size(), 0);
-    std::size_t base = 0;
-    for (std::size_t i = 0; i < ind.size(); ++i) {
-        if (i > 0) {
-            for (std::size_t d = il.size(); d-- > 0;) {
-                ++idx[d];
-                if (d != a) base += ds[d];
-                if (idx[d] < il[d]) break;
-                if (d != a) base -= idx[d] * ds[d];
-                idx[d] = 0;
+    // 12.5M elements a call: 116 ms with a coordinate vector per element). An index out of
+    // range throws part way; `result` is a copy, so nothing the caller sees was written.
+    auto walk = [&](auto&& visit) {
+        if (ind.size == 0) return;
+        // Rows along the last dim, the odometer over the dims before it.
+        const std::size_t last = il.size() - 1, row = il[last], step = last == a ? 0 : 1;
+        const auto axis_len = static_cast<std::int64_t>(dl[a]);
+        std::vector<std::size_t> idx(last, 0);
+        std::size_t base = 0;
+        for (std::size_t i = 0; i < ind.size; i += row) {
+            if (i > 0) {
+                for (std::size_t d = last; d-- > 0;) {
+                    ++idx[d];
+                    if (d != a) base += ds[d];
+                    if (idx[d] < il[d]) break;
+                    if (d != a) base -= idx[d] * ds[d];
+                    idx[d] = 0;
+                }
+            }
+            for (std::size_t j = 0; j < row; ++j) {
+                std::int64_t t = ind[i + j];
+                if (t < 0) t += axis_len;
+                if (t < 0 || t >= axis_len) (void)checked_index(ind[i + j], dl[a], name());  // throws
+                visit(base + static_cast<std::size_t>(t) * ds[a] + j * step, i + j);
             }
         }
-        const auto t = static_cast<std::size_t>(checked_index(ind[i], dl[a], name()));
-        pairs.emplace_back(base + t * ds[a], i);
-    }
-    scatter_apply(result, upd, pairs, reduction, name());
+    };
+    scatter_apply(result, upd, walk, reduction, name());
     return result;
 }
 
@@ -275,14 +286,15 @@ argument scatter_nd::compute(const shape& out, const std::vector<argument>& args
     for (std::size_t d = k; d < dl.size(); ++d) slice *= dl[d];
     std::size_t tuples = 1;
     for (std::size_t d = 0; d + 1 < il.size(); ++d) tuples *= il[d];
-    std::vector<std::pair<std::size_t, std::size_t>> pairs;
-    for (std::size_t t = 0; t < tuples; ++t) {
-        std::size_t offset = 0;
-        for (std::size_t j = 0; j < k; ++j)
-            offset += static_cast<std::size_t>(checked_index(ind[t * k + j], dl[j], name())) * ds[j];
-        for (std::size_t e = 0; e < slice; ++e) pairs.emplace_back(offset + e, t * slice + e);
-    }
-    scatter_apply(result, upd, pairs, reduction, name());
+    auto walk = [&](auto&& visit) {
+        for (std::size_t t = 0; t < tuples; ++t) {
+            std::size_t offset = 0;
+            for (std::size_t j = 0; j < k; ++j)
+                offset += static_cast<std::size_t>(checked_index(ind[t * k + j], dl[j], name())) * ds[j];
+            for (std::size_t e = 0; e < slice; ++e) visit(offset + e, t * slice + e);
+        }
+    };
+    scatter_apply(result, upd, walk, reduction, name());
     return result;
 }
 
@@ -322,28 +334,30 @@ argument tensor_scatter::compute(const shape& out, const std::vector<argument>& 
     std::vector<std::size_t> prefix(pl.begin(), pl.begin() + static_cast<std::ptrdiff_t>(a));
     std::size_t outer = 1;
     for (auto d : prefix) outer *= d;
-    std::vector<std::pair<std::size_t, std::size_t>> pairs;
-    std::vector<std::size_t> idx(prefix.size(), 0);
-    for (std::size_t p = 0; p < outer; ++p) {
-        if (p > 0) next_index(idx, prefix);
-        std::int64_t w = writes[idx[0]];
-        std::size_t pbase = 0, ubase = 0;
-        for (std::size_t d = 0; d < idx.size(); ++d) {
-            pbase += idx[d] * ps[d];
-            ubase += idx[d] * us[d];
+    auto walk = [&](auto&& visit) {
+        std::vector<std::size_t> idx(prefix.size(), 0);
+        for (std::size_t p = 0; p < outer; ++p) {
+            if (p > 0) next_index(idx, prefix);
+            std::int64_t w = writes[idx[0]];
+            std::size_t pbase = 0, ubase = 0;
+            for (std::size_t d = 0; d < idx.size(); ++d) {
+                pbase += idx[d] * ps[d];
+                ubase += idx[d] * us[d];
+            }
+            for (std::size_t s = 0; s < ul[a]; ++s) {
+                std::int64_t pos = w + static_cast<std::int64_t>(s);
+                if (mode == "circular")
+                    pos = ((pos % static_cast<std::int64_t>(pl[a])) + static_cast<std::int64_t>(pl[a])) %
+                          static_cast<std::int64_t>(pl[a]);
+                if (pos < 0 || pos >= static_cast<std::int64_t>(pl[a]))
+                    throw_error(error_code::runtime, name() + ": write index " + std::to_string(pos) +
+                                                         " is past the cache length " + std::to_string(pl[a]));
+                for (std::size_t e = 0; e < inner; ++e)
+                    visit(pbase + static_cast<std::size_t>(pos) * ps[a] + e, ubase + s * us[a] + e);
+            }
         }
-        for (std::size_t s = 0; s < ul[a]; ++s) {
-            std::int64_t pos = w + static_cast<std::int64_t>(s);
-            if (mode == "circular") pos = ((pos % static_cast<std::int64_t>(pl[a])) + static_cast<std::int64_t>(pl[a])) %
-                                          static_cast<std::int64_t>(pl[a]);
-            if (pos < 0 || pos >= static_cast<std::int64_t>(pl[a]))
-                throw_error(error_code::runtime, name() + ": write index " + std::to_string(pos) +
-                                                     " is past the cache length " + std::to_string(pl[a]));
-            for (std::size_t e = 0; e < inner; ++e)
-                pairs.emplace_back(pbase + static_cast<std::size_t>(pos) * ps[a] + e, ubase + s * us[a] + e);
-        }
-    }
-    scatter_apply(result, upd, pairs, "none", name());
+    };
+    scatter_apply(result, upd, walk, "none", name());
     return result;
 }
 
