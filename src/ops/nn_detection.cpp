@@ -56,86 +56,98 @@ argument roi_align::compute(const shape& out, const std::vector<argument>& args)
     const auto batch = static_cast<std::int64_t>(xl[0]), channels = static_cast<std::int64_t>(xl[1]);
     const auto height = static_cast<std::int64_t>(xl[2]), width = static_cast<std::int64_t>(xl[3]);
     const std::size_t num_rois = args[1].get_shape().lens()[0];
-    auto x = read_as<double>(args[0]);
     auto rois = read_as<double>(args[1]);
     auto batch_idx = read_as<std::int64_t>(args[2]);
+    // One bilinear sample: the four corners' offsets in a plane and their weights (all zero
+    // for a sample outside the map).
     struct sample {
         std::int64_t offset[4];
         double weight[4];
     };
-    return produce<double>(out, [&](double* y) {
-        std::vector<sample> samples;
-        for (std::size_t n = 0; n < num_rois; ++n) {
-            const std::int64_t b = batch_idx[n];
-            if (b < 0 || b >= batch)
-                throw_error(error_code::runtime, name() + ": batch index " + std::to_string(b) + " is outside [0, " +
-                                                     std::to_string(batch) + ")");
-            const double shift = half_pixel ? 0.5 : 0.0;
-            const double x0 = rois[n * 4 + 0] * spatial_scale - shift, y0 = rois[n * 4 + 1] * spatial_scale - shift;
-            const double x1 = rois[n * 4 + 2] * spatial_scale - shift, y1 = rois[n * 4 + 3] * spatial_scale - shift;
-            double roi_w = x1 - x0, roi_h = y1 - y0;
-            if (!half_pixel) {
-                roi_w = std::max(roi_w, 1.0);
-                roi_h = std::max(roi_h, 1.0);
-            }
-            const double bin_h = roi_h / static_cast<double>(output_height);
-            const double bin_w = roi_w / static_cast<double>(output_width);
-            const auto grid_h = sampling_ratio > 0 ? sampling_ratio : static_cast<std::int64_t>(std::ceil(roi_h / static_cast<double>(output_height)));
-            const auto grid_w = sampling_ratio > 0 ? sampling_ratio : static_cast<std::int64_t>(std::ceil(roi_w / static_cast<double>(output_width)));
-            const double count = static_cast<double>(std::max<std::int64_t>(grid_h * grid_w, 1));
-            for (std::int64_t ph = 0; ph < output_height; ++ph) {
-                for (std::int64_t pw = 0; pw < output_width; ++pw) {
-                    // The bilinear samples of this bin (shared by every channel).
-                    samples.clear();
-                    for (std::int64_t iy = 0; iy < grid_h; ++iy) {
-                        double sy = y0 + static_cast<double>(ph) * bin_h +
-                                    (static_cast<double>(iy) + 0.5) * bin_h / static_cast<double>(grid_h);
-                        for (std::int64_t ix = 0; ix < grid_w; ++ix) {
-                            double sx = x0 + static_cast<double>(pw) * bin_w +
-                                        (static_cast<double>(ix) + 0.5) * bin_w / static_cast<double>(grid_w);
-                            sample s{{0, 0, 0, 0}, {0, 0, 0, 0}};
-                            if (sy >= -1.0 && sy <= static_cast<double>(height) && sx >= -1.0 &&
-                                sx <= static_cast<double>(width)) {
-                                double yy = std::max(sy, 0.0), xx = std::max(sx, 0.0);
-                                auto ylo = static_cast<std::int64_t>(yy), xlo = static_cast<std::int64_t>(xx);
-                                std::int64_t yhi = ylo + 1, xhi = xlo + 1;
-                                if (ylo >= height - 1) {
-                                    ylo = yhi = height - 1;
-                                    yy = static_cast<double>(ylo);
+    const std::int64_t bins = output_height * output_width;
+    return visit_float_compute(args[0].get_shape().get_type(), name(), [&](auto tag) {
+        using A = typename decltype(tag)::type;
+        // float32 maps are read in place: converting every level's map to double cost more
+        // than the pooling (Mask R-CNN).
+        auto x = read_as<A>(args[0]);
+        return produce<A>(out, [&](A* y) {
+            std::vector<sample> samples;
+            for (std::size_t n = 0; n < num_rois; ++n) {
+                const std::int64_t b = batch_idx[n];
+                if (b < 0 || b >= batch)
+                    throw_error(error_code::runtime, name() + ": batch index " + std::to_string(b) +
+                                                         " is outside [0, " + std::to_string(batch) + ")");
+                const double shift = half_pixel ? 0.5 : 0.0;
+                const double x0 = rois[n * 4 + 0] * spatial_scale - shift, y0 = rois[n * 4 + 1] * spatial_scale - shift;
+                const double x1 = rois[n * 4 + 2] * spatial_scale - shift, y1 = rois[n * 4 + 3] * spatial_scale - shift;
+                double roi_w = x1 - x0, roi_h = y1 - y0;
+                if (!half_pixel) {
+                    roi_w = std::max(roi_w, 1.0);
+                    roi_h = std::max(roi_h, 1.0);
+                }
+                const double bin_h = roi_h / static_cast<double>(output_height);
+                const double bin_w = roi_w / static_cast<double>(output_width);
+                const auto grid_h = sampling_ratio > 0 ? sampling_ratio : static_cast<std::int64_t>(std::ceil(bin_h));
+                const auto grid_w = sampling_ratio > 0 ? sampling_ratio : static_cast<std::int64_t>(std::ceil(bin_w));
+                const std::int64_t per_bin = grid_h * grid_w;
+                const double count = static_cast<double>(std::max<std::int64_t>(per_bin, 1));
+                // Every bin's samples once per RoI (they are shared by every channel), bin-major.
+                samples.clear();
+                for (std::int64_t ph = 0; ph < output_height; ++ph)
+                    for (std::int64_t pw = 0; pw < output_width; ++pw)
+                        for (std::int64_t iy = 0; iy < grid_h; ++iy) {
+                            const double sy = y0 + static_cast<double>(ph) * bin_h +
+                                              (static_cast<double>(iy) + 0.5) * bin_h / static_cast<double>(grid_h);
+                            for (std::int64_t ix = 0; ix < grid_w; ++ix) {
+                                const double sx = x0 + static_cast<double>(pw) * bin_w +
+                                                  (static_cast<double>(ix) + 0.5) * bin_w / static_cast<double>(grid_w);
+                                sample s{{0, 0, 0, 0}, {0, 0, 0, 0}};
+                                if (sy >= -1.0 && sy <= static_cast<double>(height) && sx >= -1.0 &&
+                                    sx <= static_cast<double>(width)) {
+                                    double yy = std::max(sy, 0.0), xx = std::max(sx, 0.0);
+                                    auto ylo = static_cast<std::int64_t>(yy), xlo = static_cast<std::int64_t>(xx);
+                                    std::int64_t yhi = ylo + 1, xhi = xlo + 1;
+                                    if (ylo >= height - 1) {
+                                        ylo = yhi = height - 1;
+                                        yy = static_cast<double>(ylo);
+                                    }
+                                    if (xlo >= width - 1) {
+                                        xlo = xhi = width - 1;
+                                        xx = static_cast<double>(xlo);
+                                    }
+                                    const double ly = yy - static_cast<double>(ylo), lx = xx - static_cast<double>(xlo);
+                                    const double hy = 1.0 - ly, hx = 1.0 - lx;
+                                    s = {{ylo * width + xlo, ylo * width + xhi, yhi * width + xlo, yhi * width + xhi},
+                                         {hy * hx, hy * lx, ly * hx, ly * lx}};
                                 }
-                                if (xlo >= width - 1) {
-                                    xlo = xhi = width - 1;
-                                    xx = static_cast<double>(xlo);
-                                }
-                                const double ly = yy - static_cast<double>(ylo), lx = xx - static_cast<double>(xlo);
-                                const double hy = 1.0 - ly, hx = 1.0 - lx;
-                                s = {{ylo * width + xlo, ylo * width + xhi, yhi * width + xlo, yhi * width + xhi},
-                                     {hy * hx, hy * lx, ly * hx, ly * lx}};
+                                samples.push_back(s);
                             }
-                            samples.push_back(s);
                         }
-                    }
-                    for (std::int64_t c = 0; c < channels; ++c) {
-                        const double* plane = x.data() + (b * channels + c) * height * width;
+                // Channel-outer: one plane stays in cache while all its bins are pooled.
+                for (std::int64_t c = 0; c < channels; ++c) {
+                    const A* plane = x.data() + (b * channels + c) * height * width;
+                    A* yc = y + (static_cast<std::int64_t>(n) * channels + c) * bins;
+                    const sample* s = samples.data();
+                    for (std::int64_t k = 0; k < bins; ++k, s += per_bin) {
                         double acc = 0.0;
-                        bool first = true;
-                        for (const auto& s : samples) {
-                            if (max_mode) {
-                                // The max of the four weighted corners, as the ONNX definition takes it.
-                                double v = s.weight[0] * plane[s.offset[0]];
-                                for (int k = 1; k < 4; ++k) v = std::max(v, s.weight[k] * plane[s.offset[k]]);
-                                acc = first ? v : std::max(acc, v);
-                                first = false;
-                            } else {
-                                for (int k = 0; k < 4; ++k) acc += s.weight[k] * plane[s.offset[k]];
+                        if (max_mode) {
+                            // The max of the four weighted corners, as the ONNX definition takes it.
+                            for (std::int64_t i = 0; i < per_bin; ++i) {
+                                double v = s[i].weight[0] * static_cast<double>(plane[s[i].offset[0]]);
+                                for (int q = 1; q < 4; ++q)
+                                    v = std::max(v, s[i].weight[q] * static_cast<double>(plane[s[i].offset[q]]));
+                                acc = i == 0 ? v : std::max(acc, v);
                             }
+                        } else {
+                            for (std::int64_t i = 0; i < per_bin; ++i)
+                                for (int q = 0; q < 4; ++q) acc += s[i].weight[q] * static_cast<double>(plane[s[i].offset[q]]);
+                            acc /= count;
                         }
-                        y[((static_cast<std::int64_t>(n) * channels + c) * output_height + ph) * output_width + pw] =
-                            max_mode ? acc : acc / count;
+                        yc[k] = static_cast<A>(acc);
                     }
                 }
             }
-        }
+        });
     });
 }
 
