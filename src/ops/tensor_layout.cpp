@@ -12,26 +12,63 @@ shape depth_to_space::compute_shape(const std::vector<shape>& in) const {
     check_num_inputs(name(), in, 1);
     check_rank(name(), in[0], 4, 4);
     if (mode != "DCR" && mode != "CRD") throw_error(error_code::unsupported, name() + ": unknown mode '" + mode + "'");
-    auto b = static_cast<std::size_t>(blocksize);
+    if (blocksize < 1) throw_error(error_code::shape, name() + ": blocksize must be positive");
+    const auto b = static_cast<std::size_t>(blocksize);
+    if (in[0].dynamic()) {
+        // A run-time batch or size (Mask R-CNN's mask head over a run-time RoI count, after
+        // a transposed convolution became a 1x1 one and this): channels must be fixed.
+        auto d = in[0].to_dynamic_dims();
+        if (!d[1].is_fixed() || d[1].min % (b * b) != 0)
+            throw_error(error_code::shape, name() + ": channels of " + in[0].to_string() +
+                                               " must be fixed and divisible by blocksize^2");
+        d[1] = {d[1].min / (b * b), d[1].min / (b * b), {}};
+        for (std::size_t i : {std::size_t{2}, std::size_t{3}}) {
+            const auto& g = d[i];
+            const auto scale = [&](std::size_t v) {
+                return v == dynamic_dimension::unbounded || v > dynamic_dimension::unbounded / b ? dynamic_dimension::unbounded
+                                                                                                 : v * b;
+            };
+            d[i] = {scale(g.min), scale(g.max), {}};
+        }
+        return shape::make_dynamic(in[0].get_type(), d);
+    }
     const auto& l = in[0].lens();
-    if (blocksize < 1 || l[1] % (b * b) != 0)
+    if (l[1] % (b * b) != 0)
         throw_error(error_code::shape, name() + ": channels of " + in[0].to_string() + " are not divisible by blocksize^2 (" +
                                            std::to_string(blocksize) + "^2)");
     return shape(in[0].get_type(), {l[0], l[1] / (b * b), l[2] * b, l[3] * b});
 }
 
 argument depth_to_space::compute(const shape& out, const std::vector<argument>& args) const {
-    const auto& il = args[0].get_shape().lens();
-    const auto& ol = out.lens();
-    auto b = static_cast<std::size_t>(blocksize);
-    bool dcr = mode == "DCR";
-    return copy_by_index(out, args[0], [&](std::size_t i) {
-        std::size_t x = i % ol[3], y = (i / ol[3]) % ol[2], c = (i / (ol[3] * ol[2])) % ol[1];
-        std::size_t n = i / (ol[3] * ol[2] * ol[1]);
-        std::size_t bi = y % b, bj = x % b;
-        std::size_t ic = dcr ? (bi * b + bj) * ol[1] + c : c * b * b + bi * b + bj;
-        return static_cast<std::int64_t>(((n * il[1] + ic) * il[2] + y / b) * il[3] + x / b);
+    const shape& xs = args[0].get_shape();
+    const auto& il = xs.lens();
+    const auto& is = xs.strides();
+    const auto b = static_cast<std::size_t>(blocksize);
+    const std::size_t n_ = il[0], c_out = il[1] / (b * b), h_in = il[2], w_in = il[3];
+    const shape os = out.dynamic() ? shape(xs.get_type(), {n_, c_out, h_in * b, w_in * b}) : out.as_standard();
+    argument dst(os);
+    const bool dcr = mode == "DCR";
+    // Row by row of the output: output row (n, c, h * b + i) interleaves b input rows, one per
+    // j. Any input strides (a channels-last convolution result comes in place); input row h
+    // of every channel is placed before the next, so a channels-last slab stays in cache.
+    visit_bytes(xs.get_type(), [&](auto tag) {
+        using U = typename decltype(tag)::type;
+        const U* src = args[0].template data_as<U>();
+        U* d = dst.template data_as<U>();
+        const std::size_t w_out = w_in * b;
+        for (std::size_t n = 0; n < n_; ++n)
+            for (std::size_t h = 0; h < h_in; ++h)
+                for (std::size_t c = 0; c < c_out; ++c)
+                    for (std::size_t i = 0; i < b; ++i) {
+                        U* row = d + ((n * c_out + c) * h_in * b + h * b + i) * w_out;
+                        for (std::size_t j = 0; j < b; ++j) {
+                            const std::size_t ic = dcr ? (i * b + j) * c_out + c : (c * b + i) * b + j;
+                            const U* in = src + n * is[0] + ic * is[1] + h * is[2];
+                            for (std::size_t w = 0; w < w_in; ++w) row[w * b + j] = in[w * is[3]];
+                        }
+                    }
     });
+    return dst;
 }
 
 shape space_to_depth::compute_shape(const std::vector<shape>& in) const {

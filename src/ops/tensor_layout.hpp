@@ -14,6 +14,7 @@ struct depth_to_space {
         f(self.mode, "mode");
     }
     std::string name() const { return "depth_to_space"; }
+    op_traits traits() const { return {.handles_dynamic = true}; }
     shape compute_shape(const std::vector<shape>& in) const;
     argument compute(const shape& out, const std::vector<argument>& args) const;
 };

@@ -164,6 +164,37 @@ TEST(ops_tensor_layout, depth_to_space_modes_and_inverse) {
     EXPECT_THROW((op::depth_to_space{3, "DCR"}.compute_shape({x.get_shape()})), error);
 }
 
+// A channels-last convolution result comes in place (cpu's 1x1-convolution form of a
+// transposed convolution), and Mask R-CNN's RoI count is known only at run time.
+TEST(ops_tensor_layout, depth_to_space_reads_channels_last_and_takes_a_run_time_batch) {
+    const std::size_t n = 2, c = 8, h = 3, w = 4;
+    auto x = random_arg(type::float32, {n, c, h, w}, 58);
+    auto v = values(x);
+    argument nhwc(shape(type::float32, {n, c, h, w}, {h * w * c, 1, w * c, c}));
+    float* p = nhwc.data_as<float>();
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t ch = 0; ch < c; ++ch)
+            for (std::size_t y = 0; y < h; ++y)
+                for (std::size_t xx = 0; xx < w; ++xx)
+                    p[i * h * w * c + (y * w + xx) * c + ch] = static_cast<float>(v[((i * c + ch) * h + y) * w + xx]);
+    for (std::string mode : {"DCR", "CRD"}) {
+        op::depth_to_space d{2, mode};
+        auto out = d.compute_shape({x.get_shape()});
+        EXPECT_EQ(d.compute(out, {nhwc}), d.compute(out, {x})) << mode;
+    }
+    op::depth_to_space d{2, "CRD"};
+    auto dyn = d.compute_shape({shape::make_dynamic(type::float32, {{0, 64, {}}, {8, 8, {}}, {3, 3, {}}, {1, 10, {}}})});
+    ASSERT_TRUE(dyn.dynamic());
+    EXPECT_EQ(dyn.dyn_dims()[0], (dynamic_dimension{0, 64, {}}));
+    EXPECT_EQ(dyn.dyn_dims()[1], (dynamic_dimension{2, 2, {}}));
+    EXPECT_EQ(dyn.dyn_dims()[2], (dynamic_dimension{6, 6, {}}));
+    EXPECT_EQ(dyn.dyn_dims()[3], (dynamic_dimension{2, 20, {}}));
+    EXPECT_EQ(d.compute(dyn, {x}), d.compute(d.compute_shape({x.get_shape()}), {x}));
+    // Channels must be fixed (and divisible by blocksize^2) to give the output's.
+    EXPECT_THROW((d.compute_shape({shape::make_dynamic(type::float32, {{1, 1, {}}, {4, 8, {}}, {3, 3, {}}, {3, 3, {}}})})),
+                 error);
+}
+
 TEST(ops_tensor_layout, col2im_sums_overlapping_blocks) {
     // Image 4x5, block 2x3, stride 1x2, dilation 1x1, pads 1,0,0,1 (top, left, bottom, right).
     std::vector<std::int64_t> image{4, 5}, block{2, 3}, strides{1, 2}, pads{1, 0, 0, 1};

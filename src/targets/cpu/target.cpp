@@ -4,6 +4,7 @@
 #include "targets/cpu/bf16_activations.hpp"
 #include "targets/cpu/codegen/lowering.hpp"
 #include "targets/cpu/context.hpp"
+#include "targets/cpu/deconv_as_conv.hpp"
 #include "targets/cpu/dequantize_without_vnni.hpp"
 #include "targets/cpu/lowering.hpp"
 #include "targets/cpu/fp8_weights.hpp"
@@ -36,6 +37,9 @@ public:
         passes.push_back(widen_reduced_precision{&cpu});
         // float8 weights dequantized once, here (fp8_weights.hpp).
         passes.push_back(fold_fp8_weights{});
+        // Transposed convolutions whose kernel tiles the output as 1x1 convolutions and a
+        // depth_to_space: oneDNN's deconvolution is ten times slower (deconv_as_conv.hpp).
+        if (o.dnnl) passes.push_back(deconvolution_as_convolution{});
         // 0. A batched CNN's first layers image by image, where one image's activations
         //    stay in the caches and the batch's do not (passes/split_batch.hpp);
         //    on with AVX-512 only; KILN_CPU_SPLIT_BATCH=0|1 decides instead (cpu_options).
