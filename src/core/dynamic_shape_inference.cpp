@@ -408,6 +408,12 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
     std::vector<std::pair<assignment, point>> joint;  // named dims moved with the unnamed ones
     bool unmoved_unnamed = false;  // an unnamed dim the op refused to move
     bool all_ran = true;
+    // `a` with every dim (named or not; unknown values kept) at `size`, within its range.
+    auto every_dim_at = [&](assignment a, std::int64_t size) {
+        for (auto& [other, r2] : sym.ranges)
+            if (!unknown_value(other)) a[other] = clamp_to(r2, size);
+        return a;
+    };
     for (auto& [name, r] : sym.ranges) {
         auto v = a0[name];
         std::int64_t d = v + 1 <= std::min(r.hi, largest_sample) ? 1 : (v - 1 >= r.lo ? -1 : 0);
@@ -425,9 +431,7 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
         if (!p.s && anonymous(name)) {
             // Unless it moves with every named dim (it must meet them, as this one's masks
             // [1, ?, ?] meet the canvas [n, h, w]): then it is no broadcast.
-            auto aj = a;
-            for (auto& [other, r2] : sym.ranges)
-                if (!unknown_value(other)) aj[other] = clamp_to(r2, a[name]);
+            auto aj = every_dim_at(a, a[name]);
             auto pj = aj == a ? point{} : run(aj);
             if (pj.dynamic) return std::nullopt;
             if (pj.s) joint.emplace_back(std::move(aj), std::move(pj));
@@ -447,8 +451,7 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
             if (!pj.s) {
                 // Other named dims may have to meet the unnamed ones too (Mask R-CNN's masks so
                 // far [n, h, w] and this one [1, ?, ?]): every dim at this size.
-                for (auto& [other, r2] : sym.ranges)
-                    if (!unknown_value(other)) aj[other] = clamp_to(r2, a[name]);
+                aj = every_dim_at(aj, a[name]);
                 pj = run(aj);
                 if (pj.dynamic) return std::nullopt;
             }

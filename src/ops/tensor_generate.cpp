@@ -2,6 +2,7 @@
 
 #include <kiln/register_op.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 namespace kiln::op {
@@ -17,26 +18,32 @@ shape constant_of_shape::compute_shape(const std::vector<shape>& in) const {
     return unknown_dims(value.get_shape().get_type(), static_length(in[0], name(), "the shape input"));
 }
 
+namespace {
+// The output dims ConstantOfShape's shape input holds.
+std::vector<std::size_t> lens_from(const argument& dims, const std::string& op_name) {
+    std::vector<std::size_t> lens;
+    for (auto d : read_ints(dims, op_name, "shape")) {
+        if (d < 0) throw_error(error_code::shape, op_name + ": negative dimension " + std::to_string(d));
+        lens.push_back(static_cast<std::size_t>(d));
+    }
+    return lens;
+}
+}  // namespace
+
 shape constant_of_shape::compute_shape(const std::vector<shape>& in, const known_inputs& k) const {
     auto any = compute_shape(in);
     if (k.empty() || !k[0]) return any;
-    std::vector<std::size_t> lens;
-    for (auto d : read_ints(*k[0], name(), "shape")) {
-        if (d < 0) throw_error(error_code::shape, name() + ": negative dimension " + std::to_string(d));
-        lens.push_back(static_cast<std::size_t>(d));
-    }
-    return shape(value.get_shape().get_type(), lens);
+    return shape(value.get_shape().get_type(), lens_from(*k[0], name()));
 }
 
 argument constant_of_shape::compute(const shape&, const std::vector<argument>& args) const {
-    std::vector<std::size_t> lens;
-    for (auto d : read_ints(args[0], name(), "shape")) {
-        if (d < 0) throw_error(error_code::shape, name() + ": negative dimension " + std::to_string(d));
-        lens.push_back(static_cast<std::size_t>(d));
-    }
-    shape out(value.get_shape().get_type(), lens);
-    const argument& v = value.get_argument();
-    return copy_by_index(out, v, [](std::size_t) { return std::int64_t{0}; });
+    argument out(shape(value.get_shape().get_type(), lens_from(args[0], name())));
+    visit_bytes(out.get_shape().get_type(), [&](auto tag) {
+        using U = typename decltype(tag)::type;
+        U* d = out.template data_as<U>();
+        std::fill(d, d + out.get_shape().elements(), *value.get_argument().template data_as<U>());
+    });
+    return out;
 }
 
 // ---- range
