@@ -136,10 +136,34 @@ void argument::copy_to(const argument& dest) const {
         std::memcpy(dest.data(), data(), n * shape_.type_size());
         return;
     }
+    // Row by row of the last dim, the offsets of the dims before it stepped like an odometer
+    // (a view's index per element cost two divisions per dim: a channels-last convolution
+    // result made row-major ran at 10 ns an element).
     visit(*this, [&](auto src) {
-        using C = std::remove_reference_t<decltype(src[0])>;
-        tensor_view<C> dst{dest.template data_as<C>(), ds};
-        for (std::size_t i = 0; i < n; ++i) dst[i] = src[i];
+        using C = std::remove_const_t<std::remove_reference_t<decltype(src[0])>>;
+        const C* from = data_as<C>();
+        C* to = dest.template data_as<C>();
+        const auto& lens = shape_.lens();
+        const auto& fs = shape_.strides();
+        const auto& ts = ds.strides();
+        if (lens.empty()) {
+            to[0] = from[0];
+            return;
+        }
+        const std::size_t last = lens.size() - 1, row = lens[last], fstep = fs[last], tstep = ts[last];
+        std::vector<std::size_t> idx(last, 0);
+        std::size_t f = 0, t = 0;
+        for (std::size_t done = 0; done < n; done += row) {
+            for (std::size_t j = 0; j < row; ++j) to[t + j * tstep] = from[f + j * fstep];
+            for (std::size_t d = last; d-- > 0;) {
+                f += fs[d];
+                t += ts[d];
+                if (++idx[d] < lens[d]) break;
+                f -= lens[d] * fs[d];
+                t -= lens[d] * ts[d];
+                idx[d] = 0;
+            }
+        }
     });
 }
 

@@ -201,6 +201,30 @@ TEST(core_argument, random_views_read_what_index_says) {
     }
 }
 
+// copy() walks rows of the last dim: a channels-last 4-D result, a broadcast view and a
+// scalar come out as manual indexing says.
+TEST(core_argument, copies_of_channels_last_broadcast_and_scalar_views) {
+    const lens_t lens{2, 5, 3, 4};
+    argument nhwc(shape(type::float32, lens, {60, 1, 20, 5}));
+    for (std::size_t i = 0; i < 120; ++i) nhwc.data_as<float>()[i] = static_cast<float>(i) * 0.5f - 7.0f;
+    auto c = nhwc.copy();
+    ASSERT_TRUE(c.get_shape().standard());
+    std::size_t k = 0;
+    for (std::size_t n = 0; n < 2; ++n)
+        for (std::size_t ch = 0; ch < 5; ++ch)
+            for (std::size_t h = 0; h < 3; ++h)
+                for (std::size_t w = 0; w < 4; ++w)
+                    ASSERT_EQ(c.data_as<float>()[k++], nhwc.data_as<float>()[n * 60 + ch + h * 20 + w * 5]);
+    argument row(shape(type::int64, {3}));
+    for (std::int64_t i = 0; i < 3; ++i) row.data_as<std::int64_t>()[i] = 10 + i;
+    auto b = row.view(shape(type::int64, {2, 3}, {0, 1})).copy();
+    EXPECT_EQ(b.to_vector<std::int64_t>(), (std::vector<std::int64_t>{10, 11, 12, 10, 11, 12}));
+    argument one(shape(type::float64, std::vector<std::size_t>{}));
+    one.data_as<double>()[0] = 2.25;
+    EXPECT_EQ(one.view(shape(type::float64, std::vector<std::size_t>{}, std::vector<std::size_t>{})).copy().to_vector<double>(),
+              (std::vector<double>{2.25}));
+}
+
 TEST(core_argument, tuples_sequences_optionals) {
     auto x = iota({2});
     argument y(shape(type::int64, {3}));
