@@ -235,8 +235,13 @@ void simplify_algebra::apply(module& m) const {
             if (ins->is_param() || ins->is_literal() || ins->is_return()) continue;
             if (rewrite::unused(ins) && !rewrite::is_output(m, ins)) continue;
             const auto& s = ins->get_shape();
-            if (!s.is_tensor() || s.dynamic()) continue;
-            bool hit = algebra::fold_batch_norm(m, ins) || algebra::fold_affine_into_weights(m, ins) ||
+            if (!s.is_tensor()) continue;
+            if (s.dynamic()) {
+                // Only rules that rewire and leave every shape to the ops themselves.
+                changed = algebra::gather_before_pointwise(m, ins) || changed;
+                continue;
+            }
+            bool hit = algebra::gather_before_pointwise(m, ins) || algebra::fold_batch_norm(m, ins) || algebra::fold_affine_into_weights(m, ins) ||
                        algebra::reassociate_constants(m, ins) || algebra::divide_by_reciprocal(m, ins, fast_math) ||
                        algebra::remove_identity(m, ins, fast_math) || algebra::scale_after_matmul(m, ins, fast_math) ||
                        algebra::remove_zero_pad(m, ins) || algebra::fold_pad_into_window(m, ins) ||

@@ -25,4 +25,8 @@ bool fold_pad_into_window(module& m, instruction_ref ins);
 bool channel_shuffle_to_gather(module& m, instruction_ref ins);
 bool slice_of_gather(module& m, instruction_ref ins);
 
+// simplify_algebra_select.cpp: a unary elementwise op after a gather instead of before it
+// (the op then runs on the gathered elements only). Also for dynamic shapes.
+bool gather_before_pointwise(module& m, instruction_ref ins);
+
 }  // namespace kiln::algebra

@@ -390,3 +390,69 @@ TEST(simplify_algebra_text, a_slice_of_a_gather_of_a_dynamic_tensor_is_left_alon
     EXPECT_NO_THROW(simplify_exact(*m));
     EXPECT_EQ(m->to_string(), before);
 }
+
+TEST(simplify_algebra_text, a_unary_op_only_gathered_from_runs_after_the_gather) {
+    // Mask R-CNN: sigmoid over every class's mask, then one mask per detection picked
+    // through a Flatten; a shape_of of the sigmoid reads x's shape instead.
+    expect_simplified(R"(
+        module main
+          x = @param -> float32[3, 4, 2, 2]
+          s = sigmoid(x)
+          n = shape_of(s)
+          f = flatten{axis=2}(s)
+          i = @literal{int64[3] {1, 6, 11}}
+          g = gather{axis=0}(f, i)
+          @return(g, n)
+    )", R"(
+        module main
+          x = @param -> float32[3, 4, 2, 2]
+          n = shape_of(x)
+          i = @literal{int64[3] {1, 6, 11}}
+          f = flatten{axis=2}(x)
+          g = gather{axis=0}(f, i)
+          s = sigmoid(g)
+          @return(s, n)
+    )", {}, 0, 0, simplify_exact);
+}
+
+TEST(simplify_algebra_text, a_unary_op_read_elsewhere_stays_before_the_gather) {
+    // The sigmoid's values are returned, a view of them is added to, the op is binary.
+    pass_text::expect_unchanged(R"(
+        module main
+          x = @param -> float32[3, 4, 2]
+          y = @param -> float32[3, 4, 2]
+          i = @literal{int64[2] {2, 0}}
+          s = sigmoid(x)
+          g = gather{axis=0}(s, i)
+          e = exp(x)
+          f = flatten{axis=1}(e)
+          a = add(f, f)
+          h = gather{axis=0}(f, i)
+          b = add(x, y)
+          k = gather{axis=0}(b, i)
+          @return(g, s, a, h, k)
+    )", simplify_exact);
+}
+
+TEST(simplify_algebra_text, a_unary_op_moves_after_a_gather_over_a_run_time_count) {
+    // Only rewired: the ops work their shapes out as they run.
+    auto p = pass_text::parse(R"(
+        module main
+          x = @param -> float32[{0:64}, 4, 3]
+          s = relu(x)
+          f = flatten{axis=2}(s)
+          i = @literal{int64[2] {0, 1}}
+          g = gather{axis=0}(f, i)
+          @return(g)
+    )");
+    simplify_exact(*p.get_main_module());
+    EXPECT_TRUE(pass_text::module_matches(*p.get_main_module(), R"(
+        module main
+          x = @param -> float32[{0:64}, 4, 3]
+          i = @literal{int64[2] {0, 1}}
+          f = flatten{axis=2}(x)
+          g = gather{axis=0}(f, i)
+          s = relu(g)
+          @return(s)
+    )"));
+}
