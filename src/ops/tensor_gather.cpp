@@ -169,7 +169,7 @@ shape gather_nd::compute_shape(const std::vector<shape>& in) const {
 argument gather_nd::compute(const shape& out, const std::vector<argument>& args) const {
     const auto& dl = args[0].get_shape().lens();
     const auto& il = args[1].get_shape().lens();
-    auto ind = args[1].to_vector<std::int64_t>();
+    const auto ind = read_as<std::int64_t>(args[1]);
     auto b = static_cast<std::size_t>(batch_dims);
     auto k = il.back();
     auto ds = shape::standard_strides(dl);
@@ -177,20 +177,29 @@ argument gather_nd::compute(const shape& out, const std::vector<argument>& args)
     for (std::size_t d = b + k; d < dl.size(); ++d) slice *= dl[d];
     std::size_t per_batch = 1;  // index tuples per batch entry
     for (std::size_t d = b; d + 1 < il.size(); ++d) per_batch *= il[d];
-    return copy_by_index(out, args[0], [&](std::size_t i) {
-        std::size_t tuple = i / std::max<std::size_t>(slice, 1);
-        std::size_t within = i % std::max<std::size_t>(slice, 1);
-        std::size_t batch = tuple / std::max<std::size_t>(per_batch, 1);
-        // The batch entry's own offset: its batch coordinates, row-major over dl[0..b).
-        std::size_t offset = 0, rem = batch;
-        for (std::size_t d = b; d-- > 0;) {
-            offset += (rem % dl[d]) * ds[d];
-            rem /= dl[d];
+    std::size_t tuples = 1;
+    for (std::size_t d = 0; d + 1 < il.size(); ++d) tuples *= il[d];
+    argument src = args[0].contiguous();
+    argument dst(out.as_standard());
+    // One offset per index tuple, then its slice copied as a run (RetinaNet gathers 1.3M
+    // single scores a level: an offset worked out per element was 50 ms a call).
+    visit_bytes(out.get_type(), [&](auto tag) {
+        using U = typename decltype(tag)::type;
+        const U* from = src.template data_as<U>();
+        U* to = dst.template data_as<U>();
+        for (std::size_t t = 0; t < tuples; ++t) {
+            // The batch entry's own offset: its batch coordinates, row-major over dl[0..b).
+            std::size_t offset = 0, rem = t / std::max<std::size_t>(per_batch, 1);
+            for (std::size_t d = b; d-- > 0;) {
+                offset += (rem % dl[d]) * ds[d];
+                rem /= dl[d];
+            }
+            for (std::size_t j = 0; j < k; ++j)
+                offset += static_cast<std::size_t>(checked_index(ind[t * k + j], dl[b + j], name())) * ds[b + j];
+            std::copy(from + offset, from + offset + slice, to + t * slice);
         }
-        for (std::size_t j = 0; j < k; ++j)
-            offset += static_cast<std::size_t>(checked_index(ind[tuple * k + j], dl[b + j], name())) * ds[b + j];
-        return static_cast<std::int64_t>(offset + within);
     });
+    return dst;
 }
 
 // ---- scatter_elements

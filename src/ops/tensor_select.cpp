@@ -129,10 +129,23 @@ argument run_topk(const argument& x, std::int64_t axis, std::size_t k, bool larg
             for (std::size_t q = 0; q < sp.inner; ++q) {
                 auto pos = [&](std::size_t j) { return (p * sp.len + j) * sp.inner + q; };
                 std::iota(order.begin(), order.end(), std::size_t{0});
-                // Stable: equal values keep ascending index order.
-                std::stable_sort(order.begin(), order.end(), [&](std::size_t i, std::size_t j) {
-                    return largest ? v[pos(i)] > v[pos(j)] : v[pos(i)] < v[pos(j)];
-                });
+                // The k first of the whole axis in order, equal values by ascending index (a
+                // total order, so selecting the k and sorting only them gives what a stable
+                // sort of the axis did: RetinaNet takes the top 1000 of 1.3M scores, 460 ms a
+                // call sorting all of them). NaN ranks above every number, as in PyTorch.
+                auto before = [&](std::size_t i, std::size_t j) {
+                    const auto& a = v[pos(i)];
+                    const auto& b = v[pos(j)];
+                    if constexpr (std::is_floating_point_v<std::decay_t<decltype(a)>>) {
+                        const bool na = std::isnan(a), nb = std::isnan(b);
+                        if (na || nb) return na != nb ? (largest ? na : nb) : i < j;
+                    }
+                    if (largest ? a > b : a < b) return true;
+                    if (largest ? b > a : b < a) return false;
+                    return i < j;
+                };
+                if (k < sp.len) std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), before);
+                std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), before);
                 for (std::size_t j = 0; j < k; ++j) {
                     auto o = (p * k + j) * sp.inner + q;
                     ov[o] = s[pos(order[j])];
@@ -183,24 +196,34 @@ shape nonzero::compute_shape(const std::vector<shape>& in) const {
 
 argument nonzero::compute(const shape&, const std::vector<argument>& args) const {
     const auto& l = args[0].get_shape().lens();
-    std::vector<std::size_t> hits;
-    visit_type(args[0].get_shape().get_type(), [&](auto tag) {
+    const std::size_t rank = l.size(), n = args[0].get_shape().elements();
+    // The coordinates of each nonzero element, one list per dim, the coordinates stepped like
+    // an odometer (RetinaNet's score masks: 1.3M elements a level, 90 ms a call with a
+    // division per dim per element).
+    std::vector<std::vector<std::int64_t>> coords(rank);
+    std::size_t hits = 0;
+    const argument c = args[0].contiguous();
+    visit_type(c.get_shape().get_type(), [&](auto tag) {
         using C = typename decltype(tag)::type;
-        auto v = keys_of<C>(args[0]);
-        for (std::size_t i = 0; i < v.size(); ++i) {
-            if constexpr (std::is_same_v<C, std::string>) {
-                if (!v[i].empty()) hits.push_back(i);
-            } else {
-                if (v[i] != key_t<C>(0)) hits.push_back(i);
+        const C* p = c.template data_as<C>();
+        std::vector<std::int64_t> idx(rank, 0);
+        for (std::size_t i = 0; i < n; ++i) {
+            bool nonzero = false;
+            if constexpr (std::is_same_v<C, std::string>) nonzero = !p[i].empty();
+            else nonzero = convert<key_t<C>>(p[i]) != key_t<C>(0);
+            if (nonzero) {
+                ++hits;
+                for (std::size_t d = 0; d < rank; ++d) coords[d].push_back(idx[d]);
+            }
+            for (std::size_t d = rank; d-- > 0;) {
+                if (++idx[d] < static_cast<std::int64_t>(l[d])) break;
+                idx[d] = 0;
             }
         }
     });
-    argument r(shape(type::int64, {l.size(), hits.size()}));
+    argument r(shape(type::int64, {rank, hits}));
     auto* o = r.data_as<std::int64_t>();
-    auto st = shape::standard_strides(l);
-    for (std::size_t j = 0; j < hits.size(); ++j)
-        for (std::size_t d = 0; d < l.size(); ++d)
-            o[d * hits.size() + j] = static_cast<std::int64_t>((hits[j] / st[d]) % l[d]);
+    for (std::size_t d = 0; d < rank; ++d) std::copy(coords[d].begin(), coords[d].end(), o + d * hits);
     return r;
 }
 

@@ -7,6 +7,10 @@
 
 #include <algorithm>
 #include <map>
+#include <random>
+#include <numeric>
+#include <limits>
+#include <cmath>
 
 using namespace kiln;
 using namespace kiln::test;
@@ -69,11 +73,61 @@ TEST(ops_tensor_select, topk_random_against_sort) {
     }
 }
 
+// The k selected and then sorted must be what a stable sort of the whole axis puts first:
+// many ties (values from 8 levels), every k, the middle axis, smallest and largest; NaN
+// ranks above every number.
+TEST(ops_tensor_select, topk_selects_what_a_stable_sort_puts_first) {
+    std::mt19937 rng(43);
+    std::uniform_int_distribution<int> level(0, 7);
+    const std::size_t outer = 2, len = 37, inner = 3;
+    std::vector<float> v(outer * len * inner);
+    for (auto& e : v) e = static_cast<float>(level(rng)) * 0.25f;
+    v[5] = v[40] = std::numeric_limits<float>::quiet_NaN();
+    auto x = make_arg(type::float32, {outer, len, inner}, std::vector<double>(v.begin(), v.end()));
+    auto rank = [](float a) { return std::isnan(a) ? std::numeric_limits<double>::infinity() : double(a); };
+    for (bool largest : {true, false})
+        for (std::size_t k : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{36}, std::size_t{37}}) {
+            auto r = run_op(op::topk{1, static_cast<std::int64_t>(k), largest, true}, {x}, false, 2);
+            auto got = values(r.outputs[1]);
+            for (std::size_t p = 0; p < outer; ++p)
+                for (std::size_t q = 0; q < inner; ++q) {
+                    std::vector<std::size_t> order(len);
+                    std::iota(order.begin(), order.end(), std::size_t{0});
+                    auto at = [&](std::size_t j) { return rank(v[(p * len + j) * inner + q]); };
+                    std::stable_sort(order.begin(), order.end(), [&](std::size_t i, std::size_t j) {
+                        return largest ? at(i) > at(j) : at(i) < at(j);
+                    });
+                    for (std::size_t j = 0; j < k; ++j)
+                        ASSERT_EQ(got[(p * k + j) * inner + q], static_cast<double>(order[j]))
+                            << (largest ? "largest" : "smallest") << " k " << k << " row " << p << "," << q << " rank " << j;
+                }
+        }
+}
+
 TEST(ops_tensor_select, nonzero_coordinates_row_major) {
     auto x = make_arg(type::float32, {2, 3}, {0, 2, 0, -1, 0, 5});
     auto r = run_op(op::nonzero{}, {x});
     expect_values(r.outputs[0], {2, 3}, {0, 1, 1, 1, 0, 2});
     EXPECT_TRUE(r.output_shapes[0].dynamic());
+}
+
+TEST(ops_tensor_select, nonzero_coordinates_of_a_3d_tensor) {
+    std::mt19937 rng(44);
+    std::bernoulli_distribution zero(0.4);
+    const std::vector<std::size_t> l{3, 4, 5};
+    std::vector<double> v(60);
+    for (std::size_t i = 0; i < 60; ++i) v[i] = zero(rng) ? 0.0 : static_cast<double>(i) - 30.5;
+    std::vector<double> rows[3];
+    for (std::size_t i = 0; i < 60; ++i)
+        if (v[i] != 0.0) {
+            rows[0].push_back(static_cast<double>(i / 20));
+            rows[1].push_back(static_cast<double>(i / 5 % 4));
+            rows[2].push_back(static_cast<double>(i % 5));
+        }
+    std::vector<double> want;
+    for (auto& r : rows) want.insert(want.end(), r.begin(), r.end());
+    auto r = run_op(op::nonzero{}, {make_arg(type::float32, l, v)});
+    expect_values(r.outputs[0], {3, rows[0].size()}, want);
 }
 
 TEST(ops_tensor_select, unique_sorted_unsorted_and_axis) {
