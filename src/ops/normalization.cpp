@@ -2,6 +2,7 @@
 #include "ops/normalization.hpp"
 
 #include "ops/common.hpp"
+#include "ops/nn_common.hpp"
 #include "ops/norm_common.hpp"
 
 #include <kiln/register_op.hpp>
@@ -240,27 +241,51 @@ argument batch_norm_training::compute(const shape& out, const std::vector<argume
 namespace {
 // Normalizes each (n, group) block of an N x C x ... input, then applies the
 // per-channel (or per-group) scale and bias.
-std::vector<double> group_normalize(const argument& xa, const argument& sa, const argument& ba, std::size_t groups,
-                                    bool per_group, double eps) {
+// Groups of channels normalized: x (N, C, ...) read as T (in place when it is standard
+// and of that type), statistics in double, the result written as T. A channel's scale and
+// bias are applied over its own run of elements (no division per element: FCOS's
+// GroupNorms over 100x100 maps were 5.5 ns an element through doubles).
+template <class T>
+argument group_normalize_as(const shape& out, const argument& xa, const argument& sa, const argument& ba,
+                            std::size_t groups, bool per_group, double eps) {
     const auto& lens = xa.get_shape().lens();
-    auto x = read_doubles(xa);
+    const auto x = read_as<T>(xa);
     auto sc = read_doubles(sa);
     auto b = read_doubles(ba);
     auto sp = split_at(lens, 1);
     const std::size_t cpg = sp.n / groups;
     const std::size_t block = cpg * sp.inner;
-    for (std::size_t n = 0; n < sp.outer; ++n)
-        for (std::size_t g = 0; g < groups; ++g) {
-            double* p = x.data() + (n * sp.n + g * cpg) * sp.inner;
-            double mean = 0, inv = 0;
-            row_stats(p, block, eps, mean, inv);
-            for (std::size_t i = 0; i < block; ++i) {
-                const std::size_t c = g * cpg + i / sp.inner;
-                const std::size_t k = per_group ? g : c;
-                p[i] = (p[i] - mean) * inv * sc[k] + b[k];
+    return produce<T>(out, [&](T* y) {
+        for (std::size_t n = 0; n < sp.outer; ++n)
+            for (std::size_t g = 0; g < groups; ++g) {
+                const std::size_t first = (n * sp.n + g * cpg) * sp.inner;
+                const T* p = x.data() + first;
+                double sum = 0;
+                for (std::size_t i = 0; i < block; ++i) sum += static_cast<double>(p[i]);
+                const double mean = block ? sum / static_cast<double>(block) : 0.0;
+                double var = 0;
+                for (std::size_t i = 0; i < block; ++i) {
+                    const double d = static_cast<double>(p[i]) - mean;
+                    var += d * d;
+                }
+                var = block ? var / static_cast<double>(block) : 0.0;
+                const double inv = 1.0 / std::sqrt(var + eps);
+                for (std::size_t ci = 0; ci < cpg; ++ci) {
+                    const std::size_t k = per_group ? g : g * cpg + ci;
+                    const T* pc = p + ci * sp.inner;
+                    T* yc = y + first + ci * sp.inner;
+                    for (std::size_t i = 0; i < sp.inner; ++i)
+                        yc[i] = static_cast<T>((static_cast<double>(pc[i]) - mean) * inv * sc[k] + b[k]);
+                }
             }
-        }
-    return x;
+    });
+}
+
+argument group_normalize(const shape& out, const argument& xa, const argument& sa, const argument& ba,
+                         std::size_t groups, bool per_group, double eps) {
+    if (xa.get_shape().get_type() == type::float32)
+        return group_normalize_as<float>(out, xa, sa, ba, groups, per_group, eps);
+    return group_normalize_as<double>(out, xa, sa, ba, groups, per_group, eps);
 }
 }  // namespace
 
@@ -276,7 +301,7 @@ shape instance_norm::compute_shape(const std::vector<shape>& inputs) const {
 
 argument instance_norm::compute(const shape& out, const std::vector<argument>& args) const {
     const std::size_t c = out.lens()[1];
-    return write_doubles(out, group_normalize(args[0], args[1], args[2], c, false, epsilon));
+    return group_normalize(out, args[0], args[1], args[2], c, false, epsilon);
 }
 
 shape group_norm::compute_shape(const std::vector<shape>& inputs) const {
@@ -295,8 +320,8 @@ shape group_norm::compute_shape(const std::vector<shape>& inputs) const {
 }
 
 argument group_norm::compute(const shape& out, const std::vector<argument>& args) const {
-    return write_doubles(out, group_normalize(args[0], args[1], args[2], static_cast<std::size_t>(num_groups),
-                                              per_group_scale, epsilon));
+    return group_normalize(out, args[0], args[1], args[2], static_cast<std::size_t>(num_groups), per_group_scale,
+                           epsilon);
 }
 
 KILN_REGISTER_OP(layer_norm)
