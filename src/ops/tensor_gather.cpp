@@ -222,39 +222,55 @@ argument scatter_elements::compute(const shape& out, const std::vector<argument>
     argument result = args[0].copy();
     const auto& dl = out.lens();
     auto a = normalize_axis(axis, dl.size(), name());
-    const auto ind = read_as<std::int64_t>(args[1]);
-    argument upd = args[2].contiguous();
+    // int64 indices are read in place with their strides: torchvision's RoI poolers expand one
+    // level index per RoI over [R, 256, 7, 7] (a broadcast view), and materializing it cost
+    // more than the scatter.
+    const bool in_place = args[1].get_shape().get_type() == type::int64;
+    compute_buffer<std::int64_t> materialized;
+    if (!in_place) materialized = read_as<std::int64_t>(args[1]);
+    const std::int64_t* ind = in_place ? args[1].data_as<std::int64_t>() : materialized.data();
     const auto& il = args[1].get_shape().lens();
+    const auto is = in_place ? args[1].get_shape().strides() : shape::standard_strides(il);
+    const std::size_t count = args[1].get_shape().elements();
+    argument upd = args[2].contiguous();
     auto ds = shape::standard_strides(dl);
     for (std::size_t d = 0; d < il.size(); ++d)
         if (d != a && il[d] > dl[d])
             throw_error(error_code::shape, name() + ": indices exceed data outside the axis");
     // Each update's target offset, walked like an odometer: `base` holds every coordinate's
-    // part but the axis', so an element costs an add, not a vector (Mask R-CNN scatters
-    // 12.5M elements a call: 116 ms with a coordinate vector per element). An index out of
-    // range throws part way; `result` is a copy, so nothing the caller sees was written.
+    // part but the axis', `at` the index's offset, so an element costs an add, not a vector
+    // (Mask R-CNN scatters 12.5M elements a call: 116 ms with a coordinate vector per element).
+    // An index out of range throws part way; `result` is a copy, so nothing the caller sees
+    // was written.
     auto walk = [&](auto&& visit) {
-        if (ind.size == 0) return;
+        if (count == 0) return;
         // Rows along the last dim, the odometer over the dims before it.
-        const std::size_t last = il.size() - 1, row = il[last], step = last == a ? 0 : 1;
+        const std::size_t last = il.size() - 1, row = il[last], step = last == a ? 0 : 1, istep = is[last];
         const auto axis_len = static_cast<std::int64_t>(dl[a]);
+        auto target = [&](std::int64_t t) {
+            if (t < 0) t += axis_len;
+            if (t < 0 || t >= axis_len) (void)checked_index(t < 0 ? t - axis_len : t, dl[a], name());  // throws
+            return static_cast<std::size_t>(t) * ds[a];
+        };
         std::vector<std::size_t> idx(last, 0);
-        std::size_t base = 0;
-        for (std::size_t i = 0; i < ind.size; i += row) {
+        std::size_t base = 0, at = 0;
+        for (std::size_t i = 0; i < count; i += row) {
             if (i > 0) {
                 for (std::size_t d = last; d-- > 0;) {
                     ++idx[d];
+                    at += is[d];
                     if (d != a) base += ds[d];
                     if (idx[d] < il[d]) break;
+                    at -= idx[d] * is[d];
                     if (d != a) base -= idx[d] * ds[d];
                     idx[d] = 0;
                 }
             }
-            for (std::size_t j = 0; j < row; ++j) {
-                std::int64_t t = ind[i + j];
-                if (t < 0) t += axis_len;
-                if (t < 0 || t >= axis_len) (void)checked_index(ind[i + j], dl[a], name());  // throws
-                visit(base + static_cast<std::size_t>(t) * ds[a] + j * step, i + j);
+            if (istep == 0) {  // one index for the whole row
+                const std::size_t t = base + target(ind[at]);
+                for (std::size_t j = 0; j < row; ++j) visit(t + j * step, i + j);
+            } else {
+                for (std::size_t j = 0; j < row; ++j) visit(base + target(ind[at + j * istep]) + j * step, i + j);
             }
         }
     };

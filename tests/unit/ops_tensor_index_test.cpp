@@ -89,6 +89,39 @@ TEST(ops_tensor_index, gather_elements_and_scatter_elements) {
                  error);
 }
 
+// torchvision's RoI poolers: one level index per RoI expanded over [R, C, W] (a broadcast
+// view, read in place), and a transposed view; int32 indices; an index out of range.
+TEST(ops_tensor_index, scatter_elements_reads_index_views_in_place) {
+    const std::vector<std::size_t> lens{5, 3, 4};
+    auto x = random_arg(type::float32, lens, 35);
+    auto upd = random_arg(type::float32, {3, 3, 4}, 36);
+    auto xv = values(x), uv = values(upd);
+    argument rows(shape(type::int64, {3}));
+    const std::int64_t rv[] = {4, 0, -3};
+    std::copy(rv, rv + 3, rows.data_as<std::int64_t>());
+    auto expanded = rows.view(shape(type::int64, {3, 3, 4}, {1, 0, 0}));
+    auto e = xv;
+    for (std::size_t r = 0; r < 3; ++r)
+        for (std::size_t k = 0; k < 12; ++k) e[static_cast<std::size_t>(rv[r] < 0 ? rv[r] + 5 : rv[r]) * 12 + k] = uv[r * 12 + k];
+    expect_values(run_op(op::scatter_elements{0, "none"}, {x, expanded, upd}).outputs[0], lens, e);
+    expect_values(run_op(op::scatter_elements{0, "none"}, {x, expanded.copy(), upd}).outputs[0], lens, e);
+    // Along the last axis with a transposed index view: target (r, c, idx[r, c, k]).
+    argument t_buf(shape(type::int64, {4, 3, 3}));
+    for (std::size_t i = 0; i < 36; ++i) t_buf.data_as<std::int64_t>()[i] = static_cast<std::int64_t>((i * 7) % 4);
+    auto transposed = t_buf.view(shape(type::int64, {3, 3, 4}, {3, 1, 9}));
+    auto tv = values(transposed);
+    e = xv;
+    for (std::size_t r = 0; r < 3; ++r)
+        for (std::size_t c = 0; c < 3; ++c)
+            for (std::size_t k = 0; k < 4; ++k)
+                e[r * 12 + c * 4 + static_cast<std::size_t>(tv[r * 12 + c * 4 + k])] += uv[r * 12 + c * 4 + k];
+    expect_values(run_op(op::scatter_elements{2, "add"}, {x, transposed, upd}).outputs[0], lens, e, 1e-5);
+    auto as32 = literal(shape(type::int32, {3, 3, 4}), tv).get_argument();
+    expect_values(run_op(op::scatter_elements{2, "add"}, {x, as32, upd}).outputs[0], lens, e, 1e-5);
+    rows.data_as<std::int64_t>()[1] = -6;
+    EXPECT_THROW(run_op(op::scatter_elements{0, "none"}, {x, expanded, upd}), error);
+}
+
 TEST(ops_tensor_index, gather_nd_with_batch_dims) {
     const std::vector<std::size_t> lens{2, 3, 4};
     auto x = random_arg(type::float32, lens, 35);
