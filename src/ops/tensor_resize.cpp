@@ -229,6 +229,45 @@ argument run_resize(const resize_options& o, const resize_geometry& g, const arg
         const C* s = x.template data_as<C>();
         C* dst = r.template data_as<C>();
         const std::size_t n = out_shape.elements();
+        // The usual case: every axis but the last two copied (one tap of weight 1 at the same
+        // coordinate), so a plane at a time with the two spatial axes' taps nested, summed in
+        // the order and with the weights of the general loop below, at a fraction of its cost
+        // (Keypoint R-CNN's heatmap upsampling: 36 ns an output element there).
+        auto copied = [&](std::size_t d) {
+            if (g.out[d] != il[d]) return false;
+            for (std::size_t i = 0; i < il[d]; ++i) {
+                const auto& t = taps[d].taps[i];
+                if (taps[d].outside[i] || t.size() != 1 || t[0].index != i || t[0].weight != 1.0) return false;
+            }
+            return true;
+        };
+        bool planes = rank >= 2;
+        for (std::size_t d = 0; planes && d + 2 < rank; ++d) planes = copied(d);
+        if (planes) {
+            const auto& th = taps[rank - 2];
+            const auto& tw = taps[rank - 1];
+            const std::size_t oh = g.out[rank - 2], ow = g.out[rank - 1], ih = il[rank - 2], iw = il[rank - 1];
+            const std::size_t count = oh * ow == 0 ? 0 : n / (oh * ow);
+            for (std::size_t p = 0; p < count; ++p) {
+                const C* plane = s + p * ih * iw;
+                C* out = dst + p * oh * ow;
+                for (std::size_t y = 0; y < oh; ++y)
+                    for (std::size_t x_ = 0; x_ < ow; ++x_) {
+                        const bool outside = th.outside[y] || tw.outside[x_];
+                        const bool empty = th.taps[y].empty() || tw.taps[x_].empty();
+                        if (outside || empty) {
+                            out[y * ow + x_] = convert<C>(outside ? o.extrapolation_value : 0.0);
+                            continue;
+                        }
+                        double acc = 0;
+                        for (const auto& a : th.taps[y])
+                            for (const auto& b : tw.taps[x_])
+                                acc += (a.weight * b.weight) * convert<double>(plane[a.index * iw + b.index]);
+                        out[y * ow + x_] = convert<C>(acc);
+                    }
+            }
+            return;
+        }
         std::vector<std::size_t> idx(rank, 0), pick(rank, 0);
         for (std::size_t i = 0; i < n; ++i) {
             if (i > 0) next_index(idx, g.out);
