@@ -8,6 +8,7 @@
 #include <kiln/register_op.hpp>
 
 #include <algorithm>
+#include <cstring>
 
 namespace kiln::op {
 
@@ -34,6 +35,34 @@ void check_scalar(const std::string& op, const shape& s, const std::string& what
 shape carried_result(const shape& initial, const shape& body_out, const std::string& what) {
     if (initial.get_kind() != body_out.get_kind()) return body_out;
     return merge_shapes(initial, body_out, what);
+}
+
+// The tensors of `parts` one after another along axis 0 (an appended carried value); their
+// other dims must agree, as the body's Concat required.
+argument concat_rows(const std::vector<argument>& parts, const std::string& what) {
+    const shape& first = parts.front().get_shape();
+    std::vector<std::size_t> lens = first.lens();
+    if (lens.empty()) throw_error(error_code::shape, what + ": a scalar cannot be appended to");
+    std::size_t total = 0;
+    for (const auto& p : parts) {
+        const auto& l = p.get_shape().lens();
+        if (p.get_shape().get_type() != first.get_type() || l.size() != lens.size() ||
+            !std::equal(l.begin() + 1, l.end(), lens.begin() + 1))
+            throw_error(error_code::shape, what + ": rows " + p.get_shape().to_string() + " do not fit " +
+                                               first.to_string() + " along axis 0");
+        total += l[0];
+    }
+    lens[0] = total;
+    argument out(shape(first.get_type(), lens));
+    std::size_t at = 0;
+    const std::size_t bytes = first.type_size();
+    for (const auto& p : parts) {
+        const argument c = p.contiguous();
+        const std::size_t n = c.get_shape().elements() * bytes;
+        if (n != 0) std::memcpy(out.data() + at, c.data(), n);
+        at += n;
+    }
+    return out;
 }
 
 // dims with `d` inserted at position `axis`.
@@ -123,8 +152,16 @@ shape loop::compute_shape(const std::vector<shape>& inputs, const std::vector<mo
                                            " values, expected the condition and " + std::to_string(num_carried) +
                                            " carried values at least");
     std::vector<shape> result;
-    for (std::size_t i = 0; i < num_carried; ++i)
-        result.push_back(carried_result(inputs[idx + i], outs[1 + i], "loop: carried value " + std::to_string(i)));
+    for (std::size_t i = 0; i < num_carried; ++i) {
+        auto out = outs[1 + i];
+        // An appended value: the body gives the rows it adds; the value has any number of rows.
+        if (is_appended(i) && out.is_tensor() && out.ndim() >= 1) {
+            auto dims = out.to_dynamic_dims();
+            dims[0] = {0, dynamic_dimension::unbounded, {}};
+            out = shape::make_dynamic(out.get_type(), dims);
+        }
+        result.push_back(carried_result(inputs[idx + i], out, "loop: carried value " + std::to_string(i)));
+    }
     dynamic_dimension trips{0, max_iterations >= 0 ? static_cast<std::size_t>(max_iterations) : dynamic_dimension::unbounded, {}};
     if (static_trip_count >= 0) trips = {std::size_t(static_trip_count), std::size_t(static_trip_count), {}};
     for (std::size_t k = 1 + num_carried; k < outs.size(); ++k) {
@@ -153,6 +190,9 @@ argument loop::compute(const shape&, const std::vector<argument>& args, const st
     auto out_shapes = body->get_output_shapes();
     const std::size_t num_scans = out_shapes.size() - 1 - num_carried;
     std::vector<std::vector<argument>> scans(num_scans);
+    // Appended values: the initial value, then each iteration's rows.
+    std::vector<std::vector<argument>> rows(num_carried);
+    for (auto j : appended) rows.at(j).push_back(carried[j]);
     for (std::int64_t i = 0;; ++i) {
         if ((trips && i >= *trips) || !cond || (max_iterations >= 0 && i >= max_iterations)) break;
         param_map p = base;
@@ -163,9 +203,13 @@ argument loop::compute(const shape&, const std::vector<argument>& args, const st
         if (r.size() != out_shapes.size())
             throw_error(error_code::runtime, "loop: the body returned " + std::to_string(r.size()) + " values");
         cond = read_bool(r[0], "loop: the body's condition");
-        for (std::size_t j = 0; j < num_carried; ++j) carried[j] = r[1 + j];
+        for (std::size_t j = 0; j < num_carried; ++j) {
+            if (is_appended(j)) rows[j].push_back(r[1 + j]);
+            else carried[j] = r[1 + j];
+        }
         for (std::size_t k = 0; k < num_scans; ++k) scans[k].push_back(r[1 + num_carried + k]);
     }
+    for (auto j : appended) carried[j] = concat_rows(rows[j], "loop: carried value " + std::to_string(j));
     std::vector<argument> results = carried;
     for (std::size_t k = 0; k < num_scans; ++k)
         results.push_back(stack_axis(scans[k], 0, out_shapes[1 + num_carried + k], "loop: scan output"));

@@ -7,6 +7,7 @@
 // alias the instruction's own inputs; those are copied, so memory planning can treat
 // every control-flow result as a fresh value.
 #pragma once
+#include <algorithm>
 #include <kiln/operation.hpp>
 
 #include <cstdint>
@@ -71,6 +72,11 @@ struct loop {
     // The exact iteration count when the parser could prove it (constant trip count,
     // condition that stays true); gives the scan outputs a static first dimension.
     std::int64_t static_trip_count = -1;
+    // Carried values the body appends to (passes/loop_append.hpp): for these the body returns
+    // only the rows it adds along axis 0, and the loop concatenates the initial value and
+    // every iteration's rows once at the end, where the body's Concat copied the whole value
+    // every iteration.
+    std::vector<std::size_t> appended;
     template <class Self, class F>
     static void reflect(Self& self, F f) {
         f(self.has_trip_count, "has_trip_count");
@@ -80,6 +86,10 @@ struct loop {
         f(self.captured, "captured");
         f(self.max_iterations, "max_iterations");
         f(self.static_trip_count, "static_trip_count");
+        f(self.appended, "appended");
+    }
+    bool is_appended(std::size_t j) const {
+        return std::find(appended.begin(), appended.end(), j) != appended.end();
     }
     std::string name() const { return "loop"; }
     op_traits traits() const { return {.handles_dynamic = true}; }

@@ -2,6 +2,7 @@
 #include "passes/common_subexpression_elimination.hpp"
 #include "passes/dead_code_elimination.hpp"
 #include "passes/fuse_qdq.hpp"
+#include "passes/loop_append.hpp"
 #include "passes/memory_coloring.hpp"
 #include "passes/merge_literals.hpp"
 #include "passes/propagate_constants.hpp"
@@ -25,6 +26,7 @@ const std::map<std::string, std::function<pass()>>& pass_table() {
         {"dead_code_elimination", [] { return pass(dead_code_elimination{}); }},
         {"dce", [] { return pass(dead_code_elimination{}); }},
         {"fuse_qdq", [] { return pass(fuse_qdq{}); }},
+        {"loop_append", [] { return pass(loop_append{}); }},
         {"memory_coloring", [] { return pass(memory_coloring{}); }},
         {"merge_literals", [] { return pass(merge_literals{}); }},
         {"common_subexpression_elimination", [] { return pass(common_subexpression_elimination{}); }},
@@ -43,6 +45,8 @@ const std::map<std::string, std::function<pass()>>& pass_table() {
 // Why this order:
 //  1. dce first: parsed graphs carry unused outputs and exporter leftovers; nothing after
 //     should spend time on them.
+//  1b. loop_append: Loop bodies that grow a carried value with Concat return only the new
+//     rows, so the loop concatenates once instead of copying the value every iteration.
 //  2. fuse_qdq turns quantized models' DequantizeLinear -> Conv/MatMul/Gemm [-> QuantizeLinear]
 //     groups into integer ops before propagate_constants folds a small weight's
 //     DequantizeLinear into float32 (its int8 values would be lost). In this pipeline, not
@@ -68,6 +72,7 @@ const std::map<std::string, std::function<pass()>>& pass_table() {
 std::vector<pass> target_independent_passes(const compile_options& opts) {
     return {
         dead_code_elimination{},
+        loop_append{},
         fuse_qdq{},
         simplify_dynamic_ops{},
         propagate_constants{},

@@ -110,7 +110,7 @@ TEST(pass_manager, sub_modules_run_first) {
 TEST(pipeline, target_independent_order) {
     std::vector<std::string> names;
     for (auto& ps : target_independent_passes(compile_options{})) names.push_back(ps.name());
-    EXPECT_EQ(names, (std::vector<std::string>{"dead_code_elimination", "fuse_qdq", "simplify_dynamic_ops", "propagate_constants",
+    EXPECT_EQ(names, (std::vector<std::string>{"dead_code_elimination", "loop_append", "fuse_qdq", "simplify_dynamic_ops", "propagate_constants",
                                                "dead_code_elimination", "common_subexpression_elimination",
                                                "simplify_algebra", "simplify_reshapes", "simplify_algebra",
                                                "common_subexpression_elimination", "dead_code_elimination"}));
