@@ -181,8 +181,8 @@ argument gather_nd::compute(const shape& out, const std::vector<argument>& args)
     for (std::size_t d = 0; d + 1 < il.size(); ++d) tuples *= il[d];
     argument src = args[0].contiguous();
     argument dst(out.as_standard());
-    // One offset per index tuple, then its slice copied as a run (RetinaNet gathers 1.3M
-    // single scores a level: an offset worked out per element was 50 ms a call).
+    // One offset per index tuple, then its slice copied as a run (RetinaNet gathers millions
+    // of single scores a level: an offset worked out per element was 50 ms a call).
     visit_bytes(out.get_type(), [&](auto tag) {
         using U = typename decltype(tag)::type;
         const U* from = src.template data_as<U>();

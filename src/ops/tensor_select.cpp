@@ -131,8 +131,8 @@ argument run_topk(const argument& x, std::int64_t axis, std::size_t k, bool larg
                 std::iota(order.begin(), order.end(), std::size_t{0});
                 // The k first of the whole axis in order, equal values by ascending index (a
                 // total order, so selecting the k and sorting only them gives what a stable
-                // sort of the axis did: RetinaNet takes the top 1000 of 1.3M scores, 460 ms a
-                // call sorting all of them). NaN ranks above every number, as in PyTorch.
+                // sort of the axis did: RetinaNet takes the top 1000 of a level's millions of
+                // scores, 460 ms a call sorting all of them). NaN ranks above every number, as in PyTorch.
                 auto before = [&](std::size_t i, std::size_t j) {
                     const auto& a = v[pos(i)];
                     const auto& b = v[pos(j)];
@@ -198,8 +198,8 @@ argument nonzero::compute(const shape&, const std::vector<argument>& args) const
     const auto& l = args[0].get_shape().lens();
     const std::size_t rank = l.size(), n = args[0].get_shape().elements();
     // The coordinates of each nonzero element, one list per dim, the coordinates stepped like
-    // an odometer (RetinaNet's score masks: 1.3M elements a level, 90 ms a call with a
-    // division per dim per element).
+    // an odometer (RetinaNet's score masks: millions of elements a level, 90 ms a call with
+    // a division per dim per element).
     std::vector<std::vector<std::int64_t>> coords(rank);
     std::size_t hits = 0;
     const argument c = args[0].contiguous();
