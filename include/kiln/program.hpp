@@ -114,6 +114,11 @@ public:
     // program's); get_specialization_stats() counts them.
     memory_usage get_memory_usage() const;
     specialization_stats get_specialization_stats() const;
+    // Frees the tensor buffers this program keeps from one eval for the next (a program with
+    // instructions whose shapes are known only as they run keeps them, so that a warm run
+    // allocates nothing). The next eval allocates afresh. A dynamic program calls it on its
+    // generic program once specializations have served many calls in a row.
+    void release_kept_buffers() const;
     // Waits until the specializations being compiled in the background are done
     // (benchmarks and tests: the calls after it run on them).
     void finish_specializations() const;

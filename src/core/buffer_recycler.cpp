@@ -44,6 +44,15 @@ void recycler_pool::release(std::unique_ptr<buffer_recycler> r) {
     free_.push_back(std::move(r));
 }
 
+void recycler_pool::clear() {
+    std::vector<std::unique_ptr<buffer_recycler>> dropped;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        dropped.swap(free_);
+    }
+    // Freed here, outside the lock.
+}
+
 recycling_scope::recycling_scope(buffer_recycler* r) : previous_(active) { active = r; }
 
 recycling_scope::~recycling_scope() { active = previous_; }

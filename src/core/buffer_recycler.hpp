@@ -34,6 +34,8 @@ class recycler_pool {
 public:
     std::unique_ptr<buffer_recycler> acquire();
     void release(std::unique_ptr<buffer_recycler> r);
+    // Frees the buffers of every recycler no eval holds (the next runs allocate afresh).
+    void clear();
 
 private:
     std::mutex mutex_;

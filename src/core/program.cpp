@@ -261,6 +261,10 @@ void program::compile_dynamic(const target& t, const compile_options& options,
     impl_->compiled = true;
 }
 
+void program::release_kept_buffers() const {
+    if (impl_->recyclers) impl_->recyclers->clear();
+}
+
 std::vector<std::shared_ptr<const program>> program::compiled_ahead() const {
     if (!impl_->specializations) return {};
     return kiln::compiled_ahead(*impl_->specializations);

@@ -307,3 +307,27 @@ TEST(generic_program, a_warm_generic_eval_allocates_no_intermediate_buffers) {
     }
     EXPECT_EQ(p.get_specialization_stats().generic_runs, 5u);
 }
+
+// Once specializations have served 16 calls in a row, the generic program's kept buffers are
+// freed (they would sit beside the specializations' arenas); its next run allocates them
+// again. 15 in a row keep them.
+TEST(generic_program, kept_buffers_are_freed_after_many_calls_without_it) {
+    auto p = make_model(8);
+    p.compile(*get_target("ref"), after(2));
+    for (int i = 0; i < 2; ++i) (void)p.eval({{"x", rows_of(20, 8)}});
+    p.finish_specializations();
+    auto generic_allocations = [&](std::size_t rows) {
+        const auto before = detail::fresh_allocations();
+        auto r = p.eval({{"x", rows_of(rows, 8)}});
+        expect_tripled(r[0], rows, 8);
+        return detail::fresh_allocations() - before;
+    };
+    for (int i = 0; i < 15; ++i) expect_tripled(p.eval({{"x", rows_of(20, 8)}})[0], 20, 8);
+    EXPECT_LE(generic_allocations(7), 1u);  // warm: the kept buffers serve it
+    for (int i = 0; i < 16; ++i) expect_tripled(p.eval({{"x", rows_of(20, 8)}})[0], 20, 8);
+    EXPECT_GT(generic_allocations(5), 1u);  // freed: allocated again
+    EXPECT_LE(generic_allocations(6), 1u);  // and kept again
+    auto s = p.get_specialization_stats();
+    EXPECT_EQ(s.generic_runs, 5u);
+    EXPECT_EQ(s.hits, 31u);
+}
