@@ -247,9 +247,10 @@ argument scatter_elements::compute(const shape& out, const std::vector<argument>
         // Rows along the last dim, the odometer over the dims before it.
         const std::size_t last = il.size() - 1, row = il[last], step = last == a ? 0 : 1, istep = is[last];
         const auto axis_len = static_cast<std::int64_t>(dl[a]);
-        auto target = [&](std::int64_t t) {
-            if (t < 0) t += axis_len;
-            if (t < 0 || t >= axis_len) (void)checked_index(t < 0 ? t - axis_len : t, dl[a], name());  // throws
+        // checked_index's bounds test inline: it throws (naming the index given) only when out of range.
+        auto target = [&](std::int64_t v) {
+            const std::int64_t t = v < 0 ? v + axis_len : v;
+            if (t < 0 || t >= axis_len) (void)checked_index(v, dl[a], name());
             return static_cast<std::size_t>(t) * ds[a];
         };
         std::vector<std::size_t> idx(last, 0);

@@ -22,14 +22,10 @@ shape depth_to_space::compute_shape(const std::vector<shape>& in) const {
             throw_error(error_code::shape, name() + ": channels of " + in[0].to_string() +
                                                " must be fixed and divisible by blocksize^2");
         d[1] = {d[1].min / (b * b), d[1].min / (b * b), {}};
-        for (std::size_t i : {std::size_t{2}, std::size_t{3}}) {
-            const auto& g = d[i];
-            const auto scale = [&](std::size_t v) {
-                return v == dynamic_dimension::unbounded || v > dynamic_dimension::unbounded / b ? dynamic_dimension::unbounded
-                                                                                                 : v * b;
-            };
-            d[i] = {scale(g.min), scale(g.max), {}};
-        }
+        const auto scale = [&](std::size_t v) {
+            return v > dynamic_dimension::unbounded / b ? dynamic_dimension::unbounded : v * b;
+        };
+        for (std::size_t i : {std::size_t{2}, std::size_t{3}}) d[i] = {scale(d[i].min), scale(d[i].max), {}};
         return shape::make_dynamic(in[0].get_type(), d);
     }
     const auto& l = in[0].lens();
@@ -39,14 +35,14 @@ shape depth_to_space::compute_shape(const std::vector<shape>& in) const {
     return shape(in[0].get_type(), {l[0], l[1] / (b * b), l[2] * b, l[3] * b});
 }
 
-argument depth_to_space::compute(const shape& out, const std::vector<argument>& args) const {
+argument depth_to_space::compute(const shape&, const std::vector<argument>& args) const {
     const shape& xs = args[0].get_shape();
     const auto& il = xs.lens();
     const auto& is = xs.strides();
     const auto b = static_cast<std::size_t>(blocksize);
     const std::size_t n_ = il[0], c_out = il[1] / (b * b), h_in = il[2], w_in = il[3];
-    const shape os = out.dynamic() ? shape(xs.get_type(), {n_, c_out, h_in * b, w_in * b}) : out.as_standard();
-    argument dst(os);
+    // The result's dims from x's (in a dynamic program the given shape holds ranges).
+    argument dst(shape(xs.get_type(), {n_, c_out, h_in * b, w_in * b}));
     const bool dcr = mode == "DCR";
     // Row by row of the output: output row (n, c, h * b + i) interleaves b input rows, one per
     // j. Any input strides (a channels-last convolution result comes in place); input row h

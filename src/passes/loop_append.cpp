@@ -2,7 +2,6 @@
 
 #include "ops/control_flow.hpp"
 #include "ops/tensor_slice.hpp"
-#include "passes/rewrite_utils.hpp"
 
 #include <algorithm>
 

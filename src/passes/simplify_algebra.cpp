@@ -236,16 +236,15 @@ void simplify_algebra::apply(module& m) const {
             if (rewrite::unused(ins) && !rewrite::is_output(m, ins)) continue;
             const auto& s = ins->get_shape();
             if (!s.is_tensor()) continue;
-            if (s.dynamic()) {
-                // Only rules that rewire and leave every shape to the ops themselves.
-                changed = algebra::gather_before_pointwise(m, ins) || changed;
-                continue;
-            }
-            bool hit = algebra::gather_before_pointwise(m, ins) || algebra::fold_batch_norm(m, ins) || algebra::fold_affine_into_weights(m, ins) ||
-                       algebra::reassociate_constants(m, ins) || algebra::divide_by_reciprocal(m, ins, fast_math) ||
-                       algebra::remove_identity(m, ins, fast_math) || algebra::scale_after_matmul(m, ins, fast_math) ||
-                       algebra::remove_zero_pad(m, ins) || algebra::fold_pad_into_window(m, ins) ||
-                       algebra::channel_shuffle_to_gather(m, ins) || algebra::slice_of_gather(m, ins);
+            // gather_before_pointwise only rewires (the ops work their shapes out as they run), so
+            // it also runs on dynamic shapes; the other rules need static ones.
+            bool hit = algebra::gather_before_pointwise(m, ins);
+            if (!hit && !s.dynamic())
+                hit = algebra::fold_batch_norm(m, ins) || algebra::fold_affine_into_weights(m, ins) ||
+                      algebra::reassociate_constants(m, ins) || algebra::divide_by_reciprocal(m, ins, fast_math) ||
+                      algebra::remove_identity(m, ins, fast_math) || algebra::scale_after_matmul(m, ins, fast_math) ||
+                      algebra::remove_zero_pad(m, ins) || algebra::fold_pad_into_window(m, ins) ||
+                      algebra::channel_shuffle_to_gather(m, ins) || algebra::slice_of_gather(m, ins);
             changed = changed || hit;
         }
         if (!changed) return;
