@@ -170,11 +170,18 @@ static bool static_tensor(const shape& s) { return s.is_tensor() && !s.dynamic()
 
 bool kernel_can_run(instruction_ref ins, bool float16) {
     if (!static_tensor(ins->get_shape()) || ins->get_shape().elements() == 0) return false;
+    for (auto x : ins->inputs())
+        if (!static_tensor(x->get_shape())) return false;
+    return kernel_types_supported(ins, float16);
+}
+
+bool kernel_types_supported(instruction_ref ins, bool float16) {
+    if (!ins->get_shape().is_tensor()) return false;
     if (!float16 && is_float16(ins->get_shape().get_type())) return false;
     std::vector<type> in;
     for (std::size_t i = 0; i < ins->inputs().size(); ++i) {
         auto x = ins->inputs()[i];
-        if (!static_tensor(x->get_shape())) return false;
+        if (!x->get_shape().is_tensor()) return false;
         type t = x->get_shape().get_type();
         // pow's exponent may be a scalar constant of any numeric type (it becomes a body constant).
         if (ins->get_operator().any_cast<op::pow_op>() && i == 1 && x->is_literal() && x->get_shape().elements() == 1 &&

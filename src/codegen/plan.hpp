@@ -87,6 +87,8 @@ bool kernel_supports(const std::string& op_name, const value& attributes, const 
 // (kernel_supports), static shapes, no empty result. float16/bfloat16 values only when
 // `float16` (the gpu target; the cpu target widens 16-bit programs before fusion).
 bool kernel_can_run(instruction_ref ins, bool float16 = false);
+// kernel_can_run's test of the op and its element types alone (any shapes, static or not).
+bool kernel_types_supported(instruction_ref ins, bool float16 = false);
 
 // float16 or bfloat16: stored in 16 bits, computed in float.
 bool is_float16(type t);

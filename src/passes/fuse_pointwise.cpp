@@ -24,8 +24,22 @@ bool fits(const std::vector<std::size_t>& lens, const std::vector<std::size_t>& 
     return true;
 }
 
+// dims broadcast (right-aligned) to `domain`: each a fixed 1 or equal to the domain's
+// (two dynamic dims equal as descriptions; a kernel checks the sizes when it runs).
+bool fits(const std::vector<dynamic_dimension>& dims, const std::vector<dynamic_dimension>& domain) {
+    if (dims.size() > domain.size()) return false;
+    const std::size_t shift = domain.size() - dims.size();
+    for (std::size_t i = 0; i < dims.size(); ++i)
+        if (!(dims[i].is_fixed() && dims[i].min == 1) && !(dims[i] == domain[i + shift])) return false;
+    return true;
+}
+
+bool dynamic_tensor(const shape& s) { return s.is_tensor() && s.dynamic(); }
+
 struct group {
     instruction_ref root;
+    bool dynamic = false;                            // over dynamic_domain, elementwise only
+    std::vector<dynamic_dimension> dynamic_domain;
     std::vector<std::size_t> domain;
     std::vector<std::size_t> axes;  // reduced axes of the domain; empty while the group has no reduction
     std::vector<instruction_ref> members;
@@ -35,6 +49,13 @@ bool is_candidate(instruction_ref ins, const fuse_pointwise& opts, const std::un
     if (ins->is_param() || ins->is_literal() || ins->is_return()) return false;
     const auto& op = ins->get_operator();
     if (op.traits().builtin || !ins->module_inputs().empty() || reserved.count(&*ins)) return false;
+    if (dynamic_tensor(ins->get_shape())) {
+        const bool reduction = is_fusible_dynamic_reduction(ins);
+        if (!opts.dynamic || (reduction && !opts.reductions) || (!reduction && !op.traits().pointwise)) return false;
+        for (auto in : ins->inputs())
+            if (!in->get_shape().is_tensor()) return false;
+        return opts.supported ? opts.supported(ins) : ins->get_shape().get_type() == type::float32;
+    }
     if (!static_tensor(ins->get_shape()) || ins->get_shape().elements() == 0) return false;
     for (auto in : ins->inputs())
         if (!static_tensor(in->get_shape())) return false;
@@ -51,7 +72,15 @@ group start_group(instruction_ref root) {
     group g;
     g.root = root;
     g.members.push_back(root);
-    if (is_fusible_reduction(root)) {
+    if (dynamic_tensor(root->get_shape())) {
+        g.dynamic = true;
+        if (is_fusible_dynamic_reduction(root)) {
+            g.dynamic_domain = root->inputs()[0]->get_shape().to_dynamic_dims();
+            g.axes = reduction_axes(root->get_operator(), g.dynamic_domain.size());
+        } else {
+            g.dynamic_domain = root->get_shape().to_dynamic_dims();
+        }
+    } else if (is_fusible_reduction(root)) {
         g.domain = root->inputs()[0]->get_shape().lens();
         g.axes = reduction_axes(root->get_operator(), g.domain.size());
     } else {
@@ -60,8 +89,35 @@ group start_group(instruction_ref root) {
     return g;
 }
 
+// try_join for a group over dynamic dims: the same rules on dynamic dimensions.
+bool try_join_dynamic(group& g, instruction_ref ins) {
+    const auto dims = ins->get_shape().to_dynamic_dims();
+    if (!is_fusible_dynamic_reduction(ins)) {
+        if (!ins->get_operator().traits().pointwise || !fits(dims, g.dynamic_domain)) return false;
+        g.members.push_back(ins);
+        return true;
+    }
+    const auto in_dims = ins->inputs()[0]->get_shape().to_dynamic_dims();
+    const auto axes = reduction_axes(ins->get_operator(), in_dims.size());
+    if (!g.axes.empty()) {
+        if (in_dims != g.dynamic_domain || axes != g.axes) return false;
+    } else if (in_dims != g.dynamic_domain) {
+        auto row = in_dims;
+        for (auto a : axes) row[a] = dynamic_dimension{1, 1, {}, {}};
+        if (g.dynamic_domain != row || g.root->get_shape().to_dynamic_dims() != row) return false;
+        for (auto m : g.members)
+            if (!fits(m->get_shape().to_dynamic_dims(), in_dims)) return false;
+        g.dynamic_domain = in_dims;
+    }
+    g.axes = axes;
+    g.members.push_back(ins);
+    return true;
+}
+
 // Adds `ins` to g when that keeps the group legal (see the header).
 bool try_join(group& g, instruction_ref ins) {
+    if (g.dynamic) return try_join_dynamic(g, ins);
+    if (dynamic_tensor(ins->get_shape())) return false;
     const auto& lens = ins->get_shape().lens();
     if (!is_fusible_reduction(ins)) {
         if (!fits(lens, g.domain)) return false;
@@ -136,6 +192,18 @@ bool is_fusible_reduction(instruction_ref ins) {
     const auto& s = ins->inputs()[0]->get_shape();
     if (!static_tensor(s)) return false;
     return !reduction_axes(ins->get_operator(), s.ndim()).empty();
+}
+
+bool is_fusible_dynamic_reduction(instruction_ref ins) {
+    if (!ins->get_operator().traits().reduction || rewrite::is<op::reduce_log_sum_exp>(ins)) return false;
+    if (ins->inputs().size() != 1 || !reduction_keepdims(ins->get_operator())) return false;
+    const auto& s = ins->inputs()[0]->get_shape();
+    if (!s.is_tensor() || !s.dynamic()) return false;
+    const auto axes = reduction_axes(ins->get_operator(), s.ndim());
+    if (axes.empty()) return false;
+    for (std::size_t i = 0; i < axes.size(); ++i)
+        if (axes[i] != s.ndim() - axes.size() + i) return false;
+    return true;
 }
 
 std::vector<std::size_t> reduction_axes(const operation& op, std::size_t rank) {

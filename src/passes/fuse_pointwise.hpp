@@ -33,6 +33,10 @@ struct fuse_pointwise {
     // convolution or matrix product).
     std::function<std::unordered_set<const instruction*>(module&)> reserved;
     bool reductions = true;
+    // Also group ops over dynamic shapes (a generic program's): their dims must broadcast
+    // as dynamic dims, equal ones or a fixed 1; reductions only over trailing axes
+    // (is_fusible_dynamic_reduction).
+    bool dynamic = false;
     // Groups with fewer ops stay as they were.
     std::size_t min_size = 2;
 
@@ -44,6 +48,9 @@ struct fuse_pointwise {
 // (reduce_{sum, mean, max, min, prod, l1, l2, sum_square, log_sum}) with constant axes
 // (the one-input form) over at least one axis.
 bool is_fusible_reduction(instruction_ref ins);
+// A reduction a group over dynamic dims may hold: the same ops, over a dynamic input,
+// keeping its dims, reducing its last axes (a suffix: one inner loop per row).
+bool is_fusible_dynamic_reduction(instruction_ref ins);
 // The reduced axes (sorted) and keepdims of such a reduction op.
 std::vector<std::size_t> reduction_axes(const operation& op, std::size_t rank);
 bool reduction_keepdims(const operation& op);

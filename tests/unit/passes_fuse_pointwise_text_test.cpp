@@ -230,3 +230,65 @@ TEST(fuse_pointwise_text, options_reserved_min_size_and_reductions) {
         f.apply(m);
     });
 }
+
+// Dynamic shapes (a generic program's), with `dynamic` on: dims broadcast as dynamic dims
+// (equal ones or a fixed 1), reductions over trailing axes only.
+namespace {
+
+void fuse_dynamic(module& m) {
+    fuse_pointwise f;
+    f.dynamic = true;
+    f.apply(m);
+}
+
+}  // namespace
+
+TEST(fuse_pointwise_text, dynamic_layer_norm_and_bias_are_one_row_group) {
+    pass_text::expect_rewrite(R"(
+        module main
+          x = @param -> float32[{batch=1:8}, {seq=1:64}, 4]
+          g = @param -> float32[4]
+          m = reduce_mean{axes=[2]}(x)
+          d = sub(x, m)
+          q = mul(d, d)
+          v = reduce_mean{axes=[2]}(q)
+          r = div(d, v)
+          y = add(r, g)
+          @return(y)
+    )", fuse_dynamic, R"(
+        module main
+          x = @param -> float32[{batch=1:8}, {seq=1:64}, 4]
+          g = @param -> float32[4]
+          y = fused{nodes=[{op: {name: "reduce_mean", attributes: {axes: [2], keepdims: true, noop_with_empty_axes: false}}, args: [-1]}, {op: {name: "sub", attributes: {}}, args: [-1, 0]}, {op: {name: "mul", attributes: {}}, args: [1, 1]}, {op: {name: "reduce_mean", attributes: {axes: [2], keepdims: true, noop_with_empty_axes: false}}, args: [2]}, {op: {name: "div", attributes: {}}, args: [1, 3]}, {op: {name: "add", attributes: {}}, args: [4, -2]}]}(x, g)
+          @return(y)
+    )");
+}
+
+TEST(fuse_pointwise_text, dynamic_groups_need_the_option_trailing_axes_and_matching_dims) {
+    const char* chain = R"(
+        module main
+          x = @param -> float32[{batch=1:8}, 4]
+          a = exp(x)
+          b = neg(a)
+          @return(b)
+    )";
+    // Without `dynamic`: unchanged.
+    pass_text::expect_unchanged(chain, [](module& m) { fuse_pointwise{}.apply(m); });
+    // A reduction over a leading axis stays out of the group.
+    pass_text::expect_unchanged(R"(
+        module main
+          x = @param -> float32[{batch=1:8}, 4]
+          m = reduce_max{axes=[0]}(x)
+          @return(m)
+    )", fuse_dynamic);
+    // Two differently named dims do not broadcast to each other: two groups of one op
+    // each, left alone (a group needs two ops).
+    pass_text::expect_unchanged(R"(
+        module main
+          x = @param -> float32[{batch=1:8}, 4]
+          y = @param -> float32[{rows=1:8}, 4]
+          a = exp(y)
+          b = add(x, a)
+          @return(b)
+    )", fuse_dynamic);
+}

@@ -2,6 +2,7 @@
 
 #include "codegen/fast_math.hpp"
 #include "codegen/hash.hpp"
+#include "targets/cpu/codegen/generic_layout.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -117,6 +118,159 @@ struct writer {
           << ";\n    }\n    i_ += n_;\n  }\n";
     }
 
+    // A generic program's elementwise group: lengths and strides from the geometry array
+    // g_ (generic_layout.hpp), the inner loop over the layout's last group.
+    void generic_elementwise(const generic_layout& l) {
+        const std::size_t outer = static_cast<std::size_t>(l.groups) - 1, nin = l.inputs();
+        auto stride = [&](std::size_t tensor, std::size_t k) {  // tensor nin: the output
+            return "g_[" + std::to_string(1 + outer * (1 + tensor) + k) + "]";
+        };
+        o << "  const long N_ = g_[0];\n";
+        o << "  for (long i_ = b_; i_ < e_;) {\n";
+        if (outer == 0) {
+            o << "    const long j0_ = i_;\n    const long n_ = e_ - i_;\n";
+        } else {
+            o << "    long r_ = i_ / N_;\n    const long j0_ = i_ - r_ * N_;\n";
+            o << "    long n_ = N_ - j0_;\n    if (n_ > e_ - i_) n_ = e_ - i_;\n";
+            for (std::size_t k = outer; k-- > 0;) {
+                if (k == 0) o << "    const long d0_ = r_;\n";
+                else o << "    const long d" << k << "_ = r_ % g_[" << 1 + k << "]; r_ /= g_[" << 1 + k << "];\n";
+            }
+        }
+        auto base = [&](std::size_t tensor, bool inner_along) {
+            std::string b;
+            for (std::size_t k = 0; k < outer; ++k) {
+                if (!l.reads_along(tensor, k)) continue;
+                b += (b.empty() ? "" : " + ") + std::string("d") + std::to_string(k) + "_ * " + stride(tensor, k);
+            }
+            if (inner_along) b += b.empty() ? "j0_" : " + j0_";
+            return b.empty() ? std::string("0L") : b;
+        };
+        for (std::size_t i = 0; i < nin; ++i) {
+            if (p.inputs[i].invariant()) continue;
+            o << "    const " << c_type(p.inputs[i].t) << "* __restrict p" << i << " = in" << i << " + "
+              << base(i, l.reads_along(i, outer)) << ";\n";
+        }
+        o << "    " << c_type(p.output.t) << "* __restrict po = out + " << base(nin, true) << ";\n";
+        auto at = [&](std::size_t i) { return "p" + std::to_string(i) + (l.reads_along(i, outer) ? "[j]" : "[0]"); };
+        o << "    #pragma omp simd\n    for (long j = 0; j < n_; ++j) {\n";
+        statements(needed({p.root}, false), "      ", at);
+        o << "      po[j] = " << v(p.root) << ";\n    }\n    i_ += n_;\n  }\n";
+    }
+
+    // A generic program's reduction group: a row per outer index (g_'s outer groups), the
+    // reduced elements of the row (the last group, g_[0] of them) in one loop.
+    void generic_reduction(const generic_layout& l) {
+        const std::size_t outer = static_cast<std::size_t>(l.groups) - 1, nin = l.inputs();
+        auto stride = [&](std::size_t tensor, std::size_t k) {
+            return "g_[" + std::to_string(1 + outer * (1 + tensor) + k) + "]";
+        };
+        o << "  const long Q_ = g_[0];\n";
+        o << "  for (long o_ = b_; o_ < e_; ++o_) {\n    long r_ = o_;\n";
+        for (std::size_t k = outer; k-- > 0;) {
+            if (k == 0) o << "    const long d0_ = r_;\n";
+            else o << "    const long d" << k << "_ = r_ % g_[" << 1 + k << "]; r_ /= g_[" << 1 + k << "];\n";
+        }
+        auto base = [&](std::size_t tensor) {
+            std::string b;
+            for (std::size_t k = 0; k < outer; ++k)
+                if (l.reads_along(tensor, k))
+                    b += (b.empty() ? "" : " + ") + std::string("d") + std::to_string(k) + "_ * " + stride(tensor, k);
+            return b.empty() ? std::string("0L") : b;
+        };
+        for (std::size_t i = 0; i < nin; ++i)
+            if (!p.inputs[i].invariant())
+                o << "    const " << c_type(p.inputs[i].t) << "* __restrict p" << i << " = in" << i << " + " << base(i)
+                  << ";\n";
+        o << "    " << c_type(p.output.t) << "* __restrict po = out + " << base(nin) << ";\n";
+        auto loops = [&](const std::string& clauses, auto&& body) {
+            o << "    #pragma omp simd" << clauses << "\n    for (long j = 0; j < Q_; ++j) {\n";
+            body("      ");
+            o << "    }\n";
+        };
+        auto at = [&](std::size_t i) { return std::string(l.reads_along(i, outer) ? "j" : "0"); };
+        reduction_passes(loops, at, "(double)Q_", "j");
+        o << "  }\n";
+    }
+
+    // The passes of a reduction group's row and its result, inside the row loop whose
+    // header set p<i> and po: `loops(clauses, body)` writes a loop nest over the reduced
+    // elements, `at(i)` input i's offset in it, `count` the elements reduced (a double
+    // expression), `out_at` the result's offset.
+    template <class Loops, class At>
+    void reduction_passes(Loops loops, At at, const std::string& count, const std::string& out_at) {
+        auto row_nodes = [&](std::size_t pass) {
+            for (std::size_t k = 0; k < p.nodes.size(); ++k) {
+                const auto& n = p.nodes[k];
+                if (!n.row || n.pass != pass || n.kind == node_kind::constant || n.kind == node_kind::reduce) continue;
+                if (n.kind == node_kind::input) {
+                    if (!p.inputs[n.input].invariant())
+                        o << "    const " << c_type(n.t) << " " << v(k) << " = p" << n.input << "[0];\n";
+                } else {
+                    o << "    const " << c_type(n.t) << " " << v(k) << " = " << node_expression(p, k) << ";\n";
+                }
+            }
+        };
+        row_nodes(0);
+        for (std::size_t pass = 1; pass <= p.passes; ++pass) {
+            std::vector<std::size_t> reds, ins;
+            for (std::size_t k = 0; k < p.nodes.size(); ++k)
+                if (p.nodes[k].kind == node_kind::reduce && p.nodes[k].pass == pass) {
+                    reds.push_back(k);
+                    ins.push_back(p.nodes[k].args[0]);
+                }
+            std::string clauses;
+            for (auto k : reds) {
+                const auto kind = reduction_kind(p.nodes[k].name);
+                const auto a = "a" + std::to_string(k);
+                if (kind == "max" || kind == "min") {
+                    o << "    float " << a << " = " << (kind == "max" ? "-" : "") << "__builtin_inff();\n";
+                    o << "    int n" << k << " = 0;\n";
+                    clauses += " reduction(" + kind + ":" + a + ") reduction(|:n" + std::to_string(k) + ")";
+                } else {
+                    o << "    double " << a << " = " << (kind == "prod" ? "1.0" : "0.0") << ";\n";
+                    clauses += std::string(" reduction(") + (kind == "prod" ? "*" : "+") + ":" + a + ")";
+                }
+            }
+            loops(clauses, [&](const std::string& ind) {
+                statements(needed(ins, true), ind, [&](std::size_t i) { return "p" + std::to_string(i) + "[" + at(i) + "]"; });
+                for (std::size_t r = 0; r < reds.size(); ++r) {
+                    const auto kind = reduction_kind(p.nodes[reds[r]].name);
+                    const auto a = "a" + std::to_string(reds[r]);
+                    const auto x = v(ins[r]);
+                    if (kind == "max" || kind == "min")
+                        o << ind << a << " = " << a << (kind == "max" ? " > " : " < ") << x << " ? " << a << " : " << x
+                          << ";\n"
+                          << ind << "n" << reds[r] << " |= " << x << " != " << x << ";\n";
+                    else if (kind == "prod") o << ind << a << " *= (double)" << x << ";\n";
+                    else if (kind == "l1") o << ind << a << " += (double)__builtin_fabsf(" << x << ");\n";
+                    else if (kind == "l2" || kind == "sum_square")
+                        o << ind << a << " += (double)" << x << " * (double)" << x << ";\n";
+                    else o << ind << a << " += (double)" << x << ";\n";
+                }
+            });
+            for (auto k : reds) {
+                const auto kind = reduction_kind(p.nodes[k].name);
+                const auto a = "a" + std::to_string(k);
+                std::string e = "(float)" + a;
+                if (kind == "max" || kind == "min") e = "n" + std::to_string(k) + " ? __builtin_nanf(\"\") : " + a;
+                else if (kind == "mean") e = "(float)(" + a + " / " + count + ")";
+                else if (kind == "l2") e = "(float)__builtin_sqrt(" + a + ")";
+                else if (kind == "log_sum") e = "(float)__builtin_log(" + a + ")";
+                o << "    const float " << v(k) << " = " << e << ";\n";
+            }
+            row_nodes(pass);
+        }
+        if (p.row_output()) {
+            o << "    po[0] = " << v(p.root) << ";\n";
+        } else {
+            loops("", [&](const std::string& ind) {
+                statements(needed({p.root}, true), ind, [&](std::size_t i) { return "p" + std::to_string(i) + "[" + at(i) + "]"; });
+                o << ind << "po[" << out_at << "] = " << v(p.root) << ";\n";
+            });
+        }
+    }
+
     // A loop nest over the inner dims; `body` writes the innermost statements.
     template <class Body>
     void inner_loops(const std::string& simd_clauses, Body body) {
@@ -161,77 +315,8 @@ struct writer {
         o << "    " << c_type(p.output.t) << "* __restrict po = out + " << offset(oidx, p.output.outer) << ";\n";
         const auto iidx = inner_index();
         auto at = [&](std::size_t i) { return offset(iidx, p.inputs[i].inner); };
-        auto row_nodes = [&](std::size_t pass) {
-            for (std::size_t k = 0; k < p.nodes.size(); ++k) {
-                const auto& n = p.nodes[k];
-                if (!n.row || n.pass != pass || n.kind == node_kind::constant || n.kind == node_kind::reduce) continue;
-                if (n.kind == node_kind::input) {
-                    if (!p.inputs[n.input].invariant())
-                        o << "    const " << c_type(n.t) << " " << v(k) << " = p" << n.input << "[0];\n";
-                } else {
-                    o << "    const " << c_type(n.t) << " " << v(k) << " = " << node_expression(p, k) << ";\n";
-                }
-            }
-        };
-        row_nodes(0);
-        for (std::size_t pass = 1; pass <= p.passes; ++pass) {
-            std::vector<std::size_t> reds, ins;
-            for (std::size_t k = 0; k < p.nodes.size(); ++k)
-                if (p.nodes[k].kind == node_kind::reduce && p.nodes[k].pass == pass) {
-                    reds.push_back(k);
-                    ins.push_back(p.nodes[k].args[0]);
-                }
-            std::string clauses;
-            for (auto k : reds) {
-                const auto kind = reduction_kind(p.nodes[k].name);
-                const auto a = "a" + std::to_string(k);
-                if (kind == "max" || kind == "min") {
-                    o << "    float " << a << " = " << (kind == "max" ? "-" : "") << "__builtin_inff();\n";
-                    o << "    int n" << k << " = 0;\n";
-                    clauses += " reduction(" + kind + ":" + a + ") reduction(|:n" + std::to_string(k) + ")";
-                } else {
-                    o << "    double " << a << " = " << (kind == "prod" ? "1.0" : "0.0") << ";\n";
-                    clauses += std::string(" reduction(") + (kind == "prod" ? "*" : "+") + ":" + a + ")";
-                }
-            }
-            inner_loops(clauses, [&](const std::string& ind) {
-                statements(needed(ins, true), ind, [&](std::size_t i) { return "p" + std::to_string(i) + "[" + at(i) + "]"; });
-                for (std::size_t r = 0; r < reds.size(); ++r) {
-                    const auto kind = reduction_kind(p.nodes[reds[r]].name);
-                    const auto a = "a" + std::to_string(reds[r]);
-                    const auto x = v(ins[r]);
-                    if (kind == "max" || kind == "min")
-                        o << ind << a << " = " << a << (kind == "max" ? " > " : " < ") << x << " ? " << a << " : " << x
-                          << ";\n"
-                          << ind << "n" << reds[r] << " |= " << x << " != " << x << ";\n";
-                    else if (kind == "prod") o << ind << a << " *= (double)" << x << ";\n";
-                    else if (kind == "l1") o << ind << a << " += (double)__builtin_fabsf(" << x << ");\n";
-                    else if (kind == "l2" || kind == "sum_square")
-                        o << ind << a << " += (double)" << x << " * (double)" << x << ";\n";
-                    else o << ind << a << " += (double)" << x << ";\n";
-                }
-            });
-            for (auto k : reds) {
-                const auto kind = reduction_kind(p.nodes[k].name);
-                const auto a = "a" + std::to_string(k);
-                std::string e = "(float)" + a;
-                if (kind == "max" || kind == "min") e = "n" + std::to_string(k) + " ? __builtin_nanf(\"\") : " + a;
-                else if (kind == "mean") e = "(float)(" + a + " / " + std::to_string(p.reduce_count) + ".0)";
-                else if (kind == "l2") e = "(float)__builtin_sqrt(" + a + ")";
-                else if (kind == "log_sum") e = "(float)__builtin_log(" + a + ")";
-                o << "    const float " << v(k) << " = " << e << ";\n";
-            }
-            row_nodes(pass);
-        }
-        if (p.row_output()) {
-            o << "    po[0] = " << v(p.root) << ";\n";
-        } else {
-            const auto oat = offset(iidx, p.output.inner);
-            inner_loops("", [&](const std::string& ind) {
-                statements(needed({p.root}, true), ind, [&](std::size_t i) { return "p" + std::to_string(i) + "[" + at(i) + "]"; });
-                o << ind << "po[" << oat << "] = " << v(p.root) << ";\n";
-            });
-        }
+        auto loops = [&](const std::string& clauses, auto&& body) { inner_loops(clauses, body); };
+        reduction_passes(loops, at, std::to_string(p.reduce_count) + ".0", offset(iidx, p.output.inner));
         o << "  }\n";
     }
 };
@@ -248,6 +333,22 @@ std::string emit_kernel(const plan& p, const std::string& name) {
     else w.elementwise();
     w.o << "}\n";
     return w.o.str();
+}
+
+std::string emit_generic_kernel(const plan& p, const generic_layout& l, const std::string& name) {
+    writer w{p, {}};
+    w.o << "extern \"C\" __attribute__((visibility(\"default\"))) void " << name
+        << "(const void* const* in_, void* out_, long b_, long e_, const long* __restrict g_) {\n";
+    w.pointers();
+    w.invariants();
+    if (l.reduced > 0) w.generic_reduction(l);
+    else w.generic_elementwise(l);
+    w.o << "}\n";
+    return w.o.str();
+}
+
+std::string generic_kernel_symbol(const plan& p, const generic_layout& l) {
+    return "kiln_g" + content_hash(emit_generic_kernel(p, l, "KERNEL")).substr(0, 24);
 }
 
 std::string kernel_symbol(const plan& p) { return "kiln_" + content_hash(emit_kernel(p, "KERNEL")).substr(0, 24); }

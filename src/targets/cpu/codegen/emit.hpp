@@ -15,15 +15,28 @@
 #pragma once
 #include "targets/cpu/codegen/shared.hpp"
 
+#include <cstdint>
+
 #include <string>
 #include <vector>
 
 namespace kiln::cpu::codegen {
 
+struct generic_layout;
+
 // One kernel function named `name`.
 std::string emit_kernel(const plan& p, const std::string& name);
 // The kernel's symbol: derived from its source, so equal groups share one function.
 std::string kernel_symbol(const plan& p);
+// A generic program's elementwise kernel (generic_layout.hpp): the nodes of `p` (a
+// sample_plan) over the layout's groups, with the signature
+//
+//   void NAME(const void* const* in, void* out, long begin, long end, const long* geometry)
+//
+// where begin and end count the result's elements (an elementwise group) or rows (a
+// reduction group).
+std::string emit_generic_kernel(const plan& p, const generic_layout& l, const std::string& name);
+std::string generic_kernel_symbol(const plan& p, const generic_layout& l);
 // A whole library: the helpers, then the kernels.
 std::string library_source(const std::vector<std::string>& kernels);
 // The helpers of generated kernels (codegen/fast_math.hpp) as source text.

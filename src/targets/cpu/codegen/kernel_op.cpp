@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <exception>
+#include <optional>
 
 namespace kiln::cpu {
 
@@ -19,6 +20,7 @@ struct fused_kernel::runtime {
     codegen::plan plan;
     bool has_plan = false;
     kernel_fn fn = nullptr;
+    generic_kernel_fn generic_fn = nullptr;
     std::shared_ptr<codegen::library> lib;
     std::size_t threads = 1;
 };
@@ -47,9 +49,37 @@ std::shared_ptr<codegen::library> load_library(const fused_kernel& k, const cpu_
     return lib;
 }
 
+// Runs work units [0, work) as contiguous chunks, one per thread (element ranges rounded
+// to 16 so that vector loops start aligned); small work on the calling thread alone.
+template <class Run>
+void run_in_chunks(std::size_t work, std::size_t touched, bool rows, std::size_t max_threads, Run run) {
+    const std::size_t threads = std::min(max_threads, work);
+    if (threads <= 1 || touched < parallel_elements) {
+        if (work > 0) run(0, work);
+        return;
+    }
+    const std::size_t align = rows ? 1 : 16;
+    std::exception_ptr failure;
+#pragma omp parallel num_threads(static_cast<int>(threads))
+    {
+        const auto t = static_cast<std::size_t>(omp_get_thread_num());
+        const auto nt = static_cast<std::size_t>(omp_get_num_threads());
+        auto bound = [&](std::size_t i) { return i == nt ? work : std::min(work, (work * i / nt) / align * align); };
+        try {
+            const auto b = bound(t), e = bound(t + 1);
+            if (b < e) run(b, e);
+        } catch (...) {
+#pragma omp critical
+            failure = std::current_exception();
+        }
+    }
+    if (failure) std::rethrow_exception(failure);
+}
+
 }  // namespace
 
 shape fused_kernel::compute_shape(const std::vector<shape>& inputs) const {
+    if (!generic.empty()) return body.compute_shape(inputs);
     if (inputs.empty()) throw_error(error_code::shape, "cpu::fused_kernel: missing its output buffer");
     std::vector<shape> in(inputs.begin(), inputs.end() - 1);
     auto s = body.compute_shape(in);
@@ -63,12 +93,17 @@ void fused_kernel::finalize(context& ctx, const shape& output, const std::vector
     auto r = std::make_shared<runtime>();
     auto* c = dynamic_cast<cpu_context*>(&ctx);
     if (c) r->threads = std::max<std::size_t>(1, c->threads());
-    std::vector<shape> in(inputs.begin(), inputs.end() - (inputs.empty() ? 0 : 1));
-    try {
-        r->plan = codegen::make_plan(body, in, output, fast_math);
-        r->has_plan = true;
-    } catch (const error&) {
-        r->has_plan = false;  // a group no kernel handles (e.g. a hand-edited file): reference compute
+    if (!generic.empty()) {
+        // The plan is made per call (interpreter) or not needed (the generic kernel).
+        r->has_plan = generic.group_of.size() == output.ndim() && generic.inputs() == inputs.size();
+    } else {
+        std::vector<shape> in(inputs.begin(), inputs.end() - (inputs.empty() ? 0 : 1));
+        try {
+            r->plan = codegen::make_plan(body, in, output, fast_math);
+            r->has_plan = true;
+        } catch (const error&) {
+            r->has_plan = false;  // a group no kernel handles (e.g. a hand-edited file): reference compute
+        }
     }
     if (r->has_plan && !symbol.empty()) {
         r->lib = lib;
@@ -79,14 +114,57 @@ void fused_kernel::finalize(context& ctx, const shape& output, const std::vector
             if (r->lib) codegen::register_library(library, r->lib);
         }
         if (!r->lib) r->lib = codegen::find_library(library);
-        if (r->lib) r->fn = reinterpret_cast<kernel_fn>(r->lib->symbol(symbol));
+        if (r->lib && generic.empty()) r->fn = reinterpret_cast<kernel_fn>(r->lib->symbol(symbol));
+        if (r->lib && !generic.empty()) r->generic_fn = reinterpret_cast<generic_kernel_fn>(r->lib->symbol(symbol));
     }
-    if (r->has_plan && !r->fn) ++codegen::stats().interpreted;
+    if (r->has_plan && !r->fn && !r->generic_fn) ++codegen::stats().interpreted;
     lib = nullptr;  // the runtime holds it now
     rt = r;
 }
 
+// A generic program's call: the result's shape from the arguments', the kernel over the
+// geometry they give, or the interpreter over a plan for them, or (arguments that do not
+// fit the layout) the reference computation.
+argument fused_kernel::compute_generic(context& ctx, const std::vector<argument>& args) const {
+    std::vector<shape> in;
+    in.reserve(args.size());
+    for (const auto& a : args) in.push_back(a.get_shape());
+    const shape out = body.compute_shape(in);
+    if (!rt || !rt->has_plan || out.dynamic()) return body.compute(ctx, out, args);
+    const auto& r = *rt;
+    thread_local std::vector<long> geometry;
+    std::optional<codegen::plan> p;
+    if (!r.generic_fn || !codegen::generic_geometry(generic, in, out, geometry)) {
+        try {
+            p = codegen::make_plan(body, in, out, fast_math);
+        } catch (const error&) {
+            return body.compute(ctx, out, args);
+        }
+    }
+    argument y(out);
+    std::vector<const void*> ptrs;
+    for (const auto& a : args) ptrs.push_back(a.data());
+    void* dst = y.data();
+    const long* geo = geometry.data();  // the calling thread's: the team reads it too
+    // Work units: elements, or rows of a reduction group (its inner loop g[0] long).
+    const bool rows = p ? p->reduction : generic.reduced > 0;
+    std::size_t work = p ? p->work() : out.elements(), touched = work;
+    if (p) {
+        touched = work * p->inner_size();
+    } else if (rows) {
+        work = 1;
+        for (std::size_t k = 1; k < static_cast<std::size_t>(generic.groups); ++k) work *= static_cast<std::size_t>(geometry[k]);
+        touched = work * static_cast<std::size_t>(geometry[0]);
+    }
+    run_in_chunks(work, touched, rows, r.threads, [&](std::size_t b, std::size_t e) {
+        if (p) codegen::interpret(*p, ptrs.data(), dst, b, e);
+        else r.generic_fn(ptrs.data(), dst, static_cast<long>(b), static_cast<long>(e), geo);
+    });
+    return y;
+}
+
 argument fused_kernel::compute(context& ctx, const shape& output, const std::vector<argument>& args) const {
+    if (!generic.empty()) return compute_generic(ctx, args);
     const auto& dest = args.back();
     if (!rt || !rt->has_plan) {
         std::vector<argument> in(args.begin(), args.end() - 1);
@@ -111,28 +189,7 @@ argument fused_kernel::compute(context& ctx, const shape& output, const std::vec
         if (r.fn) r.fn(ptrs, out, static_cast<long>(b), static_cast<long>(e));
         else codegen::interpret(p, ptrs, out, b, e);
     };
-    const std::size_t touched = work * p.inner_size();
-    const std::size_t threads = std::min(r.threads, work);
-    if (threads <= 1 || touched < parallel_elements) {
-        run(0, work);
-        return dest;
-    }
-    // Contiguous chunks, element ranges rounded to 16 so that vector loops start aligned.
-    const std::size_t align = p.reduction ? 1 : 16;
-    std::exception_ptr failure;
-#pragma omp parallel num_threads(static_cast<int>(threads))
-    {
-        const auto t = static_cast<std::size_t>(omp_get_thread_num());
-        const auto nt = static_cast<std::size_t>(omp_get_num_threads());
-        auto bound = [&](std::size_t i) { return i == nt ? work : std::min(work, (work * i / nt) / align * align); };
-        try {
-            run(bound(t), bound(t + 1));
-        } catch (...) {
-#pragma omp critical
-            failure = std::current_exception();
-        }
-    }
-    if (failure) std::rethrow_exception(failure);
+    run_in_chunks(work, work * p.inner_size(), p.reduction, r.threads, run);
     return dest;
 }
 
@@ -140,7 +197,7 @@ std::string kernel_mode(const operation& op) {
     const auto* k = op.any_cast<fused_kernel>();
     if (!k || !k->rt) return "";
     if (!k->rt->has_plan) return "reference";
-    return k->rt->fn ? "compiled" : "interpreted";
+    return k->rt->fn || k->rt->generic_fn ? "compiled" : "interpreted";
 }
 
 KILN_REGISTER_OP(fused_kernel)

@@ -1,5 +1,6 @@
 // cpu::fused_kernel: one fused group (op::fused) on the cpu target, in destination-passing
-// style (the last input is the output buffer, placed by memory planning).
+// style (the last input is the output buffer, placed by memory planning); in a generic
+// program, a kernel over run-time sizes that allocates its result (generic_layout.hpp).
 //
 // All kernels of a program live in one shared object (one compiler run). Each module's
 // first fused_kernel carries that library for saved programs: its source, and its
@@ -18,6 +19,7 @@
 #pragma once
 #include "ops/fused.hpp"
 #include "targets/cpu/codegen/compiler.hpp"
+#include "targets/cpu/codegen/generic_layout.hpp"
 #include "targets/cpu/codegen/shared.hpp"
 
 #include <kiln/operation.hpp>
@@ -30,6 +32,9 @@ namespace kiln::cpu {
 
 struct fused_kernel {
     op::fused body;
+    // Set in a generic program (dims known when it runs): the kernel's loop structure
+    // (generic_layout.hpp). It then takes no output buffer and allocates its result.
+    codegen::generic_layout generic;
     bool fast_math = true;
     std::string symbol;   // the kernel's function in the library
     std::string library;  // the library's key
@@ -39,6 +44,7 @@ struct fused_kernel {
     template <class Self, class F>
     static void reflect(Self& self, F f) {
         f(self.body, "body");
+        f(self.generic, "generic");
         f(self.fast_math, "fast_math");
         f(self.symbol, "symbol");
         f(self.library, "library");
@@ -51,7 +57,7 @@ struct fused_kernel {
     argument compute(context& ctx, const shape& output, const std::vector<argument>& args) const;
     void finalize(context& ctx, const shape& output, const std::vector<shape>& inputs);
     std::ptrdiff_t output_alias(const std::vector<shape>& inputs) const {
-        return static_cast<std::ptrdiff_t>(inputs.size()) - 1;
+        return generic.empty() ? static_cast<std::ptrdiff_t>(inputs.size()) - 1 : -1;
     }
 
     // Not attributes: the library the lowering just built (saves a lookup), and what
@@ -59,9 +65,13 @@ struct fused_kernel {
     std::shared_ptr<codegen::library> lib;
     struct runtime;
     std::shared_ptr<const runtime> rt;
+
+private:
+    argument compute_generic(context& ctx, const std::vector<argument>& args) const;
 };
 
 using kernel_fn = void (*)(const void* const*, void*, long, long);
+using generic_kernel_fn = void (*)(const void* const*, void*, long, long, const long*);
 
 // How a finalized kernel runs: "compiled", "interpreted" or "reference" (no plan), for
 // tests and diagnostics; "" before finalize.

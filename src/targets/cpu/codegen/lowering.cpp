@@ -5,6 +5,7 @@
 #include "passes/fuse_pointwise.hpp"
 #include "targets/cpu/codegen/compiler.hpp"
 #include "targets/cpu/codegen/emit.hpp"
+#include "targets/cpu/codegen/generic_layout.hpp"
 #include "targets/cpu/codegen/shared.hpp"
 #include "targets/cpu/codegen/isa.hpp"
 #include "targets/cpu/codegen/kernel_op.hpp"
@@ -27,13 +28,24 @@ struct planned {
     op::fused body;
     std::vector<instruction_ref> inputs;
     std::string symbol;
+    generic_layout layout;  // a generic program's kernel (empty: static)
+    plan nodes;             // the plan the kernel is generated from
 };
+
+// How many trailing dims a group's reductions reduce (0: none); fusion gives a dynamic
+// group only reductions over its last axes, all over the same ones.
+std::size_t reduced_dims(const op::fused& body, std::size_t rank) {
+    for (const auto& n : body.nodes)
+        if (n.op.traits().reduction) return reduction_axes(n.op, rank).size();
+    return 0;
+}
 
 }  // namespace
 
 pass make_fusion_pass(const cpu_options& opts) {
     fuse_pointwise f;
-    f.supported = [](instruction_ref ins) { return kernel_can_run(ins); };
+    f.supported = [](instruction_ref ins) { return kernel_can_run(ins) || generic_kernel_can_run(ins); };
+    f.dynamic = true;
     f.reserved = [](module& m) { return post_op_chains(m); };
     if (!opts.fusion) f.min_size = static_cast<std::size_t>(-1);
     return f;
@@ -58,19 +70,35 @@ void lowering::apply(module& m) const {
     const auto start = std::chrono::steady_clock::now();
     std::vector<planned> work;
     for (auto ins = m.begin(); ins != m.end(); ++ins) {
-        planned p{ins, {}, {}, {}};
+        planned p{ins, {}, {}, {}, {}, {}};
+        const bool dynamic = ins->get_shape().is_tensor() && ins->get_shape().dynamic();
         if (ins->get_operator().any_cast<op::fused>()) {
             p.body = ins->get_operator().get<op::fused>();
             p.inputs = ins->inputs();
         } else if ((ins->get_operator().traits().pointwise || ins->get_operator().traits().reduction) &&
-                   ins->module_inputs().empty() && kernel_can_run(ins)) {
+                   ins->module_inputs().empty() && (kernel_can_run(ins) || generic_kernel_can_run(ins))) {
             p.body = single_group(ins, p.inputs);
         } else {
             continue;
         }
         try {
-            auto pl = make_plan(p.body, to_shapes(p.inputs), ins->get_shape().as_standard(), fast_math);
-            p.symbol = kernel_symbol(pl);
+            if (dynamic) {
+                // One kernel for every size the generic program meets (generic_layout.hpp);
+                // a group it cannot describe stays for the reference kernels.
+                const auto in = to_shapes(p.inputs);
+                try {
+                    p.nodes = sample_plan(p.body, in, ins->get_shape(), fast_math);
+                    p.layout = make_generic_layout(in, ins->get_shape(), reduced_dims(p.body, ins->get_shape().ndim()));
+                } catch (const error&) {
+                    continue;
+                }
+                if (p.nodes.reduction && p.nodes.row_output() != !p.layout.reads_along(p.layout.inputs(), p.layout.groups - 1))
+                    continue;
+                p.symbol = generic_kernel_symbol(p.nodes, p.layout);
+            } else {
+                p.nodes = make_plan(p.body, to_shapes(p.inputs), ins->get_shape().as_standard(), fast_math);
+                p.symbol = kernel_symbol(p.nodes);
+            }
             work.push_back(std::move(p));
         } catch (const error& e) {
             if (e.code() != error_code::unsupported) throw;
@@ -84,8 +112,8 @@ void lowering::apply(module& m) const {
     std::map<std::string, std::string> kernels;
     for (auto& p : work)
         if (!kernels.count(p.symbol))
-            kernels[p.symbol] =
-                emit_kernel(make_plan(p.body, to_shapes(p.inputs), p.ins->get_shape().as_standard(), fast_math), p.symbol);
+            kernels[p.symbol] = p.layout.empty() ? emit_kernel(p.nodes, p.symbol)
+                                                 : emit_generic_kernel(p.nodes, p.layout, p.symbol);
     auto source_of = [](const std::map<std::string, std::string>& ks) {
         std::vector<std::string> texts;
         for (auto& [sym, text] : ks) texts.push_back(text);
@@ -107,12 +135,14 @@ void lowering::apply(module& m) const {
     const std::string key = built.key.empty() ? content_hash(source + isa) : built.key;
     bool first = true;
     for (auto& p : work) {
-        const auto out = p.ins->get_shape().as_standard();
-        auto buffer = m.insert_instruction(p.ins, builtin::allocate{out}, {});
         auto args = p.inputs;
-        args.push_back(buffer);
+        if (p.layout.empty()) {
+            const auto out = p.ins->get_shape().as_standard();
+            args.push_back(m.insert_instruction(p.ins, builtin::allocate{out}, {}));
+        }
         fused_kernel k;
         k.body = p.body;
+        k.generic = p.layout;
         k.fast_math = fast_math;
         k.symbol = p.symbol;
         k.library = key;

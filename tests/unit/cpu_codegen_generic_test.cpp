@@ -1,0 +1,186 @@
+// Fused kernels over run-time sizes in a generic program (codegen/generic_layout.hpp,
+// codegen/spell_out_softmax.hpp) against the reference target, at sizes the one program
+// meets in turn; and the arguments the layout did not foresee (a dim broadcast at run
+// time, a strided view), which must fall back to the reference computation.
+#include "cpu_codegen_util.hpp"
+
+#include "targets/cpu/codegen/compiler.hpp"
+#include "targets/cpu/codegen/generic_layout.hpp"
+
+#include <kiln/builtin_ops.hpp>
+
+#include <map>
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+const dynamic_dimension batch{1, 8, {}, "batch"};
+const dynamic_dimension seq{1, 64, {}, "seq"};
+
+bool have_compiler() { return cpu::codegen::find_compiler(cpu::read_cpu_options({})).has_value(); }
+
+// A transformer layer's memory-bound work with dynamic batch and sequence: layer norm
+// spelled out, GELU after a bias, the scores' scale and mask with softmax and log_softmax.
+program block() {
+    program p;
+    auto* m = p.get_main_module();
+    auto x = m->add_parameter("x", shape::make_dynamic(type::float32, {batch, seq, {16, 16, {}, {}}}));
+    auto mask = m->add_parameter("mask", shape::make_dynamic(type::float32, {batch, {1, 1, {}, {}}, seq}));
+    auto g = m->add_literal(literal(shape(type::float32, {16}), random_arg(shape(type::float32, {16}), 7).to_vector<float>()));
+    auto ln = layer_norm(*m, x, g, scalar(*m, 0.25f));
+    auto act = gelu(*m, add_op(*m, "add", {ln, g}));
+    auto xt = m->add_instruction(make_op("transpose", {{"perm", {0, 2, 1}}}), {x});
+    auto scores = add_op(*m, "add", {add_op(*m, "div", {add_op(*m, "matmul", {x, xt}), scalar(*m, 4.0f)}), mask});
+    auto sm = add_op(*m, "softmax", {scores}, {{"axis", 2}});
+    auto lsm = add_op(*m, "log_softmax", {scores}, {{"axis", 2}});
+    m->add_return({act, sm, lsm});
+    return p;
+}
+
+param_map block_inputs(std::size_t b, std::size_t s, unsigned seed) {
+    auto mask = random_arg(shape(type::float32, {b, 1, s}), seed + 1, -3.0f, 0.0f).to_vector<float>();
+    for (std::size_t i = 0; i < mask.size(); i += 5) mask[i] = -1e9f;  // masked positions
+    return {{"x", random_arg(shape(type::float32, {b, s, 16}), seed)},
+            {"mask", literal(shape(type::float32, {b, 1, s}), mask).get_argument()}};
+}
+
+std::map<std::string, std::size_t> ops_run(program& p, const param_map& in) {
+    std::vector<instruction_profile> profile;
+    p.eval(in, profile);
+    std::map<std::string, std::size_t> n;
+    for (auto& e : profile) ++n[e.op_name];
+    return n;
+}
+
+}  // namespace
+
+TEST(cpu_codegen_generic, layout_groups_dims_each_tensor_reads_alike) {
+    using cpu::codegen::make_generic_layout;
+    const auto x = shape::make_dynamic(type::float32, {batch, seq, {16, 16, {}, {}}});
+    const auto bias = shape(type::float32, {16});
+    // batch and seq: x and the result read along them, the bias does not; 16: all do.
+    auto l = make_generic_layout({x, bias}, x, 0);
+    EXPECT_EQ(l.groups, 2);
+    EXPECT_EQ(l.group_of, (std::vector<std::int64_t>{0, 0, 1}));
+    EXPECT_EQ(l.along, (std::vector<std::int64_t>{1, 1, 0, 1, 1, 1}));
+    // A row statistic [batch, seq, 1] beside x, reducing the last dim: its own last group.
+    const auto row = shape::make_dynamic(type::float32, {batch, seq, {1, 1, {}, {}}});
+    auto r = make_generic_layout({x, row}, row, 1);
+    EXPECT_EQ(r.groups, 2);
+    EXPECT_EQ(r.group_of, (std::vector<std::int64_t>{0, 0, 1}));
+    EXPECT_EQ(r.along, (std::vector<std::int64_t>{1, 1, 1, 0, 1, 0}));
+    EXPECT_EQ(r.geometry_size(), 1u + 1u * (2u + 2u));
+}
+
+TEST(cpu_codegen_generic, geometry_rejects_what_the_layout_did_not_foresee) {
+    using cpu::codegen::generic_geometry;
+    const auto x = shape::make_dynamic(type::float32, {seq, {16, 16, {}, {}}});
+    auto l = cpu::codegen::make_generic_layout({x, x}, x, 0);
+    ASSERT_EQ(l.groups, 1);  // both dims merge: one inner loop of seq * 16
+    std::vector<long> g;
+    const shape out(type::float32, {5, 16});
+    ASSERT_TRUE(generic_geometry(l, {out, out}, out, g));
+    EXPECT_EQ(g, (std::vector<long>{80}));
+    // A row broadcast at run time, and a transposed view: not this layout.
+    EXPECT_FALSE(generic_geometry(l, {out, shape(type::float32, {1, 16})}, out, g));
+    EXPECT_FALSE(generic_geometry(l, {out, shape(type::float32, {5, 16}, {1, 5})}, out, g));
+    // Rows with a gap (a slice of wider rows) do not merge into one loop either.
+    EXPECT_FALSE(generic_geometry(l, {out, shape(type::float32, {5, 16}, {32, 1})}, out, g));
+    // Every other element: the dims merge, but the inner loop needs a unit stride.
+    EXPECT_FALSE(generic_geometry(l, {out, shape(type::float32, {5, 16}, {32, 2})}, out, g));
+}
+
+TEST(cpu_codegen_generic, transformer_block_matches_ref_at_every_size) {
+    scratch_cache cache;
+    for (bool fast : {false, true}) {
+        program p = block(), r = block();
+        compile_options o;
+        o.specialize_after = 0;  // every call on the generic program
+        o.fast_math = fast;
+        o.threads = 2;
+        const auto interpreted = cpu::codegen::stats().interpreted.load();
+        p.compile(*get_target("cpu"), o);
+        // With a compiler, every kernel is machine code (none left to the interpreter).
+        if (have_compiler() && std::getenv("KILN_CXX") == nullptr) {
+            EXPECT_EQ(cpu::codegen::stats().interpreted.load(), interpreted);
+        }
+        r.compile(*get_target("ref"), o);
+        ASSERT_TRUE(p.get_specialization_stats().generic) << p.get_specialization_stats().generic_unavailable;
+        for (auto [b, s] : std::vector<std::pair<std::size_t, std::size_t>>{{1, 1}, {2, 7}, {3, 33}, {1, 64}, {8, 64}}) {
+            const auto in = block_inputs(b, s, static_cast<unsigned>(b * 100 + s));
+            auto got = p.eval(in);
+            auto want = r.eval(in);
+            ASSERT_EQ(got.size(), 3u);
+            for (std::size_t i = 0; i < 3; ++i) {
+                SCOPED_TRACE("output " + std::to_string(i) + " at batch " + std::to_string(b) + ", seq " +
+                             std::to_string(s) + (fast ? ", fast math" : ""));
+                expect_close(got[i], want[i], fast ? 2e-4 : 2e-5, 1e-3);
+            }
+        }
+        // Every elementwise op and reduction ran in a fused kernel.
+        auto ops = ops_run(p, block_inputs(2, 9, 3));
+        EXPECT_GE(ops["cpu::fused_kernel"], 4u);
+        for (const char* name : {"softmax", "log_softmax", "reduce_mean", "reduce_max", "erf", "add", "div", "sub"})
+            EXPECT_EQ(ops[name], 0u) << name << " ran on the reference kernel";
+    }
+}
+
+TEST(cpu_codegen_generic, unforeseen_arguments_fall_back_to_the_reference) {
+    // Two anonymous dims of the same range look equal at compile time; at run time one is
+    // 1 and broadcasts; a transposed input reaches the kernel as a strided view.
+    auto make = [] {
+        program p;
+        auto* m = p.get_main_module();
+        const dynamic_dimension any{1, 32, {}, {}};
+        auto a = m->add_parameter("a", shape::make_dynamic(type::float32, {any, {4, 4, {}, {}}}));
+        auto b = m->add_parameter("b", shape::make_dynamic(type::float32, {any, {4, 4, {}, {}}}));
+        auto c = m->add_parameter("c", shape::make_dynamic(type::float32, {{4, 4, {}, {}}, any}));
+        auto ct = m->add_instruction(make_op("transpose", {{"perm", {1, 0}}}), {c});
+        m->add_return({add_op(*m, "mul", {add_op(*m, "add", {a, b}), scalar(*m, 3.0f)}),
+                       add_op(*m, "tanh", {add_op(*m, "sub", {ct, a})})});
+        return p;
+    };
+    program p = make(), r = make();
+    compile_options o;
+    o.specialize_after = 0;
+    p.compile(*get_target("cpu"), o);
+    r.compile(*get_target("ref"), o);
+    ASSERT_TRUE(p.get_specialization_stats().generic) << p.get_specialization_stats().generic_unavailable;
+    EXPECT_EQ(ops_run(p, {{"a", random_arg(shape(type::float32, {3, 4}), 1)},
+                          {"b", random_arg(shape(type::float32, {3, 4}), 2)},
+                          {"c", random_arg(shape(type::float32, {4, 3}), 3)}})["cpu::fused_kernel"],
+              2u);
+    for (auto [rows_a, rows_b] : std::vector<std::pair<std::size_t, std::size_t>>{{6, 6}, {6, 1}, {1, 6}}) {
+        const std::size_t rows = std::max(rows_a, rows_b);
+        param_map in = {{"a", random_arg(shape(type::float32, {rows_a, 4}), 1)},
+                        {"b", random_arg(shape(type::float32, {rows_b, 4}), 2)},
+                        {"c", random_arg(shape(type::float32, {4, rows_a}), 3)}};
+        auto got = p.eval(in);
+        auto want = r.eval(in);
+        ASSERT_EQ(got[0].get_shape().lens(), (std::vector<std::size_t>{rows, 4}));
+        expect_close(got[0], want[0], 1e-6);
+        expect_close(got[1], want[1], 1e-5);
+    }
+}
+
+TEST(cpu_codegen_generic, interpreter_runs_the_generic_program_without_a_compiler) {
+    scratch_cache cache;
+    env_override no_cxx("KILN_CXX", "/nonexistent/kiln-test-cxx");
+    program p = block(), r = block();
+    compile_options o;
+    o.specialize_after = 0;
+    const auto interpreted = cpu::codegen::stats().interpreted.load();
+    p.compile(*get_target("cpu"), o);
+    r.compile(*get_target("ref"), o);
+    // The generic program's kernels (at least the layer norm, GELU, softmax and
+    // log_softmax groups) are left to the interpreter.
+    EXPECT_GE(cpu::codegen::stats().interpreted.load(), interpreted + 4);
+    EXPECT_GE(ops_run(p, block_inputs(2, 9, 3))["cpu::fused_kernel"], 4u);
+    const auto in = block_inputs(3, 20, 9);
+    auto got = p.eval(in);
+    auto want = r.eval(in);
+    for (std::size_t i = 0; i < 3; ++i) expect_close(got[i], want[i], 2e-5, 1e-3);
+    EXPECT_TRUE(cache.files(".so").empty());
+}
