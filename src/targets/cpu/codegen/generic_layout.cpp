@@ -118,6 +118,19 @@ plan sample_plan(const op::fused& body, const std::vector<shape>& inputs, const 
     return make_plan(body, in, instance(output), fast_math);
 }
 
+shape generic_result_shape(const generic_layout& l, const std::vector<shape>& args, type t) {
+    const std::size_t rank = l.group_of.size(), nin = l.inputs();
+    std::vector<std::size_t> lens(rank, 1);
+    for (const auto& a : args) {
+        if (!a.is_tensor() || a.dynamic() || a.ndim() > rank) continue;
+        const std::size_t shift = rank - a.ndim();
+        for (std::size_t d = 0; d < a.ndim(); ++d) lens[d + shift] = std::max(lens[d + shift], a.lens()[d]);
+    }
+    for (std::size_t d = 0; d < rank; ++d)
+        if (l.groups == 0 || !l.reads_along(nin, static_cast<std::size_t>(l.group_of[d]))) lens[d] = 1;
+    return shape{t, lens};
+}
+
 bool generic_geometry(const generic_layout& l, const std::vector<shape>& args, const shape& out,
                       std::vector<long>& g) {
     const auto G = static_cast<std::size_t>(l.groups);

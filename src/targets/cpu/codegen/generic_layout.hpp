@@ -75,6 +75,11 @@ generic_layout make_generic_layout(const std::vector<shape>& inputs, const shape
 // `unsupported` as make_plan does.
 plan sample_plan(const op::fused& body, const std::vector<shape>& inputs, const shape& output, bool fast_math);
 
+// The result's shape for these arguments as the layout sees it (row-major, type `t`):
+// the longest len each dim has among them, 1 where the result does not read along.
+// Meaningful only where generic_geometry then accepts the arguments.
+shape generic_result_shape(const generic_layout& l, const std::vector<shape>& args, type t);
+
 // The geometry of one call (`out` is the result's static shape, row-major), or false when
 // the arguments do not fit the layout.
 bool generic_geometry(const generic_layout& l, const std::vector<shape>& args, const shape& out,

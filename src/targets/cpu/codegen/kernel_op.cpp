@@ -21,6 +21,7 @@ struct fused_kernel::runtime {
     bool has_plan = false;
     kernel_fn fn = nullptr;
     generic_kernel_fn generic_fn = nullptr;
+    type result_type = type::float32;  // a generic kernel's
     std::shared_ptr<codegen::library> lib;
     std::size_t threads = 1;
 };
@@ -79,7 +80,17 @@ void run_in_chunks(std::size_t work, std::size_t touched, bool rows, std::size_t
 }  // namespace
 
 shape fused_kernel::compute_shape(const std::vector<shape>& inputs) const {
-    if (!generic.empty()) return body.compute_shape(inputs);
+    if (!generic.empty()) {
+        // A run's shapes (every call of a generic program asks): from the layout when the
+        // arguments fit it, without the body's shape inference (a small call's whole cost).
+        if (rt && rt->generic_fn &&
+            std::none_of(inputs.begin(), inputs.end(), [](const shape& s) { return !s.is_tensor() || s.dynamic(); })) {
+            thread_local std::vector<long> geometry;
+            auto out = codegen::generic_result_shape(generic, inputs, rt->result_type);
+            if (codegen::generic_geometry(generic, inputs, out, geometry)) return out;
+        }
+        return body.compute_shape(inputs);
+    }
     if (inputs.empty()) throw_error(error_code::shape, "cpu::fused_kernel: missing its output buffer");
     std::vector<shape> in(inputs.begin(), inputs.end() - 1);
     auto s = body.compute_shape(in);
@@ -94,6 +105,7 @@ void fused_kernel::finalize(context& ctx, const shape& output, const std::vector
     auto* c = dynamic_cast<cpu_context*>(&ctx);
     if (c) r->threads = std::max<std::size_t>(1, c->threads());
     if (!generic.empty()) {
+        r->result_type = output.get_type();
         // The plan is made per call (interpreter) or not needed (the generic kernel).
         r->has_plan = generic.group_of.size() == output.ndim() && generic.inputs() == inputs.size();
     } else {
@@ -125,22 +137,23 @@ void fused_kernel::finalize(context& ctx, const shape& output, const std::vector
 // A generic program's call: the result's shape from the arguments', the kernel over the
 // geometry they give, or the interpreter over a plan for them, or (arguments that do not
 // fit the layout) the reference computation.
-argument fused_kernel::compute_generic(context& ctx, const std::vector<argument>& args) const {
-    std::vector<shape> in;
-    in.reserve(args.size());
+argument fused_kernel::compute_generic(context& ctx, const shape& output, const std::vector<argument>& args) const {
+    thread_local std::vector<shape> in;
+    in.clear();
     for (const auto& a : args) in.push_back(a.get_shape());
-    const shape out = body.compute_shape(in);
-    if (!rt || !rt->has_plan || out.dynamic()) return body.compute(ctx, out, args);
-    const auto& r = *rt;
     thread_local std::vector<long> geometry;
+    const shape out = output.dynamic() ? compute_shape(in) : output;
+    const bool fits = rt && rt->generic_fn && codegen::generic_geometry(generic, in, out, geometry);
     std::optional<codegen::plan> p;
-    if (!r.generic_fn || !codegen::generic_geometry(generic, in, out, geometry)) {
+    if (!fits) {
+        if (!rt || !rt->has_plan || out.dynamic()) return body.compute(ctx, out, args);
         try {
             p = codegen::make_plan(body, in, out, fast_math);
         } catch (const error&) {
             return body.compute(ctx, out, args);
         }
     }
+    const auto& r = *rt;
     argument y(out);
     std::vector<const void*> ptrs;
     for (const auto& a : args) ptrs.push_back(a.data());
@@ -164,7 +177,7 @@ argument fused_kernel::compute_generic(context& ctx, const std::vector<argument>
 }
 
 argument fused_kernel::compute(context& ctx, const shape& output, const std::vector<argument>& args) const {
-    if (!generic.empty()) return compute_generic(ctx, args);
+    if (!generic.empty()) return compute_generic(ctx, output, args);
     const auto& dest = args.back();
     if (!rt || !rt->has_plan) {
         std::vector<argument> in(args.begin(), args.end() - 1);

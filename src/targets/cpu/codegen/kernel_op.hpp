@@ -67,7 +67,7 @@ struct fused_kernel {
     std::shared_ptr<const runtime> rt;
 
 private:
-    argument compute_generic(context& ctx, const std::vector<argument>& args) const;
+    argument compute_generic(context& ctx, const shape& output, const std::vector<argument>& args) const;
 };
 
 using kernel_fn = void (*)(const void* const*, void*, long, long);

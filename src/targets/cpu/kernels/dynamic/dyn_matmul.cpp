@@ -3,6 +3,9 @@
 #include "ops/nn_matmul.hpp"
 #include "ops/pointwise_binary.hpp"
 #include "ops/tensor_views.hpp"
+#include "targets/cpu/context.hpp"
+#include "targets/cpu/cpu_features.hpp"
+#include "targets/cpu/kernels/packed_gemm/packed_gemm.hpp"
 
 #include <kiln/errors.hpp>
 #include <kiln/register_op.hpp>
@@ -65,7 +68,12 @@ matrix_operand operand_of(const argument& a, argument& keep) {
 
 }  // namespace
 
-void dyn_matmul::finalize(context&, const shape&, const std::vector<shape>&) {
+void dyn_matmul::finalize(context& ctx, const shape&, const std::vector<shape>&) {
+    if (packed_n > 0) {
+        const auto* cpu = dynamic_cast<const cpu_context*>(&ctx);
+        part = pgemm::chosen_part(cpu ? cpu->options().packed_gemm_isa : isa_cap::none);
+        return;
+    }
     static std::once_flag warmed;
     std::call_once(warmed, [] {
         std::vector<float> a(16 * 16, 1.0f), b(16 * 16, 1.0f), c(16 * 16);
@@ -73,9 +81,52 @@ void dyn_matmul::finalize(context&, const shape&, const std::vector<shape>&) {
     });
 }
 
-shape dyn_matmul::compute_shape(const std::vector<shape>& inputs) const { return op::matmul{}.compute_shape(inputs); }
+shape dyn_matmul::compute_shape(const std::vector<shape>& inputs) const {
+    if (packed_n <= 0) return op::matmul{}.compute_shape(inputs);
+    // A [..., k] times the packed [k][n]: A's dims with n last.
+    if (inputs.size() != 2 || !inputs[0].is_tensor() || inputs[0].ndim() < 2 || inputs[0].get_type() != type::float32)
+        throw_error(error_code::shape, name() + ": a must be a float32 tensor of rank 2 or more");
+    auto dims = inputs[0].to_dynamic_dims();
+    if (!(dims.back() == dynamic_dimension{static_cast<std::size_t>(packed_k), static_cast<std::size_t>(packed_k), {}, {}}))
+        throw_error(error_code::shape, name() + ": a " + inputs[0].to_string() + " does not have depth " +
+                                           std::to_string(packed_k));
+    dims.back() = dynamic_dimension{static_cast<std::size_t>(packed_n), static_cast<std::size_t>(packed_n), {}, {}};
+    return shape::make_dynamic(type::float32, dims);
+}
+
+argument dyn_matmul::compute_packed(const shape& out, const std::vector<argument>& args) const {
+    argument a = args.at(0);
+    const shape result = out.dynamic() ? compute_shape({a.get_shape(), args.at(1).get_shape()}) : out.as_standard();
+    if (!a.get_shape().standard()) a = a.copy();  // rows of k contiguous floats, one after the other
+    argument y(result);
+    pgemm::args g;
+    g.k = static_cast<std::size_t>(packed_k);
+    g.n = static_cast<std::size_t>(packed_n);
+    g.m = a.get_shape().elements() / g.k;
+    if (g.m == 0) return y;
+    g.kc = pgemm::depth_block(g.k);
+    g.a = a.data_as<float>();
+    // Rows 4 KiB apart evict each other from L1 (packed_gemm.hpp): read from a padded copy.
+    argument padded;
+    if (const std::size_t lda = pgemm::padded_a_stride(g.k, g.m); lda != g.k) {
+        padded = argument(shape(type::float32, {g.m * lda}));
+        float* copy = padded.data_as<float>();
+        const auto rows = static_cast<std::int64_t>(g.m);
+        const float* src = g.a;
+#pragma omp parallel for schedule(static) if (g.m * g.k >= (1u << 16))
+        for (std::int64_t i = 0; i < rows; ++i)
+            std::copy_n(src + static_cast<std::size_t>(i) * g.k, g.k, copy + static_cast<std::size_t>(i) * lda);
+        g.a = copy;
+        g.lda = lda;
+    }
+    g.b = args[1].data_as<float>();
+    g.c = y.data_as<float>();
+    pgemm::run_all(g, part ? part : pgemm::chosen_part(isa_cap::none));
+    return y;
+}
 
 argument dyn_matmul::compute(context&, const shape& out, const std::vector<argument>& args) const {
+    if (packed_n > 0) return compute_packed(out, args);
     const auto& as = args.at(0).get_shape();
     const auto& bs = args.at(1).get_shape();
     shape result = out.dynamic() ? compute_shape({as, bs}) : out.as_standard();
@@ -133,6 +184,21 @@ bool lower_dyn_matmul(lower_env& env, instruction_ref ins) {
     }
     std::vector<instruction_ref> args;
     for (auto in : ins->inputs()) args.push_back(in_dnnl_layout(env, in) ? plain(env, in) : in);
+    // Constant 2-D weights (a linear layer's) on packed_gemm's kernels, packed once.
+    const auto a = args[0], w = args[1];
+    const auto& ws = w->get_shape();
+    const auto& ad = a->get_shape().to_dynamic_dims();
+    if (w->is_literal() && ws.ndim() == 2 && env.ctx.options().packed_gemm != packed_gemm_choice::off && has_avx2_fma() &&
+        ad.back().is_fixed() && ad.back().min == ws.lens()[0] && ws.elements() > 0) {
+        const std::size_t k = ws.lens()[0], n = ws.lens()[1];
+        dyn_matmul op;
+        op.packed_k = static_cast<std::int64_t>(k);
+        op.packed_n = static_cast<std::int64_t>(n);
+        const auto packed = pack_gemm_weights(w->get_literal().to_vector<float>(), k, n, false);
+        auto panels = env.constant(ins, literal(shape(type::float32, {packed.size()}), packed));
+        env.m.replace_instruction(ins, op, {a, panels});
+        return true;
+    }
     env.m.replace_instruction(ins, dyn_matmul{}, args);
     return true;
 }

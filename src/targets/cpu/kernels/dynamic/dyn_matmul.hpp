@@ -10,22 +10,41 @@
 // transpose flag), others are copied to row-major first. Operands of rank < 2 keep the
 // reference matmul.
 #pragma once
+#include "targets/cpu/kernels/packed_gemm/packed_gemm_args.hpp"
 #include "targets/cpu/lowering_util.hpp"
 
 #include <kiln/operation.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace kiln::cpu {
 
 struct dyn_matmul {
+    // > 0: b is a constant [k][n] matrix packed into cpu::packed_gemm's column panels
+    // (pack_gemm_weights), and the product runs on packed_gemm's kernels with A's rows
+    // counted at run time: the kernels a static program's product runs, with B packed
+    // once (sgemm reads B unpacked on every call), and the same panels as a static
+    // program of the model, so they are stored once (lower_env::constant).
+    std::int64_t packed_n = 0, packed_k = 0;
+    template <class Self, class F>
+    static void reflect(Self& self, F f) {
+        f(self.packed_n, "packed_n");
+        f(self.packed_k, "packed_k");
+    }
     std::string name() const { return "cpu::dyn_matmul"; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     argument compute(context& ctx, const shape& out, const std::vector<argument>& args) const;
     // oneDNN generates its sgemm kernels on the first call in a process (~40 ms on an AVX-512
     // EPYC): done here, at compile time, instead of in a program's first run.
     void finalize(context& ctx, const shape& out, const std::vector<shape>& inputs);
+
+    // The packed kernels finalize chose for this CPU (not an attribute).
+    pgemm::part_fn part = nullptr;
+
+private:
+    argument compute_packed(const shape& out, const std::vector<argument>& args) const;
 };
 
 // Replaces a float32 matmul with a dynamic result by a cpu::dyn_matmul; false, changing
