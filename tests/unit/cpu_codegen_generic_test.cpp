@@ -116,6 +116,7 @@ TEST(cpu_codegen_generic, transformer_block_matches_ref_at_every_size) {
             for (std::size_t i = 0; i < 3; ++i) {
                 SCOPED_TRACE("output " + std::to_string(i) + " at batch " + std::to_string(b) + ", seq " +
                              std::to_string(s) + (fast ? ", fast math" : ""));
+                EXPECT_EQ(got[i].get_shape().lens(), want[i].get_shape().lens());
                 expect_close(got[i], want[i], fast ? 2e-4 : 2e-5, 1e-3);
             }
         }

@@ -6,6 +6,7 @@
 
 #include "ops/nn_matmul.hpp"
 #include "ops/tensor_views.hpp"
+#include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/kernels/dynamic/dyn_matmul.hpp"
 
 #include <kiln/program.hpp>
@@ -137,4 +138,46 @@ TEST(cpu_dyn_matmul, generic_program_gemm_matches_ref) {
     }
     EXPECT_EQ(dyn, 1u);
     EXPECT_EQ(gemm, 0u);
+}
+
+// Constant weights: the packed form (packed_gemm's panels, rows counted at run time), at
+// depth 1024 too, where A's rows are copied to padded ones (4 KiB apart otherwise), and
+// with A a transposed view (copied row-major first); ref at every size.
+TEST(cpu_dyn_matmul, constant_weights_run_packed_at_every_size) {
+    for (std::size_t depth : {24, 1024}) {
+        const auto weights = random_literal({depth, 20});
+        auto make = [&] {
+            program p;
+            auto* m = p.get_main_module();
+            const dynamic_dimension rows{1, 64, {}, "rows"};
+            auto x = m->add_parameter("x", shape::make_dynamic(type::float32, {{2, 2, {}, {}}, rows, {depth, depth, {}, {}}}));
+            auto xt = m->add_parameter("xt", shape::make_dynamic(type::float32, {{depth, depth, {}, {}}, rows}));
+            auto w = m->add_literal(weights);
+            m->add_return({m->add_instruction(op::matmul{}, {x, w}),
+                           m->add_instruction(op::matmul{}, {m->add_instruction(op::transpose{{1, 0}}, {xt}), w})});
+            return p;
+        };
+        auto p = make(), r = make();
+        compile_options o;
+        o.specialize_after = 0;
+        p.compile(*get_target("cpu"), o);
+        r.compile(*get_target("ref"), o);
+        ASSERT_TRUE(p.get_specialization_stats().generic) << p.get_specialization_stats().generic_unavailable;
+        for (std::size_t rows : {1, 5, 30, 64}) {
+            const param_map in = {{"x", random_arg({2, rows, depth})}, {"xt", random_arg({depth, rows})}};
+            auto got = p.eval(in);
+            auto want = r.eval(in);
+            for (std::size_t i = 0; i < 2; ++i) {
+                EXPECT_EQ(got[i].get_shape().lens(), want[i].get_shape().lens());
+                expect_close(got[i], want[i]);
+            }
+        }
+        std::vector<instruction_profile> profile;
+        p.eval({{"x", random_arg({2, 3, depth})}, {"xt", random_arg({depth, 3})}}, profile);
+        std::size_t packed = 0;
+        for (auto& e : profile) packed += e.op_name == "cpu::dyn_matmul" && e.op_text.find("packed_n=20") != std::string::npos;
+        if (cpu::has_avx2_fma()) {
+            EXPECT_EQ(packed, 2u) << "depth " << depth;
+        }
+    }
 }
