@@ -185,3 +185,68 @@ TEST(cpu_codegen_generic, interpreter_runs_the_generic_program_without_a_compile
     for (std::size_t i = 0; i < 3; ++i) expect_close(got[i], want[i], 2e-5, 1e-3);
     EXPECT_TRUE(cache.files(".so").empty());
 }
+
+TEST(cpu_codegen_generic, channels_last_walk_reads_and_writes_nhwc) {
+    using cpu::codegen::generic_geometry;
+    const dynamic_dimension n{1, 8, {}, "n"}, h{1, 64, {}, "h"}, w{1, 64, {}, "w"};
+    const auto x = shape::make_dynamic(type::float32, {n, {3, 3, {}, {}}, h, w});
+    const auto s = shape::make_dynamic(type::float32, {n, {3, 3, {}, {}}, {1, 1, {}, {}}, {1, 1, {}, {}}});
+    auto l = cpu::codegen::make_generic_layout({x, s}, x, 0, {0, 2, 3, 1});
+    // Walked as (n, h, w, c): n; h and w (s broadcast); c (both read along).
+    EXPECT_EQ(l.groups, 3);
+    EXPECT_EQ(l.group_of, (std::vector<std::int64_t>{0, 1, 1, 2}));
+    const shape nhwc(type::float32, {2, 3, 4, 5}, {60, 1, 15, 3});
+    const shape scale(type::float32, {2, 3, 1, 1});
+    auto out = cpu::codegen::generic_result_shape(l, {nhwc, scale}, type::float32);
+    EXPECT_EQ(out.lens(), (std::vector<std::size_t>{2, 3, 4, 5}));
+    EXPECT_EQ(out.strides(), (std::vector<std::size_t>{60, 1, 15, 3}));
+    std::vector<long> g;
+    ASSERT_TRUE(generic_geometry(l, {nhwc, scale}, out, g));
+    // inner c = 3; outer lens n = 2, h*w = 20; strides x (60, 3), s (3, 0), out (60, 3).
+    EXPECT_EQ(g, (std::vector<long>{3, 2, 20, 60, 3, 3, 0, 60, 3}));
+    // A row-major x does not fit this walk.
+    EXPECT_FALSE(generic_geometry(l, {shape(type::float32, {2, 3, 4, 5}), scale}, out, g));
+}
+
+TEST(cpu_codegen_generic, convolution_results_stay_channels_last_in_generated_kernels) {
+    // A CNN with a dynamic batch and image: the convolution's SiLU stays its post-op, a
+    // squeeze-excitation style scale and what follows run as generated kernels on the
+    // channels-last results (no call falls back to the interpreter).
+    auto make = [] {
+        program p;
+        auto* m = p.get_main_module();
+        const dynamic_dimension n{1, 4, {}, "n"}, hw{4, 32, {}, "hw"};
+        auto x = m->add_parameter("x", shape::make_dynamic(type::float32, {n, {8, 8, {}, {}}, hw, hw}));
+        auto wt = m->add_literal(literal(shape(type::float32, {16, 8, 3, 3}),
+                                         random_arg(shape(type::float32, {16, 8, 3, 3}), 11, -0.2f, 0.2f).to_vector<float>()));
+        auto c = m->add_instruction(make_op("convolution", {{"padding", {1, 1, 1, 1}}}), {x, wt});
+        auto a = silu(*m, c);
+        auto sc = m->add_parameter("s", shape::make_dynamic(type::float32, {n, {16, 16, {}, {}}, {1, 1, {}, {}}, {1, 1, {}, {}}}));
+        auto gate = add_op(*m, "sigmoid", {sc});
+        auto scaled = add_op(*m, "mul", {a, gate});
+        m->add_return({add_op(*m, "tanh", {add_op(*m, "add", {scaled, scalar(*m, 0.5f)})})});
+        return p;
+    };
+    program p = make(), r = make();
+    compile_options o;
+    o.specialize_after = 0;
+    p.compile(*get_target("cpu"), o);
+    r.compile(*get_target("ref"), o);
+    ASSERT_TRUE(p.get_specialization_stats().generic) << p.get_specialization_stats().generic_unavailable;
+    const auto misfits = cpu::codegen::stats().generic_misfits.load();
+    for (auto [b, side] : std::vector<std::pair<std::size_t, std::size_t>>{{1, 7}, {3, 16}}) {
+        param_map in = {{"x", random_arg(shape(type::float32, {b, 8, side, side}), static_cast<unsigned>(side))},
+                        {"s", random_arg(shape(type::float32, {b, 16, 1, 1}), 3)}};
+        auto got = p.eval(in);
+        auto want = r.eval(in);
+        EXPECT_EQ(got[0].get_shape().lens(), want[0].get_shape().lens());
+        expect_close(got[0], want[0], 1e-4, 1e-3);
+    }
+    auto ops = ops_run(p, {{"x", random_arg(shape(type::float32, {2, 8, 9, 9}), 5)},
+                           {"s", random_arg(shape(type::float32, {2, 16, 1, 1}), 6)}});
+    EXPECT_EQ(ops["sigmoid"] + ops["mul"] + ops["add"] + ops["tanh"], 0u);
+    EXPECT_GE(ops["cpu::fused_kernel"], 1u);
+    if (have_compiler() && std::getenv("KILN_CXX") == nullptr) {
+        EXPECT_EQ(cpu::codegen::stats().generic_misfits.load(), misfits);
+    }
+}

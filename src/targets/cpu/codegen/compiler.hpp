@@ -79,6 +79,9 @@ struct codegen_stats {
     std::atomic<std::size_t> cache_rejects{0};   // entries ignored as corrupt
     std::atomic<std::size_t> embedded_loads{0};  // libraries loaded from a saved program's bytes
     std::atomic<std::size_t> interpreted{0};     // kernels finalized without machine code
+    // Calls of a compiled generic kernel whose arguments did not fit its layout (run by
+    // the interpreter instead: generic_layout.hpp).
+    std::atomic<std::size_t> generic_misfits{0};
 };
 codegen_stats& stats();
 

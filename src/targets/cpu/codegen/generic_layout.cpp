@@ -12,6 +12,37 @@ namespace {
 
 bool fixed_one(const dynamic_dimension& d) { return d.is_fixed() && d.min == 1; }
 
+bool valid_order(const std::vector<std::int64_t>& order, std::size_t rank) {
+    if (order.size() != rank) return false;
+    std::vector<bool> seen(rank, false);
+    for (auto d : order) {
+        if (d < 0 || static_cast<std::size_t>(d) >= rank || seen[static_cast<std::size_t>(d)]) return false;
+        seen[static_cast<std::size_t>(d)] = true;
+    }
+    return true;
+}
+
+// A tensor's lens and strides over the domain's rank (right-aligned, missing dims as
+// length 1), in the layout's walk order.
+struct walked {
+    std::vector<std::size_t> lens, strides;
+};
+walked walk(const generic_layout& l, const shape& s, std::size_t rank) {
+    walked w{std::vector<std::size_t>(rank, 1), std::vector<std::size_t>(rank, 0)};
+    const std::size_t shift = rank - s.ndim();
+    for (std::size_t d = 0; d < s.ndim(); ++d) {
+        w.lens[d + shift] = s.lens()[d];
+        w.strides[d + shift] = s.strides()[d];
+    }
+    if (l.order.empty()) return w;
+    walked p = w;
+    for (std::size_t q = 0; q < rank; ++q) {
+        p.lens[q] = w.lens[static_cast<std::size_t>(l.order[q])];
+        p.strides[q] = w.strides[static_cast<std::size_t>(l.order[q])];
+    }
+    return p;
+}
+
 }  // namespace
 
 bool generic_kernel_can_run(instruction_ref ins) {
@@ -22,10 +53,13 @@ bool generic_kernel_can_run(instruction_ref ins) {
     return kernel_types_supported(ins);
 }
 
-generic_layout make_generic_layout(const std::vector<shape>& inputs, const shape& output, std::size_t reduced) {
+generic_layout make_generic_layout(const std::vector<shape>& inputs, const shape& output, std::size_t reduced,
+                                   const std::vector<std::int64_t>& order) {
     const auto out = output.to_dynamic_dims();
     const std::size_t rank = out.size(), nin = inputs.size();
     if (reduced > rank) throw_error(error_code::unsupported, "generic kernel: reduces more dims than it has");
+    if (!order.empty() && (reduced > 0 || !valid_order(order, rank)))
+        throw_error(error_code::unsupported, "generic kernel: a walk order needs an elementwise group and a permutation");
     // Per tensor (the inputs, then the output), per domain dim: read along it (1) or broadcast (0).
     std::vector<std::vector<std::int64_t>> reads(nin + 1, std::vector<std::int64_t>(rank, 0));
     std::vector<bool> unit(rank, true);  // the domain's dim is a fixed 1
@@ -43,7 +77,18 @@ generic_layout make_generic_layout(const std::vector<shape>& inputs, const shape
     }
     generic_layout l;
     l.reduced = static_cast<std::int64_t>(reduced);
+    l.order = order;
     l.group_of.assign(rank, 0);
+    // From here on, positions in the walk order.
+    if (!order.empty()) {
+        auto permuted = [&](const auto& v) {
+            auto w = v;
+            for (std::size_t q = 0; q < rank; ++q) w[q] = v[static_cast<std::size_t>(order[q])];
+            return w;
+        };
+        for (auto& r : reads) r = permuted(r);
+        unit = permuted(unit);
+    }
     std::vector<std::vector<std::int64_t>> group_reads;  // per group, per tensor
     std::vector<std::size_t> pending;                    // fixed-1 dims waiting for the next group
     const std::size_t first_reduced = reduced > 0 ? rank - reduced : rank;
@@ -126,9 +171,21 @@ shape generic_result_shape(const generic_layout& l, const std::vector<shape>& ar
         const std::size_t shift = rank - a.ndim();
         for (std::size_t d = 0; d < a.ndim(); ++d) lens[d + shift] = std::max(lens[d + shift], a.lens()[d]);
     }
-    for (std::size_t d = 0; d < rank; ++d)
-        if (l.groups == 0 || !l.reads_along(nin, static_cast<std::size_t>(l.group_of[d]))) lens[d] = 1;
-    return shape{t, lens};
+    if (l.order.empty()) {
+        for (std::size_t d = 0; d < rank; ++d)
+            if (l.groups == 0 || !l.reads_along(nin, static_cast<std::size_t>(l.group_of[d]))) lens[d] = 1;
+        return shape{t, lens};
+    }
+    // Laid out in the walk order: its last position's dim has stride 1.
+    std::vector<std::size_t> strides(rank, 0);
+    std::size_t step = 1;
+    for (std::size_t q = rank; q-- > 0;) {
+        const auto d = static_cast<std::size_t>(l.order[q]);
+        if (!l.reads_along(nin, static_cast<std::size_t>(l.group_of[q]))) lens[d] = 1;
+        strides[d] = step;
+        step *= lens[d];
+    }
+    return shape{t, lens, strides};
 }
 
 bool generic_geometry(const generic_layout& l, const std::vector<shape>& args, const shape& out,
@@ -136,13 +193,17 @@ bool generic_geometry(const generic_layout& l, const std::vector<shape>& args, c
     const auto G = static_cast<std::size_t>(l.groups);
     const std::size_t nin = l.inputs(), rank = l.group_of.size();
     if (args.size() != nin || out.ndim() != rank || G == 0) return false;
-    // The domain's lens: the longest each tensor has per dim (the others must be 1 or equal).
-    std::vector<std::size_t> dom(out.lens());
-    for (const auto& a : args) {
+    for (const auto& a : args)
         if (!a.is_tensor() || a.dynamic() || a.ndim() > rank) return false;
-        const std::size_t shift = rank - a.ndim();
-        for (std::size_t d = 0; d < a.ndim(); ++d) dom[d + shift] = std::max(dom[d + shift], a.lens()[d]);
-    }
+    // Every tensor in the walk order; the domain's lens: the longest each has per position
+    // (the others must be 1 or equal).
+    thread_local std::vector<walked> views;
+    views.clear();
+    for (const auto& a : args) views.push_back(walk(l, a, rank));
+    views.push_back(walk(l, out, rank));
+    std::vector<std::size_t> dom(rank, 1);
+    for (const auto& v : views)
+        for (std::size_t d = 0; d < rank; ++d) dom[d] = std::max(dom[d], v.lens[d]);
     g.assign(l.geometry_size(), 0);
     // Lengths: the last group's is the inner loop (g[0]), the others g[1 .. G-1].
     std::vector<long> len(G, 1);
@@ -152,23 +213,23 @@ bool generic_geometry(const generic_layout& l, const std::vector<shape>& args, c
     // Strides of a tensor per group: each group's dims must merge into one (the stride of
     // a dim is its inner neighbour's stride times that neighbour's length, dims of length 1
     // aside); the inner group must have a unit stride when it is read along.
-    auto strides_of = [&](std::size_t t, const std::vector<std::size_t>& lens, const std::vector<std::size_t>& st,
-                          long* dest) {
-        const std::size_t shift = rank - lens.size();
+    auto strides_of = [&](std::size_t t, const walked& v, long* dest) {
+        const auto& lens = v.lens;
+        const auto& st = v.strides;
         for (std::size_t k = G; k-- > 0;) {
             const bool along = l.reads_along(t, k);
             long stride = 0;
             long expect = -1;
             for (std::size_t d = rank; d-- > 0;) {
                 if (static_cast<std::size_t>(l.group_of[d]) != k) continue;
-                const std::size_t n = d >= shift ? lens[d - shift] : 1;
+                const std::size_t n = lens[d];
                 if (!along) {
                     if (n != 1) return false;
                     continue;
                 }
                 if (n != dom[d]) return false;
                 if (n == 1) continue;
-                const auto s = static_cast<long>(st[d - shift]);
+                const auto s = static_cast<long>(st[d]);
                 if (expect < 0) stride = s;
                 else if (s != expect) return false;
                 expect = s * static_cast<long>(n);
@@ -182,9 +243,9 @@ bool generic_geometry(const generic_layout& l, const std::vector<shape>& args, c
         return true;
     };
     const std::size_t outer = G - 1;
-    for (std::size_t i = 0; i < nin; ++i)
-        if (!strides_of(i, args[i].lens(), args[i].strides(), g.data() + 1 + outer * (1 + i))) return false;
-    return strides_of(nin, out.lens(), out.strides(), g.data() + 1 + outer * (1 + nin));
+    for (std::size_t t = 0; t <= nin; ++t)
+        if (!strides_of(t, views[t], g.data() + 1 + outer * (1 + t))) return false;
+    return true;
 }
 
 }  // namespace kiln::cpu::codegen

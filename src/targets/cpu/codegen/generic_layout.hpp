@@ -32,11 +32,16 @@
 namespace kiln::cpu::codegen {
 
 struct generic_layout {
-    std::vector<std::int64_t> group_of;  // per domain dim: its group (0 .. groups - 1), non-decreasing
+    std::vector<std::int64_t> group_of;  // per domain dim (in the walk order): its group, non-decreasing
     // Per input and then the output, per group (tensor-major): 1 read along it, 0 broadcast.
     std::vector<std::int64_t> along;
     std::int64_t groups = 0;   // 0: not a generic kernel
     std::int64_t reduced = 0;  // trailing domain dims the group's reductions reduce (the last group); 0: elementwise
+    // The order the kernel walks the domain's dims in, outermost first (empty: as they
+    // are); group_of and along are per position in it. (0, 2, 3, 1) walks a 4-D group
+    // channels-last: cpu::dyn_primitive's results, read at unit stride, and the result
+    // laid out so as well.
+    std::vector<std::int64_t> order;
 
     template <class Self, class F>
     static void reflect(Self& self, F f) {
@@ -44,6 +49,7 @@ struct generic_layout {
         f(self.along, "along");
         f(self.groups, "groups");
         f(self.reduced, "reduced");
+        f(self.order, "order");
     }
     bool empty() const { return groups == 0; }
     std::size_t inputs() const { return groups == 0 ? 0 : along.size() / static_cast<std::size_t>(groups) - 1; }
@@ -68,15 +74,17 @@ bool generic_kernel_can_run(instruction_ref ins);
 // The layout of a group with these (dynamic) input and output shapes whose reductions
 // reduce the last `reduced` dims (0: elementwise). Throws `unsupported` when an input reads
 // some reduced dims and not others.
-generic_layout make_generic_layout(const std::vector<shape>& inputs, const shape& output, std::size_t reduced);
+generic_layout make_generic_layout(const std::vector<shape>& inputs, const shape& output, std::size_t reduced,
+                                   const std::vector<std::int64_t>& order = {});
 
 // The group's nodes analysed for one static instance of these shapes (each dynamic dim at
 // a size that fits the others): what the kernel computes, without its geometry. Throws
 // `unsupported` as make_plan does.
 plan sample_plan(const op::fused& body, const std::vector<shape>& inputs, const shape& output, bool fast_math);
 
-// The result's shape for these arguments as the layout sees it (row-major, type `t`):
-// the longest len each dim has among them, 1 where the result does not read along.
+// The result's shape for these arguments as the layout sees it (type `t`): the longest
+// len each dim has among them, 1 where the result does not read along; row-major in the
+// walk order.
 // Meaningful only where generic_geometry then accepts the arguments.
 shape generic_result_shape(const generic_layout& l, const std::vector<shape>& args, type t);
 

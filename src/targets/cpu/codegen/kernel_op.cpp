@@ -146,6 +146,7 @@ argument fused_kernel::compute_generic(context& ctx, const shape& output, const 
     const bool fits = rt && rt->generic_fn && codegen::generic_geometry(generic, in, out, geometry);
     std::optional<codegen::plan> p;
     if (!fits) {
+        if (rt && rt->generic_fn) ++codegen::stats().generic_misfits;
         if (!rt || !rt->has_plan || out.dynamic()) return body.compute(ctx, out, args);
         try {
             p = codegen::make_plan(body, in, out, fast_math);

@@ -9,6 +9,7 @@
 #include "targets/cpu/codegen/shared.hpp"
 #include "targets/cpu/codegen/isa.hpp"
 #include "targets/cpu/codegen/kernel_op.hpp"
+#include "targets/cpu/kernels/dynamic/dyn_primitive.hpp"
 
 #include <kiln/builtin_ops.hpp>
 #include <kiln/errors.hpp>
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <unordered_set>
 
 namespace kiln::cpu::codegen {
 
@@ -38,6 +40,13 @@ std::size_t reduced_dims(const op::fused& body, std::size_t rank) {
     for (const auto& n : body.nodes)
         if (n.op.traits().reduction) return reduction_axes(n.op, rank).size();
     return 0;
+}
+
+// Whether a generic program's value is laid out channels-last: a 4-D result of
+// cpu::dyn_primitive (oneDNN's fast layout at every size), or of a group walked so.
+bool channels_last(instruction_ref x, const std::unordered_set<const instruction*>& walked_channels_last) {
+    if (!x->get_shape().is_tensor() || x->get_shape().ndim() != 4) return false;
+    return x->get_operator().any_cast<dyn_primitive>() != nullptr || walked_channels_last.count(&*x) > 0;
 }
 
 }  // namespace
@@ -69,6 +78,7 @@ void lowering::apply(module& m) const {
     const bool fast_math = o.fast_math;
     const auto start = std::chrono::steady_clock::now();
     std::vector<planned> work;
+    std::unordered_set<const instruction*> walked_channels_last;  // generic groups walked (0, 2, 3, 1)
     for (auto ins = m.begin(); ins != m.end(); ++ins) {
         planned p{ins, {}, {}, {}, {}, {}};
         const bool dynamic = ins->get_shape().is_tensor() && ins->get_shape().dynamic();
@@ -86,12 +96,20 @@ void lowering::apply(module& m) const {
                 // One kernel for every size the generic program meets (generic_layout.hpp);
                 // a group it cannot describe stays for the reference kernels.
                 const auto in = to_shapes(p.inputs);
+                const auto reduced = reduced_dims(p.body, ins->get_shape().ndim());
+                // A 4-D elementwise group reading a channels-last value walks channels-last.
+                std::vector<std::int64_t> order;
+                if (reduced == 0 && std::any_of(p.inputs.begin(), p.inputs.end(), [&](instruction_ref x) {
+                        return channels_last(x, walked_channels_last);
+                    }))
+                    order = {0, 2, 3, 1};
                 try {
                     p.nodes = sample_plan(p.body, in, ins->get_shape(), fast_math);
-                    p.layout = make_generic_layout(in, ins->get_shape(), reduced_dims(p.body, ins->get_shape().ndim()));
+                    p.layout = make_generic_layout(in, ins->get_shape(), reduced, order);
                 } catch (const error&) {
                     continue;
                 }
+                if (!order.empty()) walked_channels_last.insert(&*ins);
                 if (p.nodes.reduction && p.nodes.row_output() != !p.layout.reads_along(p.layout.inputs(), p.layout.groups - 1))
                     continue;
                 p.symbol = generic_kernel_symbol(p.nodes, p.layout);

@@ -1,10 +1,11 @@
 // post_op_chains: what cpu::lowering will take after a convolution or matrix product
-// (as oneDNN post-ops, or as Kiln's own kernels' epilogues and cpu::silu), so that the
-// fusion pass leaves it there. The chains are cpu::find_post_ops' own, so the two passes
+// (as oneDNN post-ops, or as Kiln's own kernels' epilogues and cpu::silu; in a generic
+// program, cpu::dyn_primitive's post-ops), so that the fusion pass leaves it there. The chains are cpu::find_post_ops' own, so the two passes
 // cannot disagree about a pattern.
 #include "targets/cpu/codegen/lowering.hpp"
 
 #include "targets/cpu/fusion.hpp"
+#include "targets/cpu/kernels/dynamic/dyn_primitive.hpp"
 
 #include "ops/nn_conv.hpp"
 #include "ops/nn_matmul.hpp"
@@ -15,6 +16,8 @@ namespace kiln::cpu::codegen {
 std::unordered_set<const instruction*> post_op_chains(module& m) {
     std::unordered_set<const instruction*> out;
     for (auto ins = m.begin(); ins != m.end(); ++ins) {
+        // A generic program's convolution: what cpu::dyn_primitive takes as post-ops.
+        for (auto member : dyn_primitive_post_ops(ins)) out.insert(&*member);
         const bool conv = rewrite::is_any<op::convolution, op::deconvolution>(ins);
         if (!conv && !rewrite::is_any<op::matmul, op::gemm>(ins)) continue;
         const auto& s = ins->get_shape();

@@ -294,47 +294,69 @@ std::optional<dyn_primitive> candidate(instruction_ref ins) {
 
 }  // namespace
 
+namespace {
+
+// A candidate with the activations (SiLU too) and residual add after it that it takes as
+// post-ops, each read only by the next: the op, its arguments and the chain (ins first).
+struct planned_chain {
+    dyn_primitive op;
+    std::vector<instruction_ref> args, chain;
+};
+
+std::optional<planned_chain> plan_chain(instruction_ref ins) {
+    auto op = candidate(ins);
+    if (!op) return std::nullopt;
+    planned_chain c{*op, std::vector<instruction_ref>(ins->inputs().begin(), ins->inputs().end()), {ins}};
+    for (auto cur = ins; is_conv(c.op.op);) {
+        if (auto silu = silu_of(cur)) {  // x * sigmoid(x), the one pair that reads x twice
+            post_op p;
+            p.algorithm = "swish";
+            p.alpha = 1.0f;
+            c.op.post_ops.push_back(p);
+            c.chain.push_back(silu->first);
+            c.chain.push_back(silu->second);
+            cur = silu->second;
+            continue;
+        }
+        if (cur->outputs().size() != 1) break;
+        auto next = cur->outputs().front();
+        if (auto e = eltwise_post_ops(next, true); e && next->inputs().front() == cur) {
+            c.op.post_ops.insert(c.op.post_ops.end(), e->begin(), e->end());
+        } else if (is<op::add_op>(next) && next->inputs().size() == 2 && f32_tensor(next)) {
+            auto other = next->inputs()[0] == cur ? next->inputs()[1] : next->inputs()[0];
+            // The same dims as the result (the same symbols): no broadcasting.
+            if (other == cur || !(other->get_shape() == cur->get_shape())) break;
+            post_op p;
+            p.kind = "binary";
+            p.algorithm = "add";
+            p.input = static_cast<std::int64_t>(c.args.size());
+            c.op.post_ops.push_back(p);
+            c.args.push_back(other);
+        } else {
+            break;
+        }
+        c.chain.push_back(next);
+        cur = next;
+    }
+    return c;
+}
+
+}  // namespace
+
+std::vector<instruction_ref> dyn_primitive_post_ops(instruction_ref ins) {
+    auto c = plan_chain(ins);
+    if (!c) return {};
+    return std::vector<instruction_ref>(c->chain.begin() + 1, c->chain.end());
+}
+
 void lower_dyn_primitives(lower_env& env) {
     std::vector<instruction_ref> found;
     for (auto ins = env.m.begin(); ins != env.m.end(); ++ins)
         if (candidate(ins)) found.push_back(ins);
     for (auto ins : found) {
-        auto op = *candidate(ins);
-        std::vector<instruction_ref> args(ins->inputs().begin(), ins->inputs().end()), chain{ins};
-        // A convolution's activations (SiLU too) and residual add, each read only by the next.
-        for (auto cur = ins; is_conv(op.op);) {
-            if (auto silu = silu_of(cur)) {  // x * sigmoid(x), the one pair that reads x twice
-                post_op p;
-                p.algorithm = "swish";
-                p.alpha = 1.0f;
-                op.post_ops.push_back(p);
-                chain.push_back(silu->first);
-                chain.push_back(silu->second);
-                cur = silu->second;
-                continue;
-            }
-            if (cur->outputs().size() != 1) break;
-            auto next = cur->outputs().front();
-            if (auto e = eltwise_post_ops(next, true); e && next->inputs().front() == cur) {
-                op.post_ops.insert(op.post_ops.end(), e->begin(), e->end());
-            } else if (is<op::add_op>(next) && next->inputs().size() == 2 && f32_tensor(next)) {
-                auto other = next->inputs()[0] == cur ? next->inputs()[1] : next->inputs()[0];
-                // The same dims as the result (the same symbols): no broadcasting.
-                if (other == cur || !(other->get_shape() == cur->get_shape())) break;
-                post_op p;
-                p.kind = "binary";
-                p.algorithm = "add";
-                p.input = static_cast<std::int64_t>(args.size());
-                op.post_ops.push_back(p);
-                args.push_back(other);
-            } else {
-                break;
-            }
-            chain.push_back(next);
-            cur = next;
-        }
-        env.m.replace_instruction(chain.back(), op, args);
-        for (auto it = chain.rbegin() + 1; it != chain.rend(); ++it)
+        auto c = *plan_chain(ins);
+        env.m.replace_instruction(c.chain.back(), c.op, c.args);
+        for (auto it = c.chain.rbegin() + 1; it != c.chain.rend(); ++it)
             if ((*it)->outputs().empty()) env.m.remove_instruction(*it);
     }
 }

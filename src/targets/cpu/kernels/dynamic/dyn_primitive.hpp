@@ -80,5 +80,9 @@ struct dyn_primitive {
 // residual add that follow it (each read only by the next) as post-ops. What it does not
 // take stays as it is.
 void lower_dyn_primitives(lower_env& env);
+// The instructions after `ins` that lower_dyn_primitives takes into its primitive as
+// post-ops (empty when it takes none, or does not take `ins`): the fusion pass leaves
+// them out of its groups (codegen::post_op_chains).
+std::vector<instruction_ref> dyn_primitive_post_ops(instruction_ref ins);
 
 }  // namespace kiln::cpu
