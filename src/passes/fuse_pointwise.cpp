@@ -89,59 +89,48 @@ group start_group(instruction_ref root) {
     return g;
 }
 
-// try_join for a group over dynamic dims: the same rules on dynamic dimensions.
-bool try_join_dynamic(group& g, instruction_ref ins) {
-    const auto dims = ins->get_shape().to_dynamic_dims();
-    if (!is_fusible_dynamic_reduction(ins)) {
-        if (!ins->get_operator().traits().pointwise || !fits(dims, g.dynamic_domain)) return false;
+// The dims of a shape as a group compares them: lens in a static group, dynamic
+// dimensions in a dynamic one (fixed 1 stands for a broadcast dim in both).
+std::vector<std::size_t> dims_of(const shape& s, const std::size_t*) { return s.lens(); }
+std::vector<dynamic_dimension> dims_of(const shape& s, const dynamic_dimension*) { return s.to_dynamic_dims(); }
+std::size_t unit_dim(const std::size_t*) { return 1; }
+dynamic_dimension unit_dim(const dynamic_dimension*) { return {1, 1, {}, {}}; }
+
+// Adds `ins` (a candidate, a reduction when `reduction`) to g over `domain` when that
+// keeps the group legal (see the header).
+template <class Dim>
+bool join(group& g, std::vector<Dim>& domain, instruction_ref ins, bool reduction) {
+    const Dim* tag = nullptr;
+    if (!reduction) {
+        if (!fits(dims_of(ins->get_shape(), tag), domain)) return false;
         g.members.push_back(ins);
         return true;
     }
-    const auto in_dims = ins->inputs()[0]->get_shape().to_dynamic_dims();
+    const auto in_dims = dims_of(ins->inputs()[0]->get_shape(), tag);
     const auto axes = reduction_axes(ins->get_operator(), in_dims.size());
     if (!g.axes.empty()) {
-        if (in_dims != g.dynamic_domain || axes != g.axes) return false;
-    } else if (in_dims != g.dynamic_domain) {
+        if (in_dims != domain || axes != g.axes) return false;
+    } else if (in_dims != domain) {
+        // The group so far computes a per-row value (e.g. rsqrt(var + eps)): its domain
+        // becomes this reduction's input when the root has exactly the reduced lens.
         auto row = in_dims;
-        for (auto a : axes) row[a] = dynamic_dimension{1, 1, {}, {}};
-        if (g.dynamic_domain != row || g.root->get_shape().to_dynamic_dims() != row) return false;
+        for (auto a : axes) row[a] = unit_dim(tag);
+        if (domain != row || dims_of(g.root->get_shape(), tag) != row) return false;
         for (auto m : g.members)
-            if (!fits(m->get_shape().to_dynamic_dims(), in_dims)) return false;
-        g.dynamic_domain = in_dims;
+            if (!fits(dims_of(m->get_shape(), tag), in_dims)) return false;
+        domain = in_dims;
     }
     g.axes = axes;
     g.members.push_back(ins);
     return true;
 }
 
-// Adds `ins` to g when that keeps the group legal (see the header).
 bool try_join(group& g, instruction_ref ins) {
-    if (g.dynamic) return try_join_dynamic(g, ins);
+    if (g.dynamic) return join(g, g.dynamic_domain, ins, is_fusible_dynamic_reduction(ins));
     if (dynamic_tensor(ins->get_shape())) return false;
-    const auto& lens = ins->get_shape().lens();
-    if (!is_fusible_reduction(ins)) {
-        if (!fits(lens, g.domain)) return false;
-        g.members.push_back(ins);
-        return true;
-    }
-    if (!reduction_keepdims(ins->get_operator())) return false;
-    const auto& in_lens = ins->inputs()[0]->get_shape().lens();
-    const auto axes = reduction_axes(ins->get_operator(), in_lens.size());
-    if (!g.axes.empty()) {
-        if (in_lens != g.domain || axes != g.axes) return false;
-    } else if (in_lens != g.domain) {
-        // The group so far computes a per-row value (e.g. rsqrt(var + eps)): its domain
-        // becomes this reduction's input when the root has exactly the reduced lens.
-        auto row = in_lens;
-        for (auto a : axes) row[a] = 1;
-        if (g.domain != row || g.root->get_shape().lens() != row) return false;
-        for (auto m : g.members)
-            if (!fits(m->get_shape().lens(), in_lens)) return false;
-        g.domain = in_lens;
-    }
-    g.axes = axes;
-    g.members.push_back(ins);
-    return true;
+    const bool reduction = is_fusible_reduction(ins);
+    if (reduction && !reduction_keepdims(ins->get_operator())) return false;
+    return join(g, g.domain, ins, reduction);
 }
 
 void rewrite_group(module& m, group& g, const std::unordered_map<const instruction*, std::size_t>& pos) {

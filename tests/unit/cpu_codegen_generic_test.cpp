@@ -46,6 +46,14 @@ param_map block_inputs(std::size_t b, std::size_t s, unsigned seed) {
             {"mask", literal(shape(type::float32, {b, 1, s}), mask).get_argument()}};
 }
 
+// p for cpu and r for ref, every call of p on its generic program.
+void compile_generic(program& p, program& r, compile_options o = {}) {
+    o.specialize_after = 0;
+    p.compile(*get_target("cpu"), o);
+    r.compile(*get_target("ref"), o);
+    EXPECT_TRUE(p.get_specialization_stats().generic) << p.get_specialization_stats().generic_unavailable;
+}
+
 std::map<std::string, std::size_t> ops_run(program& p, const param_map& in) {
     std::vector<instruction_profile> profile;
     p.eval(in, profile);
@@ -144,11 +152,7 @@ TEST(cpu_codegen_generic, unforeseen_arguments_fall_back_to_the_reference) {
         return p;
     };
     program p = make(), r = make();
-    compile_options o;
-    o.specialize_after = 0;
-    p.compile(*get_target("cpu"), o);
-    r.compile(*get_target("ref"), o);
-    ASSERT_TRUE(p.get_specialization_stats().generic) << p.get_specialization_stats().generic_unavailable;
+    compile_generic(p, r);
     EXPECT_EQ(ops_run(p, {{"a", random_arg(shape(type::float32, {3, 4}), 1)},
                           {"b", random_arg(shape(type::float32, {3, 4}), 2)},
                           {"c", random_arg(shape(type::float32, {4, 3}), 3)}})["cpu::fused_kernel"],
@@ -170,11 +174,8 @@ TEST(cpu_codegen_generic, interpreter_runs_the_generic_program_without_a_compile
     scratch_cache cache;
     env_override no_cxx("KILN_CXX", "/nonexistent/kiln-test-cxx");
     program p = block(), r = block();
-    compile_options o;
-    o.specialize_after = 0;
     const auto interpreted = cpu::codegen::stats().interpreted.load();
-    p.compile(*get_target("cpu"), o);
-    r.compile(*get_target("ref"), o);
+    compile_generic(p, r);
     // The generic program's kernels (at least the layer norm, GELU, softmax and
     // log_softmax groups) are left to the interpreter.
     EXPECT_GE(cpu::codegen::stats().interpreted.load(), interpreted + 4);
@@ -228,11 +229,7 @@ TEST(cpu_codegen_generic, convolution_results_stay_channels_last_in_generated_ke
         return p;
     };
     program p = make(), r = make();
-    compile_options o;
-    o.specialize_after = 0;
-    p.compile(*get_target("cpu"), o);
-    r.compile(*get_target("ref"), o);
-    ASSERT_TRUE(p.get_specialization_stats().generic) << p.get_specialization_stats().generic_unavailable;
+    compile_generic(p, r);
     const auto misfits = cpu::codegen::stats().generic_misfits.load();
     for (auto [b, side] : std::vector<std::pair<std::size_t, std::size_t>>{{1, 7}, {3, 16}}) {
         param_map in = {{"x", random_arg(shape(type::float32, {b, 8, side, side}), static_cast<unsigned>(side))},
