@@ -126,7 +126,13 @@ bool join(group& g, std::vector<Dim>& domain, instruction_ref ins, bool reductio
 }
 
 bool try_join(group& g, instruction_ref ins) {
-    if (g.dynamic) return join(g, g.dynamic_domain, ins, is_fusible_dynamic_reduction(ins));
+    if (g.dynamic) {
+        // A reduction joins only as one over the group's trailing dynamic dims (a static
+        // reduction read by a dynamic group stays apart).
+        const bool reduction = is_fusible_dynamic_reduction(ins);
+        if (!reduction && ins->get_operator().traits().reduction) return false;
+        return join(g, g.dynamic_domain, ins, reduction);
+    }
     if (dynamic_tensor(ins->get_shape())) return false;
     const bool reduction = is_fusible_reduction(ins);
     if (reduction && !reduction_keepdims(ins->get_operator())) return false;

@@ -281,6 +281,16 @@ TEST(fuse_pointwise_text, dynamic_groups_need_the_option_trailing_axes_and_match
           m = reduce_max{axes=[0]}(x)
           @return(m)
     )", fuse_dynamic);
+    // A static reduction read only by a dynamic group stays apart (the group's kernel
+    // reduces only its own trailing dynamic dims).
+    pass_text::expect_unchanged(R"(
+        module main
+          x = @param -> float32[{batch=1:8}, 4]
+          y = @param -> float32[4, 4]
+          m = reduce_sum{axes=[0]}(y)
+          z = add(x, m)
+          @return(z)
+    )", fuse_dynamic);
     // Two differently named dims do not broadcast to each other: two groups of one op
     // each, left alone (a group needs two ops).
     pass_text::expect_unchanged(R"(
