@@ -43,6 +43,10 @@ struct options {
     int timeout_s = 120;
     bool verbose = false;
     bool compile_only = false;  // parse and compile, no eval (a device target on a machine without the device)
+    // Every input dim a range (0 to twice the test's size, at least 8) and every call on the
+    // generic program (specialize_after 0): the run-time-shape kernels against the same
+    // expected outputs. Run by hand; failures here are not in expected_failures.txt.
+    bool dynamic = false;
 };
 
 struct expectation {
@@ -93,7 +97,7 @@ std::map<std::string, conformance::tolerance> read_tolerances(const std::string&
 
 // Returns "" on success, else the reason.
 std::string run_test(const fs::path& dir, const std::string& target, const conformance::tolerance& tol,
-                     bool compile_only) {
+                     bool compile_only, bool dynamic) {
     auto model = (dir / "model.onnx").string();
     program p = parse_onnx(model);
     auto names = p.get_parameter_names();
@@ -106,13 +110,21 @@ std::string run_test(const fs::path& dir, const std::string& target, const confo
         const auto& declared = shapes.at(names[i]);
         if (!declared.is_tensor() || declared.dynamic() || !fs::exists(file)) continue;
         auto a = read_tensor_proto(file.string());
-        if (a.get_shape().lens() != declared.lens()) sized.map_input_dims[names[i]] = a.get_shape().lens();
+        if (dynamic) {
+            std::vector<dynamic_dimension> dims;
+            for (auto d : a.get_shape().lens()) dims.push_back({0, std::max<std::size_t>(2 * d, 8), {}, {}});
+            sized.map_dyn_input_dims[names[i]] = dims;
+        } else if (a.get_shape().lens() != declared.lens()) {
+            sized.map_input_dims[names[i]] = a.get_shape().lens();
+        }
     }
-    if (!sized.map_input_dims.empty()) {
+    if (!sized.map_input_dims.empty() || !sized.map_dyn_input_dims.empty()) {
         p = parse_onnx(model, sized);
         shapes = p.get_parameter_shapes();
     }
-    p.compile(*get_target(target));
+    compile_options co;
+    if (dynamic) co.specialize_after = 0;
+    p.compile(*get_target(target), co);
     if (compile_only) return {};
     std::vector<fs::path> sets;
     for (auto& e : fs::directory_iterator(dir))
@@ -159,7 +171,8 @@ struct child {
 void usage() {
     std::cout << "kiln_conformance [--target ref|cpu|gpu] [--dir DIR] [--filter SUBSTRING] [--jobs N]\n"
                  "                 [--expected FILE] [--tolerances FILE] [--write-expected FILE] [--timeout S] [-v]\n"
-                 "                 [--compile-only]   (parse and compile only: e.g. --target gpu without a device)\n";
+                 "                 [--compile-only]   (parse and compile only: e.g. --target gpu without a device)\n"
+                 "                 [--dynamic]        (every input dim a range, every call on the generic program)\n";
 }
 
 }  // namespace
@@ -189,6 +202,7 @@ int main(int argc, char** argv) {
         else if (a == "--timeout") opt.timeout_s = std::stoi(next());
         else if (a == "-v" || a == "--verbose") opt.verbose = true;
         else if (a == "--compile-only") opt.compile_only = true;
+        else if (a == "--dynamic") opt.dynamic = true;
         else {
             usage();
             return a == "--help" || a == "-h" ? 0 : 2;
@@ -240,7 +254,7 @@ int main(int argc, char** argv) {
                 try {
                     conformance::tolerance tol;
                     if (auto it = tolerances.find(name); it != tolerances.end()) tol = it->second;
-                    auto r = run_test(path, opt.target, tol, opt.compile_only);
+                    auto r = run_test(path, opt.target, tol, opt.compile_only, opt.dynamic);
                     msg = r.empty() ? "PASS" : "FAIL " + r;
                 } catch (const std::exception& e) {
                     msg = std::string("FAIL ") + e.what();
