@@ -118,13 +118,35 @@ struct writer {
           << ";\n    }\n    i_ += n_;\n  }\n";
     }
 
+    // A generic kernel's row r_: its outer indices d<k>_ over the layout's outer groups
+    // (lengths g_[1 + k]), then the pointers p<i> and po at the row's start, `inner` (when
+    // given) added for the tensors read along the inner group.
+    void generic_row_pointers(const generic_layout& l, const std::string& inner) {
+        const std::size_t outer = static_cast<std::size_t>(l.groups) - 1, nin = l.inputs();
+        for (std::size_t k = outer; k-- > 0;) {
+            if (k == 0) o << "    const long d0_ = r_;\n";
+            else o << "    const long d" << k << "_ = r_ % g_[" << 1 + k << "]; r_ /= g_[" << 1 + k << "];\n";
+        }
+        auto base = [&](std::size_t tensor) {  // tensor nin: the output
+            std::string b;
+            for (std::size_t k = 0; k < outer; ++k)
+                if (l.reads_along(tensor, k))
+                    b += (b.empty() ? "d" : " + d") + std::to_string(k) + "_ * g_[" +
+                         std::to_string(1 + outer * (1 + tensor) + k) + "]";
+            if (!inner.empty() && l.reads_along(tensor, outer)) b += (b.empty() ? "" : " + ") + inner;
+            return b.empty() ? std::string("0L") : b;
+        };
+        for (std::size_t i = 0; i < nin; ++i)
+            if (!p.inputs[i].invariant())
+                o << "    const " << c_type(p.inputs[i].t) << "* __restrict p" << i << " = in" << i << " + " << base(i)
+                  << ";\n";
+        o << "    " << c_type(p.output.t) << "* __restrict po = out + " << base(nin) << ";\n";
+    }
+
     // A generic program's elementwise group: lengths and strides from the geometry array
     // g_ (generic_layout.hpp), the inner loop over the layout's last group.
     void generic_elementwise(const generic_layout& l) {
-        const std::size_t outer = static_cast<std::size_t>(l.groups) - 1, nin = l.inputs();
-        auto stride = [&](std::size_t tensor, std::size_t k) {  // tensor nin: the output
-            return "g_[" + std::to_string(1 + outer * (1 + tensor) + k) + "]";
-        };
+        const std::size_t outer = static_cast<std::size_t>(l.groups) - 1;
         o << "  const long N_ = g_[0];\n";
         o << "  for (long i_ = b_; i_ < e_;) {\n";
         if (outer == 0) {
@@ -132,26 +154,8 @@ struct writer {
         } else {
             o << "    long r_ = i_ / N_;\n    const long j0_ = i_ - r_ * N_;\n";
             o << "    long n_ = N_ - j0_;\n    if (n_ > e_ - i_) n_ = e_ - i_;\n";
-            for (std::size_t k = outer; k-- > 0;) {
-                if (k == 0) o << "    const long d0_ = r_;\n";
-                else o << "    const long d" << k << "_ = r_ % g_[" << 1 + k << "]; r_ /= g_[" << 1 + k << "];\n";
-            }
         }
-        auto base = [&](std::size_t tensor, bool inner_along) {
-            std::string b;
-            for (std::size_t k = 0; k < outer; ++k) {
-                if (!l.reads_along(tensor, k)) continue;
-                b += (b.empty() ? "" : " + ") + std::string("d") + std::to_string(k) + "_ * " + stride(tensor, k);
-            }
-            if (inner_along) b += b.empty() ? "j0_" : " + j0_";
-            return b.empty() ? std::string("0L") : b;
-        };
-        for (std::size_t i = 0; i < nin; ++i) {
-            if (p.inputs[i].invariant()) continue;
-            o << "    const " << c_type(p.inputs[i].t) << "* __restrict p" << i << " = in" << i << " + "
-              << base(i, l.reads_along(i, outer)) << ";\n";
-        }
-        o << "    " << c_type(p.output.t) << "* __restrict po = out + " << base(nin, true) << ";\n";
+        generic_row_pointers(l, "j0_");
         auto at = [&](std::size_t i) { return "p" + std::to_string(i) + (l.reads_along(i, outer) ? "[j]" : "[0]"); };
         o << "    #pragma omp simd\n    for (long j = 0; j < n_; ++j) {\n";
         statements(needed({p.root}, false), "      ", at);
@@ -161,28 +165,10 @@ struct writer {
     // A generic program's reduction group: a row per outer index (g_'s outer groups), the
     // reduced elements of the row (the last group, g_[0] of them) in one loop.
     void generic_reduction(const generic_layout& l) {
-        const std::size_t outer = static_cast<std::size_t>(l.groups) - 1, nin = l.inputs();
-        auto stride = [&](std::size_t tensor, std::size_t k) {
-            return "g_[" + std::to_string(1 + outer * (1 + tensor) + k) + "]";
-        };
+        const std::size_t outer = static_cast<std::size_t>(l.groups) - 1;
         o << "  const long Q_ = g_[0];\n";
         o << "  for (long o_ = b_; o_ < e_; ++o_) {\n    long r_ = o_;\n";
-        for (std::size_t k = outer; k-- > 0;) {
-            if (k == 0) o << "    const long d0_ = r_;\n";
-            else o << "    const long d" << k << "_ = r_ % g_[" << 1 + k << "]; r_ /= g_[" << 1 + k << "];\n";
-        }
-        auto base = [&](std::size_t tensor) {
-            std::string b;
-            for (std::size_t k = 0; k < outer; ++k)
-                if (l.reads_along(tensor, k))
-                    b += (b.empty() ? "" : " + ") + std::string("d") + std::to_string(k) + "_ * " + stride(tensor, k);
-            return b.empty() ? std::string("0L") : b;
-        };
-        for (std::size_t i = 0; i < nin; ++i)
-            if (!p.inputs[i].invariant())
-                o << "    const " << c_type(p.inputs[i].t) << "* __restrict p" << i << " = in" << i << " + " << base(i)
-                  << ";\n";
-        o << "    " << c_type(p.output.t) << "* __restrict po = out + " << base(nin) << ";\n";
+        generic_row_pointers(l, "");
         auto loops = [&](const std::string& clauses, auto&& body) {
             o << "    #pragma omp simd" << clauses << "\n    for (long j = 0; j < Q_; ++j) {\n";
             body("      ");

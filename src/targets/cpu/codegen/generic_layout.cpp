@@ -23,24 +23,20 @@ bool valid_order(const std::vector<std::int64_t>& order, std::size_t rank) {
 }
 
 // A tensor's lens and strides over the domain's rank (right-aligned, missing dims as
-// length 1), in the layout's walk order.
+// length 1), in the layout's walk order; into `w`, whose storage a call reuses.
 struct walked {
     std::vector<std::size_t> lens, strides;
 };
-walked walk(const generic_layout& l, const shape& s, std::size_t rank) {
-    walked w{std::vector<std::size_t>(rank, 1), std::vector<std::size_t>(rank, 0)};
+void walk(const generic_layout& l, const shape& s, std::size_t rank, walked& w) {
+    w.lens.assign(rank, 1);
+    w.strides.assign(rank, 0);
     const std::size_t shift = rank - s.ndim();
-    for (std::size_t d = 0; d < s.ndim(); ++d) {
-        w.lens[d + shift] = s.lens()[d];
-        w.strides[d + shift] = s.strides()[d];
-    }
-    if (l.order.empty()) return w;
-    walked p = w;
     for (std::size_t q = 0; q < rank; ++q) {
-        p.lens[q] = w.lens[static_cast<std::size_t>(l.order[q])];
-        p.strides[q] = w.strides[static_cast<std::size_t>(l.order[q])];
+        const std::size_t d = l.order.empty() ? q : static_cast<std::size_t>(l.order[q]);
+        if (d < shift) continue;
+        w.lens[q] = s.lens()[d - shift];
+        w.strides[q] = s.strides()[d - shift];
     }
-    return p;
 }
 
 }  // namespace
@@ -198,9 +194,9 @@ bool generic_geometry(const generic_layout& l, const std::vector<shape>& args, c
     // Every tensor in the walk order; the domain's lens: the longest each has per position
     // (the others must be 1 or equal).
     thread_local std::vector<walked> views;
-    views.clear();
-    for (const auto& a : args) views.push_back(walk(l, a, rank));
-    views.push_back(walk(l, out, rank));
+    views.resize(nin + 1);
+    for (std::size_t t = 0; t < nin; ++t) walk(l, args[t], rank, views[t]);
+    walk(l, out, rank, views[nin]);
     std::vector<std::size_t> dom(rank, 1);
     for (const auto& v : views)
         for (std::size_t d = 0; d < rank; ++d) dom[d] = std::max(dom[d], v.lens[d]);

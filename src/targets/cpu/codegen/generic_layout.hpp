@@ -83,9 +83,8 @@ generic_layout make_generic_layout(const std::vector<shape>& inputs, const shape
 plan sample_plan(const op::fused& body, const std::vector<shape>& inputs, const shape& output, bool fast_math);
 
 // The result's shape for these arguments as the layout sees it (type `t`): the longest
-// len each dim has among them, 1 where the result does not read along; row-major in the
-// walk order.
-// Meaningful only where generic_geometry then accepts the arguments.
+// len each dim has among them (their broadcast, when they broadcast at all), 1 where the
+// result does not read along; row-major in the walk order.
 shape generic_result_shape(const generic_layout& l, const std::vector<shape>& args, type t);
 
 // The geometry of one call (`out` is the result's static shape, row-major), or false when

@@ -50,6 +50,23 @@ std::shared_ptr<codegen::library> load_library(const fused_kernel& k, const cpu_
     return lib;
 }
 
+// The arguments' data pointers (the output buffer left out when `n` says so), without
+// allocating for up to 16 of them.
+struct arg_pointers {
+    std::array<const void*, 16> small{};
+    std::vector<const void*> large;
+    const void** data = small.data();
+    arg_pointers(const arg_pointers&) = delete;
+    arg_pointers& operator=(const arg_pointers&) = delete;
+    arg_pointers(const std::vector<argument>& args, std::size_t n) {
+        if (n > small.size()) {
+            large.resize(n);
+            data = large.data();
+        }
+        for (std::size_t i = 0; i < n; ++i) data[i] = args[i].data();
+    }
+};
+
 // Runs work units [0, work) as contiguous chunks, one per thread (element ranges rounded
 // to 16 so that vector loops start aligned); small work on the calling thread alone.
 template <class Run>
@@ -81,14 +98,12 @@ void run_in_chunks(std::size_t work, std::size_t touched, bool rows, std::size_t
 
 shape fused_kernel::compute_shape(const std::vector<shape>& inputs) const {
     if (!generic.empty()) {
-        // A run's shapes (every call of a generic program asks): from the layout when the
-        // arguments fit it, without the body's shape inference (a small call's whole cost).
+        // A run's shapes (every call of a generic program asks): from the layout, without the
+        // body's shape inference (a small call's whole cost). The broadcast of the arguments
+        // whether or not they fit the layout; compute checks that they do.
         if (rt && rt->generic_fn &&
-            std::none_of(inputs.begin(), inputs.end(), [](const shape& s) { return !s.is_tensor() || s.dynamic(); })) {
-            thread_local std::vector<long> geometry;
-            auto out = codegen::generic_result_shape(generic, inputs, rt->result_type);
-            if (codegen::generic_geometry(generic, inputs, out, geometry)) return out;
-        }
+            std::none_of(inputs.begin(), inputs.end(), [](const shape& s) { return !s.is_tensor() || s.dynamic(); }))
+            return codegen::generic_result_shape(generic, inputs, rt->result_type);
         return body.compute_shape(inputs);
     }
     if (inputs.empty()) throw_error(error_code::shape, "cpu::fused_kernel: missing its output buffer");
@@ -156,8 +171,7 @@ argument fused_kernel::compute_generic(context& ctx, const shape& output, const 
     }
     const auto& r = *rt;
     argument y(out);
-    std::vector<const void*> ptrs;
-    for (const auto& a : args) ptrs.push_back(a.data());
+    const arg_pointers ptrs(args, args.size());
     void* dst = y.data();
     const long* geo = geometry.data();  // the calling thread's: the team reads it too
     // Work units: elements, or rows of a reduction group (its inner loop g[0] long).
@@ -171,8 +185,8 @@ argument fused_kernel::compute_generic(context& ctx, const shape& output, const 
         touched = work * static_cast<std::size_t>(geometry[0]);
     }
     run_in_chunks(work, touched, rows, r.threads, [&](std::size_t b, std::size_t e) {
-        if (p) codegen::interpret(*p, ptrs.data(), dst, b, e);
-        else r.generic_fn(ptrs.data(), dst, static_cast<long>(b), static_cast<long>(e), geo);
+        if (p) codegen::interpret(*p, ptrs.data, dst, b, e);
+        else r.generic_fn(ptrs.data, dst, static_cast<long>(b), static_cast<long>(e), geo);
     });
     return y;
 }
@@ -186,15 +200,8 @@ argument fused_kernel::compute(context& ctx, const shape& output, const std::vec
         return dest;
     }
     const auto& r = *rt;
-    const std::size_t n = args.size() - 1;
-    std::array<const void*, 16> small{};
-    std::vector<const void*> large;
-    const void** ptrs = small.data();
-    if (n > small.size()) {
-        large.resize(n);
-        ptrs = large.data();
-    }
-    for (std::size_t i = 0; i < n; ++i) ptrs[i] = args[i].data();
+    const arg_pointers in(args, args.size() - 1);
+    const void* const* ptrs = in.data;
     void* out = dest.data();
     const auto& p = r.plan;
     const std::size_t work = p.work();

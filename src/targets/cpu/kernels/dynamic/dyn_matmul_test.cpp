@@ -28,6 +28,16 @@ argument run_both(const argument& a, const argument& b) {
 
 argument random_arg(const std::vector<std::size_t>& lens) { return random_literal(lens).get_argument(); }
 
+// p for cpu and r for ref, every call of p on its generic program.
+::testing::AssertionResult compile_generic(program& p, program& r) {
+    compile_options o;
+    o.specialize_after = 0;
+    p.compile(*get_target("cpu"), o);
+    r.compile(*get_target("ref"), o);
+    if (p.get_specialization_stats().generic) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << p.get_specialization_stats().generic_unavailable;
+}
+
 // A view of `a` with its last two dims swapped (strides swapped, no copy).
 argument swapped(const argument& a) {
     auto l = a.get_shape().lens();
@@ -86,11 +96,7 @@ TEST(cpu_dyn_matmul, generic_program_matmuls_match_ref) {
         return p;
     };
     auto p = make(), r = make();
-    compile_options o;
-    o.specialize_after = 0;  // every call on the generic program
-    p.compile(*get_target("cpu"), o);
-    r.compile(*get_target("ref"), o);
-    ASSERT_TRUE(p.get_specialization_stats().generic) << p.get_specialization_stats().generic_unavailable;
+    ASSERT_TRUE(compile_generic(p, r));
     for (std::size_t rows : {1, 3, 17, 64}) {
         auto x = random_arg({rows, 8});
         auto got = p.eval({{"x", x}});
@@ -120,11 +126,7 @@ TEST(cpu_dyn_matmul, generic_program_gemm_matches_ref) {
         return p;
     };
     auto p = make(), r = make();
-    compile_options o;
-    o.specialize_after = 0;
-    p.compile(*get_target("cpu"), o);
-    r.compile(*get_target("ref"), o);
-    ASSERT_TRUE(p.get_specialization_stats().generic) << p.get_specialization_stats().generic_unavailable;
+    ASSERT_TRUE(compile_generic(p, r));
     for (std::size_t rows : {1, 3, 40}) {
         auto x = random_arg({rows, 8});
         expect_close(p.eval({{"x", x}})[0], r.eval({{"x", x}})[0]);
@@ -158,11 +160,7 @@ TEST(cpu_dyn_matmul, constant_weights_run_packed_at_every_size) {
             return p;
         };
         auto p = make(), r = make();
-        compile_options o;
-        o.specialize_after = 0;
-        p.compile(*get_target("cpu"), o);
-        r.compile(*get_target("ref"), o);
-        ASSERT_TRUE(p.get_specialization_stats().generic) << p.get_specialization_stats().generic_unavailable;
+        ASSERT_TRUE(compile_generic(p, r));
         for (std::size_t rows : {1, 5, 30, 64}) {
             const param_map in = {{"x", random_arg({2, rows, depth})}, {"xt", random_arg({depth, rows})}};
             auto got = p.eval(in);
