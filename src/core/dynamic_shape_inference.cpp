@@ -335,8 +335,12 @@ std::vector<std::int64_t> static_sizes(const std::vector<shape>& inputs) {
     return sizes;
 }
 
+// `frozen` (shared names only): some unnamed name could not move at all from a base above 1,
+// so the result may be pinned to sizes that only that sample had (GridSample's [?, ?, ?, ?]
+// input and grid: the grid's last dim must be 2, and with every unnamed dim one name the whole
+// result looked like a static [2, 2, 2, 2]). The caller then tries the dims apart.
 std::optional<shape> infer_at(const std::string& op_name, const std::vector<shape>& inputs, const shape_functions& f,
-                              bool split) {
+                              bool split, bool& frozen) {
     symbolic_inputs sym(inputs, split);
     std::string first_error;
     auto run = [&](const assignment& a) { return evaluate_at(sym, a, f, first_error); };
@@ -346,6 +350,12 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
         return a;
     };
 
+    // `a` with every dim (named or not; unknown values kept) at `size`, within its range.
+    auto every_dim_at = [&](assignment a, std::int64_t size) {
+        for (auto& [other, r2] : sym.ranges)
+            if (!unknown_value(other)) a[other] = clamp_to(r2, size);
+        return a;
+    };
     // A base point that the op accepts: sizes of at least 1 (0 hides too much: Keypoint
     // R-CNN's Reshape(roi_map [?, ?, ?], [17, -1]) takes an empty map and makes its -1 a 0,
     // which is then taken as the size; apart, one dim at 17 gives the real answer). Sizes of
@@ -392,6 +402,44 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
             if (r0.dynamic) return std::nullopt;
         }
     }
+    // Apart, dims at sizes of their own: a named one at an input's size, then every dim at
+    // one (a convolution of x [N, C, H, W] with every dim symbolic: C must be the weights'
+    // 3, and H and W at least the kernel's), then any one at a small size (a volumetric
+    // GridSample's grid ends in a dim that must be 3).
+    if (split && !r0.s) {
+        const assignment first = at(bases.front());
+        const auto sizes = static_sizes(inputs);
+        auto try_at = [&](const assignment& a) {
+            if (a == first) return;
+            a0 = a;
+            r0 = run(a0);
+        };
+        for (auto& [name, r] : sym.ranges) {
+            if (r0.s || r0.dynamic) break;
+            if (anonymous(name) || unknown_value(name)) continue;
+            for (auto size : sizes) {
+                auto a = first;
+                a[name] = clamp_to(r, size);
+                try_at(a);
+                if (r0.s || r0.dynamic) break;
+            }
+        }
+        for (auto size : sizes) {
+            if (r0.s || r0.dynamic) break;
+            try_at(every_dim_at(first, size));
+        }
+        for (auto& [name, r] : sym.ranges) {
+            if (r0.s || r0.dynamic) break;
+            if (unknown_value(name)) continue;
+            for (std::int64_t size : {2, 3, 4}) {
+                auto a = first;
+                a[name] = clamp_to(r, size);
+                try_at(a);
+                if (r0.s || r0.dynamic) break;
+            }
+        }
+        if (r0.dynamic) return std::nullopt;
+    }
     if (split && !r0.s) {
         a0 = at(lowest);
         r0 = run(a0);
@@ -407,13 +455,8 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
     std::vector<point> moved;
     std::vector<std::pair<assignment, point>> joint;  // named dims moved with the unnamed ones
     bool unmoved_unnamed = false;  // an unnamed dim the op refused to move
+    std::vector<std::string> unmoved;  // those names, apart: pairs of them may move together
     bool all_ran = true;
-    // `a` with every dim (named or not; unknown values kept) at `size`, within its range.
-    auto every_dim_at = [&](assignment a, std::int64_t size) {
-        for (auto& [other, r2] : sym.ranges)
-            if (!unknown_value(other)) a[other] = clamp_to(r2, size);
-        return a;
-    };
     for (auto& [name, r] : sym.ranges) {
         auto v = a0[name];
         std::int64_t d = v + 1 <= std::min(r.hi, largest_sample) ? 1 : (v - 1 >= r.lo ? -1 : 0);
@@ -434,8 +477,13 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
             auto aj = every_dim_at(a, a[name]);
             auto pj = aj == a ? point{} : run(aj);
             if (pj.dynamic) return std::nullopt;
-            if (pj.s) joint.emplace_back(std::move(aj), std::move(pj));
-            else unmoved_unnamed = true;
+            if (pj.s) {
+                joint.emplace_back(std::move(aj), std::move(pj));
+            } else {
+                unmoved_unnamed = true;
+                unmoved.push_back(name);
+                frozen = frozen || (!split && v > 1);
+            }
             continue;
         }
         if (!p.s) {
@@ -455,10 +503,21 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
                 pj = run(aj);
                 if (pj.dynamic) return std::nullopt;
             }
-            if (!pj.s)
-                throw_error(error_code::shape, op_name + ": cannot infer a shape for dynamic inputs: dim '" + name +
-                                                   "' cannot change on its own" +
-                                                   (first_error.empty() ? "" : " (" + first_error + ")"));
+            if (!pj.s) {
+                // With another named dim (two names a model keeps equal: "batch" and "N").
+                for (auto& [other, r2] : sym.ranges) {
+                    if (other == name || anonymous(other) || unknown_value(other)) continue;
+                    auto ap = a;
+                    ap[other] = a[name];
+                    if (ap[other] < r2.lo || ap[other] > r2.hi || ap == a) continue;
+                    auto pp = run(ap);
+                    if (pp.dynamic) return std::nullopt;
+                    if (pp.s) joint.emplace_back(std::move(ap), std::move(pp));
+                }
+                // Else the op takes this name at one size only (PRelu's channels against a
+                // [3] slope): every run that works has it there, so nothing follows it.
+                continue;
+            }
             joint.emplace_back(std::move(aj), std::move(pj));
             continue;
         }
@@ -467,6 +526,25 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
         all_ran = all_ran && p.s.has_value();
         moved.push_back(std::move(p));
     }
+    // Apart, two unnamed dims that can move only together (GridSample's input and grid
+    // batches): their joint point shows what follows them; without it the result would keep
+    // the base's size there as if it were static.
+    if (split && unmoved.size() <= 12)
+        for (std::size_t i = 0; i < unmoved.size(); ++i)
+            for (std::size_t j = i + 1; j < unmoved.size(); ++j) {
+                auto a = a0;
+                for (const auto* name : {&unmoved[i], &unmoved[j]}) {
+                    const auto& r = sym.ranges[*name];
+                    const auto v = a0[*name];
+                    a[*name] = v + 1 <= std::min(r.hi, largest_sample) ? v + 1 : v - 1;
+                }
+                if (a[unmoved[i]] != a[unmoved[j]] || a[unmoved[i]] < sym.ranges[unmoved[i]].lo ||
+                    a[unmoved[j]] < sym.ranges[unmoved[j]].lo)
+                    continue;  // two dims that meet move to one size, within both ranges
+                auto p = run(a);
+                if (p.dynamic) return std::nullopt;
+                if (p.s) joint.emplace_back(std::move(a), std::move(p));
+            }
     assignment av = a0;
     for (std::size_t i = 0; i < names.size(); ++i)
         av[names[i]] = clamp_to(sym.ranges[names[i]], a0[names[i]] + 2 + static_cast<std::int64_t>(i % 3));
@@ -704,16 +782,25 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
 
 std::optional<shape> infer_dynamic_shape(const std::string& op_name, const std::vector<shape>& inputs,
                                          const shape_functions& f) {
+    bool frozen = false;
+    std::optional<shape> together;
     try {
-        return infer_at(op_name, inputs, f, false);
+        together = infer_at(op_name, inputs, f, false, frozen);
+        if (!frozen) return together;
     } catch (const no_base& shared) {
         // Unnamed dims share a name per bounds, so x + x moves its dims together; where that
         // finds no base (one of them must equal a sized dim), each moves apart.
         try {
-            return infer_at(op_name, inputs, f, true);
+            return infer_at(op_name, inputs, f, true, frozen);
         } catch (const no_base&) {
             throw_error(error_code::shape, shared.message);
         }
+    }
+    // Frozen together: apart if that finds a base, else what the shared names said.
+    try {
+        return infer_at(op_name, inputs, f, true, frozen);
+    } catch (const no_base&) {
+        return together;
     }
 }
 

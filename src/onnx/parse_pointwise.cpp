@@ -152,14 +152,20 @@ std::vector<instruction_ref> parse_swiglu(onnx_node& node) {
     return {node.add(op, {node.input(0), node.input(1)})};
 }
 
-// Before opset 7 a 1-D slope of size C applies along axis 1 (channels).
+// Before opset 7 a 1-D slope of size C applies along axis 1 (channels), also where x's
+// channel dim is only known at run time (PyTorch's PReLU exported with every dim dynamic).
 std::vector<instruction_ref> parse_prelu(onnx_node& node) {
     auto x = node.input(0);
     auto slope = node.input(1);
     const auto& sx = x->get_shape();
     const auto& ss = slope->get_shape();
-    if (node.opset() < 7 && !sx.dynamic() && !ss.dynamic() && ss.ndim() == 1 && sx.ndim() > 2 &&
-        ss.lens()[0] != 1 && ss.lens()[0] == sx.lens()[1])
+    const auto channels_fit = [&] {
+        if (!sx.dynamic()) return ss.lens()[0] == sx.lens()[1];
+        const auto& c = sx.dyn_dims()[1];
+        return c.min <= ss.lens()[0] && ss.lens()[0] <= c.max;
+    };
+    if (node.opset() < 7 && sx.is_tensor() && !ss.dynamic() && ss.ndim() == 1 && sx.ndim() > 2 &&
+        ss.lens()[0] != 1 && channels_fit())
         slope = with_trailing_ones(node, 1, sx.ndim() - 2);
     return {node.add(op::prelu_op{}, {x, slope})};
 }

@@ -87,11 +87,16 @@ TEST(core_dim_expr, concat_of_a_kv_cache_is_past_plus_sequence) {
 
 TEST(core_dim_expr, names_that_differ_are_sampled_apart) {
     // Inputs that share "batch" agree at every sample; a different name does not, so an
-    // op that needs equal sizes is refused for two different names ...
+    // op that needs equal sizes moves the two together (ONNX Runtime too takes a model that
+    // names one size twice), and the result's dim follows neither name ...
     auto a = shape::make_dynamic(type::float32, {named("n", 1, 8), fixed(3)});
     auto b = shape::make_dynamic(type::float32, {named("m", 2, 8), fixed(3)});
-    EXPECT_THROW(make_op("concat", {{"axis", 1}}).compute_shape({a, b}), error);
-    // ... and accepted for the same one.
+    auto ab = make_op("concat", {{"axis", 1}}).compute_shape({a, b});
+    ASSERT_TRUE(ab.dynamic()) << ab;
+    EXPECT_FALSE(ab.dyn_dims()[0].is_fixed()) << ab;
+    EXPECT_TRUE(ab.dyn_dims()[0].symbol.empty()) << ab;
+    EXPECT_EQ(ab.dyn_dims()[1], fixed(6)) << ab;
+    // ... and one name is kept where both inputs share it.
     auto s = make_op("concat", {{"axis", 1}}).compute_shape({a, a});
     EXPECT_EQ(s.to_string(), "float32[{n=1:8}, 6]");
     // Before names, a dim of unknown name was sampled with every other: the unnamed dims
@@ -479,4 +484,55 @@ TEST(core_dim_expr, an_empty_sample_does_not_decide_a_reshapes_inferred_dim) {
     EXPECT_FALSE(s.dyn_dims()[1].is_fixed()) << s;
     m.set_parameter_shapes({{"map", shape(type::float32, {17, 4, 6})}});
     EXPECT_EQ(r->get_shape(), shape(type::float32, {17, 24}));
+}
+
+// GridSample with every dim of the input and the grid unnamed (`kiln_conformance --dynamic`):
+// the grid's last dim must be 2, so no dim can move when all share one name, and the result
+// was once a static [2, 2, 2, 2] that no other call fitted. Apart, the batches move together.
+TEST(core_dim_expr, grid_sample_of_unnamed_dims_keeps_them_dynamic) {
+    module m("main");
+    dynamic_dimension any{1, 8, {}};
+    auto x = m.add_parameter("x", shape::make_dynamic(type::float32, {any, any, any, any}));
+    auto grid = m.add_parameter("grid", shape::make_dynamic(type::float32, {any, any, any, any}));
+    auto y = m.add_instruction(make_op("grid_sample"), {x, grid});
+    const auto& s = y->get_shape();
+    ASSERT_TRUE(s.dynamic()) << s;
+    for (std::size_t i = 0; i < 4; ++i) EXPECT_FALSE(s.dyn_dims()[i].is_fixed()) << s;
+    m.set_parameter_shapes({{"x", shape(type::float32, {1, 1, 3, 5})}, {"grid", shape(type::float32, {1, 2, 4, 2})}});
+    EXPECT_EQ(y->get_shape(), shape(type::float32, {1, 1, 2, 4}));
+}
+
+// The volumetric one's grid ends in a 3 that no shared base size reaches: apart, one dim at a
+// small size of its own finds a base (it once failed to build at all).
+TEST(core_dim_expr, a_volumetric_grid_sample_of_unnamed_dims_finds_a_base) {
+    module m("main");
+    dynamic_dimension any{1, 8, {}};
+    auto x = m.add_parameter("x", shape::make_dynamic(type::float32, {any, any, any, any, any}));
+    auto grid = m.add_parameter("grid", shape::make_dynamic(type::float32, {any, any, any, any, any}));
+    auto y = m.add_instruction(make_op("grid_sample"), {x, grid});
+    const auto& s = y->get_shape();
+    ASSERT_TRUE(s.dynamic()) << s;
+    EXPECT_FALSE(s.dyn_dims()[0].is_fixed()) << s;
+    EXPECT_FALSE(s.dyn_dims()[1].is_fixed()) << s;
+    m.set_parameter_shapes(
+        {{"x", shape(type::float32, {2, 3, 4, 4, 4})}, {"grid", shape(type::float32, {2, 5, 6, 7, 3})}});
+    EXPECT_EQ(y->get_shape(), shape(type::float32, {2, 3, 5, 6, 7}));
+}
+
+// Exporters that name every dim (x [N, C, H, W]) before a convolution: C must be the weights'
+// 3 and H, W at least the kernel, so no shared base size fits; apart, every dim at an input's
+// size does. C is then pinned (nothing follows it), the others stay symbolic.
+TEST(core_dim_expr, a_convolution_of_named_dims_pins_its_channels) {
+    module m("main");
+    auto x = m.add_parameter("x", shape::make_dynamic(type::float32, {named("N", 1, 64), named("C", 1, 64),
+                                                                       named("H", 1, 512), named("W", 1, 512)}));
+    auto w = m.add_literal(literal(shape(type::float32, {4, 3, 3, 3}), std::vector<float>(4 * 27, 0.5f)));
+    auto y = m.add_instruction(make_op("convolution"), {x, w});
+    const auto& s = y->get_shape();
+    ASSERT_TRUE(s.dynamic()) << s;
+    EXPECT_EQ(s.dyn_dims()[0].symbol, "N") << s;
+    EXPECT_EQ(s.dyn_dims()[1], fixed(4)) << s;
+    EXPECT_EQ(s.dyn_dims()[2].symbol, "H - 2") << s;
+    m.set_parameter_shapes({{"x", shape(type::float32, {2, 3, 10, 12})}});
+    EXPECT_EQ(y->get_shape(), shape(type::float32, {2, 4, 8, 10}));
 }

@@ -84,7 +84,9 @@ struct model {
     }
     static std::string value_info(const std::string& n, onnx_type t, const std::vector<std::int64_t>& dims) {
         std::string shape;
-        for (auto d : dims) shape += field_bytes(1, field_int(1, d));
+        // A negative dim is symbolic: dim_param "d1", "d2", ...
+        for (auto d : dims)
+            shape += field_bytes(1, d < 0 ? field_bytes(2, "d" + std::to_string(-d)) : field_int(1, d));
         return field_bytes(1, n) + field_bytes(2, field_bytes(1, field_int(1, t) + field_bytes(2, shape)));
     }
 };
@@ -170,6 +172,22 @@ TEST(onnx_pointwise_parse, legacy_broadcast_with_axis_aligns_a_constant) {
     std::vector<float> a{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
     auto v = run(p, {{"a", floats({2, 3, 2}, a)}})[0].to_vector<float>();
     for (std::size_t i = 0; i < 12; ++i) EXPECT_EQ(v[i], a[i] + 10.0f * static_cast<float>((i / 2) % 3 + 1));
+}
+
+// PRelu before opset 7 takes a [C] slope per channel, also where every dim of x is
+// symbolic (PyTorch's PReLU exported with dynamic axes; it once failed to broadcast).
+TEST(onnx_pointwise_parse, legacy_prelu_slope_per_channel_of_a_symbolic_x) {
+    model m;
+    m.opset = 6;
+    m.input("x", f32, {-1, -2, -3});
+    m.float_initializer("slope", {3}, {0.5f, -2.0f, 0.25f});
+    m.node("PRelu", {"x", "slope"}, {"y"});
+    m.output("y", f32);
+    auto p = m.parse();
+    std::vector<float> x{-1, 2, -4, -8, 1, -2};  // [2, 3, 1]
+    auto y = run(p, {{"x", floats({2, 3, 1}, x)}})[0];
+    EXPECT_EQ(y.get_shape().lens(), (std::vector<std::size_t>{2, 3, 1}));
+    EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{-0.5f, 2, -1, -4, 1, -0.5f}));
 }
 
 TEST(onnx_pointwise_parse, dropout_is_the_input_at_inference) {
