@@ -22,11 +22,11 @@ std::vector<instruction_ref> parse_softmax(onnx_node& node) {
         return {node.add(op, {x})};
     }
     const auto axis = op::normalize_axis(node.attr_int("axis", 1), rank, node.describe());
-    if (xs.dynamic()) node.fail(error_code::unsupported, "needs a static input shape before opset 13");
-    const auto& lens = xs.lens();
+    // A dim is "wide" unless it is 1 in every run (a dynamic one may be anything).
+    const auto dims = xs.to_dynamic_dims();
     std::size_t wide = 0, last = rank - 1;
     for (std::size_t i = axis; i < rank; ++i)
-        if (lens[i] != 1) {
+        if (!(dims[i].is_fixed() && dims[i].min == 1)) {
             ++wide;
             last = i;
         }
@@ -34,6 +34,19 @@ std::vector<instruction_ref> parse_softmax(onnx_node& node) {
         op.axis = static_cast<std::int64_t>(last);
         return {node.add(op, {x})};
     }
+    if (xs.dynamic()) {
+        // Sizes known when it runs (PyTorch's exports before opset 13 with dynamic axes):
+        // flatten at `axis`, normalize the rows, back to x's own shape.
+        for (const char* needed : {"flatten", "shape_of", "reshape_dynamic"})
+            if (!has_op(needed))
+                node.fail(error_code::unsupported,
+                          std::string("softmax over several dynamic dimensions needs the ") + needed + " op");
+        auto to2d = node.add(make_op("flatten", {{"axis", static_cast<std::int64_t>(axis)}}), {x});
+        op.axis = 1;
+        auto y = node.add(op, {to2d});
+        return {node.add(make_op("reshape_dynamic"), {y, node.add(make_op("shape_of"), {x})})};
+    }
+    const auto& lens = xs.lens();
     std::size_t rows = 1, cols = 1;
     for (std::size_t i = 0; i < rank; ++i) (i < axis ? rows : cols) *= lens[i];
     if (!has_op("reshape"))

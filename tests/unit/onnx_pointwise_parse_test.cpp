@@ -190,6 +190,28 @@ TEST(onnx_pointwise_parse, legacy_prelu_slope_per_channel_of_a_symbolic_x) {
     EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{-0.5f, 2, -1, -4, 1, -0.5f}));
 }
 
+// Softmax before opset 13 normalizes over every dim from `axis` on: with symbolic dims
+// (PyTorch's opset 11 and 12 exports with dynamic axes) as flatten, softmax, and a reshape
+// back to x's run-time shape (it was refused: "needs a static input shape").
+TEST(onnx_pointwise_parse, legacy_softmax_over_several_symbolic_dims) {
+    model m;
+    m.opset = 11;
+    m.input("x", f32, {-1, -2, -3});
+    m.node("Softmax", {"x"}, {"y"}, {attr::i("axis", 1)});
+    m.output("y", f32);
+    auto p = m.parse();
+    std::vector<float> x{0.5f, -1, 2, 0, 1.5f, -3, 1, 1, 0.25f, -2, 3, 0};  // [2, 2, 3]
+    auto y = run(p, {{"x", floats({2, 2, 3}, x)}})[0];
+    ASSERT_EQ(y.get_shape().lens(), (std::vector<std::size_t>{2, 2, 3}));
+    auto v = y.to_vector<float>();
+    for (std::size_t row = 0; row < 2; ++row) {
+        double sum = 0;
+        for (std::size_t j = 0; j < 6; ++j) sum += std::exp(static_cast<double>(x[row * 6 + j]));
+        for (std::size_t j = 0; j < 6; ++j)
+            EXPECT_NEAR(v[row * 6 + j], std::exp(static_cast<double>(x[row * 6 + j])) / sum, 1e-6) << row << " " << j;
+    }
+}
+
 TEST(onnx_pointwise_parse, dropout_is_the_input_at_inference) {
     model m;
     m.opset = 13;
