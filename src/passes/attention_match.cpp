@@ -24,12 +24,18 @@ std::optional<instruction_ref> only_user(instruction_ref x) {
     return x->outputs().front();
 }
 
+// Equal dims, static or dynamic (the scores beside a mask that broadcasts to them).
+bool same_dims(const shape& a, const shape& b) {
+    if (!a.dynamic() && !b.dynamic()) return a.lens() == b.lens();
+    return a.to_dynamic_dims() == b.to_dynamic_dims();
+}
+
 }  // namespace
 
-std::optional<match> match_at(instruction_ref sm) {
+std::optional<match> match_at(instruction_ref sm, bool dynamic) {
     if (!is<op::softmax>(sm)) return std::nullopt;
     const auto axis = sm->get_operator().to_value().at("axis").get_int64();
-    if (sm->get_shape().dynamic()) return std::nullopt;  // a generic program's: no kernel for ranges
+    if (!sm->get_shape().is_tensor() || (sm->get_shape().dynamic() && !dynamic)) return std::nullopt;
     const auto rank = static_cast<std::int64_t>(sm->get_shape().ndim());
     if (rank < 3 || (axis != -1 && axis != rank - 1)) return std::nullopt;
     match mt;
@@ -50,7 +56,7 @@ std::optional<match> match_at(instruction_ref sm) {
     } else if (is<op::add_op>(x) && x->outputs().size() == 1) {
         const auto& in = x->inputs();
         const bool scores_first =
-            in[0]->get_shape().lens() == x->get_shape().lens() && is_any<op::mul_op, op::div_op, op::matmul>(in[0]);
+            same_dims(in[0]->get_shape(), x->get_shape()) && is_any<op::mul_op, op::div_op, op::matmul>(in[0]);
         const std::size_t scores = scores_first ? 0 : 1;
         mt.mask = in[1 - scores];
         mt.between.push_back(x);
@@ -74,10 +80,10 @@ std::optional<match> match_at(instruction_ref sm) {
     return mt;
 }
 
-std::vector<match> find_all(module& m) {
+std::vector<match> find_all(module& m, bool dynamic) {
     std::vector<match> found;
     for (auto ins = m.begin(); ins != m.end(); ++ins)
-        if (auto mt = match_at(ins)) found.push_back(*mt);
+        if (auto mt = match_at(ins, dynamic)) found.push_back(*mt);
     return found;
 }
 

@@ -27,11 +27,12 @@ struct match {
     float scale = 1.0f;                      // what multiplies Q K^T (1 / c for a div)
 };
 
-// The attention whose softmax is `sm`, or nothing. A static softmax of rank >= 3 only
-// (a generic program's ranges have no kernel).
-std::optional<match> match_at(instruction_ref sm);
+// The attention whose softmax is `sm`, or nothing. A softmax of rank >= 3; over dynamic
+// dims (a generic program's) only with `dynamic`, for a target whose kernel takes sizes
+// at run time (cpu::attention's generic form).
+std::optional<match> match_at(instruction_ref sm, bool dynamic = false);
 
 // Every match of module `m`, in program order.
-std::vector<match> find_all(module& m);
+std::vector<match> find_all(module& m, bool dynamic = false);
 
 }  // namespace kiln::attention_match

@@ -53,7 +53,7 @@ public:
         //    post-ops of a convolution or matmul are left out of the groups (codegen/reserve).
         //    A generic program's softmax is spelled out first, for one fused kernel over
         //    run-time sizes (codegen/spell_out_softmax.hpp).
-        if (o.fusion) passes.push_back(codegen::spell_out_softmax{});
+        if (o.fusion) passes.push_back(codegen::spell_out_softmax{&o});
         passes.push_back(codegen::make_fusion_pass(o));
         // 2. oneDNN primitives and Kiln's kernels for what they cover (with fused post-ops),
         //    activations in the layouts oneDNN chooses around convolutions: seven named

@@ -55,7 +55,7 @@ pass make_fusion_pass(const cpu_options& opts) {
     fuse_pointwise f;
     f.supported = [](instruction_ref ins) { return kernel_can_run(ins) || generic_kernel_can_run(ins); };
     f.dynamic = true;
-    f.reserved = [](module& m) { return post_op_chains(m); };
+    f.reserved = [o = &opts](module& m) { return post_op_chains(m, o); };
     if (!opts.fusion) f.min_size = static_cast<std::size_t>(-1);
     return f;
 }

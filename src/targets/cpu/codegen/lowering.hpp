@@ -43,7 +43,8 @@ struct lowering {
 // The elementwise instructions cpu::lowering takes after the convolution or matrix
 // product before them (as post-ops, or SiLU as cpu::silu): from each such anchor, the
 // chain cpu::find_post_ops (src/targets/cpu/fusion.cpp) finds; what it keeps out of
-// fusion and the lowering then declines still runs, as single kernels.
-std::unordered_set<const instruction*> post_op_chains(module& m);
+// fusion and the lowering then declines still runs, as single kernels. With `options`, a
+// generic program's attentions' scale and mask add too (generic_attentions).
+std::unordered_set<const instruction*> post_op_chains(module& m, const cpu_options* options = nullptr);
 
 }  // namespace kiln::cpu::codegen

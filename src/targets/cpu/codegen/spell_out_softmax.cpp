@@ -1,5 +1,7 @@
 #include "targets/cpu/codegen/spell_out_softmax.hpp"
 
+#include "targets/cpu/kernels/attention/attention.hpp"
+
 #include "ops/pointwise_binary.hpp"
 #include "ops/pointwise_unary.hpp"
 #include "ops/reduce.hpp"
@@ -7,14 +9,19 @@
 #include "passes/rewrite_utils.hpp"
 
 #include <cstdint>
+#include <unordered_set>
 #include <vector>
 
 namespace kiln::cpu::codegen {
 
 void spell_out_softmax::apply(module& m) const {
+    std::unordered_set<const instruction*> attentions;
+    if (options)
+        for (const auto& mt : generic_attentions(m, *options)) attentions.insert(&*mt.between.front());
     for (auto ins = m.begin(); ins != m.end(); ++ins) {
         const bool soft = rewrite::is<op::softmax>(ins);
         if (!soft && !rewrite::is<op::log_softmax>(ins)) continue;
+        if (attentions.count(&*ins)) continue;
         const auto x = ins->inputs().front();
         const auto& s = x->get_shape();
         if (!s.is_tensor() || !s.dynamic() || s.get_type() != type::float32 || s.ndim() == 0) continue;

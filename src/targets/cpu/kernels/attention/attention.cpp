@@ -267,12 +267,37 @@ float exp_row_scalar(float* x, const float* mask, std::size_t n, float scale, bo
 
 }  // namespace
 
+namespace {
+
+// The result's dims: q's batch dims and rows, v's columns (dynamic where any input is).
+shape result_shape(const shape& q, const shape& v) {
+    if (!q.dynamic() && !v.dynamic()) {
+        auto lens = q.lens();
+        lens.back() = v.lens().back();
+        return shape(type::float32, lens);
+    }
+    auto dims = q.to_dynamic_dims();
+    dims.back() = v.to_dynamic_dims().back();
+    return shape::make_dynamic(type::float32, dims);
+}
+
+}  // namespace
+
 shape attention::compute_shape(const std::vector<shape>& inputs) const {
     auto bad = [&](const std::string& why) { throw_error(error_code::shape, name() + ": " + why); };
-    const std::size_t want = has_mask ? 6 : 5;
+    const std::size_t want = (has_mask ? 4 : 3) + (generic ? 0 : 2);
     if (inputs.size() != want)
-        bad("expected q, kt, v, " + std::string(has_mask ? "mask, " : "") + "scratch and an output buffer, got " +
-            std::to_string(inputs.size()) + " inputs");
+        bad("expected q, kt, v" + std::string(has_mask ? ", mask" : "") +
+            (generic ? "" : ", scratch and an output buffer") + ", got " + std::to_string(inputs.size()) + " inputs");
+    if (generic) {
+        // Sizes known when it runs: one rank, float32; the rest is checked per call.
+        const std::size_t r = inputs[0].is_tensor() ? inputs[0].ndim() : 0;
+        for (const auto& s : inputs)
+            if (!s.is_tensor() || s.get_type() != type::float32 || (&s != &inputs[3] && s.ndim() != r) || r < 3)
+                bad("q, kt, v and the mask must be float32 tensors, q, kt and v of one rank >= 3, got " +
+                    s.to_string());
+        return result_shape(inputs[0], inputs[2]);
+    }
     for (const auto& s : inputs)
         if (!s.is_tensor() || s.dynamic()) bad("inputs must be static tensors, got " + s.to_string());
     const shape &q = inputs[0], &kt = inputs[1], &v = inputs[2], &out = inputs.back();
@@ -301,20 +326,97 @@ void attention::finalize(context& ctx, const shape&, const std::vector<shape>&) 
 
 argument attention::compute(context&, const shape&, const std::vector<argument>& args) const {
     if (part == nullptr) throw_error(error_code::runtime, name() + ": run before it was finalized");
-    const shape &qs = args[0].get_shape(), &ks = args[1].get_shape(), &vs = args[2].get_shape();
-    const shape& os = args.back().get_shape();
+    if (!generic) {
+        run(args[0], args[1], args[2], has_mask ? &args[3] : nullptr,
+            reinterpret_cast<float*>(args[args.size() - 2].data()), args.back());
+        return args.back();
+    }
+    // Generic: operands in the layout the kernel reads (a copy where a call's strides do
+    // not fit), the scratch this thread keeps for its calls, the result allocated here.
+    argument q = args[0], kt = args[1], v = args[2];
+    {
+        // No keys: every probability row is empty and the context is zeros (as the ref
+        // target's softmax and product give); nothing to compute without rows or columns.
+        const auto e = geometry_of(q.get_shape(), kt.get_shape(), v.get_shape());
+        if (e.batches == 0 || e.sq == 0 || e.dv == 0 || e.sk == 0) {
+            auto lens = e.batch_lens;
+            lens.push_back(e.sq);
+            lens.push_back(e.dv);
+            argument zeros{shape(type::float32, lens)};
+            if (zeros.get_shape().elements() > 0) std::memset(zeros.data(), 0, zeros.get_shape().bytes());
+            return zeros;
+        }
+    }
+    if (!operand_problem(q.get_shape(), kt.get_shape(), v.get_shape()).empty()) {
+        const auto last_two_swapped = [](const shape& s) {
+            auto lens = s.lens(), strides = s.strides();
+            std::swap(lens[lens.size() - 1], lens[lens.size() - 2]);
+            std::swap(strides[strides.size() - 1], strides[strides.size() - 2]);
+            return shape(s.get_type(), lens, strides);
+        };
+        const auto unit_last = [](const argument& a) { return a.get_shape().strides().back() == 1 ? a : a.copy(); };
+        q = unit_last(q);
+        v = unit_last(v);
+        // kt is read as K [.., Sk, D] in rows: a copy of K, seen transposed again.
+        if (kt.get_shape().strides()[kt.get_shape().ndim() - 2] != 1) {
+            auto k = kt.view(last_two_swapped(kt.get_shape())).copy();
+            kt = k.view(last_two_swapped(k.get_shape()));
+        }
+    }
+    if (auto why = operand_problem(q.get_shape(), kt.get_shape(), v.get_shape()); !why.empty())
+        throw_error(error_code::shape, name() + ": " + why);
+    const auto g = geometry_of(q.get_shape(), kt.get_shape(), v.get_shape());
+    argument mask;
+    if (has_mask) {
+        mask = args[3];
+        auto full = g.batch_lens;
+        full.push_back(g.sq);
+        full.push_back(g.sk);
+        const auto& ms = mask.get_shape();
+        bool broadcasts = ms.ndim() <= full.size();
+        for (std::size_t i = 0; broadcasts && i < ms.ndim(); ++i) {
+            const auto l = ms.lens()[i];
+            broadcasts = l == 1 || l == full[full.size() - ms.ndim() + i];
+        }
+        if (!broadcasts)
+            throw_error(error_code::shape, name() + ": the mask " + ms.to_string() +
+                                               " does not broadcast to the scores of q " + q.get_shape().to_string() +
+                                               " and kt " + kt.get_shape().to_string());
+        // One the kernel cannot read as it is (broadcast along Sk, strided): spelled out.
+        if (!mask_fits(g, ms)) mask = mask.view(shape(type::float32, full, broadcast_strides(ms, full))).copy();
+    }
+    auto lens = g.batch_lens;
+    lens.push_back(g.sq);
+    lens.push_back(g.dv);
+    argument out{shape(type::float32, lens)};
+    // Up to kept_scratch_bytes the scratch is kept by the calling thread and grown to its
+    // largest call (a generic program's calls come one after another, and a fresh buffer per
+    // call costs page faults); beyond, a long sequence's scores, it is the call's own.
+    constexpr std::size_t kept_scratch_bytes = 32u << 20;
+    const std::size_t floats = g.scratch_bytes() / sizeof(float);
+    thread_local std::vector<float> kept;
+    std::vector<float> own;
+    auto& scratch = floats * sizeof(float) <= kept_scratch_bytes ? kept : own;
+    if (scratch.size() < floats) scratch.resize(floats);
+    run(q, kt, v, has_mask ? &mask : nullptr, scratch.data(), out);
+    return out;
+}
+
+void attention::run(const argument& qa, const argument& ka, const argument& va, const argument* ma, float* scratch,
+                    const argument& oa) const {
+    const shape &qs = qa.get_shape(), &ks = ka.get_shape(), &vs = va.get_shape();
+    const shape& os = oa.get_shape();
     const auto g = geometry_of(qs, ks, vs);
     const std::size_t r = g.rank;
-    const auto* q = reinterpret_cast<const float*>(args[0].data());
-    const auto* kt = reinterpret_cast<const float*>(args[1].data());
-    const auto* v = reinterpret_cast<const float*>(args[2].data());
-    const float* mask = has_mask ? reinterpret_cast<const float*>(args[3].data()) : nullptr;
-    auto* scratch = reinterpret_cast<float*>(args[args.size() - 2].data());
-    auto* out = reinterpret_cast<float*>(args.back().data());
+    const auto* q = reinterpret_cast<const float*>(qa.data());
+    const auto* kt = reinterpret_cast<const float*>(ka.data());
+    const auto* v = reinterpret_cast<const float*>(va.data());
+    const float* mask = ma ? reinterpret_cast<const float*>(ma->data()) : nullptr;
+    auto* out = reinterpret_cast<float*>(oa.data());
     auto full_lens = g.batch_lens;
     full_lens.push_back(g.sq);
     full_lens.push_back(g.sk);
-    const auto mask_strides = has_mask ? broadcast_strides(args[3].get_shape(), full_lens) : std::vector<std::size_t>();
+    const auto mask_strides = ma ? broadcast_strides(ma->get_shape(), full_lens) : std::vector<std::size_t>();
     // The softmax rows follow the products' choice of kernels.
     const bool vec = part != pgemm::generic_part(), vec16 = part == pgemm::avx512_part();
     const std::size_t blocks = (g.sq + rows_per_task - 1) / rows_per_task;
@@ -417,7 +519,6 @@ argument attention::compute(context&, const shape&, const std::vector<argument>&
             }
         }
     }
-    return args.back();
 }
 
 KILN_REGISTER_OP(attention)

@@ -21,6 +21,13 @@
 // 0.316 vs 0.338, Zen 5 EPYC, 2 threads, medians of 5 alternating runs).
 // KILN_CPU_ATTENTION=0 keeps attention on oneDNN.
 //
+// With `generic` (a generic program's attention, sizes known only when it runs) the inputs
+// are (q, kt, v, [mask]) alone: each call checks the sizes, copies an operand whose strides
+// do not fit, takes the scratch from a buffer its thread keeps, and allocates the result
+// (row-major [..., Sq, Dv]). Before, a generic program ran QK^T and PV as batched sgemm
+// calls and the softmax as a generated kernel: bert_small at 77 tokens spent ~1.7 ms there
+// against the static program's 0.27 ms on this kernel.
+//
 // With `bf16` (a --bf16 program's attention, on a CPU with the packed GEMM's bf16 kernels)
 // both products run on those kernels: K and V packed as above and then turned into bf16
 // pairs in place, each task's Q rows and probability rows converted to bf16 (round to
@@ -30,6 +37,7 @@
 #pragma once
 #include "targets/cpu/lowering_util.hpp"
 #include "targets/cpu/kernels/packed_gemm/packed_gemm_args.hpp"
+#include "passes/attention_match.hpp"
 
 #include <kiln/operation.hpp>
 
@@ -44,6 +52,7 @@ struct attention {
     bool has_mask = false;
     bool exact_exp = false;  // std::exp (fast_math off) instead of the polynomial
     bool bf16 = false;       // products in bf16 where the CPU has the bf16 kernels (above)
+    bool generic = false;    // sizes at run time, no scratch or output inputs (above)
 
     template <class Self, class F>
     static void reflect(Self& self, F f) {
@@ -51,22 +60,33 @@ struct attention {
         f(self.has_mask, "has_mask");
         f(self.exact_exp, "exact_exp");
         f(self.bf16, "bf16");
+        f(self.generic, "generic");
     }
     std::string name() const { return "cpu::attention"; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     void finalize(context& ctx, const shape& out, const std::vector<shape>& inputs);
     argument compute(context& ctx, const shape& out, const std::vector<argument>& args) const;
     std::ptrdiff_t output_alias(const std::vector<shape>& inputs) const {
-        return static_cast<std::ptrdiff_t>(inputs.size()) - 1;
+        return generic ? -1 : static_cast<std::ptrdiff_t>(inputs.size()) - 1;
     }
 
     pgemm::part_fn part = nullptr;  // the products' kernels, chosen by finalize (not an attribute)
     pgemm::part_fn bf16_part = nullptr;  // with bf16, where this CPU has them (finalize)
+
+private:
+    void run(const argument& q, const argument& kt, const argument& v, const argument* mask, float* scratch,
+             const argument& out) const;
 };
 
 // Replaces each softmax(scale * matmul(q, kt) [+ mask]) whose only reader is a matmul
 // with v (every intermediate read once; the scale a scalar constant, multiplied or
-// divided) by one cpu::attention. Runs before the rest of the cpu lowering.
+// divided) by one cpu::attention; a generic program's (generic_attentions) by its
+// generic form. Runs before the rest of the cpu lowering.
 void fuse_attention(lower_env& env);
+
+// A generic program's attentions that fuse_attention will take: float32, a mask added
+// (not selected), on a CPU with the kernel. The passes before it leave them as they are
+// (codegen::spell_out_softmax keeps the softmax, the fusion pass the scale and the mask).
+std::vector<attention_match::match> generic_attentions(module& m, const cpu_options& options);
 
 }  // namespace kiln::cpu

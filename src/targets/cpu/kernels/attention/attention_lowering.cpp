@@ -33,12 +33,50 @@ bool fits(const match& mt, shape& dst) {
     return true;
 }
 
-bool attention_enabled(const lower_env& env) { return env.ctx.options().attention && has_avx2_fma(); }
+bool attention_enabled(const cpu_options& o) { return o.attention && has_avx2_fma(); }
+
+bool is_f32(instruction_ref x) { return x->get_shape().is_tensor() && x->get_shape().get_type() == type::float32; }
+
+// A generic program's attention: float32 operands of one rank, a mask added (the kernel
+// adds it; a select stays on the generated kernels). Sizes are checked when it runs.
+bool generic_fits(const match& mt) {
+    if (mt.select || !mt.pv->get_shape().dynamic()) return false;
+    auto q = mt.qk->inputs()[0], kt = mt.qk->inputs()[1], v = mt.pv->inputs()[1];
+    for (auto x : {q, kt, v, mt.qk, mt.pv})
+        if (!is_f32(x) || x->get_shape().ndim() != q->get_shape().ndim()) return false;
+    return !mt.mask || (is_f32(*mt.mask) && (*mt.mask)->get_shape().ndim() <= q->get_shape().ndim());
+}
+
+// The matches' instructions replaced by one attention (the softmax, the mask add, the
+// scale, QK^T); the new instruction takes pv's place.
+void replace_match(module& m, const match& mt, const attention& op, std::vector<instruction_ref> args) {
+    m.replace_instruction(mt.pv, op, std::move(args));
+    for (auto x : mt.between) m.remove_instruction(x);  // softmax, then the add, the scale
+    m.remove_instruction(mt.qk);
+}
 
 }  // namespace
 
+std::vector<match> generic_attentions(module& m, const cpu_options& options) {
+    std::vector<match> found;
+    if (!attention_enabled(options)) return found;
+    for (auto& mt : attention_match::find_all(m, true))
+        if (generic_fits(mt)) found.push_back(mt);
+    return found;
+}
+
 void fuse_attention(lower_env& env) {
-    if (!attention_enabled(env)) return;
+    if (!attention_enabled(env.ctx.options())) return;
+    for (auto& mt : generic_attentions(env.m, env.ctx.options())) {
+        attention op;
+        op.scale = mt.scale;
+        op.has_mask = mt.mask.has_value();
+        op.exact_exp = !env.ctx.fast_math();
+        op.generic = true;  // float32 products (a generic program's matmuls are float32 too)
+        std::vector<instruction_ref> args{mt.qk->inputs()[0], mt.qk->inputs()[1], mt.pv->inputs()[1]};
+        if (mt.mask) args.push_back(*mt.mask);
+        replace_match(env.m, mt, op, std::move(args));
+    }
     for (auto& mt : attention_match::find_all(env.m)) {
         shape dst;
         if (!fits(mt, dst)) continue;
@@ -55,9 +93,7 @@ void fuse_attention(lower_env& env) {
         if (mt.mask) args.push_back(*mt.mask);
         args.push_back(env.m.insert_instruction(mt.pv, builtin::allocate{shape(type::uint8, {g.scratch_bytes()})}, {}));
         args.push_back(env.m.insert_instruction(mt.pv, builtin::allocate{dst}, {}));
-        env.m.replace_instruction(mt.pv, op, args);
-        for (auto x : mt.between) env.m.remove_instruction(x);  // softmax, then the add, the scale
-        env.m.remove_instruction(mt.qk);
+        replace_match(env.m, mt, op, std::move(args));
     }
 }
 

@@ -6,11 +6,13 @@
 // kernels, a saved program; and where it must not apply.
 #include "cpu_test_util.hpp"
 
+#include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/kernels/packed_gemm/packed_gemm_args.hpp"
 
 #include <kiln/quantization.hpp>
 #include <kiln/serialize.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace kiln;
@@ -238,4 +240,92 @@ TEST(cpu_attention, bf16_program_products_in_bf16) {
     test::env_override capped("KILN_CPU_PACKED_GEMM_ISA", "avx2");
     auto loaded = load_buffer(bytes.data(), bytes.size());
     EXPECT_LT(rel_l2(loaded.eval(b.inputs)[0], want), 1e-5);
+}
+
+namespace {
+
+// A generic program's attention (batch and sequence known only when it runs): K as a
+// transposed view (BERT's export) or, with `kt_plain`, a row-major [.., D, Sk] the kernel
+// must copy; the mask over the keys or, with `mask_per_row`, one value per query row
+// (broadcast along Sk: spelled out per call).
+program generic_attention(bool kt_plain, bool mask_per_row) {
+    const dynamic_dimension batch{1, 4, {}, "batch"}, seq{0, 96, {}, "seq"}, heads{2, 2, {}, {}}, d{16, 16, {}, {}},
+        one{1, 1, {}, {}};
+    program p;
+    auto* m = p.get_main_module();
+    auto param = [&](const std::string& name, std::vector<dynamic_dimension> dims) {
+        return m->add_parameter(name, shape::make_dynamic(type::float32, std::move(dims)));
+    };
+    auto q = param("q", {batch, heads, seq, d});
+    auto kt = kt_plain ? param("kt", {batch, heads, d, seq})
+                       : m->add_instruction(make_op("transpose", {{"perm", arr({0, 1, 3, 2})}}),
+                                            {param("k", {batch, heads, seq, d})});
+    auto v = param("v", {batch, heads, seq, d});
+    auto mask = mask_per_row ? param("mask", {batch, one, seq, one}) : param("mask", {batch, one, one, seq});
+    auto four = m->add_literal(literal(shape(type::float32), std::vector<float>{4.0f}));
+    auto s = m->add_instruction(make_op("div"), {m->add_instruction(make_op("matmul"), {q, kt}), four});
+    auto sm = m->add_instruction(make_op("softmax", {{"axis", value(std::int64_t{-1})}}),
+                                 {m->add_instruction(make_op("add"), {s, mask})});
+    m->add_return({m->add_instruction(make_op("matmul"), {sm, v})});
+    return p;
+}
+
+std::size_t runs_of(const std::vector<instruction_profile>& profile, const std::string& op) {
+    return static_cast<std::size_t>(
+        std::count_if(profile.begin(), profile.end(), [&](const auto& e) { return e.op_name == op; }));
+}
+
+param_map generic_inputs(bool kt_plain, bool mask_per_row, std::size_t b, std::size_t s) {
+    auto arg = [](std::vector<std::size_t> lens) { return random_literal(lens).get_argument(); };
+    param_map in{{"q", arg({b, 2, s, 16})}, {"v", arg({b, 2, s, 16})}};
+    in[kt_plain ? "kt" : "k"] = kt_plain ? arg({b, 2, 16, s}) : arg({b, 2, s, 16});
+    in["mask"] = mask_per_row ? arg({b, 1, s, 1}) : arg({b, 1, 1, s});
+    return in;
+}
+
+}  // namespace
+
+// Every call of the generic program on cpu::attention (no sgemm products, no softmax kernel),
+// against the ref target at sizes the one program meets in turn, a single key and an empty
+// sequence included.
+TEST(cpu_attention, generic_program_runs_the_kernel_at_every_size) {
+    for (const bool kt_plain : {false, true})
+        for (const bool mask_per_row : {false, true}) {
+            SCOPED_TRACE(std::string(kt_plain ? "kt row-major" : "kt a view") +
+                         (mask_per_row ? ", mask per query row" : ", mask over keys"));
+            compile_options o;
+            o.specialize_after = 0;
+            program cpu = generic_attention(kt_plain, mask_per_row), ref = cpu;
+            cpu.compile(*get_target("cpu"), o);
+            ref.compile(*get_target("ref"), o);
+            ASSERT_TRUE(cpu.get_specialization_stats().generic) << cpu.get_specialization_stats().generic_unavailable;
+            if (!cpu::has_avx2_fma()) continue;  // the kernel needs AVX2; the generated kernels run instead
+            for (auto [b, s] : {std::pair<std::size_t, std::size_t>{1, 7}, {2, 33}, {1, 1}, {3, 96}, {2, 0}, {1, 50}}) {
+                const auto in = generic_inputs(kt_plain, mask_per_row, b, s);
+                std::vector<instruction_profile> profile;
+                auto got = cpu.eval(in, profile);
+                auto want = ref.eval(in);
+                ASSERT_EQ(got.size(), 1u);
+                expect_close(got[0], want[0], 1e-4, 1e-5, "batch " + std::to_string(b) + ", seq " + std::to_string(s));
+                EXPECT_EQ(runs_of(profile, "cpu::attention"), 1u);
+                EXPECT_EQ(runs_of(profile, "cpu::dyn_matmul"), 0u);
+                EXPECT_EQ(runs_of(profile, "cpu::fused_kernel"), 0u);
+            }
+        }
+}
+
+// A generic attention saved and loaded keeps its form and runs.
+TEST(cpu_attention, generic_program_saved_and_loaded) {
+    if (!cpu::has_avx2_fma()) GTEST_SKIP() << "the kernel needs AVX2 and FMA";
+    compile_options o;
+    o.specialize_after = 0;
+    program cpu = generic_attention(false, false), ref = cpu;
+    cpu.compile(*get_target("cpu"), o);
+    ref.compile(*get_target("ref"), o);
+    const auto bytes = save_buffer(cpu);
+    auto loaded = load_buffer(bytes.data(), bytes.size());
+    const auto in = generic_inputs(false, false, 2, 21);
+    std::vector<instruction_profile> profile;
+    expect_close(loaded.eval(in, profile)[0], ref.eval(in)[0], 1e-4, 1e-5);
+    EXPECT_EQ(runs_of(profile, "cpu::attention"), 1u);
 }
