@@ -163,8 +163,28 @@ post_op linear(float a, float b) {
 fused_chain find_post_ops(instruction_ref anchor, std::size_t channel_axis, bool can_take_bias,
                           const std::unordered_set<const instruction*>& claimed, bool own_silu) {
     fused_chain c;
-    if (!is_float32_tensor(anchor)) return c;
-    const auto out = anchor->get_shape().lens();
+    const auto& as = anchor->get_shape();
+    // A generic program's anchor (cpu::dyn_matmul): every step keeps its dims, which must
+    // be the anchor's in every run (each varying dim named), and its channels are fixed.
+    const bool dynamic = as.is_tensor() && as.dynamic();
+    if (dynamic) {
+        if (as.get_type() != type::float32 || channel_axis >= as.ndim()) return c;
+        for (const auto& d : as.dyn_dims())
+            if (!d.is_fixed() && d.symbol.empty()) return c;
+        if (!as.dyn_dims()[channel_axis].is_fixed()) return c;
+    } else if (!is_float32_tensor(anchor)) {
+        return c;
+    }
+    const auto out = dynamic ? as.min_lens() : as.lens();  // dynamic: only out[channel_axis] is read
+    auto f32 = [&](instruction_ref x) {
+        const auto& s = x->get_shape();
+        return s.is_tensor() && s.get_type() == type::float32 && (dynamic || !s.dynamic());
+    };
+    auto same_dims = [&](instruction_ref x) {
+        const auto& s = x->get_shape();
+        if (!dynamic) return !s.dynamic() && s.lens() == out;
+        return s.dynamic() && s.dyn_dims() == as.dyn_dims();
+    };
     auto cur = anchor;
     auto free = [&](const std::vector<instruction_ref>& members) {
         for (auto m : members)
@@ -178,7 +198,7 @@ fused_chain find_post_ops(instruction_ref anchor, std::size_t channel_axis, bool
     };
     while (true) {
         if (auto m = match_silu(cur); m && free({*m})) {
-            if (own_silu && cur->get_shape().elements() >= silu_min_elements) break;
+            if (own_silu && (dynamic || cur->get_shape().elements() >= silu_min_elements)) break;
             post_op p;
             p.algorithm = "swish";
             p.alpha = 1.0f;
@@ -195,8 +215,8 @@ fused_chain find_post_ops(instruction_ref anchor, std::size_t channel_axis, bool
             continue;
         }
         auto u = single_user(cur);
-        if (!u || !free({*u}) || !is_float32_tensor(*u) || (*u)->get_shape().lens() != out) break;
-        if (auto e = eltwise_post_ops(*u); e && (*u)->inputs()[0] == cur) {
+        if (!u || !free({*u}) || !f32(*u) || !same_dims(*u)) break;
+        if (auto e = eltwise_post_ops(*u, dynamic); e && (*u)->inputs()[0] == cur) {
             c.post_ops.insert(c.post_ops.end(), e->begin(), e->end());
             step({*u});
             continue;
@@ -216,12 +236,14 @@ fused_chain find_post_ops(instruction_ref anchor, std::size_t channel_axis, bool
             step({*u});
             continue;
         }
-        if (!is_float32_tensor(*r)) break;
+        if (!f32(*r)) break;
         if (n == b::add && c.members.empty() && can_take_bias && per_channel_constant(*r, out, channel_axis)) {
             c.bias = *r;
             step({*u});
             continue;
         }
+        // Dynamic: an operand of the result's own dims, or one value per channel.
+        if (dynamic && !same_dims(*r) && !per_channel_constant(*r, out, channel_axis)) break;
         c.post_ops.push_back(binary_op(dnnl_algorithm(*n), c.extra.size()));
         c.extra.push_back(*r);
         step({*u});

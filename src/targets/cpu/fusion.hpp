@@ -38,6 +38,9 @@ struct fused_chain {
 // `claimed` (fused into an earlier anchor) end the chain.
 // `own_silu`: a SiLU on a result of at least silu_min_elements values ends the chain
 // (cpu::silu computes it faster than oneDNN's post-op, see silu.hpp).
+// A dynamic anchor (a generic program's matmul, for cpu::dyn_matmul's packed epilogue):
+// its channels fixed, every other varying dim named; each step keeps the anchor's dims,
+// and a binary operand has them too or is one value per channel.
 fused_chain find_post_ops(instruction_ref anchor, std::size_t channel_axis, bool can_take_bias,
                           const std::unordered_set<const instruction*>& claimed, bool own_silu = false);
 

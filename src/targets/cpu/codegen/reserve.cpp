@@ -7,6 +7,7 @@
 
 #include "targets/cpu/fusion.hpp"
 #include "targets/cpu/kernels/attention/attention.hpp"
+#include "targets/cpu/kernels/dynamic/dyn_matmul.hpp"
 #include "targets/cpu/kernels/dynamic/dyn_primitive.hpp"
 
 #include "ops/nn_conv.hpp"
@@ -22,8 +23,11 @@ std::unordered_set<const instruction*> post_op_chains(module& m, const cpu_optio
         for (const auto& mt : generic_attentions(m, *options))
             for (auto member : mt.between) out.insert(&*member);
     for (auto ins = m.begin(); ins != m.end(); ++ins) {
-        // A generic program's convolution: what cpu::dyn_primitive takes as post-ops.
+        // A generic program's convolution: what cpu::dyn_primitive takes as post-ops; its
+        // products with constant weights: what cpu::dyn_matmul's packed epilogue takes.
         for (auto member : dyn_primitive_post_ops(ins)) out.insert(&*member);
+        if (options)
+            for (auto member : dyn_matmul_epilogue(*options, ins).members) out.insert(&*member);
         const bool conv = rewrite::is_any<op::convolution, op::deconvolution>(ins);
         if (!conv && !rewrite::is_any<op::matmul, op::gemm>(ins)) continue;
         const auto& s = ins->get_shape();

@@ -5,6 +5,7 @@
 #include "ops/tensor_views.hpp"
 #include "targets/cpu/context.hpp"
 #include "targets/cpu/cpu_features.hpp"
+#include "targets/cpu/fusion.hpp"
 #include "targets/cpu/kernels/packed_gemm/packed_gemm.hpp"
 
 #include <kiln/errors.hpp>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <optional>
 #include <mutex>
+#include <unordered_set>
 
 namespace kiln::cpu {
 
@@ -72,6 +74,8 @@ void dyn_matmul::finalize(context& ctx, const shape&, const std::vector<shape>&)
     if (packed_n > 0) {
         const auto* cpu = dynamic_cast<const cpu_context*>(&ctx);
         part = pgemm::chosen_part(cpu ? cpu->options().packed_gemm_isa : isa_cap::none);
+        steps_full = packed_post_steps(post_ops, name(), [](std::size_t) { return true; });
+        steps_column = packed_post_steps(post_ops, name(), [](std::size_t) { return false; });
         return;
     }
     static std::once_flag warmed;
@@ -84,7 +88,7 @@ void dyn_matmul::finalize(context& ctx, const shape&, const std::vector<shape>&)
 shape dyn_matmul::compute_shape(const std::vector<shape>& inputs) const {
     if (packed_n <= 0) return op::matmul{}.compute_shape(inputs);
     // A [..., k] times the packed [k][n]: A's dims with n last.
-    if (inputs.size() != 2 || !inputs[0].is_tensor() || inputs[0].ndim() < 2 || inputs[0].get_type() != type::float32)
+    if (inputs.size() < 2 || !inputs[0].is_tensor() || inputs[0].ndim() < 2 || inputs[0].get_type() != type::float32)
         throw_error(error_code::shape, name() + ": a must be a float32 tensor of rank 2 or more");
     auto dims = inputs[0].to_dynamic_dims();
     if (!(dims.back() == dynamic_dimension{static_cast<std::size_t>(packed_k), static_cast<std::size_t>(packed_k), {}, {}}))
@@ -121,8 +125,35 @@ argument dyn_matmul::compute_packed(const shape& out, const std::vector<argument
     }
     g.b = args[1].data_as<float>();
     g.c = y.data_as<float>();
+    if (has_bias) g.bias = args.at(2).data_as<float>();
+    // The epilogue's operands (copies among them) live until the product is done.
+    const auto operands = post_ops.empty() ? std::vector<argument>{} : bind_epilogue(g, result, args);
     pgemm::run_all(g, part ? part : pgemm::chosen_part(isa_cap::none));
     return y;
+}
+
+std::vector<argument> dyn_matmul::bind_epilogue(pgemm::args& g, const shape& result,
+                                                const std::vector<argument>& args) const {
+    if (steps_full.size() != post_ops.size()) throw_error(error_code::runtime, name() + ": run before it was finalized");
+    // Each binary operand this call: the result's dims (row-major, copied if not) or one
+    // value per column; lowering made sure its dims are the result's in every run.
+    std::vector<argument> operands = args;
+    std::vector<pgemm::post_step> steps = steps_full;
+    for (std::size_t i = 0; i < post_ops.size(); ++i) {
+        if (!is_binary(steps[i].kind)) continue;
+        auto& x = operands.at(static_cast<std::size_t>(post_ops[i].input));
+        const auto& xs = x.get_shape();
+        if (xs.lens() == result.lens()) {
+            if (!xs.standard()) x = x.copy();
+        } else if (xs.elements() == g.n && xs.lens().back() == g.n && xs.strides().back() == 1) {
+            steps[i] = steps_column[i];
+        } else {
+            throw_error(error_code::shape, name() + ": post-op operand " + xs.to_string() + " is neither the result " +
+                                               result.to_string() + " nor one value per column");
+        }
+    }
+    bind_post_steps(g, steps, post_ops, operands);
+    return operands;
 }
 
 argument dyn_matmul::compute(context&, const shape& out, const std::vector<argument>& args) const {
@@ -174,7 +205,9 @@ argument dyn_matmul::compute(context&, const shape& out, const std::vector<argum
     return y;
 }
 
-bool lower_dyn_matmul(lower_env& env, instruction_ref ins) {
+namespace {
+
+bool lowerable(instruction_ref ins) {
     if (!ins->get_operator().any_cast<op::matmul>() || ins->inputs().size() != 2 || !ins->get_shape().is_tensor() ||
         !ins->get_shape().dynamic())
         return false;
@@ -182,24 +215,69 @@ bool lower_dyn_matmul(lower_env& env, instruction_ref ins) {
         const auto& s = in->get_shape();
         if (!s.is_tensor() || s.get_type() != type::float32 || s.ndim() < 2) return false;
     }
+    return true;
+}
+
+}  // namespace
+
+bool dyn_matmul_packs(const cpu_options& options, instruction_ref ins) {
+    if (!lowerable(ins)) return false;
+    const auto w = ins->inputs()[1];
+    const auto& ws = w->get_shape();
+    const auto& ad = ins->inputs()[0]->get_shape().to_dynamic_dims();
+    return w->is_literal() && ws.ndim() == 2 && options.packed_gemm != packed_gemm_choice::off && has_avx2_fma() &&
+           ad.back().is_fixed() && ad.back().min == ws.lens()[0] && ws.elements() > 0;
+}
+
+fused_chain dyn_matmul_epilogue(const cpu_options& options, instruction_ref ins) {
+    if (!options.fusion || !dyn_matmul_packs(options, ins)) return {};
+    static const std::unordered_set<const instruction*> none;
+    auto c = find_post_ops(ins, ins->get_shape().ndim() - 1, true, none);
+    std::unordered_set<const instruction*> later;
+    for (auto it = std::next(ins); !c.members.empty() && it != std::next(c.members.back()); ++it) later.insert(&*it);
+    for (std::size_t step = 0; step < c.steps.size(); ++step) {
+        const auto& mk = c.steps[step];
+        const std::size_t before = step == 0 ? 0 : c.steps[step - 1].extra;
+        for (std::size_t e = before; e < mk.extra; ++e)
+            if (later.count(&*c.extra[e])) return truncate(c, step);
+    }
+    return c;
+}
+
+bool lower_dyn_matmul(lower_env& env, instruction_ref ins) {
+    if (!lowerable(ins)) return false;
     std::vector<instruction_ref> args;
     for (auto in : ins->inputs()) args.push_back(in_dnnl_layout(env, in) ? plain(env, in) : in);
-    // Constant 2-D weights (a linear layer's) on packed_gemm's kernels, packed once.
-    const auto a = args[0], w = args[1];
-    const auto& ws = w->get_shape();
-    const auto& ad = a->get_shape().to_dynamic_dims();
-    if (w->is_literal() && ws.ndim() == 2 && env.ctx.options().packed_gemm != packed_gemm_choice::off && has_avx2_fma() &&
-        ad.back().is_fixed() && ad.back().min == ws.lens()[0] && ws.elements() > 0) {
-        const std::size_t k = ws.lens()[0], n = ws.lens()[1];
-        dyn_matmul op;
-        op.packed_k = static_cast<std::int64_t>(k);
-        op.packed_n = static_cast<std::int64_t>(n);
-        const auto packed = pack_gemm_weights(w->get_literal().to_vector<float>(), k, n, false);
-        auto panels = env.constant(ins, literal(shape(type::float32, {packed.size()}), packed));
-        env.m.replace_instruction(ins, op, {a, panels});
+    if (!dyn_matmul_packs(env.ctx.options(), ins)) {
+        env.m.replace_instruction(ins, dyn_matmul{}, args);
         return true;
     }
-    env.m.replace_instruction(ins, dyn_matmul{}, args);
+    // Constant 2-D weights (a linear layer's) on packed_gemm's kernels, packed once, with
+    // the bias, activation and residual after them in the epilogue.
+    const auto a = args[0], w = args[1];
+    const std::size_t k = w->get_shape().lens()[0], n = w->get_shape().lens()[1];
+    dyn_matmul op;
+    op.packed_k = static_cast<std::int64_t>(k);
+    op.packed_n = static_cast<std::int64_t>(n);
+    const auto packed = pack_gemm_weights(w->get_literal().to_vector<float>(), k, n, false);
+    std::vector<instruction_ref> inputs{a, env.constant(ins, literal(shape(type::float32, {packed.size()}), packed))};
+    const auto chain = dyn_matmul_epilogue(env.ctx.options(), ins);
+    if (chain.bias) {
+        op.has_bias = true;
+        const auto values = (*chain.bias)->get_literal().to_vector<float>();
+        inputs.push_back(env.constant(ins, literal(shape(type::float32, {values.size()}), values)));
+    }
+    const std::size_t first_extra = inputs.size();
+    for (auto x : chain.extra) inputs.push_back(in_dnnl_layout(env, x) ? plain(env, x) : x);
+    op.post_ops = chain.post_ops;
+    for (auto& p : op.post_ops)
+        if (p.input >= 0) p.input += static_cast<std::int64_t>(first_extra);
+    env.m.replace_instruction(ins, op, inputs);
+    if (chain.members.empty()) return true;
+    // The product takes the chain's place: its readers read the product, the chain goes
+    // (last first; each member then has no readers left).
+    env.m.replace_instruction(chain.members.back(), ins);
+    for (auto it = chain.members.rbegin(); it != chain.members.rend(); ++it) env.m.remove_instruction(*it);
     return true;
 }
 

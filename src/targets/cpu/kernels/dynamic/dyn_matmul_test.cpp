@@ -10,6 +10,7 @@
 #include "targets/cpu/kernels/dynamic/dyn_matmul.hpp"
 
 #include <kiln/program.hpp>
+#include <kiln/serialize.hpp>
 
 using namespace kiln;
 using namespace kiln::cpu_test;
@@ -178,4 +179,69 @@ TEST(cpu_dyn_matmul, constant_weights_run_packed_at_every_size) {
             EXPECT_EQ(packed, 2u) << "depth " << depth;
         }
     }
+}
+
+namespace {
+
+// A transformer MLP with a generic program's sizes: x W1 + b1, the exported erf GELU,
+// then x + (h W2 + b2), the residual read in place by the second product's epilogue.
+// With `late_residual`, the residual is computed after the product (so the epilogue
+// stops before it); with `unnamed_rows`, its rows have no name (no epilogue may rely on
+// them being the product's).
+program mlp(const literal& w1, const literal& b1, const literal& w2, const literal& b2, bool late_residual,
+            bool unnamed_rows) {
+    program p;
+    auto* m = p.get_main_module();
+    const dynamic_dimension rows = unnamed_rows ? dynamic_dimension{1, 64, {}, {}} : dynamic_dimension{1, 64, {}, "rows"};
+    const dynamic_dimension width{16, 16, {}, {}};
+    auto x = m->add_parameter("x", shape::make_dynamic(type::float32, {{1, 1, {}, {}}, rows, width}));
+    auto scalar = [&](float v) { return m->add_literal(literal(shape(type::float32), std::vector<float>{v})); };
+    auto add = [&](instruction_ref a, instruction_ref b) { return m->add_instruction(make_op("add"), {a, b}); };
+    auto mul = [&](instruction_ref a, instruction_ref b) { return m->add_instruction(make_op("mul"), {a, b}); };
+    auto h = add(m->add_instruction(op::matmul{}, {x, m->add_literal(w1)}), m->add_literal(b1));
+    auto erf = m->add_instruction(make_op("erf"), {m->add_instruction(make_op("div"), {h, scalar(1.41421356f)})});
+    auto gelu = mul(mul(h, add(erf, scalar(1.0f))), scalar(0.5f));
+    auto y = add(m->add_instruction(op::matmul{}, {gelu, m->add_literal(w2)}), m->add_literal(b2));
+    auto residual = late_residual ? mul(x, scalar(2.0f)) : x;
+    m->add_return({add(residual, y)});
+    return p;
+}
+
+}  // namespace
+
+// The bias, GELU and residual after a generic program's packed products run in their
+// epilogue (no generated kernel left), at every size, against ref; a residual computed
+// after the product, or rows without a name, end the epilogue there and still match.
+TEST(cpu_dyn_matmul, epilogue_takes_bias_gelu_and_residual) {
+    const auto w1 = random_literal({16, 40}), b1 = random_literal({40}), w2 = random_literal({40, 16}),
+               b2 = random_literal({16});
+    for (const bool late_residual : {false, true})
+        for (const bool unnamed_rows : {false, true}) {
+            SCOPED_TRACE(std::string(late_residual ? "residual after the product" : "residual before") +
+                         (unnamed_rows ? ", unnamed rows" : ", named rows"));
+            auto p = mlp(w1, b1, w2, b2, late_residual, unnamed_rows), r = p;
+            ASSERT_TRUE(compile_generic(p, r));
+            for (std::size_t rows : {1, 7, 33, 64}) {
+                const param_map in = {{"x", random_arg({1, rows, 16})}};
+                std::vector<instruction_profile> profile;
+                auto got = p.eval(in, profile);
+                auto want = r.eval(in);
+                ASSERT_EQ(got[0].get_shape().lens(), want[0].get_shape().lens());
+                expect_close(got[0], want[0], 1e-4, 1e-5);
+                if (!cpu::has_avx2_fma()) continue;
+                std::size_t generated = 0, packed = 0;
+                for (auto& e : profile) {
+                    generated += e.op_name == "cpu::fused_kernel" || e.op_name == "ref::kernel";
+                    packed += e.op_name == "cpu::dyn_matmul" && e.op_text.find("packed_n") != std::string::npos;
+                }
+                EXPECT_EQ(packed, 2u);
+                if (!late_residual && !unnamed_rows) EXPECT_EQ(generated, 0u) << "rows " << rows;
+                else EXPECT_GE(generated, 1u) << "rows " << rows;
+            }
+            // Saved and loaded, the epilogue's attributes come back.
+            const auto bytes = save_buffer(p);
+            auto loaded = load_buffer(bytes.data(), bytes.size());
+            const param_map in = {{"x", random_arg({1, 9, 16})}};
+            expect_close(loaded.eval(in)[0], r.eval(in)[0], 1e-4, 1e-5);
+        }
 }
