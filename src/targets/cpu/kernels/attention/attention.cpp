@@ -292,10 +292,13 @@ shape attention::compute_shape(const std::vector<shape>& inputs) const {
     if (generic) {
         // Sizes known when it runs: one rank, float32; the rest is checked per call.
         const std::size_t r = inputs[0].is_tensor() ? inputs[0].ndim() : 0;
-        for (const auto& s : inputs)
-            if (!s.is_tensor() || s.get_type() != type::float32 || (&s != &inputs[3] && s.ndim() != r) || r < 3)
-                bad("q, kt, v and the mask must be float32 tensors, q, kt and v of one rank >= 3, got " +
-                    s.to_string());
+        for (const auto& s : inputs) {
+            const bool is_mask = has_mask && &s == &inputs[3];
+            const type want_type = is_mask && select ? type::bool_ : type::float32;
+            if (!s.is_tensor() || s.get_type() != want_type || (!is_mask && s.ndim() != r) || r < 3)
+                bad("q, kt and v must be float32 tensors of one rank >= 3 and the mask " +
+                    std::string(select ? "bool" : "float32") + ", got " + s.to_string());
+        }
         return result_shape(inputs[0], inputs[2]);
     }
     for (const auto& s : inputs)
@@ -312,8 +315,9 @@ shape attention::compute_shape(const std::vector<shape>& inputs) const {
     want_lens.push_back(g.dv);
     if (out.lens() != want_lens || (g.dv > 1 && out.strides()[r - 1] != 1))
         bad("the output buffer " + out.to_string() + " must have the result's dims and unit stride along Dv");
-    if (has_mask && !mask_fits(g, inputs[3]))
-        bad("the mask " + inputs[3].to_string() + " must broadcast to the scores with unit stride along Sk");
+    if (has_mask && !mask_fits(g, inputs[3], select))
+        bad("the mask " + inputs[3].to_string() + " must be " + (select ? "bool" : "float32") +
+            ", broadcast to the scores with unit stride along Sk");
     if (inputs[inputs.size() - 2].bytes() < g.scratch_bytes()) bad("the scratch buffer is too small");
     return out;
 }
@@ -383,7 +387,10 @@ argument attention::compute(context&, const shape&, const std::vector<argument>&
                                                " does not broadcast to the scores of q " + q.get_shape().to_string() +
                                                " and kt " + kt.get_shape().to_string());
         // One the kernel cannot read as it is (broadcast along Sk, strided): spelled out.
-        if (!mask_fits(g, ms)) mask = mask.view(shape(type::float32, full, broadcast_strides(ms, full))).copy();
+        if (!mask_fits(g, ms, select)) mask = mask.view(shape(ms.get_type(), full, broadcast_strides(ms, full))).copy();
+        if (!mask_fits(g, mask.get_shape(), select))
+            throw_error(error_code::shape, name() + ": the mask " + ms.to_string() + " must be " +
+                                               (select ? "bool" : "float32"));
     }
     auto lens = g.batch_lens;
     lens.push_back(g.sq);
@@ -411,7 +418,8 @@ void attention::run(const argument& qa, const argument& ka, const argument& va, 
     const auto* q = reinterpret_cast<const float*>(qa.data());
     const auto* kt = reinterpret_cast<const float*>(ka.data());
     const auto* v = reinterpret_cast<const float*>(va.data());
-    const float* mask = ma ? reinterpret_cast<const float*>(ma->data()) : nullptr;
+    const float* mask = ma && !select ? reinterpret_cast<const float*>(ma->data()) : nullptr;
+    const auto* cond = ma && select ? reinterpret_cast<const std::uint8_t*>(ma->data()) : nullptr;
     auto* out = reinterpret_cast<float*>(oa.data());
     auto full_lens = g.batch_lens;
     full_lens.push_back(g.sq);
@@ -458,8 +466,10 @@ void attention::run(const argument& qa, const argument& ka, const argument& va, 
             sc.c = s;
             sc.ldc = ld_s;
             const float* mrow = mask ? mask + batch_offset(g, mask_strides, b) : nullptr;
-            // The scale, and a mask shared by all query rows, in the scores' epilogue.
-            const bool fused = !mask || mask_strides[r - 2] == 0;
+            const std::uint8_t* crow = cond ? cond + batch_offset(g, mask_strides, b) : nullptr;
+            // The scale, and a mask shared by all query rows, in the scores' epilogue (a
+            // select's choice comes after the scale, row by row below).
+            const bool fused = !cond && (!mask || mask_strides[r - 2] == 0);
             if (fused) {
                 sc.post[sc.n_post++] = pgemm::post_step{pgemm::post_kind::linear, scale, 0.0f, nullptr, false};
                 if (mask) sc.post[sc.n_post++] = pgemm::post_step{pgemm::post_kind::add, 0.0f, 0.0f, mrow, false};
@@ -486,9 +496,18 @@ void attention::run(const argument& qa, const argument& ka, const argument& va, 
             for (std::size_t i = r0; i < r1; ++i) {
                 const float* m = mrow ? mrow + i * mask_strides[r - 2] : nullptr;
                 float* row = s + i * ld_s;
-                const float sum = exact_exp || !vec ? exp_row_scalar(row, m, g.sk, scale, fused, exact_exp)
-                                  : vec16           ? exp_row_avx512(row, m, g.sk, scale, fused)
-                                                    : exp_row_avx2(row, m, g.sk, scale, fused);
+                float row_scale = scale;
+                if (crow) {
+                    // where(c, scale * s, fill) (or where(c, fill, scale * s)) as the graph
+                    // says, then the softmax over it with nothing left to scale or add.
+                    const std::uint8_t* c = crow + i * mask_strides[r - 2];
+                    for (std::size_t j = 0; j < g.sk; ++j)
+                        row[j] = (c[j] != 0) != fill_first ? row[j] * scale : fill;
+                    row_scale = 1.0f;
+                }
+                const float sum = exact_exp || !vec ? exp_row_scalar(row, m, g.sk, row_scale, fused, exact_exp)
+                                  : vec16           ? exp_row_avx512(row, m, g.sk, row_scale, fused)
+                                                    : exp_row_avx2(row, m, g.sk, row_scale, fused);
                 inv[i - r0] = 1.0f / sum;
             }
             pgemm::args ctx;  // context: exp(scores) V, then each row divided by its sum

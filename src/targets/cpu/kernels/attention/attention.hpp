@@ -53,6 +53,12 @@ struct attention {
     bool exact_exp = false;  // std::exp (fast_math off) instead of the polynomial
     bool bf16 = false;       // products in bf16 where the CPU has the bf16 kernels (above)
     bool generic = false;    // sizes at run time, no scratch or output inputs (above)
+    // The mask as a bool condition choosing between the scaled score and `fill`
+    // (where(mask, scores, fill), GPT-2's causal mask; where(mask, fill, scores) with
+    // `fill_first`) instead of a float32 mask added to it.
+    bool select = false;
+    bool fill_first = false;
+    float fill = 0.0f;
 
     template <class Self, class F>
     static void reflect(Self& self, F f) {
@@ -61,6 +67,9 @@ struct attention {
         f(self.exact_exp, "exact_exp");
         f(self.bf16, "bf16");
         f(self.generic, "generic");
+        f(self.select, "select");
+        f(self.fill_first, "fill_first");
+        f(self.fill, "fill");
     }
     std::string name() const { return "cpu::attention"; }
     shape compute_shape(const std::vector<shape>& inputs) const;
@@ -78,14 +87,14 @@ private:
              const argument& out) const;
 };
 
-// Replaces each softmax(scale * matmul(q, kt) [+ mask]) whose only reader is a matmul
-// with v (every intermediate read once; the scale a scalar constant, multiplied or
-// divided) by one cpu::attention; a generic program's (generic_attentions) by its
+// Replaces each softmax(scale * matmul(q, kt) [+ mask | where(mask, ., fill)]) whose only
+// reader is a matmul with v (every intermediate read once; the scale a scalar constant,
+// multiplied or divided; the fill a scalar constant) by one cpu::attention; a generic program's (generic_attentions) by its
 // generic form. Runs before the rest of the cpu lowering.
 void fuse_attention(lower_env& env);
 
-// A generic program's attentions that fuse_attention will take: float32, a mask added
-// (not selected), on a CPU with the kernel. The passes before it leave them as they are
+// A generic program's attentions that fuse_attention will take: float32, a float32 mask
+// added or a bool one selecting, on a CPU with the kernel. The passes before it leave them as they are
 // (codegen::spell_out_softmax keeps the softmax, the fusion pass the scale and the mask).
 std::vector<attention_match::match> generic_attentions(module& m, const cpu_options& options);
 

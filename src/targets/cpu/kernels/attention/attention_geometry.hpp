@@ -58,9 +58,11 @@ inline std::string operand_problem(const shape& q, const shape& kt, const shape&
     return "";
 }
 
-// Whether `mask` broadcasts to [batch..., Sq, Sk] with unit stride along Sk.
-inline bool mask_fits(const geometry& g, const shape& mask) {
+// Whether `mask` (float32 added, or bool selecting with `select`) broadcasts to
+// [batch..., Sq, Sk] with unit stride along Sk.
+inline bool mask_fits(const geometry& g, const shape& mask, bool select = false) {
     if (mask.ndim() > g.rank || mask.ndim() == 0) return false;
+    if (mask.get_type() != (select ? type::bool_ : type::float32)) return false;
     std::vector<std::size_t> full = g.batch_lens;
     full.push_back(g.sq);
     full.push_back(g.sk);

@@ -20,15 +20,27 @@ namespace {
 
 using attention_match::match;
 
+// The scalar a select fills masked scores with.
+float fill_of(const match& mt) {
+    const auto x = (*mt.select)->inputs()[mt.fill_first ? 1 : 2];
+    return x->get_literal().to_vector<float>().at(0);
+}
+
+// The select's mask is bool, the add's float32 (what the kernel reads).
+bool mask_type_fits(const match& mt) {
+    const auto& s = (*mt.mask)->get_shape();
+    return s.is_tensor() && s.get_type() == (mt.select ? type::bool_ : type::float32);
+}
+
 bool fits(const match& mt, shape& dst) {
-    if (mt.select) return false;  // the kernel adds its mask; a select (where) stays on oneDNN and the softmax
     auto q = mt.qk->inputs()[0], kt = mt.qk->inputs()[1], v = mt.pv->inputs()[1];
     for (auto x : {q, kt, v, mt.qk, mt.pv})
         if (!f32_static(x)) return false;
     const shape &qs = q->get_shape(), &ks = kt->get_shape(), &vs = v->get_shape();
     if (!operand_problem(qs, ks, vs).empty()) return false;
     const auto g = geometry_of(qs, ks, vs);
-    if (mt.mask && (!f32_static(*mt.mask) || !mask_fits(g, (*mt.mask)->get_shape()))) return false;
+    if (mt.mask && ((*mt.mask)->get_shape().dynamic() || !mask_fits(g, (*mt.mask)->get_shape(), mt.select.has_value())))
+        return false;
     dst = transposed_write_shape(mt.pv, mt.pv->get_shape().lens()).value_or(mt.pv->get_shape().as_standard());
     return true;
 }
@@ -37,14 +49,27 @@ bool attention_enabled(const cpu_options& o) { return o.attention && has_avx2_fm
 
 bool is_f32(instruction_ref x) { return x->get_shape().is_tensor() && x->get_shape().get_type() == type::float32; }
 
-// A generic program's attention: float32 operands of one rank, a mask added (the kernel
-// adds it; a select stays on the generated kernels). Sizes are checked when it runs.
+// A generic program's attention: float32 operands of one rank, a float32 mask added or a
+// bool one selecting. Sizes are checked when it runs.
 bool generic_fits(const match& mt) {
-    if (mt.select || !mt.pv->get_shape().dynamic()) return false;
+    if (!mt.pv->get_shape().dynamic()) return false;
     auto q = mt.qk->inputs()[0], kt = mt.qk->inputs()[1], v = mt.pv->inputs()[1];
     for (auto x : {q, kt, v, mt.qk, mt.pv})
         if (!is_f32(x) || x->get_shape().ndim() != q->get_shape().ndim()) return false;
-    return !mt.mask || (is_f32(*mt.mask) && (*mt.mask)->get_shape().ndim() <= q->get_shape().ndim());
+    return !mt.mask || (mask_type_fits(mt) && (*mt.mask)->get_shape().ndim() <= q->get_shape().ndim());
+}
+
+attention op_for(const lower_env& env, const match& mt) {
+    attention op;
+    op.scale = mt.scale;
+    op.has_mask = mt.mask.has_value();
+    op.exact_exp = !env.ctx.fast_math();
+    if (mt.select) {
+        op.select = true;
+        op.fill_first = mt.fill_first;
+        op.fill = fill_of(mt);
+    }
+    return op;
 }
 
 // The matches' instructions replaced by one attention (the softmax, the mask add, the
@@ -68,10 +93,7 @@ std::vector<match> generic_attentions(module& m, const cpu_options& options) {
 void fuse_attention(lower_env& env) {
     if (!attention_enabled(env.ctx.options())) return;
     for (auto& mt : generic_attentions(env.m, env.ctx.options())) {
-        attention op;
-        op.scale = mt.scale;
-        op.has_mask = mt.mask.has_value();
-        op.exact_exp = !env.ctx.fast_math();
+        attention op = op_for(env, mt);
         op.generic = true;  // float32 products (a generic program's matmuls are float32 too)
         std::vector<instruction_ref> args{mt.qk->inputs()[0], mt.qk->inputs()[1], mt.pv->inputs()[1]};
         if (mt.mask) args.push_back(*mt.mask);
@@ -80,10 +102,7 @@ void fuse_attention(lower_env& env) {
     for (auto& mt : attention_match::find_all(env.m)) {
         shape dst;
         if (!fits(mt, dst)) continue;
-        attention op;
-        op.scale = mt.scale;
-        op.has_mask = mt.mask.has_value();
-        op.exact_exp = !env.ctx.fast_math();
+        attention op = op_for(env, mt);
         // A bf16 program's products (widen_reduced.hpp) take the attention with them: its
         // activations Q, K, V and the probabilities in bf16 (KILN_CPU_BF16_ACTIVATIONS=0: not).
         op.bf16 = env.ctx.bf16_matmuls && env.ctx.options().bf16_activations;

@@ -329,3 +329,102 @@ TEST(cpu_attention, generic_program_saved_and_loaded) {
     expect_close(loaded.eval(in, profile)[0], ref.eval(in)[0], 1e-4, 1e-5);
     EXPECT_EQ(runs_of(profile, "cpu::attention"), 1u);
 }
+
+namespace {
+
+// A causal mask as GPT-2 writes it: bool, true where a query may see the key (key <=
+// query + the keys before the queries), broadcast over batch and heads.
+literal causal(std::size_t sq, std::size_t sk) {
+    std::vector<bool> keep(sq * sk);
+    for (std::size_t i = 0; i < sq; ++i)
+        for (std::size_t j = 0; j < sk; ++j) keep[i * sk + j] = j <= i + (sk - sq);
+    std::vector<std::uint8_t> bytes(keep.begin(), keep.end());
+    return literal(shape(type::bool_, {1, 1, sq, sk}), bytes.data());
+}
+
+}  // namespace
+
+// softmax(where(mask, Q K^T * c, fill)) V, and where(mask, fill, .) with the mask inverted,
+// on the kernel (no softmax kernel left), against ref; a row whose every key is masked
+// (the fill everywhere: uniform probabilities) included.
+TEST(cpu_attention, a_bool_mask_selecting_the_scores) {
+    sizes z{1, 2, 9, 12, 16, 16};
+    for (const bool fill_first : {false, true}) {
+        SCOPED_TRACE(fill_first ? "where(mask, fill, scores)" : "where(mask, scores, fill)");
+        auto p = inputs(z);
+        auto mask = causal(z.sq, z.sk);
+        auto values = mask.to_vector<std::uint8_t>();
+        for (std::size_t j = 0; j < z.sk; ++j) values[j] = 0;  // query row 0 sees nothing
+        if (fill_first)
+            for (auto& v : values) v = v ? 0 : 1;
+        auto m = p.b.m->add_literal(literal(mask.get_shape(), values.data()));
+        auto s = p.b.op("mul", {p.b.op("matmul", {p.q, p.kt}), p.b.scalar(0.25f)});
+        auto fill = p.b.scalar(-1e4f);
+        auto sel = fill_first ? p.b.op("where", {m, fill, s}) : p.b.op("where", {m, s, fill});
+        finish(p, z, p.b.op("softmax", {{"axis", value(std::int64_t{3})}}, {sel}));
+        auto r = run_both(p.b, 1e-4, 1e-5);
+        expect_fused(r.cpu);
+    }
+}
+
+// A generic program's decoder attention (GPT-2's: the causal mask sliced from a constant
+// [1, 1, 64, 64] by the past length) on the kernel at every step's size.
+TEST(cpu_attention, generic_program_with_a_causal_select) {
+    const dynamic_dimension batch{1, 2, {}, "batch"}, past{0, 48, {}, "past"}, seq{1, 16, {}, "seq"},
+        heads{2, 2, {}, {}}, d{16, 16, {}, {}};
+    auto make = [&] {
+        program p;
+        auto* m = p.get_main_module();
+        auto param = [&](const std::string& name, std::vector<dynamic_dimension> dims) {
+            return m->add_parameter(name, shape::make_dynamic(type::float32, std::move(dims)));
+        };
+        auto q = param("q", {batch, heads, seq, d});
+        auto k = param("k", {batch, heads, past, d});
+        auto knew = param("knew", {batch, heads, seq, d});
+        auto kall = m->add_instruction(make_op("concat", {{"axis", value(std::int64_t{2})}}), {k, knew});
+        auto kt = m->add_instruction(make_op("transpose", {{"perm", arr({0, 1, 3, 2})}}), {kall});
+        auto v = param("v", {batch, heads, past, d});
+        auto vall = m->add_instruction(make_op("concat", {{"axis", value(std::int64_t{2})}}), {v, param("vnew", {batch, heads, seq, d})});
+        // The mask's rows past..past+seq and columns 0..past+seq of a constant causal table.
+        auto table = m->add_literal(causal(64, 64));
+        auto pk = m->add_instruction(make_op("shape_of"), {kall});
+        auto pq = m->add_instruction(make_op("shape_of"), {q});
+        auto one = [&](instruction_ref s, std::int64_t at) {
+            return m->add_instruction(make_op("slice", {{"axes", arr({0})}, {"starts", arr({at})}, {"ends", arr({at + 1})}}), {s});
+        };
+        auto total = one(pk, 2), rows = one(pq, 2);
+        auto start = m->add_instruction(make_op("sub"), {total, rows});
+        auto zero = m->add_literal(literal(shape(type::int64, {1}), std::vector<std::int64_t>{0}));
+        auto two = m->add_literal(literal(shape(type::int64, {1}), std::vector<std::int64_t>{2}));
+        auto three = m->add_literal(literal(shape(type::int64, {1}), std::vector<std::int64_t>{3}));
+        auto mrows = m->add_instruction(make_op("slice_dynamic"), {table, start, total, two});
+        auto mask = m->add_instruction(make_op("slice_dynamic"), {mrows, zero, total, three});
+        auto s = m->add_instruction(make_op("div"), {m->add_instruction(make_op("matmul"), {q, kt}),
+                                                     m->add_literal(literal(shape(type::float32), std::vector<float>{4.0f}))});
+        auto fill = m->add_literal(literal(shape(type::float32), std::vector<float>{-3.4e38f}));
+        auto sm = m->add_instruction(make_op("softmax", {{"axis", value(std::int64_t{3})}}),
+                                     {m->add_instruction(make_op("where"), {mask, s, fill})});
+        m->add_return({m->add_instruction(make_op("matmul"), {sm, vall})});
+        return p;
+    };
+    compile_options o;
+    o.specialize_after = 0;
+    program cpu = make(), ref = make();
+    cpu.compile(*get_target("cpu"), o);
+    ref.compile(*get_target("ref"), o);
+    ASSERT_TRUE(cpu.get_specialization_stats().generic) << cpu.get_specialization_stats().generic_unavailable;
+    auto arg = [](std::vector<std::size_t> lens) { return random_literal(lens).get_argument(); };
+    for (auto [b, past_len, s] : {std::tuple<std::size_t, std::size_t, std::size_t>{1, 0, 7}, {1, 7, 1}, {2, 20, 3},
+                                   {1, 47, 1}}) {
+        const param_map in{{"q", arg({b, 2, s, 16})},        {"k", arg({b, 2, past_len, 16})},
+                           {"knew", arg({b, 2, s, 16})},     {"v", arg({b, 2, past_len, 16})},
+                           {"vnew", arg({b, 2, s, 16})}};
+        std::vector<instruction_profile> profile;
+        auto got = cpu.eval(in, profile);
+        auto want = ref.eval(in);
+        expect_close(got[0], want[0], 1e-4, 1e-5, "past " + std::to_string(past_len) + ", seq " + std::to_string(s));
+        if (cpu::has_avx2_fma()) {
+            EXPECT_EQ(runs_of(profile, "cpu::attention"), 1u);
+        }
+    }
+}
