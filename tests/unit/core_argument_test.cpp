@@ -49,6 +49,22 @@ TEST(core_argument, owned_buffer_is_zeroed_aligned_and_shared) {
     EXPECT_NE(c.data(), a.data());
 }
 
+// for_overwrite: the same aligned, owned buffer without the zeros; strings and tuples as
+// argument(s) makes them.
+TEST(core_argument, for_overwrite_allocates_without_zeroing) {
+    auto a = argument::for_overwrite(shape(type::float32, {4, 7}));
+    ASSERT_NE(a.data(), nullptr);
+    EXPECT_EQ(a.get_shape(), shape(type::float32, {4, 7}));
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a.data()) % 64, 0u);
+    a.data_as<float>()[27] = 2.5f;  // the whole buffer is its own
+    EXPECT_EQ(a.to_vector<float>().back(), 2.5f);
+    auto s = argument::for_overwrite(shape(type::string, {2}));
+    EXPECT_EQ(s.to_vector<std::string>(), (std::vector<std::string>{"", ""}));
+    auto t = argument::for_overwrite(shape::tuple({shape(type::int64, {2})}));
+    ASSERT_EQ(t.elements().size(), 1u);
+    EXPECT_EQ(t.elements()[0].to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 0}));
+}
+
 TEST(core_argument, default_is_empty) {
     argument a;
     EXPECT_TRUE(a.empty());

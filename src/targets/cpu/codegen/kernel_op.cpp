@@ -170,7 +170,7 @@ argument fused_kernel::compute_generic(context& ctx, const shape& output, const 
         }
     }
     const auto& r = *rt;
-    argument y(out);
+    auto y = argument::for_overwrite(out);  // the kernel writes every element
     const arg_pointers ptrs(args, args.size());
     void* dst = y.data();
     const long* geo = geometry.data();  // the calling thread's: the team reads it too

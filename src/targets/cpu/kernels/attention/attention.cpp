@@ -395,7 +395,7 @@ argument attention::compute(context&, const shape&, const std::vector<argument>&
     auto lens = g.batch_lens;
     lens.push_back(g.sq);
     lens.push_back(g.dv);
-    argument out{shape(type::float32, lens)};
+    auto out = argument::for_overwrite(shape(type::float32, lens));  // every element written by run
     // Up to kept_scratch_bytes the scratch is kept by the calling thread and grown to its
     // largest call (a generic program's calls come one after another, and a fresh buffer per
     // call costs page faults); beyond, a long sequence's scores, it is the call's own.

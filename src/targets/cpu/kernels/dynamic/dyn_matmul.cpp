@@ -102,7 +102,7 @@ argument dyn_matmul::compute_packed(const shape& out, const std::vector<argument
     argument a = args.at(0);
     const shape result = out.dynamic() ? compute_shape({a.get_shape(), args.at(1).get_shape()}) : out.as_standard();
     if (!a.get_shape().standard()) a = a.copy();  // rows of k contiguous floats, one after the other
-    argument y(result);
+    auto y = argument::for_overwrite(result);  // every element written below
     pgemm::args g;
     g.k = static_cast<std::size_t>(packed_k);
     g.n = static_cast<std::size_t>(packed_n);
@@ -163,7 +163,7 @@ argument dyn_matmul::compute(context&, const shape& out, const std::vector<argum
     shape result = out.dynamic() ? compute_shape({as, bs}) : out.as_standard();
     if (as.ndim() < 2 || bs.ndim() < 2 || as.get_type() != type::float32 || bs.get_type() != type::float32)
         return op::matmul{}.compute(result, args);
-    argument y(result);
+    auto y = argument::for_overwrite(result);  // every element written below
     const auto& yl = result.lens();
     const std::size_t r = yl.size(), M = yl[r - 2], N = yl[r - 1], K = as.lens().back();
     if (result.elements() == 0) return y;
