@@ -168,6 +168,11 @@ bool f32_static(instruction_ref ins) {
     return s.is_tensor() && !s.dynamic() && s.get_type() == type::float32 && s.elements() > 0;
 }
 
+bool f32_tensor(instruction_ref ins) {
+    const auto& s = ins->get_shape();
+    return s.is_tensor() && s.get_type() == type::float32;
+}
+
 bool all_f32_static(instruction_ref ins) {
     if (!f32_static(ins)) return false;
     for (auto in : ins->inputs())

@@ -65,6 +65,8 @@ bool is_cpu_kernel(instruction_ref ins);
 
 // A non-empty static float32 tensor: what the oneDNN lowerings take.
 bool f32_static(instruction_ref ins);
+// A float32 tensor, static or dynamic (a generic program's operands).
+bool f32_tensor(instruction_ref ins);
 // ins and every input of it are f32_static.
 bool all_f32_static(instruction_ref ins);
 

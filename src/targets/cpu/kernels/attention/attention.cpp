@@ -1,6 +1,7 @@
 #include "targets/cpu/kernels/attention/attention.hpp"
 
 #include "targets/cpu/kernels/attention/attention_geometry.hpp"
+#include "ops/common.hpp"
 #include "targets/cpu/kernels/onednn/dnnl_util.hpp"
 
 #include "targets/cpu/kernels/packed_gemm/packed_gemm_args.hpp"
@@ -265,10 +266,6 @@ float exp_row_scalar(float* x, const float* mask, std::size_t n, float scale, bo
     return sum;
 }
 
-}  // namespace
-
-namespace {
-
 // The result's dims: q's batch dims and rows, v's columns (dynamic where any input is).
 shape result_shape(const shape& q, const shape& v) {
     if (!q.dynamic() && !v.dynamic()) {
@@ -310,10 +307,7 @@ shape attention::compute_shape(const std::vector<shape>& inputs) const {
             bad("q, kt, v and the output must be float32 tensors of one rank, got " + s->to_string());
     if (auto why = operand_problem(q, kt, v); !why.empty()) bad(why);
     const auto g = geometry_of(q, kt, v);
-    auto want_lens = g.batch_lens;
-    want_lens.push_back(g.sq);
-    want_lens.push_back(g.dv);
-    if (out.lens() != want_lens || (g.dv > 1 && out.strides()[r - 1] != 1))
+    if (out.lens() != g.result_lens() || (g.dv > 1 && out.strides()[r - 1] != 1))
         bad("the output buffer " + out.to_string() + " must have the result's dims and unit stride along Dv");
     if (has_mask && !mask_fits(g, inputs[3], select))
         bad("the mask " + inputs[3].to_string() + " must be " + (select ? "bool" : "float32") +
@@ -342,14 +336,7 @@ argument attention::compute(context&, const shape&, const std::vector<argument>&
         // No keys: every probability row is empty and the context is zeros (as the ref
         // target's softmax and product give); nothing to compute without rows or columns.
         const auto e = geometry_of(q.get_shape(), kt.get_shape(), v.get_shape());
-        if (e.batches == 0 || e.sq == 0 || e.dv == 0 || e.sk == 0) {
-            auto lens = e.batch_lens;
-            lens.push_back(e.sq);
-            lens.push_back(e.dv);
-            argument zeros{shape(type::float32, lens)};
-            if (zeros.get_shape().elements() > 0) std::memset(zeros.data(), 0, zeros.get_shape().bytes());
-            return zeros;
-        }
+        if (e.batches == 0 || e.sq == 0 || e.dv == 0 || e.sk == 0) return argument{shape(type::float32, e.result_lens())};
     }
     if (!operand_problem(q.get_shape(), kt.get_shape(), v.get_shape()).empty()) {
         const auto last_two_swapped = [](const shape& s) {
@@ -373,29 +360,19 @@ argument attention::compute(context&, const shape&, const std::vector<argument>&
     argument mask;
     if (has_mask) {
         mask = args[3];
-        auto full = g.batch_lens;
-        full.push_back(g.sq);
-        full.push_back(g.sk);
+        const auto full = g.score_lens();
         const auto& ms = mask.get_shape();
-        bool broadcasts = ms.ndim() <= full.size();
-        for (std::size_t i = 0; broadcasts && i < ms.ndim(); ++i) {
-            const auto l = ms.lens()[i];
-            broadcasts = l == 1 || l == full[full.size() - ms.ndim() + i];
-        }
-        if (!broadcasts)
+        if (op::broadcast_lens({ms.lens(), full}, name()) != full)
             throw_error(error_code::shape, name() + ": the mask " + ms.to_string() +
                                                " does not broadcast to the scores of q " + q.get_shape().to_string() +
                                                " and kt " + kt.get_shape().to_string());
         // One the kernel cannot read as it is (broadcast along Sk, strided): spelled out.
-        if (!mask_fits(g, ms, select)) mask = mask.view(shape(ms.get_type(), full, broadcast_strides(ms, full))).copy();
+        if (!mask_fits(g, ms, select)) mask = mask.view(op::broadcast_to(ms, full)).copy();
         if (!mask_fits(g, mask.get_shape(), select))
             throw_error(error_code::shape, name() + ": the mask " + ms.to_string() + " must be " +
                                                (select ? "bool" : "float32"));
     }
-    auto lens = g.batch_lens;
-    lens.push_back(g.sq);
-    lens.push_back(g.dv);
-    auto out = argument::for_overwrite(shape(type::float32, lens));  // every element written by run
+    auto out = argument::for_overwrite(shape(type::float32, g.result_lens()));  // every element written by run
     // Up to kept_scratch_bytes the scratch is kept by the calling thread and grown to its
     // largest call (a generic program's calls come one after another, and a fresh buffer per
     // call costs page faults); beyond, a long sequence's scores, it is the call's own.
@@ -421,10 +398,7 @@ void attention::run(const argument& qa, const argument& ka, const argument& va, 
     const float* mask = ma && !select ? reinterpret_cast<const float*>(ma->data()) : nullptr;
     const auto* cond = ma && select ? reinterpret_cast<const std::uint8_t*>(ma->data()) : nullptr;
     auto* out = reinterpret_cast<float*>(oa.data());
-    auto full_lens = g.batch_lens;
-    full_lens.push_back(g.sq);
-    full_lens.push_back(g.sk);
-    const auto mask_strides = ma ? broadcast_strides(ma->get_shape(), full_lens) : std::vector<std::size_t>();
+    const auto mask_strides = ma ? broadcast_strides(ma->get_shape(), g.score_lens()) : std::vector<std::size_t>();
     // The softmax rows follow the products' choice of kernels.
     const bool vec = part != pgemm::generic_part(), vec16 = part == pgemm::avx512_part();
     const std::size_t blocks = (g.sq + rows_per_task - 1) / rows_per_task;

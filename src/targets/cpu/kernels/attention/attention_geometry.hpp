@@ -24,6 +24,17 @@ struct geometry {
     std::size_t score_stride() const { return round8(sk); }
     std::size_t per_batch() const { return packed_k() + packed_v() + sq * score_stride(); }
     std::size_t scratch_bytes() const { return batches * per_batch() * sizeof(float); }
+    // [batch..., Sq, Dv] and [batch..., Sq, Sk].
+    std::vector<std::size_t> result_lens() const { return batch_lens_and(sq, dv); }
+    std::vector<std::size_t> score_lens() const { return batch_lens_and(sq, sk); }
+
+private:
+    std::vector<std::size_t> batch_lens_and(std::size_t rows, std::size_t cols) const {
+        auto l = batch_lens;
+        l.push_back(rows);
+        l.push_back(cols);
+        return l;
+    }
 };
 
 inline geometry geometry_of(const shape& q, const shape& kt, const shape& v) {
@@ -63,9 +74,7 @@ inline std::string operand_problem(const shape& q, const shape& kt, const shape&
 inline bool mask_fits(const geometry& g, const shape& mask, bool select = false) {
     if (mask.ndim() > g.rank || mask.ndim() == 0) return false;
     if (mask.get_type() != (select ? type::bool_ : type::float32)) return false;
-    std::vector<std::size_t> full = g.batch_lens;
-    full.push_back(g.sq);
-    full.push_back(g.sk);
+    const auto full = g.score_lens();
     const std::size_t lead = g.rank - mask.ndim();
     for (std::size_t i = 0; i < mask.ndim(); ++i)
         if (mask.lens()[i] != 1 && mask.lens()[i] != full[lead + i]) return false;

@@ -47,15 +47,13 @@ bool fits(const match& mt, shape& dst) {
 
 bool attention_enabled(const cpu_options& o) { return o.attention && has_avx2_fma(); }
 
-bool is_f32(instruction_ref x) { return x->get_shape().is_tensor() && x->get_shape().get_type() == type::float32; }
-
 // A generic program's attention: float32 operands of one rank, a float32 mask added or a
 // bool one selecting. Sizes are checked when it runs.
 bool generic_fits(const match& mt) {
     if (!mt.pv->get_shape().dynamic()) return false;
     auto q = mt.qk->inputs()[0], kt = mt.qk->inputs()[1], v = mt.pv->inputs()[1];
     for (auto x : {q, kt, v, mt.qk, mt.pv})
-        if (!is_f32(x) || x->get_shape().ndim() != q->get_shape().ndim()) return false;
+        if (!f32_tensor(x) || x->get_shape().ndim() != q->get_shape().ndim()) return false;
     return !mt.mask || (mask_type_fits(mt) && (*mt.mask)->get_shape().ndim() <= q->get_shape().ndim());
 }
 

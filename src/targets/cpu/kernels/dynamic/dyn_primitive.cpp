@@ -235,11 +235,6 @@ argument dyn_primitive::compute(context& ctx, const shape& out, const std::vecto
 
 namespace {
 
-bool f32_tensor(instruction_ref x) {
-    const auto& s = x->get_shape();
-    return s.is_tensor() && s.get_type() == type::float32;
-}
-
 // A typed matcher: whether ins runs the IR op Op.
 template <class Op>
 bool is(instruction_ref ins) {
