@@ -20,7 +20,6 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import torch
 from onnx import numpy_helper
 
@@ -92,16 +91,20 @@ def write_set(folder, names, inputs, output=None):
             f.write(numpy_helper.from_array(output.numpy(), "output").SerializeToString())
 
 
-def main(out_dir, names):
+def sweep(models, out_dir, names, kiln_args=()):
+    """Exports each named model of `models` and verifies it at its first two input sets
+    (`kiln verify` given `kiln_args` too)."""
     failed = 0
     for name in names:
         torch.manual_seed(0)
-        make, input_names, axes, sets = MODELS[name]
+        make, input_names, axes, sets = models[name]
         model = make().eval()
         inputs = sets()
         folder = os.path.join(out_dir, name)
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, "model.onnx")
+        axes = dict(axes)
+        axes.setdefault("output", {0: "batch"})
         torch.onnx.export(model, inputs[0], path, input_names=input_names, output_names=["output"],
                           dynamic_axes=axes, opset_version=17)
         for k, args in enumerate(inputs[:2]):
@@ -110,14 +113,14 @@ def main(out_dir, names):
             d = os.path.join(folder, "set_%d" % k)
             write_set(d, input_names, args, y)
             proc = subprocess.run([KILN, "verify", path, "--input", d, "--expected", d, "--atol", "1e-4",
-                                   "--rtol", "1e-3"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   "--rtol", "1e-3", *kiln_args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                   timeout=900)
             detail = [l.strip() for l in proc.stdout.splitlines() if "max abs" in l]
             last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
             ok = proc.returncode == 0
             failed += 0 if ok else 1
             dims = " ".join("x".join(str(s) for s in a.shape) for a in args)
-            print("%-14s %-26s %-4s  %s" % (name, dims, "ok" if ok else "FAIL", detail[0] if detail else last),
+            print("%-16s %-26s %-4s  %s" % (name, dims, "ok" if ok else "FAIL", detail[0] if detail else last),
                   flush=True)
         bench = os.path.join(out_dir, "bench", name)
         write_set(os.path.join(bench, "test_data_set_0"), input_names, inputs[2])
@@ -127,12 +130,17 @@ def main(out_dir, names):
     return failed
 
 
-if __name__ == "__main__":
+def command_line(doc, models, kiln_args=()):
+    """OUT_DIR [NAME...]: sweeps the named models (all by default); exits 1 if a check failed."""
     if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
-        print(__doc__)
+        print(doc)
         sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
-    chosen = sys.argv[2:] or list(MODELS)
-    unknown = [n for n in chosen if n not in MODELS]
+    chosen = sys.argv[2:] or list(models)
+    unknown = [n for n in chosen if n not in models]
     if unknown:
-        sys.exit("unknown model(s): %s (known: %s)" % (", ".join(unknown), ", ".join(MODELS)))
-    sys.exit(1 if main(sys.argv[1], chosen) else 0)
+        sys.exit("unknown model(s): %s (known: %s)" % (", ".join(unknown), ", ".join(models)))
+    sys.exit(1 if sweep(models, sys.argv[1], chosen, kiln_args) else 0)
+
+
+if __name__ == "__main__":
+    command_line(__doc__, MODELS)

@@ -288,6 +288,22 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
     // (RetinaNet's anchors per level, start and start + n) is empty at every point, though
     // its length is n. Where the op refuses that point it proves nothing either way.
     std::vector<std::pair<assignment, point>> far;
+    // Named dims far from the base too, the unnamed ones kept, for what the near steps found
+    // constant only: a strided convolution's (samples - 10) / 5 + 1 is 1 at its base (samples
+    // at the kernel's 10) and at every near step, and was taken as a static 1 (wav2vec2's
+    // feature extractor). Affine results are not checked there: a model may bound a name's
+    // arithmetic (GPT's past + sequence by its mask's 512 positions), and the fit holds below
+    // that. Where the op refuses that point it proves nothing.
+    std::optional<std::pair<assignment, point>> far_named;
+    {
+        assignment an = a0;
+        for (auto& [name, r] : sym.ranges)
+            if (!anonymous(name)) an[name] = clamp_to(r, a0[name] + far_step);
+        if (an != a0) {
+            auto pn = run(an);
+            if (!pn.dynamic && pn.s) far_named.emplace(std::move(an), std::move(pn));
+        }
+    }
     const bool values_unknown =
         std::any_of(sym.ranges.begin(), sym.ranges.end(), [](auto& kv) { return unknown_value(kv.first); });
     if (std::any_of(sym.ranges.begin(), sym.ranges.end(), [](auto& kv) { return anonymous(kv.first); })) {
@@ -357,7 +373,8 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
             const bool joint_same = std::all_of(joint.begin(), joint.end(),
                                                 [&](const auto& jp) { return joint_value(jp) == v0; });
             const bool far_agrees =
-                std::all_of(far.begin(), far.end(), [&](const auto& fp) { return joint_value(fp) == v0; });
+                std::all_of(far.begin(), far.end(), [&](const auto& fp) { return joint_value(fp) == v0; }) &&
+                (!far_named || joint_value(*far_named) == v0);
             if (same && joint_same && far_agrees && !(unmoved_unnamed && v0 == 1)) {
                 dims.push_back({l0[j], l0[j], {}});
                 continue;
@@ -472,6 +489,10 @@ std::optional<shape> infer_at(const std::string& op_name, const std::vector<shap
         for (auto& [af, pf] : far)
             if (e && (pf.values.size() != r0.values.size() || !pf.values[j] || e->evaluate(af) != *pf.values[j]))
                 e.reset();
+        if (e && e->is_constant() && far_named) {
+            const auto& pf = far_named->second;
+            if (pf.values.size() != r0.values.size() || !pf.values[j] || *pf.values[j] != e->constant_term()) e.reset();
+        }
         // A value of an unnamed dim is not worth keeping: nothing else can refer to it.
         if (e) {
             const auto names_of_e = e->names();

@@ -314,6 +314,24 @@ bool fits(const shape& declared, const shape& actual) {
     return true;
 }
 
+// Where an input's dim is outside its declared range: which dim, and how to widen it (the
+// default range 0:4096 is a quarter second of 16 kHz audio).
+std::string range_hint(const shape& declared, const shape& actual) {
+    if (!declared.is_tensor() || !actual.is_tensor() || !declared.dynamic() || actual.dynamic() ||
+        declared.dyn_dims().size() != actual.lens().size())
+        return "";
+    const auto& dd = declared.dyn_dims();
+    for (std::size_t i = 0; i < dd.size(); ++i) {
+        if (dd[i].contains(actual.lens()[i]) || dd[i].is_fixed()) continue;
+        return " (dim " + std::to_string(i) + (dd[i].symbol.empty() ? "" : " '" + dd[i].symbol + "'") + " is " +
+               std::to_string(actual.lens()[i]) + ", outside its range " + std::to_string(dd[i].min) + ":" +
+               std::to_string(dd[i].max) +
+               "; give it a wider range when parsing: default_dyn_dim_value or map_dyn_input_dims, kiln "
+               "--default-dyn-dim or --dyn-input-dim)";
+    }
+    return "";
+}
+
 // Inputs whose dims share a name ("batch", "past") must agree on its size, and a dim
 // spelled as an expression ("past + sequence") must equal it: shape inference relied on
 // that, and a clear error here beats a shape error deep inside the specialized program.
@@ -385,7 +403,7 @@ void check_parameters(const parameter_info& info, const param_map& given,
                             (fixed_dims ? " (this program's input dims are fixed; for one program that runs several "
                                           "sizes, give the dim a range when parsing: map_dyn_input_dims, "
                                           "kiln --dyn-input-dim)"
-                                        : ""));
+                                        : range_hint(declared, actual)));
         }
         out[name] = it->second;
     }

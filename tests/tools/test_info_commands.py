@@ -70,7 +70,8 @@ def test_general_help_lists_every_command_and_the_exit_codes():
 EXPECTED_OPTIONS = {
     "read": {"--target": "cpu", "--optimize": "off", "--passes": "", "--batch": "dynamic", "--input-dim": "",
              "--dyn-input-dim": "", "--default-dim-value": "dynamic"},
-    "params": {"--batch": "dynamic", "--input-dim": "", "--dyn-input-dim": ""},
+    "params": {"--batch": "dynamic", "--input-dim": "", "--dyn-input-dim": "",
+               "--default-dyn-dim": "{min:0,max:4096,optimals:[1]}"},
     "compile": {"--target": "cpu", "-o": "", "--fast-math": "on", "--threads": "cores", "--exhaustive-tune": "off",
                 "--fp16": "off", "--int8": "off", "--offload-copy": "on", "--device-id": "0"},
     "run": {"--target": "cpu", "--input": "random", "--input-file": "", "--output": "", "--output-npy": "",

@@ -59,6 +59,29 @@ def test_symbolic_dims_stay_dynamic_declared_ones_do_not(tmp_path):
     assert "float32[5, 4]" in proc.stderr
 
 
+def test_a_size_past_the_default_range_says_how_to_widen_it(tmp_path):
+    # A second of 16 kHz audio is past the default range 0:4096 of a symbolic dim: the error names
+    # the dim and its range and the options that widen it; --default-dyn-dim widens every such
+    # dim and keeps its name.
+    model = relu_model(tmp_path, ["batch", "samples"])
+    x = rng.uniform(-1, 1, (2, 16000)).astype(np.float32)
+    d = input_dir(tmp_path, ("x", x))
+    proc = kiln("run", model, "--input", d, expect=MODEL)
+    assert "dim 1 'samples' is 16000, outside its range 0:4096" in proc.stderr, proc.stderr
+    assert "--default-dyn-dim" in proc.stderr and "default_dyn_dim_value" in proc.stderr, proc.stderr
+    wide = ["--default-dyn-dim", "{min:0,max:480000}"]
+    j = kiln_json("run", model, "--input", d, *wide)
+    assert j["outputs"][0]["shape"] == "float32[2, 16000]"
+    assert "{samples=0:480000" in kiln("params", model, *wide).stdout
+    for bad in ("{min:5}", "{min:9,max:1}", "[{min:0,max:4},{min:0,max:4}]", "{min:0,max:4,step:2}"):
+        proc = kiln("params", model, "--default-dyn-dim", bad, expect=USAGE)
+        assert "--default-dyn-dim" in proc.stderr, proc.stderr
+    # A saved program keeps the ranges it was compiled with.
+    kiln("compile", model, *wide, "-o", tmp_path / "m.kiln")
+    kiln_json("run", tmp_path / "m.kiln", "--input", d)
+    kiln("run", tmp_path / "m.kiln", "--input", d, *wide, expect=USAGE)
+
+
 def test_a_kiln_compiled_with_no_dim_option_runs_every_size(tmp_path):
     """The README's compile-then-run: symbolic dims stay dynamic, so one .kiln serves any batch,
     and the program for the default size is saved compiled (nothing compiles at load)."""

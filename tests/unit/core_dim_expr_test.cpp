@@ -536,3 +536,27 @@ TEST(core_dim_expr, a_convolution_of_named_dims_pins_its_channels) {
     m.set_parameter_shapes({{"x", shape(type::float32, {2, 3, 10, 12})}});
     EXPECT_EQ(y->get_shape(), shape(type::float32, {2, 4, 8, 10}));
 }
+
+// wav2vec2's feature extractor: a strided Conv1d over raw samples, (samples - 10) / 5 + 1,
+// is 1 at its base (samples at the kernel's 10) and at every near step. It was taken as a
+// static 1, so the next convolution (kernel 3) refused every input; far from the base it
+// shows that it changes, and it stays dynamic with its bounds.
+TEST(core_dim_expr, a_strided_convolution_of_a_named_dim_stays_dynamic) {
+    module m("main");
+    auto x = m.add_parameter("x", shape::make_dynamic(type::float32, {named("batch", 0, 4096), fixed(1),
+                                                                       named("samples", 0, 480000)}));
+    auto w0 = m.add_literal(literal(shape(type::float32, {8, 1, 10}), std::vector<float>(80, 0.5f)));
+    auto w1 = m.add_literal(literal(shape(type::float32, {8, 8, 3}), std::vector<float>(192, 0.5f)));
+    auto y0 = m.add_instruction(make_op("convolution", {{"padding", {0, 0}}, {"stride", {5}}, {"dilation", {1}}}),
+                                {x, w0});
+    const auto& s0 = y0->get_shape();
+    ASSERT_TRUE(s0.dynamic()) << s0;
+    EXPECT_EQ(s0.dyn_dims()[0].symbol, "batch") << s0;
+    EXPECT_FALSE(s0.dyn_dims()[2].is_fixed()) << s0;
+    EXPECT_EQ(s0.dyn_dims()[2].max, (480000 - 10) / 5 + 1) << s0;
+    auto y1 = m.add_instruction(make_op("convolution", {{"padding", {0, 0}}, {"stride", {2}}, {"dilation", {1}}}),
+                                {y0, w1});
+    ASSERT_TRUE(y1->get_shape().dynamic()) << y1->get_shape();
+    m.set_parameter_shapes({{"x", shape(type::float32, {2, 1, 16000})}});
+    EXPECT_EQ(y1->get_shape(), shape(type::float32, {2, 8, 1599}));
+}

@@ -17,6 +17,9 @@ const std::vector<option_spec>& option_table() {
          "0 to 4096, default 1); input files must agree (else exit 2)"},
         {"--default-dim-value", "N", "dynamic", "same as --batch"},
         {"--input-dim", "@name d1 d2 ...", "", "static dims of one input (repeatable)"},
+        {"--default-dyn-dim", "\"{min:0,max:480000,optimals:[16000]}\"", "{min:0,max:4096,optimals:[1]}",
+         "range of every symbolic/unknown input dimension that no other option sets (ONNX default_dyn_dim_value); "
+         "names are kept (30 s of 16 kHz audio needs max 480000)"},
         {"--dyn-input-dim", "@name \"[{min:1,max:8,optimals:[1,4]},3,224,224]\"", "",
          "dynamic dims of one input: one generic program runs every shape in range (repeatable)"},
         {"--specialize-after", "N", "2",
@@ -100,7 +103,8 @@ const std::vector<option_spec>& option_table() {
     return t;
 }
 
-const std::vector<std::string> shape_opts = {"--batch", "--default-dim-value", "--input-dim", "--dyn-input-dim"};
+const std::vector<std::string> shape_opts = {"--batch", "--default-dim-value", "--default-dyn-dim", "--input-dim",
+                                             "--dyn-input-dim"};
 const std::vector<std::string> compile_opts = {"--target", "--fp16", "--bf16", "--int8", "--fp8", "--int4-weights",
                                                "--calibration",
                                                "--calibration-method", "--dump-scales", "--int8-residual-adds",
@@ -181,20 +185,21 @@ const option_spec& find_option(const std::string& name) {
     throw usage_error("unknown option " + name);
 }
 
-std::vector<dynamic_dimension> parse_dyn_dims(const std::string& text) {
+std::vector<dynamic_dimension> parse_dyn_dims(const std::string& text, const std::string& option) {
     // A small grammar: '[' item (',' item)* ']' where item is N or {min:N,max:N,optimals:[N,...]}.
     std::string s;
     for (char c : text)
         if (!std::isspace(static_cast<unsigned char>(c))) s += c;
     std::size_t i = 0;
     auto fail = [&](const std::string& why) -> void {
-        throw usage_error("--dyn-input-dim: " + why + " in '" + text + "' (expected e.g. [{min:1,max:8},3,224,224])");
+        throw usage_error(option + ": " + why + " in '" + text + "' (expected e.g. " +
+                          (option == "--dyn-input-dim" ? "[{min:1,max:8},3,224,224]" : "{min:0,max:480000}") + ")");
     };
     auto number = [&]() {
         std::size_t b = i;
         while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
         if (b == i) fail("expected a number at position " + std::to_string(b));
-        return to_size("--dyn-input-dim", s.substr(b, i - b));
+        return to_size(option, s.substr(b, i - b));
     };
     auto eat = [&](char c) {
         if (i < s.size() && s[i] == c) {
@@ -343,9 +348,13 @@ options parse(const std::string& command, const std::vector<std::string>& args) 
                 dims.push_back(to_size(a, args[++i]));
             if (dims.empty()) throw usage_error("--input-dim @" + name + " needs its dimensions");
             o.input_dims[name] = dims;
+        } else if (a == "--default-dyn-dim") {
+            auto dims = parse_dyn_dims("[" + value() + "]", a);
+            if (dims.size() != 1) throw usage_error("--default-dyn-dim takes one range, e.g. {min:0,max:480000}");
+            o.default_dyn_dim = dims.front();
         } else if (a == "--dyn-input-dim") {
             auto name = input_name(a, value());
-            o.dyn_input_dims[name] = parse_dyn_dims(value());
+            o.dyn_input_dims[name] = parse_dyn_dims(value(), a);
         } else if (a == "--fp16") o.fp16 = true;
         else if (a == "--bf16") o.bf16 = true;
         else if (a == "--int8") o.int8 = true;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@ struct options {
     std::size_t default_dim_value = 0;
     std::map<std::string, std::vector<std::size_t>> input_dims;
     std::map<std::string, std::vector<dynamic_dimension>> dyn_input_dims;
+    std::optional<dynamic_dimension> default_dyn_dim;  // --default-dyn-dim
     bool fp16 = false, bf16 = false, int8 = false, fp8 = false, int4_weights = false;
     std::string calibration;
     std::string calibration_method = "minmax";
@@ -98,7 +100,7 @@ struct usage_error : std::runtime_error {
 };
 
 // "[{min:1,max:8,optimals:[1,4]},3,224,224]"
-std::vector<dynamic_dimension> parse_dyn_dims(const std::string& text);
+std::vector<dynamic_dimension> parse_dyn_dims(const std::string& text, const std::string& option);
 
 // perf --shapes: "input_ids=1x7,attention_mask=1x7;input_ids=1x33,attention_mask=1x33".
 // ';' separates groups; in a group, "name=DxD" starts an input's list and a bare "DxD"

@@ -42,14 +42,16 @@ program load_model(const options& o) {
     if (is_kiln_file(o.model)) {
         // Its shapes were fixed when it was compiled: ignoring the option would run other
         // shapes than the user asked for.
-        if (o.default_dim_value > 0 || !o.input_dims.empty() || !o.dyn_input_dims.empty())
+        if (o.default_dim_value > 0 || o.default_dyn_dim || !o.input_dims.empty() || !o.dyn_input_dims.empty())
             throw_error(error_code::invalid_argument,
-                        "'" + o.model + "' is a saved .kiln program: --batch, --default-dim-value, --input-dim and "
-                                        "--dyn-input-dim apply to .onnx models only (compile the .onnx with them)");
+                        "'" + o.model + "' is a saved .kiln program: --batch, --default-dim-value, --default-dyn-dim, "
+                                        "--input-dim and --dyn-input-dim apply to .onnx models only (compile the "
+                                        ".onnx with them)");
         return load(o.model);
     }
     onnx_options opts;
     if (o.default_dim_value > 0) opts.default_dim_value = o.default_dim_value;
+    if (o.default_dyn_dim) opts.default_dyn_dim_value = *o.default_dyn_dim;
     for (auto& [k, v] : o.input_dims) opts.map_input_dims[k] = v;
     for (auto& [k, v] : o.dyn_input_dims) opts.map_dyn_input_dims[k] = v;
     auto p = parse_onnx(o.model, opts);
