@@ -400,6 +400,55 @@ TEST(cpu_ops, gru_one_output_used) {
     }
 }
 
+// ONNX RNNs on oneDNN's vanilla RNN primitive (cpu::rnn): every direction, the three
+// activations it has (DeepSpeech's is Relu), with and without bias and initial state.
+TEST(cpu_ops, rnn_directions_and_activations) {
+    const std::size_t T = 7, N = 2, I = 5, H = 16;
+    for (std::int64_t dir : {0, 1, 2})
+        for (const char* f : {"Relu", "Tanh", "Sigmoid", ""})
+            for (bool extras : {false, true}) {
+                SCOPED_TRACE("direction " + std::to_string(dir) + " " + f + (extras ? " bias, h0" : ""));
+                const std::size_t D = dir == 2 ? 2 : 1;
+                builder b;
+                auto x = b.param("x", {T, N, I});
+                std::vector<instruction_ref> args{x, b.constant({D, H, I}, 0.4f), b.constant({D, H, H}, 0.3f)};
+                if (extras) {
+                    args.push_back(b.constant({D, 2 * H}, 0.5f));
+                    args.push_back(b.param("h0", {D, N, H}));
+                }
+                value::array fs;
+                if (*f)
+                    for (std::size_t d = 0; d < D; ++d) fs.push_back(value(std::string(f)));
+                value attrs = value::object{{"hidden_size", value(static_cast<std::int64_t>(H))}, {"direction", value(dir)},
+                                            {"has_bias", value(extras)}, {"has_initial_h", value(extras)},
+                                            {"activations", value(fs)}};
+                auto g = b.op("rnn", attrs, args);
+                auto y = b.m->add_instruction(builtin::get_tuple_elem{0}, {g});
+                auto yh = b.m->add_instruction(builtin::get_tuple_elem{1}, {g});
+                b.ret({y, yh});
+                auto res = run_both(b, 1e-4, 1e-5);
+                EXPECT_EQ(count_ops(res.cpu, "cpu::rnn"), 1u) << text(res.cpu);
+                EXPECT_EQ(count_ops(res.cpu, "rnn"), 0u) << text(res.cpu);
+                EXPECT_TRUE(ref_kernels(res.cpu).empty()) << text(res.cpu);
+            }
+}
+
+// What oneDNN's vanilla cell cannot compute stays on the reference kernel, right: another
+// activation per direction, or a clip.
+TEST(cpu_ops, rnn_the_primitive_cannot_compute_stays_on_ref) {
+    for (bool clip : {false, true}) {
+        builder b;
+        auto x = b.param("x", {4, 1, 3});
+        value::array fs{value(std::string("Relu")), value(std::string(clip ? "Relu" : "Tanh"))};
+        value attrs = value::object{{"hidden_size", value(6)}, {"direction", value(std::int64_t(2))},
+                                    {"activations", value(fs)}, {"clip", value(clip ? 0.5f : 0.0f)}};
+        auto g = b.op("rnn", attrs, {x, b.constant({2, 6, 3}, 0.5f), b.constant({2, 6, 6}, 0.5f)});
+        b.ret({b.m->add_instruction(builtin::get_tuple_elem{0}, {g})});
+        auto res = run_both(b, 1e-4, 1e-5);
+        EXPECT_EQ(count_ops(res.cpu, "cpu::rnn"), 0u) << text(res.cpu);
+    }
+}
+
 TEST(cpu_ops, gather_at_a_constant_index_and_reshape_copies) {
     // ViT's split of the fused QKV projection: a transposed view, then gather(0, i).
     for (std::int64_t index : {0, 2, -1}) {

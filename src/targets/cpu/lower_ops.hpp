@@ -28,5 +28,9 @@ bool lower_reshape_copy(lower_env& env, instruction_ref ins);
 // weights) on oneDNN's GRU primitive (cpu::gru, op_rnn.cpp); Y and Y_h are views and
 // copies of its result, and the tuple and its elements go to env.dead.
 bool lower_gru_onednn(lower_env& env, instruction_ref ins);
+// An ONNX RNN (one activation for all directions: Relu, Tanh or Sigmoid; no clip, sequence
+// lengths or batch-major layout; constant weights) on oneDNN's vanilla RNN primitive
+// (cpu::rnn, op_rnn.cpp), Y and Y_h as for the GRU.
+bool lower_rnn_onednn(lower_env& env, instruction_ref ins);
 
 }  // namespace kiln::cpu

@@ -171,6 +171,10 @@ const std::vector<op_candidate>& op_candidates() {
          "default activations, no clip or sequence lengths, time-major, constant weights; any direction, "
          "linear_before_reset 0 or 1 (oneDNN's gru / lbr_gru)",
          false, lower_gru_onednn},
+        {"rnn", "onednn",
+         "one activation for every direction (Relu, Tanh or Sigmoid), no clip or sequence lengths, time-major, "
+         "constant weights; any direction (oneDNN's vanilla_rnn)",
+         false, lower_rnn_onednn},
         {"transpose", "pixel_rows_view",
          "perm (0, 2, 1) of a reshape to [N, C, HW] of a channels-last activation: a view (pixel_rows_view.hpp)",
          false, lower_pixel_rows_view},

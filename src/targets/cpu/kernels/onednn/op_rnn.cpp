@@ -12,6 +12,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string>
 
 namespace kiln::cpu {
 
@@ -121,6 +123,44 @@ dnnl::primitive_desc_base gru::make_pd(const dnnl::engine& eng, const std::vecto
 
 void gru::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd, const std::vector<shape>& operands,
                         const std::vector<argument>& constants, const dnnl::engine& eng) const {
+    bind_layer_operands(k, pd, operands, constants, eng, name());
+    if (has_initial_h) k.bind(DNNL_ARG_SRC_ITER, 4, md_with_rank(operands[4], 4));
+}
+
+shape vanilla_rnn::logical_shape(const std::vector<shape>& operands) const {
+    const std::size_t want = 4 + (has_initial_h ? 1 : 0);
+    if (operands.size() != want)
+        throw_error(error_code::shape, name() + ": expected " + std::to_string(want) + " operands, got " +
+                                           std::to_string(operands.size()));
+    const auto& x = operands[0];
+    if (x.ndim() != 3 || x.get_type() != type::float32 || hidden_size == 0 || direction < 0 || direction > 2)
+        throw_error(error_code::shape, name() + ": x must be float32 [T, N, I], got " + x.to_string());
+    if (activation != "Relu" && activation != "Tanh" && activation != "Sigmoid")
+        throw_error(error_code::shape, name() + ": activation must be Relu, Tanh or Sigmoid, got " + activation);
+    const auto& l = x.lens();
+    return shape(type::float32, {l[0], l[1], directions() * hidden_size});
+}
+
+dnnl::primitive_desc_base vanilla_rnn::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
+                                               const shape& dst) const {
+    expect_plain();
+    using md = dnnl::memory::desc;
+    const auto dir = direction == 2   ? dnnl::rnn_direction::bidirectional_concat
+                     : direction == 1 ? dnnl::rnn_direction::unidirectional_right2left
+                                      : dnnl::rnn_direction::unidirectional_left2right;
+    const auto f = activation == "Relu"   ? dnnl::algorithm::eltwise_relu
+                   : activation == "Tanh" ? dnnl::algorithm::eltwise_tanh
+                                          : dnnl::algorithm::eltwise_logistic;
+    md h0 = has_initial_h ? md_with_rank(operands.at(4), 4) : md();
+    const md wl = with_any(md_of(operands.at(1))), wi = with_any(md_of(operands.at(2)));
+    const md x = md_of(operands.at(0)), bias = md_of(operands.at(3)), out = md_of(dst);
+    dnnl::vanilla_rnn_forward::desc d(dnnl::prop_kind::forward_inference, f, dir, x, h0, wl, wi, bias, out, md());
+    return dnnl::vanilla_rnn_forward::primitive_desc(d, make_attr({}, operands, 3), eng);
+}
+
+void vanilla_rnn::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd,
+                                const std::vector<shape>& operands, const std::vector<argument>& constants,
+                                const dnnl::engine& eng) const {
     bind_layer_operands(k, pd, operands, constants, eng, name());
     if (has_initial_h) k.bind(DNNL_ARG_SRC_ITER, 4, md_with_rank(operands[4], 4));
 }
@@ -338,14 +378,32 @@ bool default_activations(const op::gru& a) {
     return a.activations.empty() || a.activations.size() == 2 || a.activations.size() == 2 * a.num_directions();
 }
 
-// An ONNX GRU on oneDNN's GRU primitive (cpu::gru). Its one result is oneDNN's dst_layer
-// [T, N, D * H]; ONNX's Y [T, D, N, H] is that viewed as [T, N, D, H] and transposed (a
-// copy when D is 2), and Y_h [D, N, H] is each direction's last step in it (step T - 1
-// forward, step 0 reverse: without sequence lengths every sequence is full), so oneDNN's
-// dst_iter is not needed.
-bool lower_gru_dnnl(lower_env& env, instruction_ref ins, std::vector<instruction_ref>& dead) {
-    const auto* a = ins->get_operator().any_cast<op::gru>();
-    if (!a || a->layout != 0 || a->clip != 0 || a->has_sequence_lens || !default_activations(*a)) return false;
+// One activation for every direction (oneDNN's vanilla cell has one), one it has, no
+// alpha or beta; nullopt otherwise. None given: ONNX's default, Tanh.
+std::optional<std::string> single_activation(const op::rnn& a) {
+    if (!a.activation_alpha.empty() || !a.activation_beta.empty()) return std::nullopt;
+    if (a.activations.empty()) return "Tanh";
+    for (const auto& f : a.activations)
+        if (f != a.activations.front()) return std::nullopt;
+    const auto& f = a.activations.front();
+    if (f != "Relu" && f != "Tanh" && f != "Sigmoid") return std::nullopt;
+    return f;
+}
+
+// An ONNX GRU or RNN on oneDNN's GRU or vanilla RNN primitive (cpu::gru, cpu::rnn). Its one
+// result is oneDNN's dst_layer [T, N, D * H]; ONNX's Y [T, D, N, H] is that viewed as
+// [T, N, D, H] and transposed (a copy when D is 2), and Y_h [D, N, H] is each direction's
+// last step in it (step T - 1 forward, step 0 reverse: without sequence lengths every
+// sequence is full), so oneDNN's dst_iter is not needed.
+bool lower_recurrent_dnnl(lower_env& env, instruction_ref ins, std::vector<instruction_ref>& dead) {
+    const auto* gru_attrs = ins->get_operator().any_cast<op::gru>();
+    const auto* rnn_attrs = ins->get_operator().any_cast<op::rnn>();
+    const op::recurrent_attributes* a = gru_attrs;
+    if (!a) a = rnn_attrs;
+    if (!a || a->layout != 0 || a->clip != 0 || a->has_sequence_lens) return false;
+    std::optional<std::string> activation;
+    if (gru_attrs && !default_activations(*gru_attrs)) return false;
+    if (rnn_attrs && !(activation = single_activation(*rnn_attrs))) return false;
     const auto& in = ins->inputs();
     auto x = plain(env, in.at(0)), w = in.at(1), r = in.at(2);
     std::size_t next = 3;
@@ -367,13 +425,15 @@ bool lower_gru_dnnl(lower_env& env, instruction_ref ins, std::vector<instruction
     if (y_users.empty() && yh_users.empty()) return false;
     const auto& xl = x->get_shape().lens();
     const std::size_t T = xl[0], N = xl[1], I = xl[2], H = a->hidden_size, D = a->num_directions();
-    constexpr std::size_t G = 3;                       // gates z, r, h (oneDNN: u, r, o, the same order)
-    const std::size_t BG = a->linear_before_reset ? 4 : 3;  // bias gates: lbr keeps Rb_h apart (oneDNN's u')
+    // Gates: GRU's z, r, h (oneDNN: u, r, o, the same order); the vanilla cell's one.
+    const bool lbr = gru_attrs && a->linear_before_reset;
+    const std::size_t G = gru_attrs ? 3 : 1;
+    const std::size_t BG = lbr ? 4 : G;  // bias gates: lbr keeps Rb_h apart (oneDNN's u')
     if (H == 0 || !lens_are(w, {D, G * H, I}) || !lens_are(r, {D, G * H, H}) || (b && !lens_are(*b, {D, 2 * G * H})) ||
         (h0 && !lens_are(*h0, {D, N, H})))
         return false;
-    // ONNX's W [D, 3H, I] and R [D, 3H, H] (row g * H + h per gate) into oneDNN's ldigo
-    // [1, D, I or H, 3, H]; the bias [D, 6H] (Wb, then Rb) into ldgo [1, D, 3 or 4, H].
+    // ONNX's W [D, G*H, I] and R [D, G*H, H] (row g * H + h per gate) into oneDNN's ldigo
+    // [1, D, I or H, G, H]; the bias [D, 2*G*H] (Wb, then Rb) into ldgo [1, D, BG, H].
     auto wv = w->get_literal().to_vector<float>();
     auto rv = r->get_literal().to_vector<float>();
     std::vector<float> wl(D * I * G * H), wi(D * H * G * H), bias(D * BG * H, 0.0f), bv;
@@ -388,7 +448,7 @@ bool lower_gru_dnnl(lower_env& env, instruction_ref ins, std::vector<instruction
                 const float wb = bv[d * 2 * G * H + g * H + h], rb = bv[d * 2 * G * H + (G + g) * H + h];
                 // Linear before reset: h~ = g(x Wh + Wb_h + r (.) (H Rh + Rb_h)), so Rb_h
                 // stays apart (inside the reset); every other bias pair adds.
-                if (a->linear_before_reset && g == 2) {
+                if (lbr && g == 2) {
                     bias[(d * BG + 2) * H + h] = wb;
                     bias[(d * BG + 3) * H + h] = rb;
                 } else {
@@ -396,20 +456,31 @@ bool lower_gru_dnnl(lower_env& env, instruction_ref ins, std::vector<instruction
                 }
             }
     auto& m = env.m;
-    const auto at = std::next(ins);  // everything goes between the GRU and its users
+    const auto at = std::next(ins);  // everything goes between the recurrent op and its users
     auto f32 = [](std::vector<std::size_t> lens) { return shape(type::float32, std::move(lens)); };
     std::vector<instruction_ref> operands{x, m.insert_literal(at, literal(f32({1, D, I, G, H}), wl)),
                                           m.insert_literal(at, literal(f32({1, D, H, G, H}), wi)),
                                           m.insert_literal(at, literal(f32({1, D, BG, H}), bias))};
     if (h0) operands.push_back(*h0);
-    gru op;
-    op.hidden_size = H;
-    op.direction = a->direction;
-    op.linear_before_reset = a->linear_before_reset;
-    op.has_initial_h = h0.has_value();
     const shape dst = f32({T, N, D * H});
     auto result = m.insert_instruction(at, builtin::allocate{dst}, {});  // emit replaces it by the kernel
-    if (!emit(env, result, op, operands, dst)) {
+    bool emitted = false;
+    if (gru_attrs) {
+        gru op;
+        op.hidden_size = H;
+        op.direction = a->direction;
+        op.linear_before_reset = a->linear_before_reset;
+        op.has_initial_h = h0.has_value();
+        emitted = emit(env, result, op, operands, dst);
+    } else {
+        vanilla_rnn op;
+        op.hidden_size = H;
+        op.direction = a->direction;
+        op.activation = *activation;
+        op.has_initial_h = h0.has_value();
+        emitted = emit(env, result, op, operands, dst);
+    }
+    if (!emitted) {
         m.remove_instruction(result);
         for (std::size_t i = 3; i-- > 1;) m.remove_instruction(operands[i]);
         return false;
@@ -454,7 +525,9 @@ bool lower_lstm_kiln(lower_env& env, instruction_ref ins) {
 
 bool lower_lstm_onednn(lower_env& env, instruction_ref ins) { return lower_lstm_dnnl(env, ins, env.dead); }
 
-bool lower_gru_onednn(lower_env& env, instruction_ref ins) { return lower_gru_dnnl(env, ins, env.dead); }
+bool lower_gru_onednn(lower_env& env, instruction_ref ins) { return lower_recurrent_dnnl(env, ins, env.dead); }
+
+bool lower_rnn_onednn(lower_env& env, instruction_ref ins) { return lower_recurrent_dnnl(env, ins, env.dead); }
 
 shape lstm_packed::compute_shape(const std::vector<shape>& inputs) const {
     const std::size_t want = 6 + (has_peephole ? 1 : 0) + (has_initial_h ? 1 : 0) + (has_initial_c ? 1 : 0);
@@ -519,5 +592,6 @@ argument lstm_packed::compute(context& ctx, const shape&, const std::vector<argu
 KILN_REGISTER_OP(lstm)
 KILN_REGISTER_OP(lstm_packed)
 KILN_REGISTER_OP(gru)
+KILN_REGISTER_OP(vanilla_rnn)
 
 }  // namespace kiln::cpu
