@@ -217,6 +217,38 @@ TEST(core_argument, random_views_read_what_index_says) {
     }
 }
 
+// Transposing copies go tile by tile (the source's contiguous dim by the last): permuted views
+// of 3-D and 4-D tensors with sizes around and past the 32-element tiles, float and int64,
+// come out as indexing says (operator== reads both through their strides).
+TEST(core_argument, tiled_transposing_copies_read_what_index_says) {
+    std::mt19937 rng(11);
+    for (int trial = 0; trial < 40; ++trial) {
+        const std::size_t rank = 3 + trial % 2;
+        lens_t base;
+        for (std::size_t d = 0; d < rank; ++d) base.push_back(1 + rng() % (d == 0 ? 3 : 70));
+        const auto t = trial % 3 == 0 ? type::int64 : type::float32;
+        argument a(shape(t, base));
+        const auto n = a.get_shape().elements();
+        for (std::size_t i = 0; i < n; ++i) {
+            if (t == type::int64) a.data_as<std::int64_t>()[i] = static_cast<std::int64_t>(rng() % 100000);
+            else a.data_as<float>()[i] = static_cast<float>(rng() % 100000) * 0.25f;
+        }
+        std::vector<std::size_t> perm(rank);
+        std::iota(perm.begin(), perm.end(), 0);
+        std::shuffle(perm.begin(), perm.end(), rng);
+        if (trial % 4 == 1) std::swap(perm[rank - 1], perm[1]);  // the channels-last pattern often
+        lens_t lens, strides;
+        for (auto p : perm) {
+            lens.push_back(base[p]);
+            strides.push_back(a.get_shape().strides()[p]);
+        }
+        auto v = a.view(shape(t, lens, strides));
+        auto c = v.copy();
+        ASSERT_TRUE(c.get_shape().standard());
+        EXPECT_EQ(c, v) << v.get_shape();
+    }
+}
+
 // copy() walks rows of the last dim: a channels-last 4-D result, a broadcast view and a
 // scalar come out as manual indexing says.
 TEST(core_argument, copies_of_channels_last_broadcast_and_scalar_views) {

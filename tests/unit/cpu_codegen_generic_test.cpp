@@ -247,3 +247,38 @@ TEST(cpu_codegen_generic, convolution_results_stay_channels_last_in_generated_ke
         EXPECT_EQ(cpu::codegen::stats().generic_misfits.load(), misfits);
     }
 }
+
+TEST(cpu_codegen_generic, one_dimensional_convolution_results_stay_channels_last) {
+    // wav2vec2's feature extractor: a strided 1-D convolution over a dynamic length, then a
+    // GELU and a residual-style add. The [N, C, W] results are channels-last too; the groups
+    // after them walk (0, 2, 1), so no call misfits and falls back to the interpreter.
+    auto make = [] {
+        program p;
+        auto* m = p.get_main_module();
+        const dynamic_dimension n{1, 3, {}, "n"}, len{8, 4000, {}, "len"};
+        auto x = m->add_parameter("x", shape::make_dynamic(type::float32, {n, {6, 6, {}, {}}, len}));
+        auto wt = m->add_literal(literal(shape(type::float32, {16, 6, 3}),
+                                         random_arg(shape(type::float32, {16, 6, 3}), 12, -0.3f, 0.3f).to_vector<float>()));
+        auto c = m->add_instruction(make_op("convolution", {{"padding", {0, 0}}, {"stride", {2}}, {"dilation", {1}}}),
+                                    {x, wt});
+        auto g = gelu(*m, c);
+        m->add_return({add_op(*m, "mul", {add_op(*m, "add", {g, scalar(*m, 0.25f)}), c})});
+        return p;
+    };
+    program p = make(), r = make();
+    compile_generic(p, r);
+    const auto misfits = cpu::codegen::stats().generic_misfits.load();
+    for (auto [b, w] : std::vector<std::pair<std::size_t, std::size_t>>{{1, 9}, {3, 1001}, {2, 3999}}) {
+        param_map in = {{"x", random_arg(shape(type::float32, {b, 6, w}), static_cast<unsigned>(w))}};
+        auto got = p.eval(in);
+        auto want = r.eval(in);
+        EXPECT_EQ(got[0].get_shape().lens(), want[0].get_shape().lens());
+        expect_close(got[0], want[0], 2e-4, 1e-3);
+    }
+    auto ops = ops_run(p, {{"x", random_arg(shape(type::float32, {2, 6, 77}), 5)}});
+    EXPECT_EQ(ops["erf"] + ops["mul"] + ops["add"], 0u);
+    EXPECT_GE(ops["cpu::fused_kernel"], 1u);
+    if (have_compiler() && std::getenv("KILN_CXX") == nullptr) {
+        EXPECT_EQ(cpu::codegen::stats().generic_misfits.load(), misfits);
+    }
+}

@@ -42,10 +42,12 @@ std::size_t reduced_dims(const op::fused& body, std::size_t rank) {
     return 0;
 }
 
-// Whether a generic program's value is laid out channels-last: a 4-D result of
-// cpu::dyn_primitive (oneDNN's fast layout at every size), or of a group walked so.
-bool channels_last(instruction_ref x, const std::unordered_set<const instruction*>& walked_channels_last) {
-    if (!x->get_shape().is_tensor() || x->get_shape().ndim() != 4) return false;
+// Whether a generic program's value is laid out channels-last: a result of
+// cpu::dyn_primitive (oneDNN's fast layout at every size: 1-D convolutions' [N, C, W] too),
+// or of a group walked so; of this rank.
+bool channels_last(instruction_ref x, const std::unordered_set<const instruction*>& walked_channels_last,
+                   std::size_t rank) {
+    if (!x->get_shape().is_tensor() || x->get_shape().ndim() != rank || rank < 3) return false;
     return x->get_operator().any_cast<dyn_primitive>() != nullptr || walked_channels_last.count(&*x) > 0;
 }
 
@@ -78,7 +80,7 @@ void lowering::apply(module& m) const {
     const bool fast_math = o.fast_math;
     const auto start = std::chrono::steady_clock::now();
     std::vector<planned> work;
-    std::unordered_set<const instruction*> walked_channels_last;  // generic groups walked (0, 2, 3, 1)
+    std::unordered_set<const instruction*> walked_channels_last;  // generic groups walked (0, 2, ..., 1)
     for (auto ins = m.begin(); ins != m.end(); ++ins) {
         planned p{ins, {}, {}, {}, {}, {}};
         const bool dynamic = ins->get_shape().is_tensor() && ins->get_shape().dynamic();
@@ -97,12 +99,18 @@ void lowering::apply(module& m) const {
                 // a group it cannot describe stays for the reference kernels.
                 const auto in = to_shapes(p.inputs);
                 const auto reduced = reduced_dims(p.body, ins->get_shape().ndim());
-                // A 4-D elementwise group reading a channels-last value walks channels-last.
+                // An elementwise group reading a channels-last value of its rank walks
+                // channels-last: (0, 2, 3, 1), or (0, 2, 1) after a 1-D convolution (wav2vec2's
+                // GELUs were left to the interpreter there, their inputs misfits).
                 std::vector<std::int64_t> order;
+                const auto rank = ins->get_shape().ndim();
                 if (reduced == 0 && std::any_of(p.inputs.begin(), p.inputs.end(), [&](instruction_ref x) {
-                        return channels_last(x, walked_channels_last);
-                    }))
-                    order = {0, 2, 3, 1};
+                        return channels_last(x, walked_channels_last, rank);
+                    })) {
+                    order = {0};
+                    for (std::size_t d = 2; d < rank; ++d) order.push_back(static_cast<std::int64_t>(d));
+                    order.push_back(1);
+                }
                 try {
                     p.nodes = sample_plan(p.body, in, ins->get_shape(), fast_math);
                     p.layout = make_generic_layout(in, ins->get_shape(), reduced, order);
