@@ -54,14 +54,6 @@ void compile_generic(program& p, program& r, compile_options o = {}) {
     EXPECT_TRUE(p.get_specialization_stats().generic) << p.get_specialization_stats().generic_unavailable;
 }
 
-std::map<std::string, std::size_t> ops_run(program& p, const param_map& in) {
-    std::vector<instruction_profile> profile;
-    p.eval(in, profile);
-    std::map<std::string, std::size_t> n;
-    for (auto& e : profile) ++n[e.op_name];
-    return n;
-}
-
 }  // namespace
 
 TEST(cpu_codegen_generic, layout_groups_dims_each_tensor_reads_alike) {

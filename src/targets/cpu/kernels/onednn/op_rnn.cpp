@@ -88,36 +88,56 @@ void lstm::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& p
     if (has_initial_c) k.bind(DNNL_ARG_SRC_ITER_C, next, md_with_rank(operands[next], 4));
 }
 
-shape gru::logical_shape(const std::vector<shape>& operands) const {
+namespace {
+
+// GRU's and the vanilla cell's result: oneDNN's dst_layer [T, N, D * H] from x [T, N, I].
+shape layer_result(const std::string& name, const std::vector<shape>& operands, bool has_initial_h,
+                   std::size_t hidden_size, std::int64_t direction) {
     const std::size_t want = 4 + (has_initial_h ? 1 : 0);
     if (operands.size() != want)
-        throw_error(error_code::shape, name() + ": expected " + std::to_string(want) + " operands, got " +
+        throw_error(error_code::shape, name + ": expected " + std::to_string(want) + " operands, got " +
                                            std::to_string(operands.size()));
     const auto& x = operands[0];
     if (x.ndim() != 3 || x.get_type() != type::float32 || hidden_size == 0 || direction < 0 || direction > 2)
-        throw_error(error_code::shape, name() + ": x must be float32 [T, N, I], got " + x.to_string());
+        throw_error(error_code::shape, name + ": x must be float32 [T, N, I], got " + x.to_string());
     const auto& l = x.lens();
-    return shape(type::float32, {l[0], l[1], directions() * hidden_size});
+    return shape(type::float32, {l[0], l[1], (direction == 2 ? 2 : 1) * hidden_size});
+}
+
+// The memory descriptors GRU and the vanilla cell are made from, in oneDNN's argument order;
+// the weights as "any": the primitive picks its packed layout (bound in bind_operands).
+struct layer_descs {
+    dnnl::rnn_direction dir;
+    dnnl::memory::desc x, h0, wl, wi, bias, out;
+    layer_descs(const std::vector<shape>& operands, const shape& dst, bool has_initial_h, std::int64_t direction)
+        : dir(direction == 2   ? dnnl::rnn_direction::bidirectional_concat
+              : direction == 1 ? dnnl::rnn_direction::unidirectional_right2left
+                               : dnnl::rnn_direction::unidirectional_left2right),
+          x(md_of(operands.at(0))),
+          h0(has_initial_h ? md_with_rank(operands.at(4), 4) : dnnl::memory::desc()),
+          wl(with_any(md_of(operands.at(1)))),
+          wi(with_any(md_of(operands.at(2)))),
+          bias(md_of(operands.at(3))),
+          out(md_of(dst)) {}
+};
+
+}  // namespace
+
+shape gru::logical_shape(const std::vector<shape>& operands) const {
+    return layer_result(name(), operands, has_initial_h, hidden_size, direction);
 }
 
 dnnl::primitive_desc_base gru::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
                                        const shape& dst) const {
     expect_plain();
-    using md = dnnl::memory::desc;
-    const auto dir = direction == 2   ? dnnl::rnn_direction::bidirectional_concat
-                     : direction == 1 ? dnnl::rnn_direction::unidirectional_right2left
-                                      : dnnl::rnn_direction::unidirectional_left2right;
-    md h0 = has_initial_h ? md_with_rank(operands.at(4), 4) : md();
-    // The weights as "any": the primitive picks its packed layout (bound in bind_operands).
-    const md wl = with_any(md_of(operands.at(1))), wi = with_any(md_of(operands.at(2)));
-    const md x = md_of(operands.at(0)), bias = md_of(operands.at(3)), out = md_of(dst);
+    const layer_descs m(operands, dst, has_initial_h, direction);
     const auto attr = make_attr({}, operands, 3);
     const auto prop = dnnl::prop_kind::forward_inference;
     if (linear_before_reset) {
-        dnnl::lbr_gru_forward::desc d(prop, dir, x, h0, wl, wi, bias, out, md());
+        dnnl::lbr_gru_forward::desc d(prop, m.dir, m.x, m.h0, m.wl, m.wi, m.bias, m.out, dnnl::memory::desc());
         return dnnl::lbr_gru_forward::primitive_desc(d, attr, eng);
     }
-    dnnl::gru_forward::desc d(prop, dir, x, h0, wl, wi, bias, out, md());
+    dnnl::gru_forward::desc d(prop, m.dir, m.x, m.h0, m.wl, m.wi, m.bias, m.out, dnnl::memory::desc());
     return dnnl::gru_forward::primitive_desc(d, attr, eng);
 }
 
@@ -128,33 +148,20 @@ void gru::bind_operands(primitive_kernel& k, const dnnl::primitive_desc_base& pd
 }
 
 shape vanilla_rnn::logical_shape(const std::vector<shape>& operands) const {
-    const std::size_t want = 4 + (has_initial_h ? 1 : 0);
-    if (operands.size() != want)
-        throw_error(error_code::shape, name() + ": expected " + std::to_string(want) + " operands, got " +
-                                           std::to_string(operands.size()));
-    const auto& x = operands[0];
-    if (x.ndim() != 3 || x.get_type() != type::float32 || hidden_size == 0 || direction < 0 || direction > 2)
-        throw_error(error_code::shape, name() + ": x must be float32 [T, N, I], got " + x.to_string());
     if (activation != "Relu" && activation != "Tanh" && activation != "Sigmoid")
         throw_error(error_code::shape, name() + ": activation must be Relu, Tanh or Sigmoid, got " + activation);
-    const auto& l = x.lens();
-    return shape(type::float32, {l[0], l[1], directions() * hidden_size});
+    return layer_result(name(), operands, has_initial_h, hidden_size, direction);
 }
 
 dnnl::primitive_desc_base vanilla_rnn::make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
                                                const shape& dst) const {
     expect_plain();
-    using md = dnnl::memory::desc;
-    const auto dir = direction == 2   ? dnnl::rnn_direction::bidirectional_concat
-                     : direction == 1 ? dnnl::rnn_direction::unidirectional_right2left
-                                      : dnnl::rnn_direction::unidirectional_left2right;
+    const layer_descs m(operands, dst, has_initial_h, direction);
     const auto f = activation == "Relu"   ? dnnl::algorithm::eltwise_relu
                    : activation == "Tanh" ? dnnl::algorithm::eltwise_tanh
                                           : dnnl::algorithm::eltwise_logistic;
-    md h0 = has_initial_h ? md_with_rank(operands.at(4), 4) : md();
-    const md wl = with_any(md_of(operands.at(1))), wi = with_any(md_of(operands.at(2)));
-    const md x = md_of(operands.at(0)), bias = md_of(operands.at(3)), out = md_of(dst);
-    dnnl::vanilla_rnn_forward::desc d(dnnl::prop_kind::forward_inference, f, dir, x, h0, wl, wi, bias, out, md());
+    dnnl::vanilla_rnn_forward::desc d(dnnl::prop_kind::forward_inference, f, m.dir, m.x, m.h0, m.wl, m.wi, m.bias,
+                                      m.out, dnnl::memory::desc());
     return dnnl::vanilla_rnn_forward::primitive_desc(d, make_attr({}, operands, 3), eng);
 }
 
