@@ -169,11 +169,12 @@ const std::vector<op_candidate>& op_candidates() {
         {"lstm", "onednn", "forward or reverse, time-major, no peepholes", false, lower_lstm_onednn},
         {"gru", "onednn",
          "default activations, no clip or sequence lengths, time-major, constant weights; any direction, "
-         "linear_before_reset 0 or 1 (oneDNN's gru / lbr_gru)",
+         "linear_before_reset 0 or 1 (oneDNN's gru / lbr_gru); a generic program's on cpu::dyn_recurrent, made per "
+         "shape (dyn_recurrent.hpp)",
          false, lower_gru_onednn},
         {"rnn", "onednn",
          "one activation for every direction (Relu, Tanh or Sigmoid), no clip or sequence lengths, time-major, "
-         "constant weights; any direction (oneDNN's vanilla_rnn)",
+         "constant weights; any direction (oneDNN's vanilla_rnn); a generic program's on cpu::dyn_recurrent",
          false, lower_rnn_onednn},
         {"transpose", "pixel_rows_view",
          "perm (0, 2, 1) of a reshape to [N, C, HW] of a channels-last activation: a view (pixel_rows_view.hpp)",

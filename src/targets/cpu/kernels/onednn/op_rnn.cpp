@@ -1,5 +1,7 @@
 #include "targets/cpu/kernels/onednn/op_rnn.hpp"
 
+#include "targets/cpu/kernels/dynamic/dyn_recurrent.hpp"
+
 #include "targets/cpu/lowering_util.hpp"
 #include "targets/cpu/kernels/lstm/lstm_kernel.hpp"
 #include "targets/cpu/kernels/onednn/post_ops.hpp"
@@ -12,6 +14,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -418,8 +421,12 @@ bool lower_recurrent_dnnl(lower_env& env, instruction_ref ins, std::vector<instr
     if (a->has_bias) b = in.at(next++);
     if (a->has_initial_h) h0 = plain(env, in.at(next++));
     auto literal_f32 = [](std::optional<instruction_ref> i) { return !i || ((*i)->is_literal() && f32_static(*i)); };
-    if (!f32_static(x) || x->get_shape().ndim() != 3 || !literal_f32(w) || !literal_f32(r) || !literal_f32(b) ||
-        (h0 && !f32_static(*h0)))
+    // A generic program's x [T, N, I] (I fixed) runs on cpu::dyn_recurrent, the cell made per shape.
+    const auto& xs = x->get_shape();
+    const bool dynamic = xs.is_tensor() && xs.dynamic();
+    auto f32_rank3 = [](const shape& s) { return s.is_tensor() && s.get_type() == type::float32 && s.ndim() == 3; };
+    if (!f32_rank3(xs) || (dynamic ? !xs.dyn_dims()[2].is_fixed() : !f32_static(x)) || !literal_f32(w) ||
+        !literal_f32(r) || !literal_f32(b) || (h0 && !f32_rank3((*h0)->get_shape())) || (h0 && !dynamic && !f32_static(*h0)))
         return false;
     // The used outputs (Y, Y_h: get_tuple_elem 0, 1); anything else reading the tuple keeps it on ref.
     std::vector<instruction_ref> y_users, yh_users;
@@ -430,14 +437,13 @@ bool lower_recurrent_dnnl(lower_env& env, instruction_ref ins, std::vector<instr
         if (!u->outputs().empty()) (index == 0 ? y_users : yh_users).push_back(u);
     }
     if (y_users.empty() && yh_users.empty()) return false;
-    const auto& xl = x->get_shape().lens();
-    const std::size_t T = xl[0], N = xl[1], I = xl[2], H = a->hidden_size, D = a->num_directions();
+    const std::size_t I = dynamic ? xs.dyn_dims()[2].min : xs.lens()[2], H = a->hidden_size, D = a->num_directions();
     // Gates: GRU's z, r, h (oneDNN: u, r, o, the same order); the vanilla cell's one.
     const bool lbr = gru_attrs && a->linear_before_reset;
     const std::size_t G = gru_attrs ? 3 : 1;
     const std::size_t BG = lbr ? 4 : G;  // bias gates: lbr keeps Rb_h apart (oneDNN's u')
     if (H == 0 || !lens_are(w, {D, G * H, I}) || !lens_are(r, {D, G * H, H}) || (b && !lens_are(*b, {D, 2 * G * H})) ||
-        (h0 && !lens_are(*h0, {D, N, H})))
+        (h0 && !dynamic && !lens_are(*h0, {D, xs.lens()[1], H})))
         return false;
     // ONNX's W [D, G*H, I] and R [D, G*H, H] (row g * H + h per gate) into oneDNN's ldigo
     // [1, D, I or H, G, H]; the bias [D, 2*G*H] (Wb, then Rb) into ldgo [1, D, BG, H].
@@ -469,36 +475,50 @@ bool lower_recurrent_dnnl(lower_env& env, instruction_ref ins, std::vector<instr
                                           m.insert_literal(at, literal(f32({1, D, H, G, H}), wi)),
                                           m.insert_literal(at, literal(f32({1, D, BG, H}), bias))};
     if (h0) operands.push_back(*h0);
-    const shape dst = f32({T, N, D * H});
-    auto result = m.insert_instruction(at, builtin::allocate{dst}, {});  // emit replaces it by the kernel
-    bool emitted = false;
+    std::optional<operation> cell;
     if (gru_attrs) {
         gru op;
         op.hidden_size = H;
         op.direction = a->direction;
         op.linear_before_reset = a->linear_before_reset;
         op.has_initial_h = h0.has_value();
-        emitted = emit(env, result, op, operands, dst);
+        cell = op;
     } else {
         vanilla_rnn op;
         op.hidden_size = H;
         op.direction = a->direction;
         op.activation = *activation;
         op.has_initial_h = h0.has_value();
-        emitted = emit(env, result, op, operands, dst);
+        cell = op;
     }
-    if (!emitted) {
-        m.remove_instruction(result);
-        for (std::size_t i = 3; i-- > 1;) m.remove_instruction(operands[i]);
-        return false;
+    instruction_ref result;
+    if (dynamic) {
+        dyn_recurrent op;
+        op.cell = *cell;
+        result = m.insert_instruction(at, op, operands);
+    } else {
+        const shape dst = f32({xs.lens()[0], xs.lens()[1], D * H});
+        result = m.insert_instruction(at, builtin::allocate{dst}, {});  // emit replaces it by the kernel
+        const bool emitted = gru_attrs ? emit(env, result, *cell->any_cast<gru>(), operands, dst)
+                                       : emit(env, result, *cell->any_cast<vanilla_rnn>(), operands, dst);
+        if (!emitted) {
+            m.remove_instruction(result);
+            for (std::size_t i = 3; i-- > 1;) m.remove_instruction(operands[i]);
+            return false;
+        }
     }
-    auto ints = [](std::vector<std::size_t> v) { return std::vector<std::int64_t>(v.begin(), v.end()); };
     auto add = [&](const operation& o, std::vector<instruction_ref> args) { return m.insert_instruction(at, o, args); };
-    auto row_major = [&](instruction_ref i) { return ensure_layout(env, at, i, i->get_shape().as_standard()); };
-    const auto split = add(op::reshape{ints({T, N, D, H})}, {result});  // the same memory
+    // Dims as reshape's 0 (kept) and -1 (inferred), which hold for any T and N; a generic
+    // program's transposed views stay views (its next ops read them as they come).
+    auto row_major = [&](instruction_ref i) {
+        return dynamic ? i : ensure_layout(env, at, i, i->get_shape().as_standard());
+    };
+    auto dims = [](std::vector<std::int64_t> v) { return op::reshape{std::move(v)}; };
+    const auto h = static_cast<std::int64_t>(H), dirs = static_cast<std::int64_t>(D);
+    const auto split = add(dims({0, 0, dirs, h}), {result});  // the same memory
     if (!y_users.empty()) {
         // One direction: [T, N, 1, H] is already ONNX's [T, 1, N, H] in memory.
-        auto y = D == 1 ? add(op::reshape{ints({T, 1, N, H})}, {result})
+        auto y = D == 1 ? add(dims({0, 1, -1, h}), {result})
                         : row_major(add(op::transpose{{0, 2, 1, 3}}, {split}));
         for (auto u : y_users) m.replace_instruction(u, y);
     }
@@ -506,17 +526,17 @@ bool lower_recurrent_dnnl(lower_env& env, instruction_ref ins, std::vector<instr
         std::vector<instruction_ref> last;  // [1, N, 1, H] per direction
         for (std::size_t d = 0; d < D; ++d) {
             const bool reverse = a->direction == 1 || d == 1;
-            const auto t = static_cast<std::int64_t>(reverse ? 0 : T - 1);
+            const std::int64_t t = reverse ? 0 : -1;  // the first step, or the last
             op::slice s;
             s.axes = {0, 2};
             s.starts = {t, static_cast<std::int64_t>(d)};
-            s.ends = {t + 1, static_cast<std::int64_t>(d + 1)};
+            s.ends = {reverse ? 1 : std::numeric_limits<std::int64_t>::max(), static_cast<std::int64_t>(d + 1)};
             last.push_back(add(s, {split}));
         }
         // One direction: [1, N, 1, H] is already ONNX's [1, N, H] in memory.
-        instruction_ref yh = D == 1 ? add(op::reshape{ints({1, N, H})}, {last[0]})
+        instruction_ref yh = D == 1 ? add(dims({1, -1, h}), {last[0]})
                                     : row_major(add(op::transpose{{1, 0, 2}},
-                                                    {add(op::reshape{ints({N, D, H})}, {add(op::concat{2}, last)})}));
+                                                    {add(dims({-1, dirs, h}), {add(op::concat{2}, last)})}));
         for (auto u : yh_users) m.replace_instruction(u, yh);
     }
     for (auto u : std::vector<instruction_ref>(ins->outputs())) dead.push_back(u);
