@@ -3,6 +3,7 @@
 #pragma once
 #include "env_override.hpp"
 #include "ops/fused.hpp"
+#include "ops_run.hpp"
 #include "targets/cpu/codegen/compiler.hpp"
 #include "targets/cpu/codegen/kernel_op.hpp"
 
@@ -112,15 +113,6 @@ inline std::size_t count_ops(const module& m, const std::string& name) {
     std::size_t n = 0;
     for (auto& ins : m)
         if (ins.name() == name) ++n;
-    return n;
-}
-
-// How many times each op ran in one profiled eval of `p`.
-inline std::map<std::string, std::size_t> ops_run(program& p, const param_map& in) {
-    std::vector<instruction_profile> profile;
-    p.eval(in, profile);
-    std::map<std::string, std::size_t> n;
-    for (auto& e : profile) ++n[e.op_name];
     return n;
 }
 

@@ -49,15 +49,12 @@ void spell_out_instance_norm::apply(module& m) const {
         auto square = m.insert_instruction(ins, op::pow_op{}, {centred, scalar(2.0f)});
         auto var = m.insert_instruction(ins, mean_op, {square});
         auto root = m.insert_instruction(ins, op::sqrt_op{}, {m.insert_instruction(ins, op::add_op{}, {var, scalar(eps)})});
-        const bool scaled = !scale->empty(), shifted = !bias->empty();
-        if (!scaled && !shifted) {
-            m.replace_instruction(ins, op::div_op{}, {centred, root});
-            continue;
-        }
         auto y = m.insert_instruction(ins, op::div_op{}, {centred, root});
-        if (scaled && shifted) y = m.insert_instruction(ins, op::mul_op{}, {y, m.insert_literal(ins, *scale)});
-        if (shifted) m.replace_instruction(ins, op::add_op{}, {y, m.insert_literal(ins, *bias)});
-        else m.replace_instruction(ins, op::mul_op{}, {y, m.insert_literal(ins, *scale)});
+        if (!scale->empty()) y = m.insert_instruction(ins, op::mul_op{}, {y, m.insert_literal(ins, *scale)});
+        if (!bias->empty()) y = m.insert_instruction(ins, op::add_op{}, {y, m.insert_literal(ins, *bias)});
+        m.replace_instruction(ins, y);
+        m.remove_instruction(ins);
+        ins = y;  // the loop goes on after the chain
     }
 }
 

@@ -28,13 +28,7 @@ bool is_conv(const operation& op) {
 // address (copies of the op in programs with other weights share the cache).
 std::string key_of(const std::vector<argument>& args, bool conv) {
     std::string k;
-    for (const auto& a : args) {
-        const auto& s = a.get_shape();
-        for (auto d : s.lens()) k += std::to_string(d) + ',';
-        k += '/';
-        for (auto d : s.strides()) k += std::to_string(d) + ',';
-        k += ';';
-    }
+    for (const auto& a : args) append_shape_key(k, a.get_shape());
     if (conv) k += std::to_string(reinterpret_cast<std::uintptr_t>(args.at(1).data()));
     return k;
 }
@@ -101,8 +95,7 @@ shape dyn_primitive::compute_shape(const std::vector<shape>& inputs) const {
 }
 
 std::size_t dyn_primitive::cached_shapes() const {
-    std::lock_guard<std::mutex> lock(cache->mutex);
-    return cache->entries.size();
+    return cache->size();
 }
 
 argument dyn_primitive::compute(context& ctx, const shape& out, const std::vector<argument>& args) const {
@@ -120,21 +113,12 @@ argument dyn_primitive::compute(context& ctx, const shape& out, const std::vecto
     const bool conv = is_conv(op);
 
     const std::string key = key_of(args, conv);
-    std::shared_ptr<const dyn_primitive_cache::entry> e;
-    {
-        std::lock_guard<std::mutex> lock(cache->mutex);
-        for (auto it = cache->entries.begin(); it != cache->entries.end(); ++it)
-            if ((*it)->key == key) {
-                e = *it;
-                cache->entries.splice(cache->entries.begin(), cache->entries, it);
-                break;
-            }
-    }
+    auto e = cache->find(key);
     if (!e) {
         // A new shape: its primitive, made outside the lock (two threads that meet the same
         // new shape both make one; one is kept).
         omp_threads_scope threads(c.threads());
-        auto made = std::make_shared<dyn_primitive_cache::entry>();
+        auto made = std::make_shared<dyn_primitive_entry>();
         made->key = key;
         auto wanted = shapes;
         std::vector<std::size_t> moved{0};  // operands read in channels-last order
@@ -164,12 +148,10 @@ argument dyn_primitive::compute(context& ctx, const shape& out, const std::vecto
                 const auto plain_w = plain.weights_md(false);
                 if (made->weights != plain_w) {
                     // Reordered once per layout, shared by the shapes that want it.
-                    {
-                        std::lock_guard<std::mutex> lock(cache->mutex);
-                        for (const auto& other : cache->entries)
-                            if (other->weights == made->weights && weights_part(other->key) == weights_part(key))
-                                made->reordered_weights = other->reordered_weights;
-                    }
+                    cache->for_each([&](const dyn_primitive_entry& other) {
+                        if (other.weights == made->weights && weights_part(other.key) == weights_part(key))
+                            made->reordered_weights = other.reordered_weights;
+                    });
                     if (!made->reordered_weights)
                         made->reordered_weights = reorder_constant(c.engine(), plain_w, args[1].data(), made->weights);
                 }
@@ -179,9 +161,7 @@ argument dyn_primitive::compute(context& ctx, const shape& out, const std::vecto
                                                      shapes[0].to_string());
         }
         e = made;
-        std::lock_guard<std::mutex> lock(cache->mutex);
-        cache->entries.push_front(e);
-        while (cache->entries.size() > max_cached) cache->entries.pop_back();
+        cache->add(e, max_cached);
     }
     if (!e->prim) {
         // The reference kernel (a pooling geometry oneDNN does not have, e.g. ceil_mode

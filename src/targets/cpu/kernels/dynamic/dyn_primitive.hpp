@@ -20,36 +20,32 @@
 // kernel.
 #pragma once
 #include "targets/cpu/lowering_util.hpp"
+#include "targets/cpu/kernels/dynamic/shape_cache.hpp"
 #include "targets/cpu/kernels/onednn/post_ops.hpp"
 
 #include <kiln/operation.hpp>
 
-#include <list>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace kiln::cpu {
 
-// The primitives of one cpu::dyn_primitive, by operand shapes, most recently used first.
-struct dyn_primitive_cache {
-    struct entry {
-        std::string key;                  // the operands' dims and strides, and the weights' address
-        std::optional<dnnl::primitive> prim;  // none: the reference kernel runs this shape
-        dnnl::memory::desc src, dst, weights, bias;
-        std::vector<dnnl::memory::desc> post_inputs;  // binary post-ops' src1, in chain order
-        // x, then the binary post-ops' inputs: as they come, and the reorder into
-        // channels-last when they come in another order.
-        std::vector<dnnl::memory::desc> given;
-        std::vector<std::optional<dnnl::reorder>> to_channels_last;
-        dnnl::memory reordered_weights;  // empty: the weights are read in place
-        std::size_t scratch = 0;
-    };
-    std::mutex mutex;
-    std::list<std::shared_ptr<const entry>> entries;
+// One shape's primitive of a cpu::dyn_primitive.
+struct dyn_primitive_entry {
+    std::string key;                  // the operands' dims and strides, and the weights' address
+    std::optional<dnnl::primitive> prim;  // none: the reference kernel runs this shape
+    dnnl::memory::desc src, dst, weights, bias;
+    std::vector<dnnl::memory::desc> post_inputs;  // binary post-ops' src1, in chain order
+    // x, then the binary post-ops' inputs: as they come, and the reorder into
+    // channels-last when they come in another order.
+    std::vector<dnnl::memory::desc> given;
+    std::vector<std::optional<dnnl::reorder>> to_channels_last;
+    dnnl::memory reordered_weights;  // empty: the weights are read in place
+    std::size_t scratch = 0;
 };
+using dyn_primitive_cache = shape_cache<dyn_primitive_entry>;
 
 struct dyn_primitive {
     operation op;  // op::convolution or op::pooling (max or average)

@@ -30,35 +30,24 @@ shape dyn_recurrent::compute_shape(const std::vector<shape>& inputs) const {
 }
 
 std::size_t dyn_recurrent::cached_shapes() const {
-    std::lock_guard<std::mutex> lock(cache->mutex);
-    return cache->entries.size();
+    return cache->size();
 }
 
 argument dyn_recurrent::compute(context& ctx, const shape& out, const std::vector<argument>& args) const {
     std::vector<shape> shapes;
+    for (const auto& a : args) shapes.push_back(a.get_shape());
+    // The weights are constants: x and h0 decide the cell.
     std::string key;
-    for (const auto& a : args) {
-        shapes.push_back(a.get_shape());
-        key += a.get_shape().to_string() + ";";
-    }
+    append_shape_key(key, shapes[0]);
+    if (shapes.size() > 4) append_shape_key(key, shapes[4]);
     const shape result = out.dynamic() ? compute_shape(shapes) : out.as_standard();
     auto y = argument::for_overwrite(result);
     if (result.elements() == 0) return y;
     shapes.push_back(result);
-    std::shared_ptr<const dyn_recurrent_cache::entry> e;
-    {
-        std::lock_guard<std::mutex> lock(cache->mutex);
-        for (auto it = cache->entries.begin(); it != cache->entries.end(); ++it)
-            if ((*it)->key == key) {
-                e = *it;
-                cache->entries.splice(cache->entries.begin(), cache->entries, it);
-                break;
-            }
-    }
+    auto e = cache->find(key);
     if (!e) {
-        // A new shape: the template finalized for it outside the lock (two threads that meet
-        // the same new shape both make one; one is kept). Its weights come as arguments.
-        auto made = std::make_shared<dyn_recurrent_cache::entry>();
+        // A new shape: the template finalized for it. Its weights come as arguments.
+        auto made = std::make_shared<dyn_recurrent_entry>();
         made->key = key;
         made->op = cell;
         std::vector<argument> constants(args.begin(), args.end());
@@ -66,10 +55,8 @@ argument dyn_recurrent::compute(context& ctx, const shape& out, const std::vecto
         if (constants.size() > 4) constants[4] = argument();  // nor h0
         constants.emplace_back();
         made->op.finalize(ctx, result, shapes, constants);
-        std::lock_guard<std::mutex> lock(cache->mutex);
-        cache->entries.push_front(made);
-        if (cache->entries.size() > max_cached) cache->entries.pop_back();
         e = made;
+        cache->add(e, max_cached);
     }
     std::vector<argument> with_out(args.begin(), args.end());
     with_out.push_back(y);

@@ -6,36 +6,33 @@
 // bidirectional ReLU RNN, hidden 256) 40.6 ms a call at 300 steps against 4.1 ms for its
 // static program, 9x ONNX Runtime, on every call with a new length (audio rarely repeats
 // one). This op keeps the static op as a template and finalizes a copy of it for each
-// operand shape on the first call with that shape (its weights packed then; at most
-// `max_cached` shapes, the least recently used dropped).
+// shape of x and h0 on the first call with it (its weights packed then; at most `max_cached`
+// shapes, the least recently used dropped: shape_cache.hpp).
 //
 // Operands: the template's (x [T, N, I], w_layer, w_iter, bias[, h0]); the result is its
 // [T, N, D * H], allocated per call.
 #pragma once
+#include "targets/cpu/kernels/dynamic/shape_cache.hpp"
+
 #include <kiln/argument.hpp>
 #include <kiln/context.hpp>
 #include <kiln/operation.hpp>
 
-#include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 namespace kiln::cpu {
 
-struct dyn_recurrent_cache {
-    struct entry {
-        std::string key;  // the operands' dims
-        operation op;     // the template, finalized for them
-    };
-    std::mutex mutex;
-    std::list<std::shared_ptr<const entry>> entries;
+// One shape's cell of a cpu::dyn_recurrent.
+struct dyn_recurrent_entry {
+    std::string key;  // x's and h0's dims and strides
+    operation op;     // the template, finalized for them
 };
 
 struct dyn_recurrent {
     operation cell;  // a cpu::gru or cpu::rnn, not finalized
-    std::shared_ptr<dyn_recurrent_cache> cache = std::make_shared<dyn_recurrent_cache>();
+    std::shared_ptr<shape_cache<dyn_recurrent_entry>> cache = std::make_shared<shape_cache<dyn_recurrent_entry>>();
 
     static constexpr std::size_t max_cached = 16;
 

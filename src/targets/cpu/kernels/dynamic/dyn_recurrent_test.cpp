@@ -3,6 +3,7 @@
 // sequence included, with bias and initial state, Y and Y_h both read; saved and loaded,
 // it makes its cells again.
 #include "cpu_test_util.hpp"
+#include "ops_run.hpp"
 
 #include "targets/cpu/kernels/dynamic/dyn_recurrent.hpp"
 
@@ -10,10 +11,10 @@
 #include <kiln/program.hpp>
 #include <kiln/serialize.hpp>
 
-#include <map>
 
 using namespace kiln;
 using namespace kiln::cpu_test;
+using kiln::test::ops_run;
 
 namespace {
 
@@ -38,14 +39,6 @@ program recurrent(const std::string& kind, std::int64_t direction) {
     m->add_return({m->add_instruction(builtin::get_tuple_elem{0}, {cell}),
                    m->add_instruction(builtin::get_tuple_elem{1}, {cell})});
     return p;
-}
-
-std::map<std::string, std::size_t> ops_run(program& p, const param_map& in) {
-    std::vector<instruction_profile> profile;
-    p.eval(in, profile);
-    std::map<std::string, std::size_t> n;
-    for (auto& e : profile) ++n[e.op_name];
-    return n;
 }
 
 }  // namespace

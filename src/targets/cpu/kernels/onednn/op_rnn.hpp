@@ -17,6 +17,13 @@
 
 namespace kiln::cpu {
 
+// Whether one step's recurrent product, N x (gates x directions) x H x H multiply-adds for
+// x [T, N, I], is under single_thread_macs (cpu::gru, cpu::rnn).
+inline bool small_step(const std::vector<shape>& operands, std::size_t gate_rows, std::size_t hidden_size) {
+    const std::size_t n = operands.empty() || operands[0].ndim() != 3 ? 0 : operands[0].lens()[1];
+    return n * gate_rows * hidden_size * hidden_size < single_thread_macs;
+}
+
 struct lstm : dnnl_op<lstm> {
     static constexpr bool work_per_element = false;  // a product: the result hides its depth
     std::size_t hidden_size = 0;
@@ -74,8 +81,7 @@ struct gru : dnnl_op<gru> {
     // calling thread runs it alone (a PyTorch 2-layer bidirectional GRU, hidden 128, 200 steps,
     // batch 1, took 38 ms with 2 threads on a loaded 2-core machine, 2.6 ms with one).
     bool small_work(const std::vector<shape>& operands, const shape&) const {
-        const std::size_t n = operands.empty() || operands[0].ndim() != 3 ? 0 : operands[0].lens()[1];
-        return n * directions() * 3 * hidden_size * hidden_size < single_thread_macs;
+        return small_step(operands, directions() * 3, hidden_size);
     }
     shape logical_shape(const std::vector<shape>& operands) const;
     dnnl::primitive_desc_base make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
@@ -111,8 +117,7 @@ struct vanilla_rnn : dnnl_op<vanilla_rnn> {
     std::size_t directions() const { return direction == 2 ? 2 : 1; }
     // As cpu::gru: a step's recurrent product under single_thread_macs runs on the calling thread.
     bool small_work(const std::vector<shape>& operands, const shape&) const {
-        const std::size_t n = operands.empty() || operands[0].ndim() != 3 ? 0 : operands[0].lens()[1];
-        return n * directions() * hidden_size * hidden_size < single_thread_macs;
+        return small_step(operands, directions(), hidden_size);
     }
     shape logical_shape(const std::vector<shape>& operands) const;
     dnnl::primitive_desc_base make_pd(const dnnl::engine& eng, const std::vector<shape>& operands,
