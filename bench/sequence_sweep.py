@@ -11,6 +11,9 @@ Models (random weights from a fixed seed):
   tx_encoder   nn.TransformerEncoder, 4 layers, d 256, 4 heads, GELU, over token ids [batch, seq]
   transformer  nn.Transformer, 2+2 layers, d 128, causal target mask; src [batch, s], tgt [batch, t]
   gru_bi       bidirectional 2-layer nn.GRU, 40 -> 128 features, over [batch, time, 40]
+  lstm_bi      bidirectional 2-layer nn.LSTM, 80 -> 192 features, over [batch, time, 80]
+  lstm_state   streaming 2-layer nn.LSTM (hidden 160) given its states [2, batch, 160] and returning
+               them: one output, Y and the final h and c flattened side by side
 MultiheadAttention reshapes [seq, batch, E] to [seq * batch, E] with sizes from Shape: the
 Transformers need dims that are products of named dims. Each model also gets a batch-1 input in
 OUT_DIR/bench/NAME/test_data_set_0 for `bench/compare.py --models-dir OUT_DIR/bench`.
@@ -60,6 +63,26 @@ class BiGRU(torch.nn.Module):
         return self.fc(self.gru(x)[0])
 
 
+class BiLSTM(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(80, 192, 2, batch_first=True, bidirectional=True)
+        self.fc = torch.nn.Linear(384, 29)
+
+    def forward(self, x):
+        return self.fc(self.lstm(x)[0])
+
+
+class StreamingLSTM(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(40, 160, 2, batch_first=True)
+
+    def forward(self, x, h0, c0):
+        y, (h, c) = self.lstm(x, (h0, c0))
+        return torch.cat([y.flatten(1), h.transpose(0, 1).flatten(1), c.transpose(0, 1).flatten(1)], 1)
+
+
 def ids(b, t):
     return torch.randint(0, 1000, (b, t))
 
@@ -78,6 +101,14 @@ MODELS = {
                              (feats(1, 64, 128), feats(1, 32, 128))]),
     "gru_bi": (BiGRU, ["x"], {"x": {0: "batch", 1: "time"}, "output": {0: "batch", 1: "time"}},
                lambda: [(feats(2, 23, 40),), (feats(1, 71, 40),), (feats(1, 200, 40),)]),
+    "lstm_bi": (BiLSTM, ["x"], {"x": {0: "batch", 1: "time"}, "output": {0: "batch", 1: "time"}},
+                lambda: [(feats(2, 31, 80),), (feats(3, 97, 80),), (feats(1, 300, 80),)]),
+    "lstm_state": (StreamingLSTM, ["x", "h0", "c0"],
+                   {"x": {0: "batch", 1: "time"}, "h0": {1: "batch"}, "c0": {1: "batch"},
+                    "output": {0: "batch", 1: "width"}},
+                   lambda: [(feats(2, 16, 40), torch.randn(2, 2, 160), torch.randn(2, 2, 160)),
+                            (feats(3, 5, 40), torch.randn(2, 3, 160), torch.randn(2, 3, 160)),
+                            (feats(1, 32, 40), torch.randn(2, 1, 160), torch.randn(2, 1, 160))]),
 }
 
 

@@ -164,8 +164,10 @@ const std::vector<anchor_candidate>& anchor_candidates() {
 
 const std::vector<op_candidate>& op_candidates() {
     static const std::vector<op_candidate> list = {
-        {"lstm", "lstm_packed", "default activations, no clip or sequence lengths (lstm_kernel.hpp)", false,
-         lower_lstm_kiln},
+        {"lstm", "lstm_packed",
+         "default activations, no clip or sequence lengths (lstm_kernel.hpp); a generic program's on cpu::dyn_lstm "
+         "(dyn_lstm.hpp)",
+         false, lower_lstm_kiln},
         {"lstm", "onednn", "forward or reverse, time-major, no peepholes", false, lower_lstm_onednn},
         {"gru", "onednn",
          "default activations, no clip or sequence lengths, time-major, constant weights; any direction, "

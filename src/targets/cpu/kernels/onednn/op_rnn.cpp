@@ -1,5 +1,6 @@
 #include "targets/cpu/kernels/onednn/op_rnn.hpp"
 
+#include "targets/cpu/kernels/dynamic/dyn_lstm.hpp"
 #include "targets/cpu/kernels/dynamic/dyn_recurrent.hpp"
 
 #include "targets/cpu/lowering_util.hpp"
@@ -215,19 +216,39 @@ bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruct
     if (a->has_initial_c) c0 = in.at(next++);
     if (a->has_peephole) p = in.at(next++);
     auto literal_f32 = [](std::optional<instruction_ref> i) { return !i || ((*i)->is_literal() && f32_static(*i)); };
-    if (!f32_static(x) || x->get_shape().ndim() != 3 || !literal_f32(w) || !literal_f32(r) || !literal_f32(b) ||
-        !literal_f32(p) || (h0 && !f32_static(*h0)) || (c0 && !f32_static(*c0)))
+    // A generic program's x (T and N known when it runs, I fixed) runs on cpu::dyn_lstm.
+    const auto& xs = x->get_shape();
+    const bool dynamic = xs.is_tensor() && xs.dynamic();
+    auto f32_rank3 = [](instruction_ref i) {
+        const auto& s = i->get_shape();
+        return s.is_tensor() && s.get_type() == type::float32 && s.ndim() == 3;
+    };
+    auto state_ok = [&](std::optional<instruction_ref> i) {
+        return !i || (dynamic ? f32_rank3(*i) : f32_static(*i));
+    };
+    if (!f32_rank3(x) || (dynamic ? !xs.dyn_dims()[2].is_fixed() : !f32_static(x)) || !literal_f32(w) ||
+        !literal_f32(r) || !literal_f32(b) || !literal_f32(p) || !state_ok(h0) || !state_ok(c0))
         return false;
+    if (dynamic) {
+        // Read as stored: a value in one of oneDNN's layouts is reordered to plain first.
+        x = plain(env, x);
+        if (h0) h0 = plain(env, *h0);
+        if (c0) c0 = plain(env, *c0);
+    }
     auto users = lstm_users(ins);
     if (!users) return false;
     const bool states = !(*users)[1].empty() || !(*users)[2].empty();
     if ((*users)[0].empty() && !states) return false;
     const instruction_ref at = std::next(ins);  // the kernel's place
-    const auto& xl = x->get_shape().lens();
     lstm_dims d;
-    d.T = xl[batch_first ? 1 : 0];
-    d.N = xl[batch_first ? 0 : 1];
-    d.I = xl[2];
+    if (dynamic) {
+        d.I = xs.dyn_dims()[2].min;  // T and N: each call's
+    } else {
+        const auto& xl = xs.lens();
+        d.T = xl[batch_first ? 1 : 0];
+        d.N = xl[batch_first ? 0 : 1];
+        d.I = xl[2];
+    }
     d.H = a->hidden_size;
     d.D = a->num_directions();
     d.reverse = a->direction == 1;
@@ -235,14 +256,23 @@ bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruct
     if (H == 0 || !lens_are(w, {D, 4 * H, d.I}) || !lens_are(r, {D, 4 * H, H}) || (b && !lens_are(*b, {D, 8 * H})) ||
         (p && !lens_are(*p, {D, 3 * H})))
         return false;
-    const std::vector<std::size_t> state_lens = batch_first ? std::vector<std::size_t>{d.N, D, H}
-                                                            : std::vector<std::size_t>{D, d.N, H};
-    if ((h0 && !lens_are(*h0, state_lens)) || (c0 && !lens_are(*c0, state_lens))) return false;
-    const std::vector<std::size_t> y_lens = batch_first ? std::vector<std::size_t>{d.N, d.T, D, H}
-                                                        : std::vector<std::size_t>{d.T, D, d.N, H};
-    for (std::size_t i = 0; i < 3; ++i)
-        for (auto u : (*users)[i])
-            if (!lens_are(u, i == 0 ? y_lens : state_lens)) return false;
+    if (dynamic) {
+        // The states' fixed dims: D and H ([N, D, H] batch first).
+        auto fixed = [](const dynamic_dimension& v, std::size_t want) { return v.is_fixed() && v.min == want; };
+        for (auto s : {h0, c0})
+            if (s && (!fixed((*s)->get_shape().dyn_dims()[batch_first ? 1 : 0], D) ||
+                      !fixed((*s)->get_shape().dyn_dims()[2], H)))
+                return false;
+    } else {
+        const std::vector<std::size_t> state_lens = batch_first ? std::vector<std::size_t>{d.N, D, H}
+                                                                : std::vector<std::size_t>{D, d.N, H};
+        if ((h0 && !lens_are(*h0, state_lens)) || (c0 && !lens_are(*c0, state_lens))) return false;
+        const std::vector<std::size_t> y_lens = batch_first ? std::vector<std::size_t>{d.N, d.T, D, H}
+                                                            : std::vector<std::size_t>{d.T, D, d.N, H};
+        for (std::size_t i = 0; i < 3; ++i)
+            for (auto u : (*users)[i])
+                if (!lens_are(u, i == 0 ? y_lens : state_lens)) return false;
+    }
     auto wv = w->get_literal().to_vector<float>();
     auto rv = r->get_literal().to_vector<float>();
     std::vector<float> bv, pv;
@@ -263,16 +293,15 @@ bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruct
         const std::size_t n = v.size();
         return m.insert_literal(at, literal(shape(type::float32, {n}), std::move(v)));
     };
-    // The kernel reads row-major activations.
-    auto row_major = [&](instruction_ref i) { return ensure_layout(env, at, i, i->get_shape().as_standard()); };
+    // The kernel reads row-major activations (cpu::dyn_lstm copies views each call).
+    auto row_major = [&](instruction_ref i) {
+        return dynamic ? i : ensure_layout(env, at, i, i->get_shape().as_standard());
+    };
     std::vector<instruction_ref> args{row_major(x), lit(std::move(packed.w)), lit(std::move(packed.r)),
                                       lit(std::move(packed.bias))};
     if (p) args.push_back(lit(std::move(packed.peep)));
     if (h0) args.push_back(row_major(*h0));
     if (c0) args.push_back(row_major(*c0));
-    args.push_back(m.insert_instruction(at, builtin::allocate{shape(type::float32, {d.workspace()})}, {}));
-    const std::size_t rows = d.T + (states ? 2 : 0);
-    args.push_back(m.insert_instruction(at, builtin::allocate{shape(type::float32, {rows, D, d.N, H})}, {}));
     lstm_packed op;
     op.hidden_size = H;
     op.directions = D;
@@ -281,32 +310,46 @@ bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruct
     op.has_initial_h = h0.has_value();
     op.has_initial_c = c0.has_value();
     op.final_states = states;
+    instruction_ref all;
+    if (dynamic) {
+        dyn_lstm dyn;
+        dyn.cell = op;
+        all = m.insert_instruction(at, dyn, args);
+    } else {
+        args.push_back(m.insert_instruction(at, builtin::allocate{shape(type::float32, {d.workspace()})}, {}));
+        const std::size_t rows = d.T + (states ? 2 : 0);
+        args.push_back(m.insert_instruction(at, builtin::allocate{shape(type::float32, {rows, D, d.N, H})}, {}));
+        all = m.insert_instruction(at, op, args);
+    }
     // Each output's users read their rows of the one result (all of it for Y without
-    // the states: a view).
-    auto all = m.insert_instruction(at, op, args);
-    auto rows_of = [](std::size_t begin, std::size_t end) {
+    // the states: a view). Rows from the end (Y_h, Y_c: -2 and -1) hold for any T.
+    const auto end = std::numeric_limits<std::int64_t>::max();
+    auto rows_of = [](std::int64_t begin, std::int64_t end) {
         op::slice s;
         s.axes = {0};
-        s.starts = {static_cast<std::int64_t>(begin)};
-        s.ends = {static_cast<std::int64_t>(end)};
+        s.starts = {begin};
+        s.ends = {end};
         return s;
     };
     auto perm = [](std::vector<std::int64_t> v) { return op::transpose{std::move(v)}; };
-    // Batch first: the rows transposed back, as a row-major copy.
+    // Batch first: the rows transposed back, as a row-major copy (a generic program's
+    // next ops read the view as it comes).
     auto back = [&](instruction_ref u, instruction_ref rows, std::vector<std::int64_t> order) {
         auto t = m.insert_instruction(u, perm(std::move(order)), {rows});
-        m.replace_instruction(u, ensure_layout(env, u, t, t->get_shape().as_standard()));
+        if (dynamic) m.replace_instruction(u, t);
+        else m.replace_instruction(u, ensure_layout(env, u, t, t->get_shape().as_standard()));
     };
+    const auto y_rows = rows_of(0, states ? -2 : end);
     for (auto u : (*users)[0]) {
-        if (!batch_first) m.replace_instruction(u, rows_of(0, d.T), {all});
-        else back(u, m.insert_instruction(u, rows_of(0, d.T), {all}), {2, 0, 1, 3});
+        if (!batch_first) m.replace_instruction(u, y_rows, {all});
+        else back(u, m.insert_instruction(u, y_rows, {all}), {2, 0, 1, 3});
     }
-    const std::vector<std::int64_t> dims{static_cast<std::int64_t>(D), static_cast<std::int64_t>(d.N),
+    const std::vector<std::int64_t> dims{static_cast<std::int64_t>(D), dynamic ? -1 : static_cast<std::int64_t>(d.N),
                                          static_cast<std::int64_t>(H)};
     const auto state_shape = op::reshape{dims};
-    for (std::size_t i = 1; i < 3; ++i)
-        for (auto u : (*users)[i]) {
-            auto s = m.insert_instruction(u, rows_of(d.T + i - 1, d.T + i), {all});
+    for (std::int64_t i = 1; i < 3; ++i)
+        for (auto u : (*users)[static_cast<std::size_t>(i)]) {
+            auto s = m.insert_instruction(u, rows_of(i - 3, i == 2 ? end : i - 2), {all});
             if (!batch_first) m.replace_instruction(u, state_shape, {s});
             else back(u, m.insert_instruction(u, state_shape, {s}), {1, 0, 2});
         }

@@ -1,0 +1,128 @@
+// cpu::dyn_lstm: a generic program's LSTM (sequence length and batch at run time) on the cpu
+// target against the reference kernel at several sizes, one step and one sequence included:
+// every direction, time-major and batch-first, with and without initial states and
+// peepholes, Y alone and Y, Y_h, Y_c together; saved and loaded, it runs again.
+#include "cpu_test_util.hpp"
+#include "ops_run.hpp"
+
+#include <kiln/builtin_ops.hpp>
+#include <kiln/program.hpp>
+#include <kiln/serialize.hpp>
+
+
+using namespace kiln;
+using namespace kiln::cpu_test;
+using kiln::test::ops_run;
+
+namespace {
+
+const dynamic_dimension steps{1, 400, {}, "time"}, batch{1, 4, {}, "batch"};
+constexpr std::size_t I = 5, H = 12;
+
+struct lstm_case {
+    std::int64_t direction = 0;
+    bool batch_first = false;
+    bool states = true;     // h0, c0 given, and Y_h, Y_c returned
+    bool peephole = false;
+};
+
+std::size_t directions(const lstm_case& c) { return c.direction == 2 ? 2 : 1; }
+
+dynamic_dimension fixed(std::size_t v) { return {v, v, {}, {}}; }
+
+// x [time, batch, I] ([batch, time, I] batch first) through an LSTM with bias.
+program lstm_program(const lstm_case& c) {
+    const std::size_t D = directions(c);
+    program p;
+    auto* m = p.get_main_module();
+    const std::vector<dynamic_dimension> x_dims = c.batch_first ? std::vector{batch, steps, fixed(I)}
+                                                                 : std::vector{steps, batch, fixed(I)};
+    const std::vector<dynamic_dimension> state_dims = c.batch_first ? std::vector{batch, fixed(D), fixed(H)}
+                                                                     : std::vector{fixed(D), batch, fixed(H)};
+    auto x = m->add_parameter("x", shape::make_dynamic(type::float32, x_dims));
+    std::vector<instruction_ref> args{x, m->add_literal(random_literal({D, 4 * H, I}, 0.4f)),
+                                      m->add_literal(random_literal({D, 4 * H, H}, 0.3f)),
+                                      m->add_literal(random_literal({D, 8 * H}, 0.5f))};
+    if (c.states) {
+        args.push_back(m->add_parameter("h0", shape::make_dynamic(type::float32, state_dims)));
+        args.push_back(m->add_parameter("c0", shape::make_dynamic(type::float32, state_dims)));
+    }
+    if (c.peephole) args.push_back(m->add_literal(random_literal({D, 3 * H}, 0.5f)));
+    value::object attrs{{"hidden_size", value(static_cast<std::int64_t>(H))}, {"direction", value(c.direction)},
+                        {"layout", value(static_cast<std::int64_t>(c.batch_first ? 1 : 0))},
+                        {"has_bias", value(true)}, {"has_initial_h", value(c.states)},
+                        {"has_initial_c", value(c.states)}, {"has_peephole", value(c.peephole)}};
+    auto cell = m->add_instruction(make_op("lstm", value(attrs)), args);
+    std::vector<instruction_ref> outs{m->add_instruction(builtin::get_tuple_elem{0}, {cell})};
+    if (c.states)
+        for (std::size_t k : {1, 2}) outs.push_back(m->add_instruction(builtin::get_tuple_elem{k}, {cell}));
+    m->add_return(outs);
+    return p;
+}
+
+param_map inputs(const lstm_case& c, std::size_t t, std::size_t n) {
+    const std::size_t D = directions(c);
+    param_map in{{"x", random_literal(c.batch_first ? std::vector<std::size_t>{n, t, I}
+                                                   : std::vector<std::size_t>{t, n, I})
+                           .get_argument()}};
+    if (c.states)
+        for (const char* s : {"h0", "c0"})
+            in.emplace(s, random_literal(c.batch_first ? std::vector<std::size_t>{n, D, H}
+                                                       : std::vector<std::size_t>{D, n, H})
+                              .get_argument());
+    return in;
+}
+
+}  // namespace
+
+TEST(cpu_dyn_lstm, a_generic_lstm_matches_ref_at_every_size) {
+    std::vector<lstm_case> cases;
+    for (std::int64_t direction : {0, 1, 2})
+        for (bool batch_first : {false, true}) cases.push_back({direction, batch_first, true, direction == 2});
+    cases.push_back({0, false, false, false});  // Y alone: the whole result, no rows cut
+    cases.push_back({2, true, false, true});
+    for (const auto& c : cases) {
+        SCOPED_TRACE("direction " + std::to_string(c.direction) + (c.batch_first ? ", batch first" : "") +
+                     (c.states ? ", states" : "") + (c.peephole ? ", peepholes" : ""));
+        program p = lstm_program(c), r = p;
+        compile_options o;
+        o.specialize_after = 0;  // every call on the generic program
+        p.compile(*get_target("cpu"), o);
+        r.compile(*get_target("ref"), o);
+        ASSERT_TRUE(p.get_specialization_stats().generic) << p.get_specialization_stats().generic_unavailable;
+        for (auto [t, n] : std::vector<std::pair<std::size_t, std::size_t>>{{1, 1}, {9, 3}, {300, 1}, {9, 3}}) {
+            SCOPED_TRACE("time " + std::to_string(t) + ", batch " + std::to_string(n));
+            const auto in = inputs(c, t, n);
+            auto got = p.eval(in);
+            auto want = r.eval(in);
+            ASSERT_EQ(got.size(), want.size());
+            for (std::size_t k = 0; k < got.size(); ++k) {
+                EXPECT_EQ(got[k].get_shape().lens(), want[k].get_shape().lens()) << "output " << k;
+                expect_close(got[k], want[k], 1e-4, 1e-5);
+            }
+        }
+        auto ops = ops_run(p, inputs(c, 4, 2));
+        EXPECT_EQ(ops["cpu::dyn_lstm"], 1u);
+        EXPECT_EQ(ops["lstm"], 0u) << "the LSTM ran on the reference kernel";
+    }
+}
+
+TEST(cpu_dyn_lstm, a_saved_generic_program_runs_again) {
+    const lstm_case c{2, true, true, false};
+    program p = lstm_program(c), r = p;
+    compile_options o;
+    o.specialize_after = 0;
+    p.compile(*get_target("cpu"), o);
+    r.compile(*get_target("ref"), o);
+    p.eval(inputs(c, 7, 1));
+    const auto bytes = save_buffer(p);
+    auto loaded = load_buffer(bytes.data(), bytes.size());
+    for (std::size_t t : {7, 11}) {
+        const auto in = inputs(c, t, 2);
+        auto got = loaded.eval(in);
+        auto want = r.eval(in);
+        ASSERT_EQ(got.size(), 3u);
+        for (std::size_t k = 0; k < 3; ++k) expect_close(got[k], want[k], 1e-4, 1e-5);
+    }
+    EXPECT_EQ(ops_run(loaded, inputs(c, 5, 1))["cpu::dyn_lstm"], 1u);
+}
