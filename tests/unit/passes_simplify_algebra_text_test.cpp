@@ -259,6 +259,40 @@ TEST(simplify_algebra_text, zero_pad_folds_into_average_pooling_that_counts_it) 
     )", {}, 1e-6, 1e-6, simplify_exact);
 }
 
+TEST(simplify_algebra_text, zero_pads_go_in_generic_programs_too) {
+    // The Pad rules hold at any size, so a generic program (a dynamic batch and width) loses
+    // DenseNet's zero Pad and MaxViT's Pad before its average pooling; the same results at
+    // two sizes.
+    const std::string_view before = R"(
+        module main
+          x = @param -> float32[{batch=1:8:[1]}, 4, 6, {w=3:64:[8]}]
+          p = pad{pads=[0, 0, 0, 0, 0, 0, 0, 0]}(x)
+          r = relu(p)
+          zero = @literal{float32[1] {0}}
+          q = pad{pads=[0, 0, 1, 1, 0, 0, 1, 1]}(x, zero)
+          y = pooling{mode=0, lengths=[3, 3], stride=[2, 2]}(q)
+          @return(r, y)
+    )";
+    auto p = pass_text::parse(before);
+    program after = p;
+    simplify_exact(*after.get_main_module());
+    after.get_main_module()->validate();
+    EXPECT_TRUE(pass_text::module_matches(*after.get_main_module(), R"(
+        module main
+          x = @param -> float32[{batch=1:8:[1]}, 4, 6, {w=3:64:[8]}]
+          r = relu(x)
+          y = pooling{mode=0, lengths=[3, 3], stride=[2, 2], padding=[1, 1, 1, 1], count_include_pad=1}(x)
+          @return(r, y)
+    )"));
+    for (std::size_t n : {1, 3}) {
+        const param_map in{{"x", random_literal(f32({n, 4, 6, 5 + n}), 17).get_argument()}};
+        auto want = p.eval(in), got = after.eval(in);
+        ASSERT_EQ(want.size(), 2u);
+        ASSERT_EQ(got.size(), 2u);
+        for (std::size_t k = 0; k < 2; ++k) passes_test::expect_close(got[k], want[k], 1e-6, 1e-6);
+    }
+}
+
 TEST(simplify_algebra_text, pads_that_are_not_a_windows_own_padding_stay) {
     // A non-zero fill, a max pooling (it pads with -inf), the channel axis, an average
     // pooling that pads without counting it, and ceil_mode.

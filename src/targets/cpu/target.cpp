@@ -3,6 +3,7 @@
 // program runs, and `kiln perf --per-instruction` shows what still runs on ref code).
 #include "targets/cpu/bf16_activations.hpp"
 #include "targets/cpu/codegen/lowering.hpp"
+#include "targets/cpu/codegen/spell_out_generic_norms.hpp"
 #include "targets/cpu/codegen/spell_out_instance_norm.hpp"
 #include "targets/cpu/codegen/spell_out_softmax.hpp"
 #include "targets/cpu/context.hpp"
@@ -54,9 +55,11 @@ public:
         //    post-ops of a convolution or matmul are left out of the groups (codegen/reserve).
         //    A generic program's softmax is spelled out first, for one fused kernel over
         //    run-time sizes (codegen/spell_out_softmax.hpp); every instance norm too, which
-        //    has no other cpu kernel (codegen/spell_out_instance_norm.hpp).
+        //    has no other cpu kernel (codegen/spell_out_instance_norm.hpp), and a generic
+        //    program's batch and layer norms (codegen/spell_out_generic_norms.hpp).
         if (o.fusion) passes.push_back(codegen::spell_out_softmax{&o});
         if (o.fusion) passes.push_back(codegen::spell_out_instance_norm{});
+        if (o.fusion) passes.push_back(codegen::spell_out_generic_norms{});
         passes.push_back(codegen::make_fusion_pass(o));
         // 2. oneDNN primitives and Kiln's kernels for what they cover (with fused post-ops),
         //    activations in the layouts oneDNN chooses around convolutions: seven named
