@@ -73,17 +73,6 @@ resize_geometry resize_shape(const resize_options& o, const std::vector<std::siz
 
 namespace {
 
-struct tap {
-    std::size_t index;
-    double weight;
-};
-
-// Weights of an output coordinate's neighbours along one axis (ONNX reference semantics).
-struct axis_taps {
-    std::vector<std::vector<tap>> taps;  // per output coordinate
-    std::vector<bool> outside;           // tf_crop_and_resize: use the extrapolation value
-};
-
 double source_coordinate(const resize_options& o, double x, double scale, std::size_t in, std::size_t out_int,
                          double roi_start, double roi_end) {
     const double in_w = static_cast<double>(in);
@@ -155,6 +144,8 @@ std::vector<double> coefficients(const resize_options& o, double ratio, double s
     return c;
 }
 
+}  // namespace
+
 axis_taps make_taps(const resize_options& o, std::size_t in, std::size_t out, double scale, double roi_start,
                     double roi_end) {
     axis_taps t;
@@ -195,6 +186,8 @@ axis_taps make_taps(const resize_options& o, std::size_t in, std::size_t out, do
     }
     return t;
 }
+
+namespace {
 
 argument run_resize(const resize_options& o, const resize_geometry& g, const argument& x_any, const argument* roi_arg,
                     const std::string& op_name) {

@@ -44,6 +44,21 @@ resize_geometry resize_shape(const resize_options& o, const std::vector<std::siz
                              const std::vector<double>& scales, const std::vector<std::int64_t>& sizes,
                              const std::string& op_name);
 
+// The weights of an output coordinate's neighbours along one axis (ONNX reference
+// semantics, in double): for `in` positions resized to `out` by `scale`, with the roi's
+// start and end on that axis (0 and 1 without one). Kernels that interpolate their own way
+// (the cpu target's) take their taps from here.
+struct resize_tap {
+    std::size_t index;
+    double weight;
+};
+struct axis_taps {
+    std::vector<std::vector<resize_tap>> taps;  // per output coordinate
+    std::vector<bool> outside;                  // tf_crop_and_resize: use the extrapolation value
+};
+axis_taps make_taps(const resize_options& o, std::size_t in, std::size_t out, double scale, double roi_start,
+                    double roi_end);
+
 // Resize with known scales or sizes. Input 1, when present, is the roi (run time).
 struct resize {
     resize_options options;

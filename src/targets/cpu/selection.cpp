@@ -6,6 +6,8 @@
 #include "targets/cpu/kernels/channel_gather/channel_gather.hpp"
 #include "targets/cpu/kernels/channel_mul/channel_mul.hpp"
 #include "targets/cpu/kernels/concat_plain/concat_plain.hpp"
+#include "targets/cpu/kernels/dynamic/dyn_concat.hpp"
+#include "targets/cpu/kernels/dynamic/dyn_resize.hpp"
 #include "targets/cpu/kernels/conv_gemm/conv_gemm.hpp"
 #include "targets/cpu/dw_fusion.hpp"
 #include "targets/cpu/kernels/dynamic/dyn_matmul.hpp"
@@ -251,10 +253,18 @@ const std::vector<op_candidate>& op_candidates() {
          concat_waits_for_channel_affine},
         {"concat", "channel_gather", "read only by gathers of constant channels that channel_gather takes: read by them",
          true, concat_waits_for_channel_gather},
+        {"concat", "dyn_concat",
+         "a generic program's: block copies in the order its inputs are stored (channels-last kept; dyn_concat.hpp)",
+         false, lower_dyn_concat},
         {"concat", "concat_plain", "copies into row-major or channel-blocked results (concat_plain.hpp)", true,
          lower_concat_plain},
         {"concat", "onednn", "", true, lower_concat},
         {"resize", "onednn", "nearest or linear modes oneDNN has", true, lower_resize},
+        {"resize", "dyn_resize",
+         "a generic program's float32: the reference taps summed in float32 over the two last axes, channels-last "
+         "kept (dyn_resize.hpp)",
+         false, lower_dyn_resize},
+        {"resize_dynamic", "dyn_resize", "the same, its scales or sizes read when it runs", false, lower_dyn_resize},
         {"reshape", "reshape_copy", "an input that is not row-major: one copy", true, take_reshape_copy},
         {"flatten", "reshape_copy", "an input that is not row-major: one copy", true, take_reshape_copy},
         {"relu", "channel_affine", "of a batch norm that channel_affine takes: lowered with it", true,
