@@ -7,6 +7,7 @@
 #include "targets/cpu/kernels/channel_mul/channel_mul.hpp"
 #include "targets/cpu/kernels/concat_plain/concat_plain.hpp"
 #include "targets/cpu/kernels/dynamic/dyn_concat.hpp"
+#include "targets/cpu/kernels/dynamic/dyn_pad.hpp"
 #include "targets/cpu/kernels/dynamic/dyn_resize.hpp"
 #include "targets/cpu/kernels/conv_gemm/conv_gemm.hpp"
 #include "targets/cpu/dw_fusion.hpp"
@@ -265,6 +266,11 @@ const std::vector<op_candidate>& op_candidates() {
          "kept (dyn_resize.hpp)",
          false, lower_dyn_resize},
         {"resize_dynamic", "dyn_resize", "the same, its scales or sizes read when it runs", false, lower_dyn_resize},
+        {"pad", "dyn_pad",
+         "a generic program's constant float32 pads: a fill and a block copy per row, in the input's order; zero pads "
+         "return the input (dyn_pad.hpp)",
+         false, lower_dyn_pad},
+        {"pad_dynamic", "dyn_pad", "the same, its pads read when it runs", false, lower_dyn_pad},
         {"reshape", "reshape_copy", "an input that is not row-major: one copy", true, take_reshape_copy},
         {"flatten", "reshape_copy", "an input that is not row-major: one copy", true, take_reshape_copy},
         {"relu", "channel_affine", "of a batch norm that channel_affine takes: lowered with it", true,

@@ -10,6 +10,7 @@
 #include "targets/cpu/codegen/isa.hpp"
 #include "targets/cpu/codegen/kernel_op.hpp"
 #include "targets/cpu/kernels/dynamic/dyn_concat.hpp"
+#include "targets/cpu/kernels/dynamic/dyn_pad.hpp"
 #include "targets/cpu/kernels/dynamic/dyn_primitive.hpp"
 #include "targets/cpu/kernels/dynamic/dyn_resize.hpp"
 
@@ -46,8 +47,8 @@ std::size_t reduced_dims(const op::fused& body, std::size_t rank) {
 
 // Whether a generic program's value is laid out channels-last: a result of
 // cpu::dyn_primitive (oneDNN's fast layout at every size: 1-D convolutions' [N, C, W] too),
-// of a group walked so, or of a cpu::dyn_concat or cpu::dyn_resize of such values (they
-// keep their order); of this rank.
+// of a group walked so, or of a cpu::dyn_concat, cpu::dyn_resize or cpu::dyn_pad of such
+// values (they keep their order); of this rank.
 bool channels_last(instruction_ref x, const std::unordered_set<const instruction*>& walked_channels_last,
                    std::size_t rank) {
     if (!x->get_shape().is_tensor() || x->get_shape().ndim() != rank || rank < 3) return false;
@@ -56,6 +57,7 @@ bool channels_last(instruction_ref x, const std::unordered_set<const instruction
             return channels_last(i, walked_channels_last, rank);
         });
     if (x->get_operator().any_cast<dyn_resize>()) return rank == 4 && channels_last(x->inputs().front(), walked_channels_last, rank);
+    if (x->get_operator().any_cast<dyn_pad>()) return channels_last(x->inputs().front(), walked_channels_last, rank);
     return x->get_operator().any_cast<dyn_primitive>() != nullptr || walked_channels_last.count(&*x) > 0;
 }
 

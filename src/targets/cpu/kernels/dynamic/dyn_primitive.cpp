@@ -8,10 +8,13 @@
 #include "ops/nn_pooling.hpp"
 #include "ops/pointwise_binary.hpp"
 #include "ops/pointwise_unary.hpp"
+#include "ops/reduce.hpp"
+#include "ops/tensor_views.hpp"
 
 #include <kiln/errors.hpp>
 #include <kiln/register_op.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 
@@ -243,6 +246,22 @@ std::optional<std::pair<instruction_ref, instruction_ref>> silu_of(instruction_r
     return std::make_pair(sig, mul);
 }
 
+// A mean over every spatial axis of [N, C, ...] (mnasnet's and shufflenet's x.mean([2, 3])):
+// a global average pooling. The generated kernels cannot walk a channels-last input's
+// spatial axes as a row, so it ran the reference kernel (15% of mnasnet1_0's generic call).
+bool global_mean(instruction_ref ins) {
+    const auto* r = ins->get_operator().any_cast<op::reduce_mean>();
+    if (!r || ins->inputs().size() != 1 || !f32_tensor(ins->inputs()[0])) return false;
+    const auto rank = static_cast<std::int64_t>(ins->inputs()[0]->get_shape().ndim());
+    if (rank < 3 || static_cast<std::int64_t>(r->axes.size()) != rank - 2) return false;
+    std::vector<std::int64_t> axes;
+    for (auto a : r->axes) axes.push_back(a < 0 ? a + rank : a);
+    std::sort(axes.begin(), axes.end());
+    for (std::int64_t i = 0; i < rank - 2; ++i)
+        if (axes[static_cast<std::size_t>(i)] != i + 2) return false;
+    return true;
+}
+
 // The instructions this lowering takes, with the op to run.
 std::optional<dyn_primitive> candidate(instruction_ref ins) {
     if (!f32_tensor(ins) || !dynamic(ins)) return std::nullopt;
@@ -262,6 +281,13 @@ std::optional<dyn_primitive> candidate(instruction_ref ins) {
         if (!p || p->mode == op::pooling_mode::lp || in.size() != 1 || !f32_tensor(in[0]) ||
             in[0]->get_shape().ndim() < 3)
             return std::nullopt;
+        return d;
+    }
+    if (global_mean(ins)) {
+        op::pooling p;
+        p.mode = op::pooling_mode::average;
+        p.global = true;
+        d.op = p;
         return d;
     }
     return std::nullopt;
@@ -330,6 +356,12 @@ void lower_dyn_primitives(lower_env& env) {
         if (candidate(ins)) found.push_back(ins);
     for (auto ins : found) {
         auto c = *plan_chain(ins);
+        if (global_mean(ins) && !ins->get_operator().get<op::reduce_mean>().keepdims) {
+            // [N, C, 1, ...] without its ones.
+            auto pooled = env.m.insert_instruction(ins, c.op, c.args);
+            env.m.replace_instruction(ins, op::reshape{{0, -1}}, {pooled});
+            continue;
+        }
         env.m.replace_instruction(c.chain.back(), c.op, c.args);
         for (auto it = c.chain.rbegin() + 1; it != c.chain.rend(); ++it)
             if ((*it)->outputs().empty()) env.m.remove_instruction(*it);

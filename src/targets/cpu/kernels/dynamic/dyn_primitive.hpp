@@ -1,6 +1,7 @@
 // cpu::dyn_primitive: a float32 convolution or pooling whose input sizes are known only
 // when it runs (an instruction of a generic program: a dynamic batch, or an image's own
-// height and width), on oneDNN.
+// height and width), on oneDNN. A mean over every spatial axis (ReduceMean over [2, 3]) is
+// taken as the global average pooling it is.
 //
 // Why: cpu::convolution and cpu::pooling plan one oneDNN primitive (and the weights'
 // layout) for one shape at compile time, and the reference kernels are naive loops, tens

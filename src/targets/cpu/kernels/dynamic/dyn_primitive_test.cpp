@@ -7,6 +7,7 @@
 
 #include "ops/nn_conv.hpp"
 #include "ops/nn_pooling.hpp"
+#include "ops/reduce.hpp"
 #include "targets/cpu/context.hpp"
 #include "targets/cpu/kernels/dynamic/dyn_primitive.hpp"
 
@@ -147,6 +148,47 @@ TEST(cpu_dyn_primitive, a_transposed_convolution_over_a_run_time_batch) {
         expect_close(d.compute(ctx, out, {x, w, b}), want);
     }
     EXPECT_EQ(d.cached_shapes(), 3u);
+}
+
+TEST(cpu_dyn_primitive, a_mean_over_the_spatial_axes_is_a_global_average_pooling) {
+    // mnasnet's x.mean([2, 3]) after its last convolution (a channels-last input), with and
+    // without the kept dims, the axes written either way.
+    for (bool keep : {false, true})
+        for (const std::vector<std::int64_t>& axes : {std::vector<std::int64_t>{2, 3}, std::vector<std::int64_t>{-1, -2}}) {
+            SCOPED_TRACE(std::string(keep ? "keepdims" : "no keepdims") + ", axes " + std::to_string(axes[0]));
+            program p;
+            auto* m = p.get_main_module();
+            auto x = m->add_parameter("x", shape::make_dynamic(type::float32, {{1, 4, {}}, {3, 3, {}}, {2, 20, {}}, {2, 20, {}}}));
+            op::convolution c;
+            c.padding = {1, 1, 1, 1};
+            auto y = m->add_instruction(c, {x, m->add_literal(random_literal({6, 3, 3, 3}, 0.3f))});
+            op::reduce_mean mean;
+            mean.axes = axes;
+            mean.keepdims = keep;
+            m->add_return({m->add_instruction(mean, {y})});
+            program r = p;
+            compile_options o;
+            o.specialize_after = 0;
+            p.compile(*get_target("cpu"), o);
+            r.compile(*get_target("ref"), o);
+            for (auto [n, h, w] : std::vector<std::tuple<std::size_t, std::size_t, std::size_t>>{{1, 2, 2}, {3, 9, 17}, {4, 20, 20}}) {
+                auto in = random_arg({n, 3, h, w});
+                auto got = p.eval({{"x", in}});
+                auto want = r.eval({{"x", in}});
+                ASSERT_EQ(got.size(), 1u);
+                EXPECT_EQ(got[0].get_shape().lens(), want[0].get_shape().lens());
+                expect_close(got[0], want[0]);
+            }
+            std::vector<instruction_profile> profile;
+            p.eval({{"x", random_arg({2, 3, 5, 6})}}, profile);
+            std::size_t pooled = 0, means = 0;
+            for (auto& e : profile) {
+                pooled += e.op_name == "cpu::dyn_primitive(pooling)";
+                means += e.op_name == "reduce_mean";
+            }
+            EXPECT_EQ(pooled, 1u);
+            EXPECT_EQ(means, 0u) << "the mean ran on the reference kernel";
+        }
 }
 
 TEST(cpu_dyn_primitive, a_pooling_without_a_onednn_form_runs_the_reference_kernel) {

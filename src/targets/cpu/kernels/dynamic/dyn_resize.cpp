@@ -40,19 +40,19 @@ op::resize_geometry geometry(const operation& o, const std::vector<argument>& ar
     const auto& lens = args[0].get_shape().lens();
     if (const auto* r = o.any_cast<op::resize>()) {
         opts = &r->options;
-        return op::resize_shape(r->options, lens, r->scales, r->sizes, r->name());
+        return op::resize_shape(r->options, lens, r->scales, r->sizes, "cpu::dyn_resize");
     }
     const auto& d = o.get<op::resize_dynamic>();
     opts = &d.options;
     std::vector<double> scales;
     std::vector<std::int64_t> sizes;
     if (d.use_sizes) {
-        sizes = op::read_ints(args.back(), d.name(), "sizes");
+        sizes = op::read_ints(args.back(), "cpu::dyn_resize", "sizes");
     } else {
         const auto v = args.back().to_vector<float>();
         scales.assign(v.begin(), v.end());
     }
-    return op::resize_shape(d.options, lens, scales, sizes, d.name());
+    return op::resize_shape(d.options, lens, scales, sizes, "cpu::dyn_resize");
 }
 
 // Whether every axis before the last two keeps its length with one tap of weight 1 at the

@@ -1,0 +1,112 @@
+#include "targets/cpu/kernels/dynamic/dyn_pad.hpp"
+
+#include "ops/tensor_common.hpp"
+#include "ops/tensor_slice.hpp"
+#include "targets/cpu/lowering_util.hpp"
+
+#include <kiln/errors.hpp>
+#include <kiln/register_op.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+namespace kiln::cpu {
+
+namespace {
+
+struct pad_call {
+    std::string mode;
+    std::vector<std::int64_t> pads;  // {begin..., end...} over every axis
+    const argument* value = nullptr;
+};
+
+pad_call read_call(const operation& o, const std::vector<argument>& args) {
+    const auto rank = args[0].get_shape().ndim();
+    if (const auto* p = o.any_cast<op::pad>())
+        return {p->mode, op::expand_pads(p->pads, p->axes, rank, "cpu::dyn_pad"), args.size() > 1 ? &args[1] : nullptr};
+    const auto& d = o.get<op::pad_dynamic>();
+    std::vector<std::int64_t> axes;
+    if (d.has_axes) axes = op::read_ints(args.back(), "cpu::dyn_pad", "axes");
+    return {d.mode, op::expand_pads(op::read_ints(args[1], "cpu::dyn_pad", "pads"), axes, rank, "cpu::dyn_pad"),
+            d.has_value ? &args[2] : nullptr};
+}
+
+// The dims from outermost to innermost in memory, when `s` is packed (ties in logical order).
+std::vector<std::size_t> memory_order(const shape& s) {
+    std::vector<std::size_t> order(s.ndim());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    const auto& st = s.strides();
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return st[a] > st[b]; });
+    std::size_t expect = 1;
+    for (std::size_t i = order.size(); i-- > 0;) {
+        if (s.lens()[order[i]] != 1 && st[order[i]] != expect) return {};
+        expect *= s.lens()[order[i]];
+    }
+    return order;
+}
+
+}  // namespace
+
+argument dyn_pad::compute(context& ctx, const shape& out, const std::vector<argument>& args) const {
+    const auto call = read_call(op, args);
+    const auto& xs = args[0].get_shape();
+    const std::size_t rank = xs.ndim();
+    if (std::all_of(call.pads.begin(), call.pads.end(), [](std::int64_t v) { return v == 0; }))
+        return args[0];  // the identity: no copy
+    const auto order = xs.is_tensor() ? memory_order(xs) : std::vector<std::size_t>{};
+    const bool fits = call.mode == "constant" && xs.get_type() == type::float32 && rank > 0 && !order.empty() &&
+                      std::all_of(call.pads.begin(), call.pads.end(), [](std::int64_t v) { return v >= 0; });
+    if (!fits) return op.compute(ctx, out, args);
+    std::vector<std::size_t> lens(rank);
+    for (std::size_t d = 0; d < rank; ++d)
+        lens[d] = xs.lens()[d] + static_cast<std::size_t>(call.pads[d] + call.pads[rank + d]);
+    // The result in the input's order.
+    std::vector<std::size_t> strides(rank);
+    std::size_t step = 1;
+    for (std::size_t i = rank; i-- > 0;) {
+        strides[order[i]] = step;
+        step *= lens[order[i]];
+    }
+    auto y = argument::for_overwrite(shape(type::float32, lens, strides));
+    float* dst = y.data_as<float>();
+    const float fill = call.value ? static_cast<float>(call.value->get_double(0)) : 0.0f;
+    std::fill(dst, dst + step, fill);
+    if (xs.elements() == 0) return y;
+    // One row per index of every dim but the innermost stored one.
+    const std::size_t inner = order.back(), row = xs.lens()[inner];
+    const std::size_t rows = xs.elements() / row;
+    const float* src = args[0].data_as<const float>();
+    const auto n_rows = static_cast<std::int64_t>(rows);
+#pragma omp parallel for schedule(static) if (step > (std::size_t{1} << 16))
+    for (std::int64_t r = 0; r < n_rows; ++r) {
+        std::size_t rest = static_cast<std::size_t>(r), from = 0, to = static_cast<std::size_t>(call.pads[inner]) * strides[inner];
+        for (std::size_t i = rank - 1; i-- > 0;) {  // the stored order, innermost first
+            const std::size_t d = order[i], idx = rest % xs.lens()[d];
+            rest /= xs.lens()[d];
+            from += idx * xs.strides()[d];
+            to += (idx + static_cast<std::size_t>(call.pads[d])) * strides[d];
+        }
+        std::memcpy(dst + to, src + from, row * sizeof(float));
+    }
+    return y;
+}
+
+bool lower_dyn_pad(lower_env& env, instruction_ref ins) {
+    const bool is_pad = ins->get_operator().any_cast<op::pad>() != nullptr;
+    if (!is_pad && !ins->get_operator().any_cast<op::pad_dynamic>()) return false;
+    const auto& s = ins->get_shape();
+    if (!s.is_tensor() || s.get_type() != type::float32 || ins->inputs().empty()) return false;
+    const auto& xs = ins->inputs()[0]->get_shape();
+    if (!xs.is_tensor() || !xs.dynamic()) return false;  // a static input: as before
+    auto operands = ins->inputs();
+    operands[0] = plain(env, operands[0]);  // a value in one of oneDNN's layouts: reordered first
+    dyn_pad p;
+    p.op = ins->get_operator();
+    env.m.replace_instruction(ins, p, operands);
+    return true;
+}
+
+KILN_REGISTER_OP(dyn_pad)
+
+}  // namespace kiln::cpu
