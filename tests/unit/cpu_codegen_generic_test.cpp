@@ -274,3 +274,36 @@ TEST(cpu_codegen_generic, one_dimensional_convolution_results_stay_channels_last
         EXPECT_EQ(cpu::codegen::stats().generic_misfits.load(), misfits);
     }
 }
+
+TEST(cpu_codegen_generic, strided_views_are_copied_into_the_walk_and_the_kernel_runs) {
+    // Swin's attention: qkv [B, T, 3 * H * D] viewed as [B, T, 3, H, D] and transposed to
+    // [3, B, H, T, D]; its parts are views whose strides do not merge with the kernel's
+    // walk. They are copied into it (one pass), and the generated kernel runs, where the
+    // interpreter ran before.
+    auto make = [] {
+        program p;
+        auto* m = p.get_main_module();
+        const dynamic_dimension b{1, 4, {}, "b"}, t{1, 64, {}, "t"};
+        auto x = m->add_parameter("x", shape::make_dynamic(type::float32, {b, t, {24, 24, {}, {}}}));
+        auto r = m->add_instruction(make_op("reshape", {{"dims", {0, 0, 3, 2, 4}}}), {x});
+        auto qkv = m->add_instruction(make_op("transpose", {{"perm", {2, 0, 3, 1, 4}}}), {r});
+        m->add_return({add_op(*m, "tanh", {add_op(*m, "mul", {qkv, scalar(*m, 0.125f)})})});
+        return p;
+    };
+    program p = make(), r = make();
+    compile_generic(p, r);
+    const auto misfits = cpu::codegen::stats().generic_misfits.load();
+    const auto packed = cpu::codegen::stats().generic_packed.load();
+    for (auto [b, t] : std::vector<std::pair<std::size_t, std::size_t>>{{1, 1}, {2, 49}, {4, 64}}) {
+        param_map in = {{"x", random_arg(shape(type::float32, {b, t, 24}), static_cast<unsigned>(t))}};
+        auto got = p.eval(in);
+        auto want = r.eval(in);
+        EXPECT_EQ(got[0].get_shape().lens(), want[0].get_shape().lens());
+        expect_close(got[0], want[0], 1e-5);
+    }
+    EXPECT_EQ(ops_run(p, {{"x", random_arg(shape(type::float32, {2, 5, 24}), 5)}})["cpu::fused_kernel"], 1u);
+    if (have_compiler() && std::getenv("KILN_CXX") == nullptr) {
+        EXPECT_EQ(cpu::codegen::stats().generic_misfits.load(), misfits);
+        EXPECT_GE(cpu::codegen::stats().generic_packed.load(), packed + 3);
+    }
+}

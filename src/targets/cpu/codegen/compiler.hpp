@@ -82,6 +82,8 @@ struct codegen_stats {
     // Calls of a compiled generic kernel whose arguments did not fit its layout (run by
     // the interpreter instead: generic_layout.hpp).
     std::atomic<std::size_t> generic_misfits{0};
+    // Calls that fit once their strided views were copied into the kernel's walk order.
+    std::atomic<std::size_t> generic_packed{0};
 };
 codegen_stats& stats();
 

@@ -17,8 +17,10 @@
 //     others are outer dims with run-time lengths and strides.
 // Per call, `generic_geometry` checks that the arguments fit that structure (a dim the
 // symbolic shapes said was read along may be 1 and broadcast at run time; a view may
-// have strides that do not merge) and fills the array; when they do not fit, the
-// instruction runs the reference computation instead (always correct, only slower).
+// have strides that do not merge) and fills the array; when they do not fit, the views
+// among them are copied into the kernel's walk order and checked again (fused_kernel::
+// compute_generic), and what still does not fit runs the reference computation instead
+// (always correct, only slower).
 #pragma once
 #include "targets/cpu/codegen/shared.hpp"
 

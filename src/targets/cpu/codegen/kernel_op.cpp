@@ -28,6 +28,42 @@ struct fused_kernel::runtime {
 
 namespace {
 
+// The walk order of a generic kernel's domain (empty: the dims as they are).
+std::vector<std::size_t> walk_order(const codegen::generic_layout& l, std::size_t rank) {
+    std::vector<std::size_t> order(rank);
+    for (std::size_t i = 0; i < rank; ++i) order[i] = l.order.empty() ? i : static_cast<std::size_t>(l.order[i]);
+    return order;
+}
+
+// Whether a view of the domain's rank is worth copying into the walk order: it reads no
+// dim as a broadcast (stride 0) and is not already stored in that order (dims of length 1
+// may carry any stride).
+bool copy_into_walk(const shape& s, const std::vector<std::size_t>& order) {
+    if (!s.is_tensor() || s.ndim() != order.size() || s.elements() <= 1) return false;
+    for (std::size_t d = 0; d < s.ndim(); ++d)
+        if (s.lens()[d] > 1 && s.strides()[d] == 0) return false;
+    std::size_t expect = 1;
+    for (std::size_t i = order.size(); i-- > 0;) {
+        const std::size_t d = order[i];
+        if (s.lens()[d] != 1 && s.strides()[d] != expect) return true;
+        expect *= s.lens()[d];
+    }
+    return false;
+}
+
+argument copied_into_walk(const argument& a, const std::vector<std::size_t>& order) {
+    const auto& lens = a.get_shape().lens();
+    std::vector<std::size_t> strides(lens.size());
+    std::size_t step = 1;
+    for (std::size_t i = order.size(); i-- > 0;) {
+        strides[order[i]] = step;
+        step *= lens[order[i]];
+    }
+    auto out = argument::for_overwrite(shape(a.get_shape().get_type(), lens, strides));
+    a.copy_to(out);
+    return out;
+}
+
 // Below this many elements touched, a kernel runs on the calling thread: waking the
 // team costs more than it saves.
 constexpr std::size_t parallel_elements = 1u << 15;
@@ -158,7 +194,24 @@ argument fused_kernel::compute_generic(context& ctx, const shape& output, const 
     for (const auto& a : args) in.push_back(a.get_shape());
     thread_local std::vector<long> geometry;
     const shape out = output.dynamic() ? compute_shape(in) : output;
-    const bool fits = rt && rt->generic_fn && codegen::generic_geometry(generic, in, out, geometry);
+    bool fits = rt && rt->generic_fn && codegen::generic_geometry(generic, in, out, geometry);
+    // Views whose strides do not merge with the walk (a slice of a transposed tensor, as
+    // Swin's q, k and v) are copied into the walk order, and the kernel runs: one pass
+    // over them, where the interpreter took several times the kernel's time.
+    std::vector<argument> packed;
+    if (!fits && rt && rt->generic_fn) {
+        const auto order = walk_order(generic, out.ndim());
+        std::vector<shape> packed_in = in;
+        for (std::size_t i = 0; i < args.size(); ++i) {
+            if (!copy_into_walk(in[i], order)) continue;
+            if (packed.empty()) packed = args;
+            packed[i] = copied_into_walk(args[i], order);
+            packed_in[i] = packed[i].get_shape();
+        }
+        fits = !packed.empty() && codegen::generic_geometry(generic, packed_in, out, geometry);
+        if (fits) ++codegen::stats().generic_packed;
+    }
+    const auto& operands = fits && !packed.empty() ? packed : args;
     std::optional<codegen::plan> p;
     if (!fits) {
         if (rt && rt->generic_fn) ++codegen::stats().generic_misfits;
@@ -171,7 +224,7 @@ argument fused_kernel::compute_generic(context& ctx, const shape& output, const 
     }
     const auto& r = *rt;
     auto y = argument::for_overwrite(out);  // the kernel writes every element
-    const arg_pointers ptrs(args, args.size());
+    const arg_pointers ptrs(operands, operands.size());
     void* dst = y.data();
     const long* geo = geometry.data();  // the calling thread's: the team reads it too
     // Work units: elements, or rows of a reduction group (its inner loop g[0] long).
