@@ -62,11 +62,7 @@ program layer_norm_program(std::int64_t axis, const std::string& affine) {
 void expect_generic_matches_ref(program p, const std::string& op, const std::vector<std::vector<std::size_t>>& sizes,
                                 const std::vector<std::string>& names) {
     program r = p;
-    compile_options o;
-    o.specialize_after = 0;  // every call on the generic program
-    p.compile(*get_target("cpu"), o);
-    r.compile(*get_target("ref"), o);
-    ASSERT_TRUE(p.get_specialization_stats().generic) << p.get_specialization_stats().generic_unavailable;
+    ASSERT_TRUE(compile_generic_pair(p, r));
     unsigned seed = 20;
     for (const auto& lens : sizes) {
         param_map in;

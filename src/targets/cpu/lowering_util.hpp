@@ -77,6 +77,23 @@ bool in_dnnl_layout(const lower_env& env, instruction_ref x);
 std::vector<md_record> operand_layouts(const lower_env& env, const std::vector<instruction_ref>& operands);
 // x as an IR (row-major) tensor: x itself, or a reorder placed right after x (made once).
 instruction_ref plain(lower_env& env, instruction_ref x);
+
+// A generic program's float32 instruction whose first input is dynamic, replaced by a
+// kernel that wraps its op (`Wrapper::op`: cpu::dyn_pad, cpu::dyn_resize) over the same
+// operands, the first read plain; false, and nothing changed, for anything else.
+template <class Wrapper>
+bool wrap_dynamic(lower_env& env, instruction_ref ins) {
+    const auto& s = ins->get_shape();
+    if (!s.is_tensor() || s.get_type() != type::float32 || ins->inputs().empty()) return false;
+    const auto& xs = ins->inputs()[0]->get_shape();
+    if (!xs.is_tensor() || !xs.dynamic()) return false;  // a static input: the static kernels
+    auto operands = ins->inputs();
+    operands[0] = plain(env, operands[0]);
+    Wrapper w;
+    w.op = ins->get_operator();
+    env.m.replace_instruction(ins, w, operands);
+    return true;
+}
 // x in layout `want` (same dims), with a reorder before `pos` when it is not already.
 instruction_ref to_layout(lower_env& env, instruction_ref pos, instruction_ref x, const dnnl::memory::desc& want);
 // x with the IR layout `layout` (strides; same lens and type): x, or a reorder before `pos`.

@@ -3,6 +3,7 @@
 #include "targets/cpu/codegen/interpreter.hpp"
 #include "targets/cpu/codegen/isa.hpp"
 #include "targets/cpu/context.hpp"
+#include "targets/cpu/kernels/dynamic/memory_order.hpp"
 
 #include <kiln/errors.hpp>
 #include <kiln/register_op.hpp>
@@ -42,24 +43,12 @@ bool copy_into_walk(const shape& s, const std::vector<std::size_t>& order) {
     if (!s.is_tensor() || s.ndim() != order.size() || s.elements() <= 1) return false;
     for (std::size_t d = 0; d < s.ndim(); ++d)
         if (s.lens()[d] > 1 && s.strides()[d] == 0) return false;
-    std::size_t expect = 1;
-    for (std::size_t i = order.size(); i-- > 0;) {
-        const std::size_t d = order[i];
-        if (s.lens()[d] != 1 && s.strides()[d] != expect) return true;
-        expect *= s.lens()[d];
-    }
-    return false;
+    return !stored_in(s, order);
 }
 
 argument copied_into_walk(const argument& a, const std::vector<std::size_t>& order) {
-    const auto& lens = a.get_shape().lens();
-    std::vector<std::size_t> strides(lens.size());
-    std::size_t step = 1;
-    for (std::size_t i = order.size(); i-- > 0;) {
-        strides[order[i]] = step;
-        step *= lens[order[i]];
-    }
-    auto out = argument::for_overwrite(shape(a.get_shape().get_type(), lens, strides));
+    const auto& s = a.get_shape();
+    auto out = argument::for_overwrite(shape(s.get_type(), s.lens(), strides_in(s.lens(), order)));
     a.copy_to(out);
     return out;
 }

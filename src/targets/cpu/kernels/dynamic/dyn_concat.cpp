@@ -1,5 +1,6 @@
 #include "targets/cpu/kernels/dynamic/dyn_concat.hpp"
 
+#include "targets/cpu/kernels/dynamic/memory_order.hpp"
 #include "targets/cpu/lowering_util.hpp"
 
 #include <kiln/errors.hpp>
@@ -11,43 +12,6 @@
 #include <omp.h>
 
 namespace kiln::cpu {
-
-namespace {
-
-// The dims from outermost to innermost in memory (stride descending; ties in logical order,
-// so that a row-major tensor's order is 0, 1, ...); empty when `s` is not packed.
-std::vector<std::size_t> memory_order(const shape& s) {
-    if (!s.packed()) return {};
-    std::vector<std::size_t> order(s.ndim());
-    std::iota(order.begin(), order.end(), std::size_t{0});
-    const auto& st = s.strides();
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return st[a] > st[b]; });
-    return order;
-}
-
-// Whether `s` is packed in `order` (dims of length 1 may carry any stride).
-bool stored_in(const shape& s, const std::vector<std::size_t>& order) {
-    std::size_t expect = 1;
-    for (std::size_t i = order.size(); i-- > 0;) {
-        const std::size_t d = order[i];
-        if (s.lens()[d] != 1 && s.strides()[d] != expect) return false;
-        expect *= s.lens()[d];
-    }
-    return true;
-}
-
-// Strides that store `lens` in `order`.
-std::vector<std::size_t> strides_for(const std::vector<std::size_t>& lens, const std::vector<std::size_t>& order) {
-    std::vector<std::size_t> strides(lens.size());
-    std::size_t step = 1;
-    for (std::size_t i = order.size(); i-- > 0;) {
-        strides[order[i]] = step;
-        step *= lens[order[i]];
-    }
-    return strides;
-}
-
-}  // namespace
 
 shape dyn_concat::compute_shape(const std::vector<shape>& inputs) const {
     if (inputs.empty() || !inputs[0].is_tensor())
@@ -96,7 +60,7 @@ argument dyn_concat::compute(context&, const shape&, const std::vector<argument>
         order.resize(lens.size());
         std::iota(order.begin(), order.end(), std::size_t{0});
     }
-    const shape result(shapes[0].get_type(), lens, strides_for(lens, order));
+    const shape result(shapes[0].get_type(), lens, strides_in(lens, order));
     auto y = argument::for_overwrite(result);
     if (result.elements() == 0) return y;
     const std::size_t bytes = result.type_size();

@@ -14,6 +14,7 @@
 
 using namespace kiln;
 using namespace kiln::cpu_test;
+using kiln::test::compile_generic_pair;
 using kiln::test::ops_run;
 
 namespace {
@@ -57,11 +58,7 @@ program plain_concat(std::int64_t axis, bool mixed) {
 
 void expect_generic_matches_ref(program p, const std::function<param_map(std::size_t, std::size_t)>& inputs) {
     program r = p;
-    compile_options o;
-    o.specialize_after = 0;  // every call on the generic program
-    p.compile(*get_target("cpu"), o);
-    r.compile(*get_target("ref"), o);
-    ASSERT_TRUE(p.get_specialization_stats().generic) << p.get_specialization_stats().generic_unavailable;
+    ASSERT_TRUE(compile_generic_pair(p, r));
     for (auto [n, h] : std::vector<std::pair<std::size_t, std::size_t>>{{1, 3}, {2, 17}, {4, 40}, {2, 17}}) {
         SCOPED_TRACE("batch " + std::to_string(n) + ", h " + std::to_string(h));
         const auto in = inputs(n, h);

@@ -12,6 +12,7 @@
 
 using namespace kiln;
 using namespace kiln::cpu_test;
+using kiln::test::compile_generic_pair;
 using kiln::test::ops_run;
 
 namespace {
@@ -85,11 +86,7 @@ TEST(cpu_dyn_lstm, a_generic_lstm_matches_ref_at_every_size) {
         SCOPED_TRACE("direction " + std::to_string(c.direction) + (c.batch_first ? ", batch first" : "") +
                      (c.states ? ", states" : "") + (c.peephole ? ", peepholes" : ""));
         program p = lstm_program(c), r = p;
-        compile_options o;
-        o.specialize_after = 0;  // every call on the generic program
-        p.compile(*get_target("cpu"), o);
-        r.compile(*get_target("ref"), o);
-        ASSERT_TRUE(p.get_specialization_stats().generic) << p.get_specialization_stats().generic_unavailable;
+        ASSERT_TRUE(compile_generic_pair(p, r));
         for (auto [t, n] : std::vector<std::pair<std::size_t, std::size_t>>{{1, 1}, {9, 3}, {300, 1}, {9, 3}}) {
             SCOPED_TRACE("time " + std::to_string(t) + ", batch " + std::to_string(n));
             const auto in = inputs(c, t, n);
@@ -110,10 +107,7 @@ TEST(cpu_dyn_lstm, a_generic_lstm_matches_ref_at_every_size) {
 TEST(cpu_dyn_lstm, a_saved_generic_program_runs_again) {
     const lstm_case c{2, true, true, false};
     program p = lstm_program(c), r = p;
-    compile_options o;
-    o.specialize_after = 0;
-    p.compile(*get_target("cpu"), o);
-    r.compile(*get_target("ref"), o);
+    ASSERT_TRUE(compile_generic_pair(p, r));
     p.eval(inputs(c, 7, 1));
     const auto bytes = save_buffer(p);
     auto loaded = load_buffer(bytes.data(), bytes.size());

@@ -2,6 +2,7 @@
 
 #include "ops/tensor_common.hpp"
 #include "ops/tensor_slice.hpp"
+#include "targets/cpu/kernels/dynamic/memory_order.hpp"
 #include "targets/cpu/lowering_util.hpp"
 
 #include <kiln/errors.hpp>
@@ -32,20 +33,6 @@ pad_call read_call(const operation& o, const std::vector<argument>& args) {
             d.has_value ? &args[2] : nullptr};
 }
 
-// The dims from outermost to innermost in memory, when `s` is packed (ties in logical order).
-std::vector<std::size_t> memory_order(const shape& s) {
-    std::vector<std::size_t> order(s.ndim());
-    std::iota(order.begin(), order.end(), std::size_t{0});
-    const auto& st = s.strides();
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return st[a] > st[b]; });
-    std::size_t expect = 1;
-    for (std::size_t i = order.size(); i-- > 0;) {
-        if (s.lens()[order[i]] != 1 && st[order[i]] != expect) return {};
-        expect *= s.lens()[order[i]];
-    }
-    return order;
-}
-
 }  // namespace
 
 argument dyn_pad::compute(context& ctx, const shape& out, const std::vector<argument>& args) const {
@@ -62,14 +49,11 @@ argument dyn_pad::compute(context& ctx, const shape& out, const std::vector<argu
     for (std::size_t d = 0; d < rank; ++d)
         lens[d] = xs.lens()[d] + static_cast<std::size_t>(call.pads[d] + call.pads[rank + d]);
     // The result in the input's order.
-    std::vector<std::size_t> strides(rank);
-    std::size_t step = 1;
-    for (std::size_t i = rank; i-- > 0;) {
-        strides[order[i]] = step;
-        step *= lens[order[i]];
-    }
-    auto y = argument::for_overwrite(shape(type::float32, lens, strides));
+    const auto strides = strides_in(lens, order);
+    const shape result(type::float32, lens, strides);
+    auto y = argument::for_overwrite(result);
     float* dst = y.data_as<float>();
+    const std::size_t step = result.elements();
     const float fill = call.value ? static_cast<float>(call.value->get_double(0)) : 0.0f;
     std::fill(dst, dst + step, fill);
     if (xs.elements() == 0) return y;
@@ -93,18 +77,8 @@ argument dyn_pad::compute(context& ctx, const shape& out, const std::vector<argu
 }
 
 bool lower_dyn_pad(lower_env& env, instruction_ref ins) {
-    const bool is_pad = ins->get_operator().any_cast<op::pad>() != nullptr;
-    if (!is_pad && !ins->get_operator().any_cast<op::pad_dynamic>()) return false;
-    const auto& s = ins->get_shape();
-    if (!s.is_tensor() || s.get_type() != type::float32 || ins->inputs().empty()) return false;
-    const auto& xs = ins->inputs()[0]->get_shape();
-    if (!xs.is_tensor() || !xs.dynamic()) return false;  // a static input: as before
-    auto operands = ins->inputs();
-    operands[0] = plain(env, operands[0]);  // a value in one of oneDNN's layouts: reordered first
-    dyn_pad p;
-    p.op = ins->get_operator();
-    env.m.replace_instruction(ins, p, operands);
-    return true;
+    if (!ins->get_operator().any_cast<op::pad>() && !ins->get_operator().any_cast<op::pad_dynamic>()) return false;
+    return wrap_dynamic<dyn_pad>(env, ins);
 }
 
 KILN_REGISTER_OP(dyn_pad)

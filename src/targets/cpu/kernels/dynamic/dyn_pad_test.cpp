@@ -11,6 +11,7 @@
 
 using namespace kiln;
 using namespace kiln::cpu_test;
+using kiln::test::compile_generic_pair;
 using kiln::test::ops_run;
 
 namespace {
@@ -45,11 +46,7 @@ program pad_program(bool after_conv, bool run_time, const std::string& mode = "c
 
 void expect_matches_ref(program p, bool run_time, const std::string& expect_op) {
     program r = p;
-    compile_options o;
-    o.specialize_after = 0;  // every call on the generic program
-    p.compile(*get_target("cpu"), o);
-    r.compile(*get_target("ref"), o);
-    ASSERT_TRUE(p.get_specialization_stats().generic) << p.get_specialization_stats().generic_unavailable;
+    ASSERT_TRUE(compile_generic_pair(p, r));
     for (auto [n, h, w, pads] : std::vector<std::tuple<std::size_t, std::size_t, std::size_t, std::vector<std::int64_t>>>{
              {1, 7, 9, {0, 3, 1, 2}}, {2, 14, 5, {0, 0, 0, 0}}, {3, 30, 30, {2, 0, 0, 5}}, {1, 2, 2, {1, 1, 1, 1}}}) {
         SCOPED_TRACE("x [" + std::to_string(n) + ", 4, " + std::to_string(h) + ", " + std::to_string(w) + "]");

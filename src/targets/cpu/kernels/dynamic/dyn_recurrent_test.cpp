@@ -14,6 +14,7 @@
 
 using namespace kiln;
 using namespace kiln::cpu_test;
+using kiln::test::compile_generic_pair;
 using kiln::test::ops_run;
 
 namespace {
@@ -49,11 +50,7 @@ TEST(cpu_dyn_recurrent, generic_gru_and_rnn_match_ref_at_every_size) {
             SCOPED_TRACE(kind + " direction " + std::to_string(direction));
             const std::size_t D = direction == 2 ? 2 : 1;
             program p = recurrent(kind, direction), r = p;
-            compile_options o;
-            o.specialize_after = 0;  // every call on the generic program
-            p.compile(*get_target("cpu"), o);
-            r.compile(*get_target("ref"), o);
-            ASSERT_TRUE(p.get_specialization_stats().generic) << p.get_specialization_stats().generic_unavailable;
+            ASSERT_TRUE(compile_generic_pair(p, r));
             for (auto [t, n] : std::vector<std::pair<std::size_t, std::size_t>>{{1, 1}, {9, 3}, {300, 1}, {9, 3}}) {
                 SCOPED_TRACE("time " + std::to_string(t) + ", batch " + std::to_string(n));
                 const param_map in{{"x", random_literal({t, n, I}).get_argument()},
@@ -75,10 +72,7 @@ TEST(cpu_dyn_recurrent, generic_gru_and_rnn_match_ref_at_every_size) {
 
 TEST(cpu_dyn_recurrent, a_saved_generic_program_makes_its_cells_again) {
     program p = recurrent("gru", 2), r = p;
-    compile_options o;
-    o.specialize_after = 0;
-    p.compile(*get_target("cpu"), o);
-    r.compile(*get_target("ref"), o);
+    ASSERT_TRUE(compile_generic_pair(p, r));
     auto input = [](std::size_t t) {
         return param_map{{"x", random_literal({t, 1, I}).get_argument()}, {"h0", random_literal({2, 1, H}).get_argument()}};
     };

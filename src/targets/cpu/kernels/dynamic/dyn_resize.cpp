@@ -129,18 +129,8 @@ argument dyn_resize::compute(context& ctx, const shape& out, const std::vector<a
 }
 
 bool lower_dyn_resize(lower_env& env, instruction_ref ins) {
-    const auto& s = ins->get_shape();
-    const bool is_resize = ins->get_operator().any_cast<op::resize>() != nullptr;
-    if (!is_resize && !ins->get_operator().any_cast<op::resize_dynamic>()) return false;
-    if (!s.is_tensor() || s.get_type() != type::float32 || ins->inputs().empty()) return false;
-    const auto& xs = ins->inputs()[0]->get_shape();
-    if (!xs.is_tensor() || !xs.dynamic()) return false;  // a static input: the static kernels
-    auto operands = ins->inputs();
-    operands[0] = plain(env, operands[0]);  // a value in one of oneDNN's layouts: reordered first
-    dyn_resize r;
-    r.op = ins->get_operator();
-    env.m.replace_instruction(ins, r, operands);
-    return true;
+    if (!ins->get_operator().any_cast<op::resize>() && !ins->get_operator().any_cast<op::resize_dynamic>()) return false;
+    return wrap_dynamic<dyn_resize>(env, ins);
 }
 
 KILN_REGISTER_OP(dyn_resize)

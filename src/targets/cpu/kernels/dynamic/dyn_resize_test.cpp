@@ -11,6 +11,7 @@
 
 using namespace kiln;
 using namespace kiln::cpu_test;
+using kiln::test::compile_generic_pair;
 using kiln::test::ops_run;
 
 namespace {
@@ -59,11 +60,7 @@ TEST(cpu_dyn_resize, a_generic_resize_matches_ref_in_every_mode) {
         SCOPED_TRACE(c.mode + " " + c.transform + (c.after_conv ? ", channels-last input" : ", row-major input") +
                      (c.sizes ? ", sizes" : ", scales"));
         program p = resize_program(c), r = p;
-        compile_options o;
-        o.specialize_after = 0;  // every call on the generic program
-        p.compile(*get_target("cpu"), o);
-        r.compile(*get_target("ref"), o);
-        ASSERT_TRUE(p.get_specialization_stats().generic) << p.get_specialization_stats().generic_unavailable;
+        ASSERT_TRUE(compile_generic_pair(p, r));
         for (auto [n, h, w, up] : std::vector<std::tuple<std::size_t, std::size_t, std::size_t, bool>>{
                  {1, 4, 4, true}, {2, 9, 13, true}, {3, 40, 17, false}, {1, 8, 8, false}}) {
             SCOPED_TRACE("x [" + std::to_string(n) + ", 5, " + std::to_string(h) + ", " + std::to_string(w) + "]" +
@@ -85,10 +82,7 @@ TEST(cpu_dyn_resize, a_generic_resize_matches_ref_in_every_mode) {
 
 TEST(cpu_dyn_resize, a_resize_of_the_channels_runs_the_reference_kernel_inside) {
     program p = resize_program({"linear", "half_pixel", "round_prefer_floor", false}), r = p;
-    compile_options o;
-    o.specialize_after = 0;
-    p.compile(*get_target("cpu"), o);
-    r.compile(*get_target("ref"), o);
+    ASSERT_TRUE(compile_generic_pair(p, r));
     const param_map in{{"x", random_literal({2, 5, 6, 7}).get_argument()}, {"how", how_arg(true, {2, 9, 6, 14})}};
     auto got = p.eval(in);
     auto want = r.eval(in);
