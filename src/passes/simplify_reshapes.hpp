@@ -4,8 +4,9 @@
 //   * transpose(transpose(x, p1), p2) becomes transpose(x, p1[p2[i]]), or x when the
 //     composed permutation is the identity;
 //   * a transpose that only moves dimensions of length 1 is a reshape;
-//   * a gather at one constant index is a slice (and a squeeze for a scalar index): a view.
-// Only for static shapes. Bypassed instructions are left for dead-code elimination.
+//   * a gather at one constant index is a slice (and a squeeze for a scalar index): a view
+//     (also for dynamic shapes, when the gathered axis has one length).
+// The others only for static shapes. Bypassed instructions are left for dead-code elimination.
 #pragma once
 #include <kiln/module.hpp>
 

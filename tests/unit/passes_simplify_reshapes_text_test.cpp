@@ -233,3 +233,41 @@ TEST(simplify_reshapes_text, gathers_that_are_no_window_or_a_result_stay) {
           @return(g)
     )");
 }
+
+TEST(simplify_reshapes_text, a_generic_programs_gather_over_a_fixed_axis_is_a_slice_view) {
+    // Swin's q, k, v = qkv[0], qkv[1], qkv[2] with the windows and tokens known when it runs:
+    // the gathered axis has one length, so the window is the same at every size (the same
+    // values at two sizes); over an axis of run-time length the gather stays.
+    const std::string_view before = R"(
+        module main
+          x = @param -> float32[3, {windows=1:64:[4]}, 5]
+          i = @literal{int64[] {-1}}
+          g = gather{axis=0}(x, i)
+          y = relu(g)
+          j = @literal{int64[] {0}}
+          h = gather{axis=1}(x, j)
+          z = relu(h)
+          @return(y, z)
+    )";
+    auto p = pass_text::parse(before);
+    program after = p;
+    simplify(*after.get_main_module());
+    after.get_main_module()->validate();
+    EXPECT_TRUE(pass_text::module_matches(*after.get_main_module(), R"(
+        module main
+          x = @param -> float32[3, {windows=1:64:[4]}, 5]
+          s = slice{axes=[0], starts=[2], ends=[3]}(x)
+          g = squeeze{axes=[0]}(s)
+          y = relu(g)
+          j = @literal{int64[] {0}}
+          h = gather{axis=1}(x, j)
+          z = relu(h)
+          @return(y, z)
+    )"));
+    for (std::size_t n : {1, 7}) {
+        const param_map in{{"x", passes_test::random_literal(shape(type::float32, {3, n, 5}), 3).get_argument()}};
+        auto want = p.eval(in), got = after.eval(in);
+        ASSERT_EQ(got.size(), 2u);
+        for (std::size_t k = 0; k < 2; ++k) EXPECT_TRUE(got[k] == want[k]) << "output " << k;
+    }
+}
