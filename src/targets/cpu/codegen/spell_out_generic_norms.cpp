@@ -1,9 +1,8 @@
 #include "targets/cpu/codegen/spell_out_generic_norms.hpp"
+#include "targets/cpu/codegen/spell_out_instance_norm.hpp"
 
 #include "ops/normalization.hpp"
 #include "ops/pointwise_binary.hpp"
-#include "ops/pointwise_unary.hpp"
-#include "ops/reduce.hpp"
 #include "passes/rewrite_utils.hpp"
 
 #include <kiln/literal.hpp>
@@ -75,15 +74,9 @@ bool spell_out_layer_norm(module& m, instruction_ref ins) {
         if (!c || c->get_shape().get_type() != type::float32) return false;
         if (!rewrite::all_equal(*c, i == 1 ? 1.0 : 0.0)) (i == 1 ? scale : bias) = *c;
     }
-    op::reduce_mean mean_op;
-    for (auto a = axis; a < rank; ++a) mean_op.axes.push_back(a);
-    auto scalar = [&](float v) { return m.insert_literal(ins, literal(shape(type::float32, {}), std::vector<float>{v})); };
-    auto mean = m.insert_instruction(ins, mean_op, {x});
-    auto centred = m.insert_instruction(ins, op::sub_op{}, {x, mean});
-    auto square = m.insert_instruction(ins, op::pow_op{}, {centred, scalar(2.0f)});
-    auto var = m.insert_instruction(ins, mean_op, {square});
-    auto root = m.insert_instruction(ins, op::sqrt_op{}, {m.insert_instruction(ins, op::add_op{}, {var, scalar(attrs.epsilon)})});
-    auto y = m.insert_instruction(ins, op::div_op{}, {centred, root});
+    std::vector<std::int64_t> axes;
+    for (auto a = axis; a < rank; ++a) axes.push_back(a);
+    auto y = insert_normalization(m, ins, x, axes, attrs.epsilon);
     if (scale) y = m.insert_instruction(ins, op::mul_op{}, {y, m.insert_literal(ins, *scale)});
     if (bias) y = m.insert_instruction(ins, op::add_op{}, {y, m.insert_literal(ins, *bias)});
     m.replace_instruction(ins, y);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace kiln::cpu::codegen {
@@ -29,6 +30,19 @@ std::optional<literal> per_channel(instruction_ref p, std::size_t rank, double i
 
 }  // namespace
 
+instruction_ref insert_normalization(module& m, instruction_ref pos, instruction_ref x, std::vector<std::int64_t> axes,
+                                     float epsilon) {
+    op::reduce_mean mean_op;
+    mean_op.axes = std::move(axes);
+    auto scalar = [&](float v) { return m.insert_literal(pos, literal(shape(type::float32, {}), std::vector<float>{v})); };
+    auto mean = m.insert_instruction(pos, mean_op, {x});
+    auto centred = m.insert_instruction(pos, op::sub_op{}, {x, mean});
+    auto square = m.insert_instruction(pos, op::pow_op{}, {centred, scalar(2.0f)});
+    auto var = m.insert_instruction(pos, mean_op, {square});
+    auto root = m.insert_instruction(pos, op::sqrt_op{}, {m.insert_instruction(pos, op::add_op{}, {var, scalar(epsilon)})});
+    return m.insert_instruction(pos, op::div_op{}, {centred, root});
+}
+
 void spell_out_instance_norm::apply(module& m) const {
     for (auto ins = m.begin(); ins != m.end(); ++ins) {
         if (!rewrite::is<op::instance_norm>(ins) || ins->inputs().size() != 3) continue;
@@ -41,15 +55,7 @@ void spell_out_instance_norm::apply(module& m) const {
         const auto eps = ins->get_operator().get<op::instance_norm>().epsilon;
         std::vector<std::int64_t> axes;
         for (auto a = 2; a < static_cast<int>(s.ndim()); ++a) axes.push_back(a);
-        op::reduce_mean mean_op;
-        mean_op.axes = axes;
-        auto scalar = [&](float v) { return m.insert_literal(ins, literal(shape(type::float32, {}), std::vector<float>{v})); };
-        auto mean = m.insert_instruction(ins, mean_op, {x});
-        auto centred = m.insert_instruction(ins, op::sub_op{}, {x, mean});
-        auto square = m.insert_instruction(ins, op::pow_op{}, {centred, scalar(2.0f)});
-        auto var = m.insert_instruction(ins, mean_op, {square});
-        auto root = m.insert_instruction(ins, op::sqrt_op{}, {m.insert_instruction(ins, op::add_op{}, {var, scalar(eps)})});
-        auto y = m.insert_instruction(ins, op::div_op{}, {centred, root});
+        auto y = insert_normalization(m, ins, x, axes, eps);
         if (!scale->empty()) y = m.insert_instruction(ins, op::mul_op{}, {y, m.insert_literal(ins, *scale)});
         if (!bias->empty()) y = m.insert_instruction(ins, op::add_op{}, {y, m.insert_literal(ins, *bias)});
         m.replace_instruction(ins, y);

@@ -12,9 +12,16 @@
 #pragma once
 #include <kiln/module.hpp>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kiln::cpu::codegen {
+
+// (x - mean(x)) / sqrt(mean((x - mean(x))^2) + epsilon) over `axes` (kept), inserted before
+// `pos`: the normalization instance and layer norms share (spell_out_generic_norms too).
+instruction_ref insert_normalization(module& m, instruction_ref pos, instruction_ref x, std::vector<std::int64_t> axes,
+                                     float epsilon);
 
 struct spell_out_instance_norm {
     std::string name() const { return "cpu::spell_out_instance_norm"; }
