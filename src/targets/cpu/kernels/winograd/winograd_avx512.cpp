@@ -1,6 +1,7 @@
 // The Winograd phases for CPUs with AVX-512 (F, DQ, VL, BW), chosen at run time
 // (winograd.cpp): the products run on zmm registers, two 16-column blocks of U at a time;
-// the transforms are the AVX2 ones. Only these functions carry the target attribute.
+// the transforms on zmm too where 16 channels lie together. Only these functions carry
+// the target attribute.
 #include "targets/cpu/kernels/winograd/winograd_args.hpp"
 
 #include <immintrin.h>

@@ -1,23 +1,40 @@
 // The Winograd phases, included by one source file per ISA variant inside an anonymous
 // namespace, with WG_TARGET set to that variant's function attribute (empty for the
 // baseline), WG_AVX2 telling whether AVX2 intrinsics may be used and WG_AVX512 whether
-// the products may use AVX-512 (the transforms stay on 8-lane vectors). Everything here has
-// internal linkage and calls no inline library function: code compiled for AVX2 must
-// never be picked by the linker for a caller on a CPU without it.
+// AVX-512 may (the products on zmm; the transforms too where 16 channels lie together).
+// Everything here has internal linkage and calls no inline library function: code
+// compiled for AVX2 must never be picked by the linker for a caller on a CPU without it.
 //
 // Activations are in oneDNN's blocked layout (channel blocks of `block` = 8 or 16,
-// innermost); transforms work on 8-lane vectors, block/8 of them per channel block.
+// innermost); transforms work on 8-lane vectors, block/8 of them per channel block, or
+// with AVX-512 on 16-lane ones where a block holds 16.
 
 typedef float vec __attribute__((vector_size(32)));
+#if WG_AVX512
+// The transforms' 16-lane vectors: one zmm per pixel of a 16-channel block.
+typedef float vec16 __attribute__((vector_size(64)));
+#endif
 #define WG_INLINE WG_TARGET __attribute__((always_inline)) inline
 
-WG_INLINE vec load8(const float* p) {
-    vec r;
+// Lanes of a transform vector type.
+template <class V>
+constexpr std::size_t lanes_of = sizeof(V) / sizeof(float);
+
+template <class V = vec>
+WG_INLINE V loadv(const float* p) {
+    V r;
     __builtin_memcpy(&r, p, sizeof r);
     return r;
 }
-WG_INLINE void store8(float* p, const vec& v) { __builtin_memcpy(p, &v, sizeof v); }
-WG_INLINE vec splat(float f) { return vec{f, f, f, f, f, f, f, f}; }
+template <class V>
+WG_INLINE void storev(float* p, const V& v) {
+    __builtin_memcpy(p, &v, sizeof v);
+}
+template <class V = vec>
+WG_INLINE V splat(float f) {
+    V r = {};
+    return r + f;
+}
 
 // a * b + c: one fused instruction where the ISA has it.
 WG_INLINE vec fmadd(const vec& a, const vec& b, const vec& c) {
@@ -27,14 +44,20 @@ WG_INLINE vec fmadd(const vec& a, const vec& b, const vec& c) {
     return a * b + c;
 #endif
 }
+#if WG_AVX512
+WG_INLINE vec16 fmadd(const vec16& a, const vec16& b, const vec16& c) {
+    return (vec16)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+}
+#endif
 
 // B^T d for one column or row of a tile (`s`: stride between its elements).
-template <int M>
-WG_INLINE void bt(const vec* d, int s, vec* r, int rs) {
+template <int M, class V>
+WG_INLINE void bt(const V* d, int s, V* r, int rs) {
     if constexpr (M == 4) {
-        const vec d0 = d[0], d1 = d[s], d2 = d[2 * s], d3 = d[3 * s], d4 = d[4 * s], d5 = d[5 * s];
-        const vec f4 = splat(4.0f), m4 = splat(-4.0f), m5 = splat(-5.0f), f2 = splat(2.0f), m2 = splat(-2.0f);
-        const vec d31 = d3 - d1, d42 = d4 - d2;
+        const V d0 = d[0], d1 = d[s], d2 = d[2 * s], d3 = d[3 * s], d4 = d[4 * s], d5 = d[5 * s];
+        const V f4 = splat<V>(4.0f), m4 = splat<V>(-4.0f), m5 = splat<V>(-5.0f), f2 = splat<V>(2.0f),
+                m2 = splat<V>(-2.0f);
+        const V d31 = d3 - d1, d42 = d4 - d2;
         r[0] = fmadd(f4, d0, fmadd(m5, d2, d4));
         r[rs] = fmadd(m4, d1 + d2, d3 + d4);
         r[2 * rs] = fmadd(f4, d1 - d2, d4 - d3);
@@ -42,7 +65,7 @@ WG_INLINE void bt(const vec* d, int s, vec* r, int rs) {
         r[4 * rs] = fmadd(m2, d31, d42);
         r[5 * rs] = fmadd(f4, d1, fmadd(m5, d3, d5));
     } else {
-        const vec d0 = d[0], d1 = d[s], d2 = d[2 * s], d3 = d[3 * s];
+        const V d0 = d[0], d1 = d[s], d2 = d[2 * s], d3 = d[3 * s];
         r[0] = d0 - d2;
         r[rs] = d1 + d2;
         r[2 * rs] = d2 - d1;
@@ -51,17 +74,17 @@ WG_INLINE void bt(const vec* d, int s, vec* r, int rs) {
 }
 
 // A^T m for one column or row of a tile.
-template <int M>
-WG_INLINE void at(const vec* d, int s, vec* r, int rs) {
+template <int M, class V>
+WG_INLINE void at(const V* d, int s, V* r, int rs) {
     if constexpr (M == 4) {
-        const vec m0 = d[0], m1 = d[s], m2 = d[2 * s], m3 = d[3 * s], m4 = d[4 * s], m5 = d[5 * s];
-        const vec a = m1 + m2, b = m1 - m2, c = m3 + m4, e = m3 - m4;
+        const V m0 = d[0], m1 = d[s], m2 = d[2 * s], m3 = d[3 * s], m4 = d[4 * s], m5 = d[5 * s];
+        const V a = m1 + m2, b = m1 - m2, c = m3 + m4, e = m3 - m4;
         r[0] = m0 + a + c;
-        r[rs] = fmadd(splat(2.0f), e, b);
-        r[2 * rs] = fmadd(splat(4.0f), c, a);
-        r[3 * rs] = fmadd(splat(8.0f), e, b) + m5;
+        r[rs] = fmadd(splat<V>(2.0f), e, b);
+        r[2 * rs] = fmadd(splat<V>(4.0f), c, a);
+        r[3 * rs] = fmadd(splat<V>(8.0f), e, b) + m5;
     } else {
-        const vec m0 = d[0], m1 = d[s], m2 = d[2 * s], m3 = d[3 * s];
+        const V m0 = d[0], m1 = d[s], m2 = d[2 * s], m3 = d[3 * s];
         r[0] = m0 + m1 + m2;
         r[rs] = m1 - m2 - m3;
     }
@@ -93,12 +116,14 @@ WG_INLINE void next_item(const args& a, std::size_t t0, std::size_t count, std::
     }
 }
 
-template <int M>
-WG_TARGET void input_phase_m(const args& a, std::size_t t0, std::size_t count, float* v) {
+// The input transform of `count` tiles from t0, `lanes_of<V>` channels per vector.
+template <int M, class V>
+WG_TARGET void input_phase_lanes(const args& a, std::size_t t0, std::size_t count, float* v) {
     constexpr int A = M + 2;
+    constexpr std::size_t L = lanes_of<V>;
     const std::size_t blk = a.in_block;
     const std::size_t ncb = a.cin_p / blk;
-    const std::size_t halves = blk / 8;
+    const std::size_t parts = blk / L;
     // Channel block outermost: consecutive items are neighbouring tiles of one plane
     // (overlapping reads, writes to neighbouring rows of V).
     tile_pos p = locate(a, t0);
@@ -109,16 +134,16 @@ WG_TARGET void input_phase_m(const args& a, std::size_t t0, std::size_t count, f
         const float* plane = a.x + (p.img * ncb + cb) * a.h * a.w * blk;
         const bool inside = y0 >= 0 && x0 >= 0 && y0 + A <= static_cast<std::int64_t>(a.h) &&
                             x0 + A <= static_cast<std::int64_t>(a.w);
-        for (std::size_t hb = 0; hb < halves; ++hb) {
-            vec d[A][A], t[A][A], r[A][A];
+        for (std::size_t hb = 0; hb < parts; ++hb) {
+            V d[A][A], t[A][A], r[A][A];
             if (inside) {
                 const float* base = plane + (static_cast<std::size_t>(y0) * a.w + static_cast<std::size_t>(x0)) *
                                                 blk +
-                                    hb * 8;
+                                    hb * L;
                 for (int i = 0; i < A; ++i)
                     for (int j = 0; j < A; ++j)
-                        d[i][j] = load8(base + (static_cast<std::size_t>(i) * a.w + static_cast<std::size_t>(j)) *
-                                                   blk);
+                        d[i][j] = loadv<V>(base + (static_cast<std::size_t>(i) * a.w + static_cast<std::size_t>(j)) *
+                                                      blk);
             } else {
                 for (int i = 0; i < A; ++i) {
                     const std::int64_t y = y0 + i;
@@ -126,23 +151,33 @@ WG_TARGET void input_phase_m(const args& a, std::size_t t0, std::size_t count, f
                     for (int j = 0; j < A; ++j) {
                         const std::int64_t xx = x0 + j;
                         if (row_in && xx >= 0 && xx < static_cast<std::int64_t>(a.w))
-                            d[i][j] = load8(plane +
-                                            (static_cast<std::size_t>(y) * a.w + static_cast<std::size_t>(xx)) *
-                                                blk +
-                                            hb * 8);
+                            d[i][j] = loadv<V>(plane +
+                                               (static_cast<std::size_t>(y) * a.w + static_cast<std::size_t>(xx)) *
+                                                   blk +
+                                               hb * L);
                         else
-                            d[i][j] = splat(0.0f);
+                            d[i][j] = splat<V>(0.0f);
                     }
                 }
             }
             for (int j = 0; j < A; ++j) bt<M>(&d[0][j], A, &t[0][j], A);
             for (int i = 0; i < A; ++i) bt<M>(&t[i][0], 1, &r[i][0], 1);
-            float* dst = v + tl * a.cin_p + cb * blk + hb * 8;
+            float* dst = v + tl * a.cin_p + cb * blk + hb * L;
             const std::size_t k_stride = a.group * a.cin_p;
             for (int i = 0; i < A; ++i)
-                for (int j = 0; j < A; ++j) store8(dst + static_cast<std::size_t>(i * A + j) * k_stride, r[i][j]);
+                for (int j = 0; j < A; ++j) storev(dst + static_cast<std::size_t>(i * A + j) * k_stride, r[i][j]);
         }
     }
+}
+
+template <int M>
+WG_TARGET void input_phase_m(const args& a, std::size_t t0, std::size_t count, float* v) {
+#if WG_AVX512
+    // Blocks of 16 channels (or channels-last with a multiple of 16): one zmm per pixel,
+    // half the instructions of two 8-lane passes (fashion_resnet's 16-channel layers).
+    if (a.in_block % 16 == 0) return input_phase_lanes<M, vec16>(a, t0, count, v);
+#endif
+    input_phase_lanes<M, vec>(a, t0, count, v);
 }
 
 // out[R][16] (=, or += with `acc`) V[R][k] * U[k][16].
@@ -173,7 +208,7 @@ WG_INLINE void micro(const float* v, std::size_t ldv, const float* u, std::size_
     vec acc0[R], acc1[R];
     for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = splat(0.0f);
     for (std::size_t c = 0; c < k; ++c) {
-        const vec u0 = load8(u + c * 16), u1 = load8(u + c * 16 + 8);
+        const vec u0 = loadv(u + c * 16), u1 = loadv(u + c * 16 + 8);
         for (int r = 0; r < R; ++r) {
             const vec s = splat(v[static_cast<std::size_t>(r) * ldv + c]);
             acc0[r] += s * u0;
@@ -182,12 +217,12 @@ WG_INLINE void micro(const float* v, std::size_t ldv, const float* u, std::size_
     }
     if (acc)
         for (int r = 0; r < R; ++r) {
-            acc0[r] += load8(out + static_cast<std::size_t>(r) * ldo);
-            acc1[r] += load8(out + static_cast<std::size_t>(r) * ldo + 8);
+            acc0[r] += loadv(out + static_cast<std::size_t>(r) * ldo);
+            acc1[r] += loadv(out + static_cast<std::size_t>(r) * ldo + 8);
         }
     for (int r = 0; r < R; ++r) {
-        store8(out + static_cast<std::size_t>(r) * ldo, acc0[r]);
-        store8(out + static_cast<std::size_t>(r) * ldo + 8, acc1[r]);
+        storev(out + static_cast<std::size_t>(r) * ldo, acc0[r]);
+        storev(out + static_cast<std::size_t>(r) * ldo + 8, acc1[r]);
     }
 #endif
 }
@@ -336,30 +371,31 @@ WG_TARGET void gemm_phase(const args& a, std::size_t count, const float* v, floa
         }
 }
 
-WG_INLINE void apply_post(const args& a, vec& x, std::size_t off) {
+template <class V>
+WG_INLINE void apply_post(const args& a, V& x, std::size_t off) {
     for (int i = 0; i < a.n_post; ++i) {
         const post_step& p = a.post[i];
         switch (p.kind) {
-        case post_kind::relu: x = x > splat(0.0f) ? x : x * splat(p.alpha); break;
-        case post_kind::linear: x = x * splat(p.alpha) + splat(p.beta); break;
+        case post_kind::relu: x = x > splat<V>(0.0f) ? x : x * splat<V>(p.alpha); break;
+        case post_kind::linear: x = x * splat<V>(p.alpha) + splat<V>(p.beta); break;
         case post_kind::clip: {
-            const vec lo = splat(p.alpha), hi = splat(p.beta);
+            const V lo = splat<V>(p.alpha), hi = splat<V>(p.beta);
             x = x > lo ? x : lo;
             x = x < hi ? x : hi;
             break;
         }
         case post_kind::gelu_erf: break;   // never lowered here: fused_post_kind_of without GELU
         case post_kind::hardswish: break;  // nor this: without hardswish
-        case post_kind::add: x = x + load8(p.src + off); break;
-        case post_kind::sub: x = x - load8(p.src + off); break;
-        case post_kind::mul: x = x * load8(p.src + off); break;
+        case post_kind::add: x = x + loadv<V>(p.src + off); break;
+        case post_kind::sub: x = x - loadv<V>(p.src + off); break;
+        case post_kind::mul: x = x * loadv<V>(p.src + off); break;
         case post_kind::max: {
-            const vec s = load8(p.src + off);
+            const V s = loadv<V>(p.src + off);
             x = x > s ? x : s;
             break;
         }
         case post_kind::min: {
-            const vec s = load8(p.src + off);
+            const V s = loadv<V>(p.src + off);
             x = x < s ? x : s;
             break;
         }
@@ -367,10 +403,49 @@ WG_INLINE void apply_post(const args& a, vec& x, std::size_t off) {
     }
 }
 
+// The output transform of one tile for the `lanes_of<V>` channels from `ch` (one channel
+// block's, or part of one): src is the tile's first row of M for them, `plane` the offset
+// of channel `ch` in its block's plane of y.
+template <int M, class V>
+WG_INLINE void output_tile(const args& a, const float* src, std::size_t k_stride, std::size_t plane, std::size_t ch,
+                           const tile_pos& p) {
+    constexpr int A = M + 2;
+    constexpr std::size_t L = lanes_of<V>;
+    const std::size_t blk = a.out_block;
+    V mv[A][A], t[M][A], o[M][M];
+    for (int i = 0; i < A; ++i)
+        for (int j = 0; j < A; ++j) mv[i][j] = loadv<V>(src + static_cast<std::size_t>(i * A + j) * k_stride);
+    for (int j = 0; j < A; ++j) at<M>(&mv[0][j], A, &t[0][j], A);
+    for (int i = 0; i < M; ++i) at<M>(&t[i][0], 1, &o[i][0], 1);
+    // The layout's padding channels stay zero, as oneDNN leaves them.
+    const bool padded = ch + L > a.cout;
+    V bias = splat<V>(0.0f), keep = splat<V>(1.0f);
+    if (!padded) {
+        if (a.bias) bias = loadv<V>(a.bias + ch);
+    } else {
+        for (std::size_t l = 0; l < L; ++l) {
+            if (ch + l >= a.cout) keep[l] = 0.0f;
+            else if (a.bias) bias[l] = a.bias[ch + l];
+        }
+    }
+    for (int i = 0; i < M; ++i) {
+        const std::size_t oy = p.ty * M + static_cast<std::size_t>(i);
+        if (oy >= a.ho) break;
+        for (int j = 0; j < M; ++j) {
+            const std::size_t ox = p.tx * M + static_cast<std::size_t>(j);
+            if (ox >= a.wo) break;
+            const std::size_t off = plane + (oy * a.wo + ox) * blk;
+            V r = o[i][j] + bias;
+            apply_post(a, r, off);
+            if (padded) r = keep > splat<V>(0.5f) ? r : splat<V>(0.0f);
+            storev(a.y + off, r);
+        }
+    }
+}
+
 template <int M>
 WG_TARGET void output_phase_m(const args& a, std::size_t t0, std::size_t count, const float* m, std::size_t c0,
                               std::size_t c1) {
-    constexpr int A = M + 2;
     const std::size_t blk = a.out_block;
     const std::size_t ncb = a.cout_p / blk;
     const std::size_t ldm = (c1 - c0) * 16, k_stride = a.group * ldm;
@@ -385,36 +460,16 @@ WG_TARGET void output_phase_m(const args& a, std::size_t t0, std::size_t count, 
     for (std::size_t item = 0; item < count * nchunks; ++item, next_item(a, t0, count, ci, tl, p)) {
         const std::size_t ch0 = c0 * 16 + ci * chunk;
         const std::size_t plane = (p.img * ncb + ch0 / blk) * a.ho * a.wo * blk + ch0 % blk;
-        const std::size_t halves = (ch_end - ch0 < chunk ? ch_end - ch0 : chunk) / 8;
-        for (std::size_t hb = 0; hb < halves; ++hb) {
-            const std::size_t ch = ch0 + hb * 8;  // first channel of these 8 lanes
-            vec mv[A][A], t[M][A], o[M][M];
-            const float* src = m + tl * ldm + (ch - c0 * 16);
-            for (int i = 0; i < A; ++i)
-                for (int j = 0; j < A; ++j) mv[i][j] = load8(src + static_cast<std::size_t>(i * A + j) * k_stride);
-            for (int j = 0; j < A; ++j) at<M>(&mv[0][j], A, &t[0][j], A);
-            for (int i = 0; i < M; ++i) at<M>(&t[i][0], 1, &o[i][0], 1);
-            vec bias = splat(0.0f), keep = splat(1.0f);
-            for (int l = 0; l < 8; ++l) {
-                if (ch + static_cast<std::size_t>(l) >= a.cout) keep[l] = 0.0f;
-                else if (a.bias) bias[l] = a.bias[ch + static_cast<std::size_t>(l)];
-            }
-            const bool padded = ch + 8 > a.cout;
-            for (int i = 0; i < M; ++i) {
-                const std::size_t oy = p.ty * M + static_cast<std::size_t>(i);
-                if (oy >= a.ho) break;
-                for (int j = 0; j < M; ++j) {
-                    const std::size_t ox = p.tx * M + static_cast<std::size_t>(j);
-                    if (ox >= a.wo) break;
-                    const std::size_t off = plane + (oy * a.wo + ox) * blk + hb * 8;
-                    vec r = o[i][j] + bias;
-                    apply_post(a, r, off);
-                    // The layout's padding channels stay zero, as oneDNN leaves them.
-                    if (padded) r = keep > splat(0.5f) ? r : splat(0.0f);
-                    store8(a.y + off, r);
-                }
-            }
+        const std::size_t width = ch_end - ch0 < chunk ? ch_end - ch0 : chunk;
+        const float* src = m + tl * ldm + (ch0 - c0 * 16);
+#if WG_AVX512
+        if (width == 16) {
+            output_tile<M, vec16>(a, src, k_stride, plane, ch0, p);
+            continue;
         }
+#endif
+        for (std::size_t hb = 0; hb < width / 8; ++hb)
+            output_tile<M, vec>(a, src + hb * 8, k_stride, plane + hb * 8, ch0 + hb * 8, p);
     }
 }
 
