@@ -48,6 +48,7 @@ const std::vector<flag_case>& flags() {
         {"KILN_CPU_GLOBAL_POOL", "dnnl", &o::global_pool},
         {"KILN_CPU_INPUT_REORDER", "dnnl", &o::input_reorder},
         {"KILN_CPU_SILU", "dnnl", &o::silu},
+        {"KILN_CPU_SILU_MEANS", "0", &o::silu_means},
     };
     return t;
 }

@@ -83,6 +83,7 @@ cpu_options read_cpu_options(const compile_options& opts) {
     o.global_pool = on_unless("KILN_CPU_GLOBAL_POOL", "dnnl");
     o.input_reorder = on_unless("KILN_CPU_INPUT_REORDER", "dnnl");
     o.silu = on_unless("KILN_CPU_SILU", "dnnl");
+    o.silu_means = on_unless("KILN_CPU_SILU_MEANS", "0");
 
     const std::string max_pool = env_string("KILN_CPU_MAX_POOL");
     if (max_pool == "dnnl") o.max_pool = max_pool_choice::dnnl;

@@ -106,6 +106,9 @@ struct cpu_options {
     // KILN_CPU_SILU (default on, with fast_math; dnnl = off): x * sigmoid(x) on Kiln's
     // kernel or as its own post-op (silu.hpp).
     bool silu = true;
+    // KILN_CPU_SILU_MEANS (default on; 0 = off): a global average pooling of a cpu::silu's
+    // result is summed by the SiLU's own pass (squeeze-and-excitation; silu.hpp).
+    bool silu_means = true;
     // KILN_CPU_MAX_POOL (default automatic: blocked layouts only; dnnl = none; all = also
     // channels-last).
     max_pool_choice max_pool = max_pool_choice::automatic;

@@ -1,5 +1,7 @@
 #include "targets/cpu/kernels/global_avg_pool/global_avg_pool.hpp"
 
+#include "targets/cpu/kernels/silu/silu.hpp"
+
 #include "ops/nn_pooling.hpp"
 
 #include <kiln/builtin_ops.hpp>
@@ -100,6 +102,8 @@ bool lower_global_avg_pool(lower_env& env, instruction_ref ins) {
     global_avg_pool op;
     op.layout = it->second;
     op.dst_layout = pixel_channels_layout_like(op.layout, {xl[0], xl[1], 1, 1});
+    // Squeeze-and-excitation after a SiLU: the SiLU's pass sums the channels (silu.hpp).
+    if (fuse_silu_means(env, ins, op.dst_layout)) return true;
     auto buf = env.m.insert_instruction(ins, builtin::allocate{shape(type::uint8, {op.dst_layout.to_md().get_size()})}, {});
     env.m.replace_instruction(ins, op, {x, buf});
     env.layout[&*ins] = op.dst_layout;

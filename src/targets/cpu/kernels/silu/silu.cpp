@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 // 32-byte vectors are passed between inlined helpers of this file only.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -95,6 +96,57 @@ SILU_TARGET512 void run_avx512(const float* x, float* y, std::size_t n) {
     }
 }
 
+// Rows of `width` values, each column's results added into sums: 64 columns at a time
+// (channels-last: a 256-byte stretch of each pixel), down the rows, with the sums in
+// four registers; the last vector of a row masked. (Sums kept in memory, a row at a
+// time, cost 1.5x the SiLU itself.)
+template <int V, bool Masked>
+SILU_TARGET512 inline void sum_columns(const float* x, float* y, std::size_t rows, std::size_t width, float* sums,
+                                       __mmask16 last) {
+    __m512 acc[V];
+    for (int v = 0; v < V; ++v)
+        acc[v] = Masked && v + 1 == V ? _mm512_maskz_loadu_ps(last, sums + v * 16) : _mm512_loadu_ps(sums + v * 16);
+    for (std::size_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * width;
+        float* yr = y + r * width;
+        for (int v = 0; v < V; ++v) {
+            if (Masked && v + 1 == V) {
+                const __m512 s = silu16(_mm512_maskz_loadu_ps(last, xr + v * 16));
+                _mm512_mask_storeu_ps(yr + v * 16, last, s);
+                acc[v] = _mm512_add_ps(acc[v], s);
+            } else {
+                const __m512 s = silu16(_mm512_loadu_ps(xr + v * 16));
+                _mm512_storeu_ps(yr + v * 16, s);
+                acc[v] = _mm512_add_ps(acc[v], s);
+            }
+        }
+    }
+    for (int v = 0; v < V; ++v) {
+        if (Masked && v + 1 == V) _mm512_mask_storeu_ps(sums + v * 16, last, acc[v]);
+        else _mm512_storeu_ps(sums + v * 16, acc[v]);
+    }
+}
+
+template <int V>
+SILU_TARGET512 inline void sum_columns_any(const float* x, float* y, std::size_t rows, std::size_t width, float* sums,
+                                           std::size_t tail) {
+    if (tail == 16) sum_columns<V, false>(x, y, rows, width, sums, 0xffff);
+    else sum_columns<V, true>(x, y, rows, width, sums, static_cast<__mmask16>((1u << tail) - 1u));
+}
+
+SILU_TARGET512 void run_summing_avx512(const float* x, float* y, std::size_t rows, std::size_t width, float* sums) {
+    for (std::size_t j = 0; j < width; j += 64) {
+        const std::size_t cols = width - j < 64 ? width - j : 64;
+        const std::size_t vecs = (cols + 15) / 16, tail = cols - (vecs - 1) * 16;
+        switch (vecs) {
+        case 1: sum_columns_any<1>(x + j, y + j, rows, width, sums + j, tail); break;
+        case 2: sum_columns_any<2>(x + j, y + j, rows, width, sums + j, tail); break;
+        case 3: sum_columns_any<3>(x + j, y + j, rows, width, sums + j, tail); break;
+        default: sum_columns_any<4>(x + j, y + j, rows, width, sums + j, tail); break;
+        }
+    }
+}
+
 void run_portable(const float* x, float* y, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) y[i] = silu_scalar(x[i]);
 }
@@ -105,6 +157,15 @@ void run(const float* x, float* y, std::size_t n, kernels k) {
     if (k == kernels::best && has_avx512()) run_avx512(x, y, n);
     else if (k != kernels::portable && has_avx2_fma()) run_avx2(x, y, n);
     else run_portable(x, y, n);
+}
+
+void run_summing(const float* x, float* y, std::size_t rows, std::size_t width, float* sums, kernels k) {
+    if (k == kernels::best && has_avx512()) return run_summing_avx512(x, y, rows, width, sums);
+    // Without AVX-512 (rare among the machines that run SE models): a row at a time.
+    for (std::size_t r = 0; r < rows; ++r) {
+        run(x + r * width, y + r * width, width, k);
+        for (std::size_t j = 0; j < width; ++j) sums[j] += y[r * width + j];
+    }
 }
 
 }  // namespace silu_kernels
@@ -120,21 +181,78 @@ std::size_t stored_elements(const silu& op, const shape& x) {
 
 shape silu::compute_shape(const std::vector<shape>& inputs) const {
     auto bad = [&](const std::string& why) { throw_error(error_code::shape, name() + ": " + why); };
-    if (inputs.empty() || inputs.size() > 2)
-        bad("expected x and maybe an output buffer, got " + std::to_string(inputs.size()) + " inputs");
+    const bool means = !mean_layout.dims.empty();
+    const std::size_t most = means ? 3 : 2;
+    if (inputs.empty() || inputs.size() > most)
+        bad(std::string("expected x, maybe an output buffer") + (means ? " and the means' buffer" : "") + ", got " +
+            std::to_string(inputs.size()) + " inputs");
     const shape& x = inputs[0];
     if (!x.is_tensor() || x.dynamic() || x.get_type() != type::float32)
         bad("x must be a static float32 tensor, got " + x.to_string());
     if (layout.dims.empty() ? !x.packed() : to_dims(x.lens()) != layout.to_md().dims())
         bad("x " + x.to_string() + " is neither packed nor in its recorded layout");
-    if (inputs.size() == 2 && (!inputs[1].is_tensor() || inputs[1].bytes() < stored_elements(*this, x) * sizeof(float)))
-        bad("the output buffer " + inputs[1].to_string() + " is smaller than x");
+    const std::size_t out = inputs.size() - (means ? 2 : 1);
+    if (out > 0 && (!inputs[out].is_tensor() || inputs[out].bytes() < stored_elements(*this, x) * sizeof(float)))
+        bad("the output buffer " + inputs[out].to_string() + " is smaller than x");
+    if (means) {
+        if (inputs.size() < 2) bad("the means' buffer is missing");
+        const std::int64_t g = pixel_channels(layout);
+        if (layout.dims.size() != 4 || g <= 0 || layout.padded_dims.at(1) % g != 0)
+            bad("the channel means need x in a layout with channels per pixel");
+        if (mean_layout.dims != std::vector<std::int64_t>{layout.dims[0], layout.dims[1], 1, 1} ||
+            mean_layout.padded_dims.at(1) != layout.padded_dims.at(1) || pixel_channels(mean_layout) <= 0)
+            bad("the means' layout does not match x's");
+        if (!inputs.back().is_tensor() || inputs.back().bytes() < mean_layout.to_md().get_size())
+            bad("the means' buffer " + inputs.back().to_string() + " is too small");
+    }
     return x;
 }
+
+namespace {
+
+// SiLU over x ([nb][pixels][g] in memory, g channels per pixel) into y, and the mean of
+// each channel over the pixels into means ([nb][g]). Each plane's pixels are cut into
+// parts when the planes are fewer than twice the threads (a channels-last activation is
+// one plane per image), each part summing into its own row of partial sums.
+void silu_with_means(const float* x, float* y, float* means, std::size_t nb, std::size_t pixels, std::size_t g) {
+    const auto threads = static_cast<std::size_t>(std::max(1, omp_get_max_threads()));
+    // Parts of at least 4096 values: the partial sums and the wake-up pay for themselves.
+    std::size_t parts = nb >= 2 * threads ? 1 : (2 * threads + nb - 1) / nb;
+    parts = std::clamp<std::size_t>(std::min(parts, pixels * g / 4096), 1, pixels);
+    thread_local std::vector<float> partial;
+    partial.assign(nb * parts * g, 0.0f);
+    float* sums = partial.data();
+    const auto items = static_cast<std::int64_t>(nb * parts);
+#pragma omp parallel for schedule(static) if (items > 1 && nb * pixels * g > 16384)
+    for (std::int64_t it = 0; it < items; ++it) {
+        const std::size_t plane = static_cast<std::size_t>(it) / parts, part = static_cast<std::size_t>(it) % parts;
+        const std::size_t p0 = part * pixels / parts, p1 = (part + 1) * pixels / parts;
+        const std::size_t at = (plane * pixels + p0) * g;
+        silu_kernels::run_summing(x + at, y + at, p1 - p0, g, sums + static_cast<std::size_t>(it) * g);
+    }
+    const float inv = 1.0f / static_cast<float>(pixels);
+    for (std::size_t plane = 0; plane < nb; ++plane)
+        for (std::size_t j = 0; j < g; ++j) {
+            float s = 0.0f;
+            for (std::size_t part = 0; part < parts; ++part) s += sums[(plane * parts + part) * g + j];
+            means[plane * g + j] = s * inv;
+        }
+}
+
+}  // namespace
 
 argument silu::compute(context&, const shape& out, const std::vector<argument>& args) const {
     const std::size_t n = stored_elements(*this, args[0].get_shape());
     const auto* x = reinterpret_cast<const float*>(args[0].data());
+    if (!mean_layout.dims.empty()) {
+        const auto& result = args[args.size() - 2];  // x itself (in place) or the output buffer
+        const auto g = static_cast<std::size_t>(pixel_channels(layout));
+        const auto& d = layout.dims;
+        const auto planes = static_cast<std::size_t>(d[0] * layout.padded_dims[1]) / g;
+        silu_with_means(x, reinterpret_cast<float*>(result.data()), reinterpret_cast<float*>(args.back().data()), planes,
+                        static_cast<std::size_t>(d[2] * d[3]), g);
+        return result.reshape(out);
+    }
     auto* y = reinterpret_cast<float*>(args.back().data());
     // Chunks of 16k values (64 KiB): enough work per thread to pay for waking it.
     constexpr std::size_t chunk = 16384;
@@ -191,6 +309,38 @@ bool lower_silu(lower_env& env, instruction_ref mul, instruction_ref sig) {
     return true;
 }
 
+shape silu_means::compute_shape(const std::vector<shape>& inputs) const {
+    auto bad = [&](const std::string& why) { throw_error(error_code::shape, name() + ": " + why); };
+    if (inputs.size() != 2) bad("expected the SiLU and the means' buffer, got " + std::to_string(inputs.size()) + " inputs");
+    if (layout.dims.size() != 4) bad("the means' layout is not 4-D");
+    if (!inputs[1].is_tensor() || inputs[1].bytes() < layout.to_md().get_size())
+        bad("the means' buffer " + inputs[1].to_string() + " is too small");
+    return shape(type::float32, {static_cast<std::size_t>(layout.dims[0]), static_cast<std::size_t>(layout.dims[1]), 1, 1});
+}
+
+argument silu_means::compute(context&, const shape& out, const std::vector<argument>& args) const {
+    return args[1].reshape(out);
+}
+
+bool fuse_silu_means(lower_env& env, instruction_ref pool, const md_record& dst_layout) {
+    if (!env.ctx.options().silu_means || pool->inputs().size() != 1) return false;
+    auto x = pool->inputs()[0];
+    const auto* s = x->get_operator().any_cast<silu>();
+    if (!s || !s->mean_layout.dims.empty() || s->layout.dims.size() != 4) return false;
+    const std::int64_t g = pixel_channels(s->layout);
+    if (g <= 0 || s->layout.padded_dims.at(1) % g != 0) return false;
+    silu op = *s;
+    op.mean_layout = dst_layout;
+    auto buf = env.m.insert_instruction(x, builtin::allocate{shape(type::uint8, {dst_layout.to_md().get_size()})}, {});
+    auto inputs = x->inputs();
+    inputs.push_back(buf);
+    env.m.replace_instruction(x, op, inputs);
+    env.m.replace_instruction(pool, silu_means{dst_layout}, {x, buf});
+    env.layout[&*pool] = dst_layout;
+    return true;
+}
+
 KILN_REGISTER_OP(silu)
+KILN_REGISTER_OP(silu_means)
 
 }  // namespace kiln::cpu

@@ -2,7 +2,10 @@
 // function in double precision over the whole float range and at the special values;
 // convolutions and a matmul with a big SiLU result get a cpu::silu (in place, in the
 // convolution's blocked layout) and match the ref target; small results, fast_math off
-// and KILN_CPU_SILU=dnnl keep oneDNN's post-op; a saved program loads and runs.
+// and KILN_CPU_SILU=dnnl keep oneDNN's post-op; a saved program loads and runs. A global
+// average pooling of the SiLU's result (squeeze-and-excitation) is summed by the SiLU's own
+// pass (cpu::silu_means): the summing kernels against the plain one, the pooled program
+// against the ref target, KILN_CPU_SILU_MEANS=0 keeping the pooling's kernel.
 #include "cpu_test_util.hpp"
 
 #include "targets/cpu/kernels/silu/silu.hpp"
@@ -60,7 +63,59 @@ builder conv_silu(const std::vector<std::size_t>& x_lens, std::size_t out_channe
     return b;
 }
 
+// Squeeze-and-excitation's shape: conv -> SiLU -> global average pool -> 1x1 conv ->
+// sigmoid, times the SiLU's result.
+builder squeeze_excite(const std::vector<std::size_t>& x_lens, std::size_t c) {
+    builder b;
+    auto x = b.param("x", x_lens);
+    auto y = b.op("convolution", value::object{{"padding", arr({1, 1, 1, 1})}},
+                  {x, b.constant({c, x_lens[1], 3, 3}, 0.3f), b.constant({c})});
+    auto a = b.op("mul", {y, b.op("sigmoid", {y})});
+    auto m = b.op("pooling", value::object{{"mode", value(0)}, {"global", value(true)}}, {a});
+    auto e = b.op("sigmoid", {b.op("convolution", value::object{}, {m, b.constant({c, c, 1, 1}, 0.3f)})});
+    b.ret({b.op("mul", {a, e})});
+    return b;
+}
+
 }  // namespace
+
+TEST(cpu_silu, summing_kernels_match_the_plain_one) {
+    // Widths: a 16-channel block, an 8-channel one, channels-last counts below, at and past
+    // the 64-column steps with and without a partial last vector.
+    for (std::size_t width : {16u, 8u, 40u, 64u, 144u, 200u}) {
+        const std::size_t rows = 37;
+        std::vector<float> x(rows * width);
+        for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 1013) / 101.0f - 5.0f;
+        for (auto k : all_kernels) {
+            std::vector<float> want(x.size()), got(x.size(), -1.0f), sums(width, 0.5f);
+            cpu::silu_kernels::run(x.data(), want.data(), x.size(), k);
+            cpu::silu_kernels::run_summing(x.data(), got.data(), rows, width, sums.data(), k);
+            for (std::size_t i = 0; i < x.size(); ++i)
+                ASSERT_NEAR(got[i], want[i], 1e-6f * (1.0f + std::fabs(want[i]))) << "width " << width << " at " << i;
+            for (std::size_t j = 0; j < width; ++j) {
+                double s = 0.5;
+                for (std::size_t r = 0; r < rows; ++r) s += want[r * width + j];
+                EXPECT_NEAR(sums[j], s, 1e-4 * (1.0 + std::fabs(s))) << "width " << width << ", column " << j;
+            }
+        }
+    }
+}
+
+TEST(cpu_silu, a_pooled_result_is_summed_by_the_silu) {
+    // One 16-channel block's worth, channels that are not a multiple of 16, two images, and
+    // enough pixels for the parts of a plane to be summed apart.
+    for (auto [x_lens, c] : std::vector<std::pair<std::vector<std::size_t>, std::size_t>>{
+             {{1, 16, 24, 24}, 32}, {{2, 12, 20, 18}, 40}, {{1, 8, 56, 56}, 24}}) {
+        auto r = run_both(squeeze_excite(x_lens, c), 2e-4, 2e-5);
+        EXPECT_EQ(count_ops(r.cpu, "cpu::silu_means"), 1u) << text(r.cpu);
+        EXPECT_EQ(count_ops(r.cpu, "cpu::global_avg_pool"), 0u) << text(r.cpu);
+        EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
+    }
+    test::env_override off("KILN_CPU_SILU_MEANS", "0");
+    auto r = run_both(squeeze_excite({2, 12, 20, 18}, 40), 2e-4, 2e-5);
+    EXPECT_EQ(count_ops(r.cpu, "cpu::silu_means"), 0u) << text(r.cpu);
+    EXPECT_EQ(count_ops(r.cpu, "cpu::global_avg_pool"), 1u) << text(r.cpu);
+}
 
 TEST(cpu_silu, kernel_matches_exact_function) {
     std::vector<float> x;
@@ -151,6 +206,22 @@ TEST(cpu_silu, saved_program_loads_and_runs) {
     const auto bytes = save_buffer(cpu);
     auto loaded = load_buffer(bytes.data(), bytes.size());
     EXPECT_EQ(count_ops(loaded, "cpu::silu"), 1u);
+    auto got = loaded.eval(b.inputs);
+    auto want = ref.eval(b.inputs);
+    ASSERT_EQ(got.size(), 1u);
+    expect_close(got[0], want[0], 2e-4, 2e-5);
+}
+
+TEST(cpu_silu, saved_program_with_means_loads_and_runs) {
+    auto b = squeeze_excite({2, 12, 20, 18}, 40);
+    program ref = b.p;
+    ref.compile(*get_target("ref"));
+    program cpu = b.p;
+    cpu.compile(*get_target("cpu"));
+    ASSERT_EQ(count_ops(cpu, "cpu::silu_means"), 1u) << text(cpu);
+    const auto bytes = save_buffer(cpu);
+    auto loaded = load_buffer(bytes.data(), bytes.size());
+    EXPECT_EQ(count_ops(loaded, "cpu::silu_means"), 1u);
     auto got = loaded.eval(b.inputs);
     auto want = ref.eval(b.inputs);
     ASSERT_EQ(got.size(), 1u);
