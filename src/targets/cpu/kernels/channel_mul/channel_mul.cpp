@@ -1,5 +1,7 @@
 #include "targets/cpu/kernels/channel_mul/channel_mul.hpp"
 
+#include "targets/cpu/kernels/silu/silu.hpp"
+
 #include "ops/pointwise_binary.hpp"
 #include "passes/rewrite_utils.hpp"
 
@@ -39,7 +41,9 @@ bool per_channel(const shape& s, std::size_t n, std::size_t c) {
 
 shape channel_mul::compute_shape(const std::vector<shape>& inputs) const {
     auto bad = [&](const std::string& why) { throw_error(error_code::shape, name() + ": " + why); };
-    if (inputs.size() != 3) bad("expected x, s and an output buffer, got " + std::to_string(inputs.size()) + " inputs");
+    if (inputs.size() != (in_place ? 2u : 3u))
+        bad(std::string("expected x, s") + (in_place ? "" : " and an output buffer") + ", got " +
+            std::to_string(inputs.size()) + " inputs");
     for (const auto& i : inputs)
         if (!i.is_tensor() || i.dynamic()) bad("inputs must be static tensors, got " + i.to_string());
     const shape& x = inputs[0];
@@ -49,7 +53,7 @@ shape channel_mul::compute_shape(const std::vector<shape>& inputs) const {
     if (!per_channel(s, x.lens()[0], x.lens()[1]) || (s.lens()[0] != 1) != s_per_image ||
         s_stride < static_cast<std::int64_t>(x.lens()[1]))
         bad("s " + s.to_string() + " is not one float32 value per image and channel");
-    if (inputs[2].bytes() < layout.to_md().get_size()) bad("the output buffer is too small");
+    if (!in_place && inputs[2].bytes() < layout.to_md().get_size()) bad("the output buffer is too small");
     return x;
 }
 
@@ -65,7 +69,8 @@ argument channel_mul::compute(context&, const shape& out, const std::vector<argu
     const bool broadcast = !s_per_image;
     const auto* x = reinterpret_cast<const float*>(args[0].data());
     const auto* s = reinterpret_cast<const float*>(args[1].data());
-    auto* y = reinterpret_cast<float*>(args.back().data());
+    const argument& result = args[in_place ? 0 : 2];
+    auto* y = reinterpret_cast<float*>(result.data());
     // Rows of up to 64 KiB, one (image, channel block, row range) each.
     const std::size_t rows_per = std::max<std::size_t>(1, 16384 / g);
     const std::size_t ranges = (pixels + rows_per - 1) / rows_per;
@@ -86,8 +91,29 @@ argument channel_mul::compute(context&, const shape& out, const std::vector<argu
         }
         scale_pixels(x + base, sl, y + base, p1 - p0, g);
     }
-    return args.back().reshape(out);
+    return result.reshape(out);
 }
+
+namespace {
+
+// Whether `user` may overwrite x: x's buffer, through the in-place kernels it came from,
+// is a kernel's own allocation, and nothing else reads it at any step (a cpu::silu_means,
+// which reads only the means buffer beside the SiLU, does not count).
+bool may_overwrite(instruction_ref x, instruction_ref user) {
+    for (instruction_ref cur = x;;) {
+        for (auto u : cur->outputs())
+            if (u != user && !u->get_operator().any_cast<silu_means>()) return false;
+        if (!is_cpu_kernel(cur)) return false;
+        const auto alias = cur->get_operator().output_alias(to_shapes(cur->inputs()));
+        if (alias < 0) return false;
+        const auto next = cur->inputs()[static_cast<std::size_t>(alias)];
+        if (rewrite::is<builtin::allocate>(next)) return true;
+        user = cur;
+        cur = next;
+    }
+}
+
+}  // namespace
 
 bool lower_channel_mul(lower_env& env, instruction_ref ins) {
     if (!env.ctx.options().channel_mul) return false;
@@ -111,8 +137,14 @@ bool lower_channel_mul(lower_env& env, instruction_ref ins) {
         op.layout = it->second;
         op.s_per_image = s->get_shape().lens()[0] != 1;
         op.s_stride = s_plain ? static_cast<std::int64_t>(xl[1]) : sl->second.padded_dims.at(1);
-        auto buf = env.m.insert_instruction(ins, builtin::allocate{shape(type::uint8, {op.layout.to_md().get_size()})}, {});
-        env.m.replace_instruction(ins, op, {x, s, buf});
+        op.in_place = may_overwrite(x, ins);
+        if (op.in_place) {
+            env.m.replace_instruction(ins, op, {x, s});
+        } else {
+            auto buf =
+                env.m.insert_instruction(ins, builtin::allocate{shape(type::uint8, {op.layout.to_md().get_size()})}, {});
+            env.m.replace_instruction(ins, op, {x, s, buf});
+        }
         env.layout[&*ins] = op.layout;
         return true;
     }

@@ -9,7 +9,10 @@
 // multiplied by the matching slice of s, a vector loop compiled for AVX-512, AVX2 and the
 // baseline and picked by the loader (target_clones).
 //
-// Inputs: (x, s, output buffer). KILN_CPU_CHANNEL_MUL=dnnl keeps oneDNN's binary.
+// Inputs: (x, s, output buffer), or (x, s) to scale x in place when x's buffer is a
+// kernel's own and nothing else reads it (EfficientNet's SiLU result after its squeeze: the
+// values are overwritten while in cache, and no fresh buffer is written).
+// KILN_CPU_CHANNEL_MUL=dnnl keeps oneDNN's binary.
 #pragma once
 #include "targets/cpu/kernels/onednn/dnnl_util.hpp"
 #include "targets/cpu/lowering_util.hpp"
@@ -26,18 +29,20 @@ struct channel_mul {
     md_record layout;          // x's (and the result's) layout
     bool s_per_image = false;  // s holds a row per image (else one, the same for every image)
     std::int64_t s_stride = 0;  // values per row of s: C, or C padded to s's own channel block
+    bool in_place = false;      // the result overwrites x (no output buffer)
 
     template <class Self, class F>
     static void reflect(Self& self, F f) {
         f(self.layout, "layout");
         f(self.s_per_image, "s_per_image");
         f(self.s_stride, "s_stride");
+        f(self.in_place, "in_place");
     }
     std::string name() const { return "cpu::channel_mul"; }
     shape compute_shape(const std::vector<shape>& inputs) const;
     argument compute(context& ctx, const shape& out, const std::vector<argument>& args) const;
     std::ptrdiff_t output_alias(const std::vector<shape>& inputs) const {
-        return static_cast<std::ptrdiff_t>(inputs.size()) - 1;
+        return in_place ? 0 : static_cast<std::ptrdiff_t>(inputs.size()) - 1;
     }
 };
 

@@ -5,9 +5,11 @@
 // and KILN_CPU_SILU=dnnl keep oneDNN's post-op; a saved program loads and runs. A global
 // average pooling of the SiLU's result (squeeze-and-excitation) is summed by the SiLU's own
 // pass (cpu::silu_means): the summing kernels against the plain one, the pooled program
-// against the ref target, KILN_CPU_SILU_MEANS=0 keeping the pooling's kernel.
+// against the ref target, KILN_CPU_SILU_MEANS=0 keeping the pooling's kernel; the
+// excitation's cpu::channel_mul then scales the SiLU's result in place.
 #include "cpu_test_util.hpp"
 
+#include "targets/cpu/kernels/channel_mul/channel_mul.hpp"
 #include "targets/cpu/kernels/silu/silu.hpp"
 
 #include <kiln/serialize.hpp>
@@ -65,7 +67,7 @@ builder conv_silu(const std::vector<std::size_t>& x_lens, std::size_t out_channe
 
 // Squeeze-and-excitation's shape: conv -> SiLU -> global average pool -> 1x1 conv ->
 // sigmoid, times the SiLU's result.
-builder squeeze_excite(const std::vector<std::size_t>& x_lens, std::size_t c) {
+builder squeeze_excite(const std::vector<std::size_t>& x_lens, std::size_t c, bool return_silu = false) {
     builder b;
     auto x = b.param("x", x_lens);
     auto y = b.op("convolution", value::object{{"padding", arr({1, 1, 1, 1})}},
@@ -73,7 +75,9 @@ builder squeeze_excite(const std::vector<std::size_t>& x_lens, std::size_t c) {
     auto a = b.op("mul", {y, b.op("sigmoid", {y})});
     auto m = b.op("pooling", value::object{{"mode", value(0)}, {"global", value(true)}}, {a});
     auto e = b.op("sigmoid", {b.op("convolution", value::object{}, {m, b.constant({c, c, 1, 1}, 0.3f)})});
-    b.ret({b.op("mul", {a, e})});
+    auto y2 = b.op("mul", {a, e});
+    if (return_silu) b.ret({y2, a});
+    else b.ret({y2});
     return b;
 }
 
@@ -110,6 +114,21 @@ TEST(cpu_silu, a_pooled_result_is_summed_by_the_silu) {
         EXPECT_EQ(count_ops(r.cpu, "cpu::silu_means"), 1u) << text(r.cpu);
         EXPECT_EQ(count_ops(r.cpu, "cpu::global_avg_pool"), 0u) << text(r.cpu);
         EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
+        // The excitation scales the SiLU's result in place: the means' view does not read it.
+        std::size_t in_place = 0;
+        for (const auto& ins : *r.cpu.get_main_module())
+            if (const auto* m = ins.get_operator().any_cast<cpu::channel_mul>()) in_place += m->in_place ? 1 : 0;
+        EXPECT_EQ(in_place, 1u) << text(r.cpu);
+    }
+    // The SiLU's result is also a program output: the excitation writes a buffer of its own.
+    {
+        auto r = run_both(squeeze_excite({1, 16, 24, 24}, 32, true), 2e-4, 2e-5);
+        for (const auto& ins : *r.cpu.get_main_module()) {
+            if (const auto* m = ins.get_operator().any_cast<cpu::channel_mul>()) {
+                EXPECT_FALSE(m->in_place) << text(r.cpu);
+            }
+        }
+        EXPECT_EQ(count_ops(r.cpu, "cpu::channel_mul"), 1u) << text(r.cpu);
     }
     test::env_override off("KILN_CPU_SILU_MEANS", "0");
     auto r = run_both(squeeze_excite({2, 12, 20, 18}, 40), 2e-4, 2e-5);
