@@ -4,7 +4,9 @@
 // Why not oneDNN: oneDNN 2.6 on AVX2 computes swish slowly, as a convolution post-op
 // and as an eltwise primitive alike (EfficientNet-B0's 32x112x112 depthwise convolution:
 // 0.15 ms alone, 0.47 ms with the swish post-op; the eltwise primitive 0.27 ms for the
-// same 401k values). ONNX Runtime's separate QuickGelu pass takes 0.17 ms. This kernel is
+// same 401k values). ONNX Runtime's separate QuickGelu pass takes 0.17 ms. On a Zen 5
+// EPYC with AVX-512 the post-op still loses on every layer from 28x28 up (EfficientNet-B0
+// 6.61 against 6.23 ms, docs/performance.md). This kernel is
 // one pass of exp, reciprocal and product, 8 lanes at a time with AVX2 and FMA (chosen by
 // cpuid at run time, so a saved program runs on any x86-64), a scalar loop otherwise.
 //
