@@ -215,34 +215,24 @@ TEST(cpu_silu, matmul_result) {
     EXPECT_EQ(count_ops(r.cpu, "cpu::silu"), 1u) << text(r.cpu);
 }
 
-TEST(cpu_silu, saved_program_loads_and_runs) {
-    auto b = conv_silu({1, 32, 24, 24}, 32);
+// Compiles b for cpu (with `op` in it), saves, loads and runs it against the ref target.
+static void check_saved(const builder& b, const std::string& op) {
     program ref = b.p;
     ref.compile(*get_target("ref"));
     program cpu = b.p;
     cpu.compile(*get_target("cpu"));
-    ASSERT_EQ(count_ops(cpu, "cpu::silu"), 1u);
+    ASSERT_EQ(count_ops(cpu, op), 1u) << text(cpu);
     const auto bytes = save_buffer(cpu);
     auto loaded = load_buffer(bytes.data(), bytes.size());
-    EXPECT_EQ(count_ops(loaded, "cpu::silu"), 1u);
+    EXPECT_EQ(count_ops(loaded, op), 1u);
     auto got = loaded.eval(b.inputs);
     auto want = ref.eval(b.inputs);
     ASSERT_EQ(got.size(), 1u);
     expect_close(got[0], want[0], 2e-4, 2e-5);
 }
 
+TEST(cpu_silu, saved_program_loads_and_runs) { check_saved(conv_silu({1, 32, 24, 24}, 32), "cpu::silu"); }
+
 TEST(cpu_silu, saved_program_with_means_loads_and_runs) {
-    auto b = squeeze_excite({2, 12, 20, 18}, 40);
-    program ref = b.p;
-    ref.compile(*get_target("ref"));
-    program cpu = b.p;
-    cpu.compile(*get_target("cpu"));
-    ASSERT_EQ(count_ops(cpu, "cpu::silu_means"), 1u) << text(cpu);
-    const auto bytes = save_buffer(cpu);
-    auto loaded = load_buffer(bytes.data(), bytes.size());
-    EXPECT_EQ(count_ops(loaded, "cpu::silu_means"), 1u);
-    auto got = loaded.eval(b.inputs);
-    auto want = ref.eval(b.inputs);
-    ASSERT_EQ(got.size(), 1u);
-    expect_close(got[0], want[0], 2e-4, 2e-5);
+    check_saved(squeeze_excite({2, 12, 20, 18}, 40), "cpu::silu_means");
 }
