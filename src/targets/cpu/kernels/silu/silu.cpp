@@ -191,11 +191,11 @@ shape silu::compute_shape(const std::vector<shape>& inputs) const {
         bad("x must be a static float32 tensor, got " + x.to_string());
     if (layout.dims.empty() ? !x.packed() : to_dims(x.lens()) != layout.to_md().dims())
         bad("x " + x.to_string() + " is neither packed nor in its recorded layout");
+    if (means && inputs.size() < 2) bad("the means' buffer is missing");
     const std::size_t out = inputs.size() - (means ? 2 : 1);
     if (out > 0 && (!inputs[out].is_tensor() || inputs[out].bytes() < stored_elements(*this, x) * sizeof(float)))
         bad("the output buffer " + inputs[out].to_string() + " is smaller than x");
     if (means) {
-        if (inputs.size() < 2) bad("the means' buffer is missing");
         const std::int64_t g = pixel_channels(layout);
         if (layout.dims.size() != 4 || g <= 0 || layout.padded_dims.at(1) % g != 0)
             bad("the channel means need x in a layout with channels per pixel");
