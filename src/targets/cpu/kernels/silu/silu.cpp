@@ -292,10 +292,11 @@ bool lower_silu(lower_env& env, instruction_ref mul, instruction_ref sig) {
     } else if (!dst.packed()) {
         return false;
     }
-    // In place when x is a kernel's own result (not an input, constant or view of one)
-    // read by nothing but this SiLU.
-    const bool own_result = is_cpu_kernel(x) && x->get_operator().output_alias(to_shapes(x->inputs())) >= 0 &&
-                            rewrite::is<builtin::allocate>(x->inputs().back());
+    // In place when x is a kernel's own result (not an input, constant or view of one: the
+    // input its result aliases is an allocation; not always its last input, e.g. an
+    // in-place cpu::channel_mul's) read by nothing but this SiLU.
+    const auto alias = is_cpu_kernel(x) ? x->get_operator().output_alias(to_shapes(x->inputs())) : -1;
+    const bool own_result = alias >= 0 && rewrite::is<builtin::allocate>(x->inputs()[static_cast<std::size_t>(alias)]);
     const bool only_user = x->outputs().size() == 2;  // the sigmoid and the product
     if (own_result && only_user) {
         env.m.replace_instruction(mul, op, {x});
