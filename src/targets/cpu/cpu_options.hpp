@@ -101,7 +101,8 @@ struct cpu_options {
     // (global_avg_pool.hpp).
     bool global_pool = true;
     // KILN_CPU_INPUT_REORDER (default on; dnnl = off): NCHW inputs reordered to
-    // channels-last by Kiln's kernel (nchw_to_pixel_channels.hpp).
+    // channels-last by Kiln's kernel (nchw_to_pixel_channels.hpp); one quantized for int8
+    // convolutions quantized straight into channels-last (quant_loops.hpp).
     bool input_reorder = true;
     // KILN_CPU_SILU (default on, with fast_math; dnnl = off): x * sigmoid(x) on Kiln's
     // kernel or as its own post-op (silu.hpp).

@@ -425,6 +425,21 @@ bool emit_quant_linear(lower_env& env, instruction_ref ins, quant_linear_kernel 
     return true;
 }
 
+// Whether x (an image batch of few channels, row-major NCHW) is quantized only for quantized
+// convolutions that read it as their activation: each reads it channels-last, which
+// with_strides would otherwise reorder it into (a second pass over the 8-bit copy).
+bool quantizes_into_channels_last(lower_env& env, instruction_ref ins) {
+    const auto& x = ins->inputs()[0]->get_shape();
+    if (x.ndim() != 4 || !x.standard() || x.lens()[1] > quant_linear_kernel::max_interleaved_channels ||
+        ins->outputs().empty() || rewrite::is_output(env.m, ins))
+        return false;
+    for (auto r : ins->outputs())
+        if (!r->get_operator().any_cast<op::quant_convolution>() ||
+            std::count(r->inputs().begin(), r->inputs().end(), ins) != 1 || r->inputs()[0] != ins)
+            return false;
+    return true;
+}
+
 }  // namespace
 
 bool lower_quantize_linear(lower_env& env, instruction_ref ins) {
@@ -444,6 +459,13 @@ bool lower_quantize_linear(lower_env& env, instruction_ref ins) {
     k.scale = static_cast<float>(*s);
     k.zero_point = op.dst_zero_point;
     k.out_type = op.out_type;
+    if (env.ctx.options().input_reorder && quantizes_into_channels_last(env, ins)) {
+        const auto& lens = ins->get_shape().lens();
+        k.channels_last = true;
+        auto buf = env.m.insert_instruction(ins, builtin::allocate{shape(k.out_type, lens, channels_last_strides(lens))}, {});
+        env.m.replace_instruction(ins, k, {ins->inputs()[0], buf});
+        return true;
+    }
     return emit_quant_linear(env, ins, k, op);
 }
 

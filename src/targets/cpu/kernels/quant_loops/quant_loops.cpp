@@ -9,7 +9,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 namespace kiln::cpu {
 
@@ -43,6 +45,18 @@ shape quant_linear_kernel::compute_shape(const std::vector<shape>& inputs) const
     if (inputs.size() != 2) throw_error(error_code::shape, name() + ": expected x and the output buffer");
     const auto& x = inputs[0];
     const auto& out = inputs[1];
+    if (channels_last) {
+        const auto& l = x.lens();
+        const bool fits = !dequantize && x.get_type() == type::float32 && out.get_type() == out_type &&
+                          is_8bit(out_type) && x.ndim() == 4 && x.standard() && out.lens() == l && l[1] >= 1 &&
+                          l[1] <= max_interleaved_channels &&
+                          out.strides() == std::vector<std::size_t>{l[1] * l[2] * l[3], 1, l[1] * l[3], l[1]};
+        if (!fits)
+            throw_error(error_code::shape, name() + ": cannot quantize " + x.to_string() + " into channels-last " +
+                                               out.to_string() + " (x: row-major NCHW float32 of 1-" +
+                                               std::to_string(max_interleaved_channels) + " channels)");
+        return out;
+    }
     const bool types_fit = dequantize ? is_8bit(x.get_type()) && out.get_type() == type::float32
                                       : x.get_type() == type::float32 && out.get_type() == out_type && is_8bit(out_type);
     if (!types_fit || !x.packed() || x.lens() != out.lens() || x.strides() != out.strides())
@@ -82,6 +96,66 @@ KILN_QUANT_CLONES void dequantize_s8(const std::int8_t* x, float* y, std::size_t
     dequantize_values(x, y, n, s, zp);
 }
 
+// y[p][c] = Q(x[c][p]) for pixels [p0, p1) of one image of hw pixels, C channels: the
+// compiler quantizes the C streams and interleaves their bytes with vector permutes.
+template <int C, class Q>
+[[gnu::always_inline]] inline void quantize_interleave_body(const float* __restrict x, Q* __restrict y, std::size_t hw,
+                                                            std::size_t p0, std::size_t p1, float scale, float zp) {
+    const float lo = std::is_signed_v<Q> ? -128.0f : 0.0f, hi = std::is_signed_v<Q> ? 127.0f : 255.0f;
+    for (std::size_t p = p0; p < p1; ++p)
+        for (int c = 0; c < C; ++c) {
+            const float q = (x[c * hw + p] / scale + round_magic) - round_magic + zp;
+            y[p * C + c] = static_cast<Q>(static_cast<int>(std::min(std::max(q, lo), hi)));
+        }
+}
+
+// One non-template function per channel count and type (clang refuses target_clones on
+// templates; nchw_to_pixel_channels.cpp does the same).
+#define KILN_QUANTIZE_INTERLEAVE(C, Q, suffix)                                                                   \
+    KILN_QUANT_CLONES void quantize_interleave##C##suffix(const float* x, Q* y, std::size_t hw, std::size_t p0, \
+                                                          std::size_t p1, float s, float zp) {                 \
+        quantize_interleave_body<C>(x, y, hw, p0, p1, s, zp);                                                  \
+    }
+KILN_QUANTIZE_INTERLEAVE(1, std::uint8_t, _u8)
+KILN_QUANTIZE_INTERLEAVE(2, std::uint8_t, _u8)
+KILN_QUANTIZE_INTERLEAVE(3, std::uint8_t, _u8)
+KILN_QUANTIZE_INTERLEAVE(4, std::uint8_t, _u8)
+KILN_QUANTIZE_INTERLEAVE(1, std::int8_t, _s8)
+KILN_QUANTIZE_INTERLEAVE(2, std::int8_t, _s8)
+KILN_QUANTIZE_INTERLEAVE(3, std::int8_t, _s8)
+KILN_QUANTIZE_INTERLEAVE(4, std::int8_t, _s8)
+#undef KILN_QUANTIZE_INTERLEAVE
+
+template <class Q>
+using interleave_fn = void (*)(const float*, Q*, std::size_t, std::size_t, std::size_t, float, float);
+
+interleave_fn<std::uint8_t> interleave_for(std::size_t c, std::uint8_t*) {
+    constexpr interleave_fn<std::uint8_t> fns[] = {quantize_interleave1_u8, quantize_interleave2_u8,
+                                                   quantize_interleave3_u8, quantize_interleave4_u8};
+    return fns[c - 1];
+}
+interleave_fn<std::int8_t> interleave_for(std::size_t c, std::int8_t*) {
+    constexpr interleave_fn<std::int8_t> fns[] = {quantize_interleave1_s8, quantize_interleave2_s8,
+                                                  quantize_interleave3_s8, quantize_interleave4_s8};
+    return fns[c - 1];
+}
+
+// x [n][c][hw] float32 into y [n][hw][c], images split into tasks of a few thousand pixels.
+template <class Q>
+void quantize_channels_last(const float* x, Q* y, const std::vector<std::size_t>& lens, float s, float zp) {
+    constexpr std::size_t pixels_per_task = 4096;
+    const std::size_t n = lens[0], c = lens[1], hw = lens[2] * lens[3];
+    const auto f = interleave_for(c, y);
+    const std::size_t per_image = (hw + pixels_per_task - 1) / pixels_per_task;
+    const auto tasks = static_cast<std::int64_t>(n * per_image);
+#pragma omp parallel for schedule(static) if (n * c * hw >= (std::size_t{1} << 16))
+    for (std::int64_t t = 0; t < tasks; ++t) {
+        const std::size_t i = static_cast<std::size_t>(t) / per_image, k = static_cast<std::size_t>(t) % per_image;
+        const std::size_t p0 = k * pixels_per_task, p1 = std::min(hw, p0 + pixels_per_task);
+        f(x + i * c * hw, y + i * c * hw, hw, p0, p1, s, zp);
+    }
+}
+
 }  // namespace
 
 argument quant_linear_kernel::compute(context&, const shape&, const std::vector<argument>& args) const {
@@ -90,7 +164,13 @@ argument quant_linear_kernel::compute(context&, const shape&, const std::vector<
     const float zp = static_cast<float>(zero_point);
     const type qt = dequantize ? args[0].get_shape().get_type() : out_type;
     const float s = scale;
-    if (dequantize && qt == type::uint8) {
+    if (channels_last && qt == type::uint8) {
+        quantize_channels_last(args[0].data_as<float>(), args[1].data_as<std::uint8_t>(), args[0].get_shape().lens(),
+                               s, zp);
+    } else if (channels_last) {
+        quantize_channels_last(args[0].data_as<float>(), args[1].data_as<std::int8_t>(), args[0].get_shape().lens(),
+                               s, zp);
+    } else if (dequantize && qt == type::uint8) {
         const auto* x = args[0].data_as<std::uint8_t>();
         auto* y = args[1].data_as<float>();
         in_chunks(n, [&](std::size_t i, std::size_t m) { dequantize_u8(x + i, y + i, m, s, zp); });
