@@ -40,7 +40,11 @@ def kiln(*args, expect=OK, timeout=120, cwd=REPO, extra_env=None):
     cmd = [KILN] + [str(a) for a in args]
     env = dict(os.environ)
     env.setdefault("KILN_NUM_THREADS", "2")
-    env.update(extra_env or {})
+    for name, value in (extra_env or {}).items():  # None unsets
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
                           timeout=timeout)
     assert proc.returncode >= 0, f"{' '.join(cmd)} was killed by signal {-proc.returncode}\n{proc.stderr}"

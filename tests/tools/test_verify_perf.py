@@ -132,13 +132,27 @@ def _percent_rows(text, header):
 
 def test_perf_per_instruction_table(fashion_kiln):
     text = kiln("perf", fashion_kiln, "--per-instruction", "-n", "3", "--warmup", "1").stdout
-    assert "\nper operation kind (sum of the instructions' medians over 3 profiled runs):\n" in text
+    assert re.search(r"\nper operation kind \(sum of the instructions' medians over 3 profiled runs; OpenMP \S+\):\n",
+                     text), text
     rows, pcts = _percent_rows(text, "per operation kind")
     assert rows and abs(sum(pcts) - 100) < 1.0 and pcts == sorted(pcts, reverse=True)
     assert any("x  " in r for r in rows)
     rows, pcts = _percent_rows(text, "per instruction (self time")
     assert len(rows) > 10 and abs(sum(pcts) - 100) < 3.0 and pcts == sorted(pcts, reverse=True)
     assert all(re.search(r"@\d+  \S+ -> ", r) for r in rows)
+
+
+def test_perf_per_instruction_keeps_the_threads_spinning(fashion_kiln):
+    """A profile stamps the time after each kernel; with the tool's short spin the other thread
+    would fall asleep in those pauses and every kernel would be charged a wake-up. Unless the
+    user chose a policy, profiles run with OMP_WAIT_POLICY=active; a policy the user gives is
+    kept."""
+    unset = {"OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": None}
+    text = kiln("perf", fashion_kiln, "--per-instruction", "-n", "2", "--warmup", "0", extra_env=unset).stdout
+    assert "profiled runs; OpenMP OMP_WAIT_POLICY=active)" in text, text
+    mine = dict(unset, GOMP_SPINCOUNT="5000")
+    text = kiln("perf", fashion_kiln, "--per-instruction", "-n", "2", "--warmup", "0", extra_env=mine).stdout
+    assert "profiled runs; OpenMP GOMP_SPINCOUNT=5000)" in text, text
 
 
 def test_perf_per_instruction_json():

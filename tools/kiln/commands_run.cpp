@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -31,6 +32,13 @@ namespace {
 
 double ms_since(clock_type::time_point t) {
     return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
+}
+
+// How OpenMP's threads wait between kernels in this process (main.cpp chooses it for a profile).
+std::string openmp_wait_text() {
+    for (const char* name : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"})
+        if (const char* v = std::getenv(name)) return std::string(name) + "=" + v;
+    return "default wait";
 }
 
 struct loaded {
@@ -402,7 +410,7 @@ int cmd_perf(const options& o) {
               << "; peak RSS " << peak_rss_mb() << " MiB\n";
     if (o.per_instruction) {
         std::cout << "\nper operation kind (sum of the instructions' medians over " << profiled_runs
-                  << " profiled runs):\n";
+                  << " profiled runs; OpenMP " << openmp_wait_text() << "):\n";
         std::cout << std::setprecision(3);
         for (auto& [k, v] : kind_list)
             std::cout << "  " << std::setw(10) << v.first << " ms  " << std::setw(6) << std::setprecision(1)
