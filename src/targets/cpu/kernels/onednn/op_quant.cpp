@@ -3,12 +3,17 @@
 #include "targets/cpu/kernels/onednn/quant_real.hpp"
 #include "targets/cpu/sum_post_op.hpp"
 
+#include "ops/pointwise_binary.hpp"
+#include "ops/pointwise_unary.hpp"
 #include "ops/quantize.hpp"
 #include "passes/rewrite_utils.hpp"
 
 #include <kiln/register_op.hpp>
 
 #include <algorithm>
+#include <cfloat>
+#include <optional>
+#include <utility>
 
 namespace kiln::cpu {
 
@@ -23,7 +28,8 @@ using dt = dnnl::memory::data_type;
 // in output levels (its dst data type: lower_quant_convolution makes r and the result one
 // type), then clips, adds the output zero point, rounds and saturates.
 dnnl::primitive_attr quant_attr(const op::requantize_params& p, std::size_t channels, int channel_dim,
-                                const op::quant_convolution* residual = nullptr) {
+                                const op::quant_convolution* residual = nullptr,
+                                const std::vector<float>& float_clamp = {}) {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     std::vector<float> scales(p.w_scales.size() == 1 ? 1 : channels);
@@ -48,6 +54,9 @@ dnnl::primitive_attr quant_attr(const op::requantize_params& p, std::size_t chan
                               static_cast<float>(p.y_max - p.y_zero_point));
             any_post_op = true;
         }
+    } else if (float_clamp.size() == 2) {
+        po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, float_clamp[0], float_clamp[1]);
+        any_post_op = true;
     }
     if (any_post_op) attr.set_post_ops(po);
     return attr;
@@ -119,8 +128,10 @@ dnnl::primitive_desc_base quant_conv::make_pd(const dnnl::engine& eng, const std
         pad_l.push_back(g.pad_begin[i]);
         pad_r.push_back((g.out[i] - 1) * g.stride[i] + span - g.in[i] - g.pad_begin[i]);
     }
-    auto attr = real ? quant_real::primitive_attr(op, op.has_residual)
-                     : quant_attr(op, static_cast<std::size_t>(g.out_channels), 1, &op);
+    if (!float_clamp.empty() && (float_clamp.size() != 2 || op.quantized_output()))
+        throw_error(error_code::shape, name() + ": float_clamp takes [lo, hi] and a float32 result");
+    auto attr = real ? quant_real::primitive_attr(op, op.has_residual, float_clamp)
+                     : quant_attr(op, static_cast<std::size_t>(g.out_channels), 1, &op, float_clamp);
     auto wmd = conv_weights_md(w, g.group, true);
     auto xmd = md_of(x), bmd = op.has_bias ? md_of(operands.at(2)) : dnnl::memory::desc(), ymd = md_of(dst);
     if (real) {  // float32 in oneDNN's layouts for it; converted on the way in and out
@@ -353,6 +364,29 @@ bool has_int8_dot_product() {
            i == isa::avx2_vnni;
 }
 
+namespace {
+
+// The Relu or Clip with constant bounds that is the only reader of a float result (neither of
+// them a program output), and its [lo, hi].
+std::optional<std::pair<instruction_ref, std::vector<float>>> clamp_after(lower_env& env, instruction_ref ins) {
+    if (ins->outputs().size() != 1 || rewrite::is_output(env.m, ins)) return std::nullopt;
+    auto r = ins->outputs().front();
+    if (rewrite::is_output(env.m, r)) return std::nullopt;  // a result keeps its own (row-major) buffer
+    if (r->inputs().empty() || r->inputs()[0] != ins || !r->get_shape().same_lens_and_type(ins->get_shape()))
+        return std::nullopt;
+    if (r->get_operator().any_cast<op::relu_op>()) return std::make_pair(r, std::vector<float>{0.0f, FLT_MAX});
+    if (!r->get_operator().any_cast<op::clip_op>() || r->inputs().size() != 3 ||
+        std::count(r->inputs().begin(), r->inputs().end(), ins) != 1)
+        return std::nullopt;
+    auto a = rewrite::constant_of(r->inputs()[1]), b = rewrite::constant_of(r->inputs()[2]);
+    if (!a || !b || a->get_shape().elements() != 1 || b->get_shape().elements() != 1) return std::nullopt;
+    const double lo = rewrite::values_of(*a)[0], hi = rewrite::values_of(*b)[0];
+    if (!(lo <= hi)) return std::nullopt;
+    return std::make_pair(r, std::vector<float>{static_cast<float>(lo), static_cast<float>(hi)});
+}
+
+}  // namespace
+
 bool lower_quant_convolution(lower_env& env, instruction_ref ins) {
     const auto* q = ins->get_operator().any_cast<op::quant_convolution>();
     if (!q || !all_static(ins) || in_dnnl_layout(env, ins->inputs()[0]) || !int8_kernels(env)) return false;
@@ -374,7 +408,17 @@ bool lower_quant_convolution(lower_env& env, instruction_ref ins) {
         out = residual_buffer(env, ins, ins->inputs()[q->residual_index()], operands, dst);
         if (!out) return false;
     }
-    return emit(env, ins, op, operands, dst, out);
+    // A float result read only by a Relu or Clip (quantize_int8 leaves MobileNetV2's last
+    // convolution float for the pooling after it, its ReLU6 apart): the clamp in the kernel,
+    // the Relu/Clip left dead (its readers read this result).
+    auto clamp = q->quantized_output() || q->has_residual ? std::nullopt : clamp_after(env, ins);
+    if (clamp) op.float_clamp = clamp->second;
+    if (!emit(env, ins, op, operands, dst, out)) return false;
+    if (clamp) {
+        env.m.replace_instruction(clamp->first, ins);
+        env.dead.push_back(clamp->first);
+    }
+    return true;
 }
 
 bool lower_quant_dot(lower_env& env, instruction_ref ins) {

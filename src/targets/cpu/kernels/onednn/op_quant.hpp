@@ -7,7 +7,8 @@
 //   (bias / (x_scale * w_scale), made by the lowering). The requantize is oneDNN's:
 //   per-channel output scales x_scale * w_scale / y_scale, the zero points (run-time
 //   values bound once), the folded Relu/Clip as a clip post-op before the output zero
-//   point, saturation to the 8-bit result. A float32 result is the dequantized product.
+//   point, saturation to the 8-bit result. A float32 result is the dequantized product,
+//   clamped in the kernel where a Relu or Clip was its only reader (quant_conv::float_clamp).
 // cpu::quant_reorder: QuantizeLinear / DequantizeLinear with one scale and zero point,
 //   and plain layout changes of 8-bit tensors, as a oneDNN reorder (x * scale + zero
 //   point, round half to even, saturate). Q multiplies by 1 / y_scale where ONNX
@@ -24,12 +25,16 @@ namespace kiln::cpu {
 struct quant_conv : dnnl_op<quant_conv> {
     static constexpr bool work_per_element = false;
     op::quant_convolution op;  // has_bias: the bias operand is float32 in accumulator units
+    // A float result clamped to [lo, hi] (eltwise clip post-op): the Relu or Clip that was the
+    // result's only reader (lower_quant_convolution).
+    std::vector<float> float_clamp;
     template <class Self, class F>
     static void reflect(Self& self, F f) {
         f(self.op, "op");
         f(self.scratchpad, "scratchpad");
         f(self.layouts, "layouts");
         f(self.dst_layout, "dst_layout");
+        f(self.float_clamp, "float_clamp");
     }
     KILN_CPU_DNNL_OP_DECLS("cpu::quant_conv")
 };

@@ -11,6 +11,10 @@
 #include "targets/cpu/kernels/onednn/op_quant.hpp"
 
 #include <kiln/module_text.hpp>
+#include <kiln/serialize.hpp>
+
+#include <algorithm>
+#include <cfloat>
 
 using namespace kiln;
 using namespace kiln::cpu_test;
@@ -264,4 +268,88 @@ TEST(cpu_quant, residual_convolution_without_vnni_computes_in_float) {
     check_residual(false, true);
     check_residual(true, true);
     check_residual(false, true, true);
+}
+
+namespace {
+
+// x -> Q/DQ -> conv (float result) -> CLAMP -> add: the clamp (a Relu or Clip that is the
+// float result's only reader) goes into the kernel as a post-op. The convolution's values
+// reach past both bounds, so a dropped or wrong clamp shows.
+const char* float_clamp_text = R"(
+    module main
+      x = @param -> float32[1, 8, 9, 7]
+      xs = @literal{float32[] {0.03}}
+      xz = @literal{uint8[] {120}}
+      xq = quantize_linear(x, xs, xz)
+      xd = dequantize_linear(xq, xs, xz)
+      w = @literal{int8[16, 8, 3, 3] {...}}
+      ws = @literal{float32[16] {...}}
+      wz = @literal{int8[16] {...}}
+      wd = dequantize_linear{axis=0}(w, ws, wz)
+      b = @literal{float32[16] {...}}
+      c = convolution{padding=[1, 1, 1, 1]}(xd, wd, b)
+      lo = @literal{float32[] {-1.5}}
+      hi = @literal{float32[] {2.5}}
+      CLAMP
+      y = add(r, r)
+      @return(RETURNS)
+)";
+
+builder float_clamp_case(const std::string& clamp, const std::string& returns) {
+    builder b;
+    auto src = replaced(replaced(float_clamp_text, "CLAMP", clamp), "RETURNS", returns);
+    std::vector<double> ws(16), bias(16);
+    for (std::size_t c = 0; c < 16; ++c) ws[c] = 0.004 + 0.001 * static_cast<double>(c), bias[c] = 0.3 * (c % 5) - 0.6;
+    std::map<std::string, literal> weights{{"w", random_ints(type::int8, {16, 8, 3, 3}, -127, 127)},
+                                           {"ws", literal(shape(type::float32, {16}), ws)},
+                                           {"wz", literal(shape(type::int8, {16}), std::vector<double>(16, 0.0))},
+                                           {"b", literal(shape(type::float32, {16}), bias)}};
+    b.p = parse_program(src, {literals_by_name(weights)});
+    b.inputs = {{"x", random_literal({1, 8, 9, 7}, 3.0f).get_argument()}};
+    return b;
+}
+
+const cpu::quant_conv* the_quant_conv(const program& p) {
+    for (const auto& ins : *p.get_main_module())
+        if (const auto* q = ins.get_operator().any_cast<cpu::quant_conv>()) return q;
+    return nullptr;
+}
+
+}  // namespace
+
+// Without VNNI (the cpu-as-AVX2 run of these tests) KILN_CPU_INT8_KERNELS=all keeps the int8
+// kernels, computing in float inside (quant_real.hpp), where the clamp is a post-op too.
+TEST(cpu_quant, a_clip_or_relu_after_a_float_result_runs_in_the_kernel) {
+    test::env_override all("KILN_CPU_INT8_KERNELS", cpu::has_int8_dot_product() ? nullptr : "all");
+    for (const auto& [clamp, want] : std::vector<std::pair<std::string, std::vector<float>>>{
+             {"r = clip(c, lo, hi)", {-1.5f, 2.5f}}, {"r = relu(c)", {0.0f, FLT_MAX}}}) {
+        const auto b = float_clamp_case(clamp, "y");
+        auto r = run_both(b, 1e-4, 1e-4);
+        // The convolution's values reach past the bounds (the clamp changes the result).
+        auto c = float_clamp_case("r = relu(c)", "c").p;
+        c.compile(*get_target("ref"));
+        const auto raw = c.eval(b.inputs)[0].to_vector<float>();
+        EXPECT_LT(*std::min_element(raw.begin(), raw.end()), -2.0f);
+        EXPECT_GT(*std::max_element(raw.begin(), raw.end()), 3.0f);
+        const auto* q = the_quant_conv(r.cpu);
+        ASSERT_NE(q, nullptr) << text(r.cpu);
+        EXPECT_EQ(q->float_clamp, want) << clamp << "\n" << text(r.cpu);
+        EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
+        // Saved and loaded: the clamp is an attribute of the kernel.
+        const auto bytes = save_buffer(r.cpu);
+        auto loaded = load_buffer(bytes.data(), bytes.size());
+        ASSERT_NE(the_quant_conv(loaded), nullptr);
+        EXPECT_EQ(the_quant_conv(loaded)->float_clamp, want);
+        expect_close(loaded.eval(b.inputs)[0], r.ref_out[0], 1e-4, 1e-4);
+    }
+}
+
+TEST(cpu_quant, a_clamp_that_is_a_result_or_reads_a_result_stays_apart) {
+    test::env_override all("KILN_CPU_INT8_KERNELS", cpu::has_int8_dot_product() ? nullptr : "all");
+    for (const char* returns : {"y, r", "y, c"}) {
+        auto r = run_both(float_clamp_case("r = clip(c, lo, hi)", returns), 1e-4, 1e-4);
+        const auto* q = the_quant_conv(r.cpu);
+        ASSERT_NE(q, nullptr) << text(r.cpu);
+        EXPECT_TRUE(q->float_clamp.empty()) << returns << "\n" << text(r.cpu);
+    }
 }

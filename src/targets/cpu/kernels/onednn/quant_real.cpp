@@ -13,7 +13,7 @@ dnnl::primitive_attr input_attr(float scale, std::int64_t zero_point) {
     return attr;
 }
 
-dnnl::primitive_attr primitive_attr(const op::requantize_params& p, bool residual) {
+dnnl::primitive_attr primitive_attr(const op::requantize_params& p, bool residual, const std::vector<float>& float_clamp) {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::post_ops po;
@@ -26,6 +26,10 @@ dnnl::primitive_attr primitive_attr(const op::requantize_params& p, bool residua
     if (p.quantized_output() && (p.y_min > lo || p.y_max < hi)) {
         po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, static_cast<float>(p.y_min - p.y_zero_point) * p.y_scale,
                           static_cast<float>(p.y_max - p.y_zero_point) * p.y_scale);
+        any_post_op = true;
+    }
+    if (!p.quantized_output() && float_clamp.size() == 2) {
+        po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, float_clamp[0], float_clamp[1]);
         any_post_op = true;
     }
     if (any_post_op) attr.set_post_ops(po);

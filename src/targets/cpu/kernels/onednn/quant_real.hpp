@@ -25,8 +25,10 @@ dnnl::primitive_attr input_attr(float scale, std::int64_t zero_point);
 // The float primitive's attributes: a user scratchpad, with `residual` a sum post-op (the
 // kernel reads the residual's real values into its result first: convert_output's read-back)
 // and, for an 8-bit result whose saturation range is narrowed (a folded Relu/Clip), that
-// range as a clip in real units.
-dnnl::primitive_attr primitive_attr(const op::requantize_params& p, bool residual = false);
+// range as a clip in real units; for a float result, `float_clamp` ([lo, hi], a Relu/Clip
+// folded by the lowering) as a clip.
+dnnl::primitive_attr primitive_attr(const op::requantize_params& p, bool residual = false,
+                                    const std::vector<float>& float_clamp = {});
 // Attributes of the reorder from the real result to the output: y / y_scale + y_zero_point
 // for an 8-bit result, nothing for a float one.
 dnnl::primitive_attr output_attr(const op::requantize_params& p);
