@@ -97,6 +97,16 @@ bool lower_global_avg_pool(lower_env& env, instruction_ref ins) {
             g.dilation.at(i) != 1)
             return false;
     auto it = env.layout.find(&*x);
+    if (it == env.layout.end() && x->get_shape().strides() == channels_last_strides(xl)) {
+        // Channels-last in its IR strides (an int8 convolution's float result, a dequantized
+        // one): its [N, C, 1, 1] result is row-major too, no layout to record.
+        global_avg_pool op;
+        op.layout = pixel_channels_layout(0, xl);
+        op.dst_layout = pixel_channels_layout_like(op.layout, {xl[0], xl[1], 1, 1});
+        auto buf = env.m.insert_instruction(ins, builtin::allocate{ins->get_shape()}, {});
+        env.m.replace_instruction(ins, op, {x, buf});
+        return true;
+    }
     if (it == env.layout.end() || pixel_channels(it->second) <= 0) return false;
     if (it->second.padded_dims.at(1) % pixel_channels(it->second) != 0) return false;
     global_avg_pool op;

@@ -2,7 +2,8 @@
 // activation in a layout that stores its channels per pixel (pixel_channels: oneDNN's
 // blocked nChw8c / nChw16c, or channels-last), the [N, C, 1, 1] result in the same kind of
 // layout (which for one pixel is [N][C padded] in memory): squeeze-and-excitation's
-// squeeze (EfficientNet-B0 has 16 of them) and the classifier's pooling.
+// squeeze (EfficientNet-B0 has 16 of them) and the classifier's pooling. Also an x that is
+// channels-last in its IR strides (int8 networks' float results), its result row-major.
 //
 // Why not oneDNN: its 2.6 pooling takes 7-9 us for EfficientNet-B0's 672x14x14 on a Zen 5
 // EPYC, 2 threads, where reading the 0.5 MB from L2 takes about 2. Here each task sums a

@@ -291,13 +291,13 @@ const char* float_clamp_text = R"(
       lo = @literal{float32[] {-1.5}}
       hi = @literal{float32[] {2.5}}
       CLAMP
-      y = add(r, r)
+      TAIL
       @return(RETURNS)
 )";
 
-builder float_clamp_case(const std::string& clamp, const std::string& returns) {
+builder float_clamp_case(const std::string& clamp, const std::string& returns, const std::string& tail = "y = add(r, r)") {
     builder b;
-    auto src = replaced(replaced(float_clamp_text, "CLAMP", clamp), "RETURNS", returns);
+    auto src = replaced(replaced(replaced(float_clamp_text, "CLAMP", clamp), "RETURNS", returns), "TAIL", tail);
     std::vector<double> ws(16), bias(16);
     for (std::size_t c = 0; c < 16; ++c) ws[c] = 0.004 + 0.001 * static_cast<double>(c), bias[c] = 0.3 * (c % 5) - 0.6;
     std::map<std::string, literal> weights{{"w", random_ints(type::int8, {16, 8, 3, 3}, -127, 127)},
@@ -352,4 +352,18 @@ TEST(cpu_quant, a_clamp_that_is_a_result_or_reads_a_result_stays_apart) {
         ASSERT_NE(q, nullptr) << text(r.cpu);
         EXPECT_TRUE(q->float_clamp.empty()) << returns << "\n" << text(r.cpu);
     }
+}
+
+// The classifier's pooling after the last convolution of an int8 network (its float result
+// channels-last in the IR strides, as --int8 leaves MobileNetV2's): Kiln's global average
+// pooling reads it where it is, its [N, C, 1, 1] result row-major.
+TEST(cpu_quant, a_global_average_pool_reads_a_float_result_in_place) {
+    test::env_override all("KILN_CPU_INT8_KERNELS", cpu::has_int8_dot_product() ? nullptr : "all");
+    auto r = run_both(float_clamp_case("r = relu(c)", "y", "y = pooling{mode=0, global=true}(r)"), 1e-4, 1e-5);
+    const instruction* pool = nullptr;
+    for (const auto& ins : *r.cpu.get_main_module())
+        if (ins.name() == "cpu::global_avg_pool") pool = &ins;
+    ASSERT_NE(pool, nullptr) << text(r.cpu);
+    EXPECT_EQ(pool->inputs()[0]->name(), "cpu::quant_conv") << text(r.cpu);
+    EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
 }
