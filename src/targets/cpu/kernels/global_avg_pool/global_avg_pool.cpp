@@ -3,6 +3,8 @@
 #include "targets/cpu/kernels/silu/silu.hpp"
 
 #include "ops/nn_pooling.hpp"
+#include "passes/rewrite_utils.hpp"
+#include "targets/cpu/kernels/quant_loops/quant_loops.hpp"
 
 #include <kiln/builtin_ops.hpp>
 #include <kiln/errors.hpp>
@@ -43,6 +45,32 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void mean_pixels(co
     for (std::size_t j = 0; j < width; ++j) y[j] = acc[j] * inv;
 }
 
+// y[j] = (sum over `pixels` pixels of q[p][j] - pixels zero_point) * scale / pixels, j < width.
+template <class Q>
+[[gnu::always_inline]] inline void mean_levels_body(const Q* x, float* y, std::size_t pixels, std::size_t stride,
+                                                    std::size_t width, float scale, std::int64_t zero_point) {
+    std::int32_t acc[chunk] = {};
+    for (std::size_t p = 0; p < pixels; ++p) {
+        const Q* xp = x + p * stride;
+#pragma omp simd
+        for (std::size_t j = 0; j < width; ++j) acc[j] += xp[j];
+    }
+    const auto n = static_cast<double>(pixels), zn = static_cast<double>(zero_point) * n;
+    for (std::size_t j = 0; j < width; ++j)
+        y[j] = static_cast<float>((static_cast<double>(acc[j]) - zn) * static_cast<double>(scale) / n);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void mean_levels_u8(
+    const std::uint8_t* x, float* y, std::size_t pixels, std::size_t stride, std::size_t width, float scale,
+    std::int64_t zero_point) {
+    mean_levels_body(x, y, pixels, stride, width, scale, zero_point);
+}
+__attribute__((target_clones("avx512f", "avx2", "default"))) void mean_levels_s8(
+    const std::int8_t* x, float* y, std::size_t pixels, std::size_t stride, std::size_t width, float scale,
+    std::int64_t zero_point) {
+    mean_levels_body(x, y, pixels, stride, width, scale, zero_point);
+}
+
 }  // namespace
 
 shape global_avg_pool::compute_shape(const std::vector<shape>& inputs) const {
@@ -51,7 +79,14 @@ shape global_avg_pool::compute_shape(const std::vector<shape>& inputs) const {
     for (const auto& i : inputs)
         if (!i.is_tensor() || i.dynamic()) bad("inputs must be static tensors, got " + i.to_string());
     const shape& x = inputs[0];
-    expect_pixel_channels_input(name(), x, layout);
+    if (x_type != type::float32) {
+        if ((x_type != type::uint8 && x_type != type::int8) || x.get_type() != x_type || x.ndim() != 4 ||
+            x.strides() != channels_last_strides(x.lens()) || to_dims(x.lens()) != layout.to_md().dims() ||
+            pixel_channels(layout) != static_cast<std::int64_t>(x.lens()[1]))
+            bad("x " + x.to_string() + " must be of x_type (uint8 or int8), channels-last, as its layout says");
+    } else {
+        expect_pixel_channels_input(name(), x, layout);
+    }
     if (x.lens()[2] * x.lens()[3] == 0) bad("x has no pixels");
     if (dst_layout.dims != std::vector<std::int64_t>{layout.dims[0], layout.dims[1], 1, 1} ||
         dst_layout.padded_dims.at(1) != layout.padded_dims.at(1) || pixel_channels(dst_layout) <= 0)
@@ -76,7 +111,14 @@ argument global_avg_pool::compute(context&, const shape& out, const std::vector<
     for (std::int64_t t = 0; t < tasks; ++t) {
         const std::size_t k = static_cast<std::size_t>(t) % chunks, nb = static_cast<std::size_t>(t) / chunks;
         const std::size_t j0 = k * chunk, width = std::min(chunk, g - j0);
-        mean_pixels(x + nb * pixels * g + j0, y + nb * g + j0, pixels, g, width);
+        if (x_type == type::uint8)
+            mean_levels_u8(args[0].data_as<std::uint8_t>() + nb * pixels * g + j0, y + nb * g + j0, pixels, g, width,
+                           scale, zero_point);
+        else if (x_type == type::int8)
+            mean_levels_s8(args[0].data_as<std::int8_t>() + nb * pixels * g + j0, y + nb * g + j0, pixels, g, width,
+                           scale, zero_point);
+        else
+            mean_pixels(x + nb * pixels * g + j0, y + nb * g + j0, pixels, g, width);
     }
     return args.back().reshape(out);
 }
@@ -103,8 +145,19 @@ bool lower_global_avg_pool(lower_env& env, instruction_ref ins) {
         global_avg_pool op;
         op.layout = pixel_channels_layout(0, xl);
         op.dst_layout = pixel_channels_layout_like(op.layout, {xl[0], xl[1], 1, 1});
+        // Levels dequantized by a pass that only this pooling reads: read the levels.
+        auto source = x;
+        if (const auto* dq = x->get_operator().any_cast<quant_linear_kernel>();
+            dq && dq->dequantize && x->outputs().size() == 1 && !rewrite::is_output(env.m, x) &&
+            x->inputs()[0]->get_shape().strides() == x->get_shape().strides()) {
+            source = x->inputs()[0];
+            op.x_type = source->get_shape().get_type();
+            op.scale = dq->scale;
+            op.zero_point = dq->zero_point;
+        }
         auto buf = env.m.insert_instruction(ins, builtin::allocate{ins->get_shape()}, {});
-        env.m.replace_instruction(ins, op, {x, buf});
+        env.m.replace_instruction(ins, op, {source, buf});
+        if (source != x) env.dead.push_back(x);
         return true;
     }
     if (it == env.layout.end() || pixel_channels(it->second) <= 0) return false;

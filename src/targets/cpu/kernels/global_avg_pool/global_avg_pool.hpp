@@ -17,19 +17,29 @@
 
 #include <kiln/operation.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace kiln::cpu {
 
 struct global_avg_pool {
-    md_record layout;      // x's
+    md_record layout;      // x's (its geometry; the element type is x_type)
     md_record dst_layout;  // the result's: x's kind of layout, 1x1 pixels
+    // x's element type: float32, or uint8 / int8 levels dequantized on the way, the mean of
+    // (q - zero_point) * scale computed as (sum q - pixels zero_point) * scale / pixels (a
+    // DequantizeLinear that only this pooling read: QDQ models' classifier pooling).
+    type x_type = type::float32;
+    float scale = 1.0f;
+    std::int64_t zero_point = 0;
 
     template <class Self, class F>
     static void reflect(Self& self, F f) {
         f(self.layout, "layout");
         f(self.dst_layout, "dst_layout");
+        f(self.x_type, "x_type");
+        f(self.scale, "scale");
+        f(self.zero_point, "zero_point");
     }
     std::string name() const { return "cpu::global_avg_pool"; }
     shape compute_shape(const std::vector<shape>& inputs) const;

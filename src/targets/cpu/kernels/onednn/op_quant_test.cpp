@@ -8,6 +8,7 @@
 #include "cpu_test_util.hpp"
 #include "env_override.hpp"
 #include "targets/cpu/cpu_features.hpp"
+#include "targets/cpu/kernels/global_avg_pool/global_avg_pool.hpp"
 #include "targets/cpu/kernels/onednn/op_quant.hpp"
 
 #include <kiln/module_text.hpp>
@@ -366,4 +367,29 @@ TEST(cpu_quant, a_global_average_pool_reads_a_float_result_in_place) {
     ASSERT_NE(pool, nullptr) << text(r.cpu);
     EXPECT_EQ(pool->inputs()[0]->name(), "cpu::quant_conv") << text(r.cpu);
     EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
+}
+
+// A QDQ model's classifier pooling: DequantizeLinear -> GlobalAveragePool. The pooling reads
+// the convolution's levels and dequantizes their mean (no float copy of the activation).
+TEST(cpu_quant, a_global_average_pool_reads_the_levels_a_dequantize_would_expand) {
+    test::env_override all("KILN_CPU_INT8_KERNELS", cpu::has_int8_dot_product() ? nullptr : "all");
+    for (const char* zero : {"3", "0"}) {
+        const std::string tail = std::string("ys = @literal{float32[] {0.05}}\n      yz = @literal{uint8[] {") + zero +
+                                 "}}\n      rq = quantize_linear(r, ys, yz)\n      rd = dequantize_linear(rq, ys, yz)\n"
+                                 "      y = pooling{mode=0, global=true}(rd)";
+        // Within one output level (0.05) of ref, as every QDQ convolution here.
+        const auto b = float_clamp_case("r = relu(c)", "y", tail);
+        auto r = run_both(b, 1e-4, 0.05 + 1e-6);
+        const instruction* pool = nullptr;
+        for (const auto& ins : *r.cpu.get_main_module())
+            if (ins.name() == "cpu::global_avg_pool") pool = &ins;
+        ASSERT_NE(pool, nullptr) << text(r.cpu);
+        EXPECT_EQ(pool->inputs()[0]->name(), "cpu::quant_conv") << text(r.cpu);
+        EXPECT_EQ(pool->get_operator().any_cast<cpu::global_avg_pool>()->x_type, type::uint8);
+        EXPECT_EQ(count_ops(r.cpu, "cpu::quant_linear"), 1u) << text(r.cpu);  // x's quantize only
+        EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
+        const auto bytes = save_buffer(r.cpu);
+        auto loaded = load_buffer(bytes.data(), bytes.size());
+        expect_close(loaded.eval(b.inputs)[0], r.cpu_out[0], 0.0, 0.0);
+    }
 }
