@@ -21,6 +21,7 @@ namespace kiln::cpu {
 namespace {
 
 constexpr std::size_t chunk = 64;  // channels per task: four 16-lane accumulators
+constexpr std::size_t max_level_pixels = std::size_t{1} << 23;  // 255 * 2^23 < 2^31: int32 sums of levels
 
 // y[j] = mean over `pixels` pixels (`stride` floats apart) of x[p][j], j < width <= chunk.
 __attribute__((target_clones("avx512f", "avx2", "default"))) void mean_pixels(const float* x, float* y,
@@ -82,8 +83,10 @@ shape global_avg_pool::compute_shape(const std::vector<shape>& inputs) const {
     if (x_type != type::float32) {
         if ((x_type != type::uint8 && x_type != type::int8) || x.get_type() != x_type || x.ndim() != 4 ||
             x.strides() != channels_last_strides(x.lens()) || to_dims(x.lens()) != layout.to_md().dims() ||
-            pixel_channels(layout) != static_cast<std::int64_t>(x.lens()[1]))
-            bad("x " + x.to_string() + " must be of x_type (uint8 or int8), channels-last, as its layout says");
+            pixel_channels(layout) != static_cast<std::int64_t>(x.lens()[1]) ||
+            x.lens()[2] * x.lens()[3] > max_level_pixels)
+            bad("x " + x.to_string() + " must be of x_type (uint8 or int8), channels-last, as its layout says, "
+                "and of at most 2^23 pixels");
     } else {
         expect_pixel_channels_input(name(), x, layout);
     }
@@ -147,8 +150,10 @@ bool lower_global_avg_pool(lower_env& env, instruction_ref ins) {
         op.dst_layout = pixel_channels_layout_like(op.layout, {xl[0], xl[1], 1, 1});
         // Levels dequantized by a pass that only this pooling reads: read the levels.
         auto source = x;
+        // (Its int32 sums hold up to 2^23 pixels of 8-bit levels.)
         if (const auto* dq = x->get_operator().any_cast<quant_linear_kernel>();
             dq && dq->dequantize && x->outputs().size() == 1 && !rewrite::is_output(env.m, x) &&
+            xl[2] * xl[3] <= max_level_pixels &&
             x->inputs()[0]->get_shape().strides() == x->get_shape().strides()) {
             source = x->inputs()[0];
             op.x_type = source->get_shape().get_type();

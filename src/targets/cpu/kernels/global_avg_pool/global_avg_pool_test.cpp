@@ -3,8 +3,12 @@
 // for an AveragePool whose window is the whole image, channel counts below, at and past the
 // kernel's 64-channel chunks and not multiples of the block, several batches; the result
 // feeds a convolution (squeeze-and-excitation's shape); a saved program loads and runs;
-// KILN_CPU_GLOBAL_POOL=dnnl keeps oneDNN's pooling.
+// KILN_CPU_GLOBAL_POOL=dnnl keeps oneDNN's pooling; 8-bit levels (a folded dequantize) of more than 2^23
+// pixels, which the int32 sums could not hold, are refused.
 #include "cpu_test_util.hpp"
+
+#include "targets/cpu/kernels/global_avg_pool/global_avg_pool.hpp"
+#include "targets/cpu/kernels/onednn/dnnl_util.hpp"
 
 #include <kiln/serialize.hpp>
 
@@ -76,4 +80,21 @@ TEST(cpu_global_avg_pool, saved_program_loads_and_runs) {
     auto want = ref.eval(b.inputs);
     ASSERT_EQ(got.size(), 1u);
     expect_close(got[0], want[0], 2e-4, 2e-4);
+}
+
+// Levels (a dequantize folded in: op_quant_test.cpp) are summed in int32: up to 2^23 pixels.
+TEST(cpu_global_avg_pool, levels_of_more_than_2_pow_23_pixels_are_refused) {
+    for (const std::size_t side : {2048u, 2900u}) {
+        const std::vector<std::size_t> lens{1, 1, side, side};
+        cpu::global_avg_pool op;
+        op.layout = cpu::pixel_channels_layout(0, lens);
+        op.dst_layout = cpu::pixel_channels_layout_like(op.layout, {1, 1, 1, 1});
+        op.x_type = type::uint8;
+        const std::vector<shape> in{shape(type::uint8, lens, cpu::channels_last_strides(lens)),
+                                    shape(type::float32, {1, 1, 1, 1})};
+        if (side * side <= (std::size_t{1} << 23))
+            EXPECT_NO_THROW(op.compute_shape(in));
+        else
+            EXPECT_THROW(op.compute_shape(in), error);
+    }
 }
