@@ -91,6 +91,26 @@ inline std::size_t count_ops(const program& p, const std::string& name) {
     return n;
 }
 
+// The first instruction of p's main module whose op is an Op (nullptr when none).
+template <class Op>
+const instruction* first_of(const program& p) {
+    for (const auto& ins : *p.get_main_module())
+        if (ins.get_operator().any_cast<Op>()) return &ins;
+    return nullptr;
+}
+
+// Whether `ins` exists and its op is an Op.
+template <class Op>
+bool runs(const instruction* ins) {
+    return ins && ins->get_operator().any_cast<Op>() != nullptr;
+}
+
+// `s` with every `from` replaced by `to` (module texts with placeholders).
+inline std::string replaced(std::string s, const std::string& from, const std::string& to) {
+    for (auto p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+    return s;
+}
+
 // Ops that still run on reference kernels (what the cpu lowering did not take).
 inline std::vector<std::string> ref_kernels(const program& p) {
     std::vector<std::string> out;

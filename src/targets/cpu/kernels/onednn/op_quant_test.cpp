@@ -52,11 +52,6 @@ const char* conv_text = R"(
       @return(y)
 )";
 
-std::string replaced(std::string s, const std::string& from, const std::string& to) {
-    for (auto p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
-    return s;
-}
-
 void check_conv(std::size_t groups, std::size_t stride, bool everywhere = false) {
     const std::size_t cg = 8 / groups;
     auto src = replaced(replaced(replaced(conv_text, "GROUP_C", std::to_string(cg)), "GROUPS", std::to_string(groups)),
@@ -311,9 +306,8 @@ builder float_clamp_case(const std::string& clamp, const std::string& returns, c
 }
 
 const cpu::quant_conv* the_quant_conv(const program& p) {
-    for (const auto& ins : *p.get_main_module())
-        if (const auto* q = ins.get_operator().any_cast<cpu::quant_conv>()) return q;
-    return nullptr;
+    const auto* ins = first_of<cpu::quant_conv>(p);
+    return ins ? ins->get_operator().any_cast<cpu::quant_conv>() : nullptr;
 }
 
 }  // namespace
@@ -361,11 +355,9 @@ TEST(cpu_quant, a_clamp_that_is_a_result_or_reads_a_result_stays_apart) {
 TEST(cpu_quant, a_global_average_pool_reads_a_float_result_in_place) {
     test::env_override all("KILN_CPU_INT8_KERNELS", cpu::has_int8_dot_product() ? nullptr : "all");
     auto r = run_both(float_clamp_case("r = relu(c)", "y", "y = pooling{mode=0, global=true}(r)"), 1e-4, 1e-5);
-    const instruction* pool = nullptr;
-    for (const auto& ins : *r.cpu.get_main_module())
-        if (ins.name() == "cpu::global_avg_pool") pool = &ins;
+    const instruction* pool = first_of<cpu::global_avg_pool>(r.cpu);
     ASSERT_NE(pool, nullptr) << text(r.cpu);
-    EXPECT_EQ(pool->inputs()[0]->name(), "cpu::quant_conv") << text(r.cpu);
+    EXPECT_TRUE(runs<cpu::quant_conv>(&*pool->inputs()[0])) << text(r.cpu);
     EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);
 }
 
@@ -380,11 +372,9 @@ TEST(cpu_quant, a_global_average_pool_reads_the_levels_a_dequantize_would_expand
         // Within one output level (0.05) of ref, as every QDQ convolution here.
         const auto b = float_clamp_case("r = relu(c)", "y", tail);
         auto r = run_both(b, 1e-4, 0.05 + 1e-6);
-        const instruction* pool = nullptr;
-        for (const auto& ins : *r.cpu.get_main_module())
-            if (ins.name() == "cpu::global_avg_pool") pool = &ins;
+        const instruction* pool = first_of<cpu::global_avg_pool>(r.cpu);
         ASSERT_NE(pool, nullptr) << text(r.cpu);
-        EXPECT_EQ(pool->inputs()[0]->name(), "cpu::quant_conv") << text(r.cpu);
+        EXPECT_TRUE(runs<cpu::quant_conv>(&*pool->inputs()[0])) << text(r.cpu);
         EXPECT_EQ(pool->get_operator().any_cast<cpu::global_avg_pool>()->x_type, type::uint8);
         EXPECT_EQ(count_ops(r.cpu, "cpu::quant_linear"), 1u) << text(r.cpu);  // x's quantize only
         EXPECT_TRUE(ref_kernels(r.cpu).empty()) << text(r.cpu);

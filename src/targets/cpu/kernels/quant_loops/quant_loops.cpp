@@ -1,6 +1,7 @@
 // Kiln's own loops for quantized elementwise work (quant_loops.hpp).
 #include "targets/cpu/kernels/quant_loops/quant_loops.hpp"
 #include "targets/cpu/cpu_features.hpp"
+#include "targets/cpu/kernels/onednn/dnnl_util.hpp"
 #include "targets/cpu/kernels/quant_loops/quant_add_avx512.hpp"
 
 #include <kiln/errors.hpp>
@@ -50,7 +51,7 @@ shape quant_linear_kernel::compute_shape(const std::vector<shape>& inputs) const
         const bool fits = !dequantize && x.get_type() == type::float32 && out.get_type() == out_type &&
                           is_8bit(out_type) && x.ndim() == 4 && x.standard() && out.lens() == l && l[1] >= 1 &&
                           l[1] <= max_interleaved_channels &&
-                          out.strides() == std::vector<std::size_t>{l[1] * l[2] * l[3], 1, l[1] * l[3], l[1]};
+                          out.strides() == channels_last_strides(l);
         if (!fits)
             throw_error(error_code::shape, name() + ": cannot quantize " + x.to_string() + " into channels-last " +
                                                out.to_string() + " (x: row-major NCHW float32 of 1-" +
