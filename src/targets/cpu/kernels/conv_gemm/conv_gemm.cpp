@@ -77,8 +77,12 @@ std::size_t a_row_stride(const conv_gemm& op, const geometry& g) {
     return op.a_stride > 0 ? static_cast<std::size_t>(op.a_stride) : g.depth();
 }
 
-std::size_t im2col_bytes(const conv_gemm& op, const geometry& g) {
-    return reads_x_in_place(op, g) ? sizeof(float) : g.rows() * a_row_stride(op, g) * sizeof(float);
+// At least one copy of A; where the product's columns are split over `threads`, one per
+// column part (pgemm::a_fill: each thread gathers the rows it multiplies itself).
+std::size_t im2col_bytes(const conv_gemm& op, const geometry& g, std::size_t threads = 1) {
+    if (reads_x_in_place(op, g)) return sizeof(float);
+    const std::size_t copies = pgemm::column_parts(g.rows(), g.oc, g.depth(), threads);
+    return copies * g.rows() * a_row_stride(op, g) * sizeof(float);
 }
 
 std::size_t packed_floats(const geometry& g) { return (g.oc + pgemm::panel - 1) / pgemm::panel * g.depth() * pgemm::panel; }
@@ -201,25 +205,15 @@ argument conv_gemm::compute(context&, const shape&, const std::vector<argument>&
     const auto g = geometry_of(*this);
     const auto* x = reinterpret_cast<const float*>(args[0].data());
     auto* a = reinterpret_cast<float*>(args[args.size() - 2].data());
-    const auto rows = static_cast<std::int64_t>(g.rows());
-    // Rows of A in chunks: each a few KiB of copies.
-    constexpr std::int64_t chunk = 8;
-    if (reads_x_in_place(*this, g)) {
-        a = const_cast<float*>(x);  // read only: the product's A
-    } else if (rows * static_cast<std::int64_t>(g.depth()) < 65536) {
-        gather(*this, g, x, a, 0, g.rows());
-    } else {
-#pragma omp parallel for schedule(static)
-        for (std::int64_t r = 0; r < rows; r += chunk)
-            gather(*this, g, x, a, static_cast<std::size_t>(r), static_cast<std::size_t>(std::min(r + chunk, rows)));
-    }
+    const bool in_place = reads_x_in_place(*this, g);
+    if (in_place) a = const_cast<float*>(x);  // read only: the product's A
     pgemm::args p;
     p.m = g.rows();
     p.n = g.oc;
     p.k = g.depth();
     p.kc = pgemm::depth_block(p.k);
     p.a = a;
-    p.lda = reads_x_in_place(*this, g) ? 0 : a_row_stride(*this, g);
+    p.lda = in_place ? 0 : a_row_stride(*this, g);
     p.b = reinterpret_cast<const float*>(args[1].data());
     p.bias = has_bias ? reinterpret_cast<const float*>(args[2].data()) : nullptr;
     p.c = reinterpret_cast<float*>(args.back().data());
@@ -228,7 +222,18 @@ argument conv_gemm::compute(context&, const shape&, const std::vector<argument>&
     p.image_rows = g.ho * g.wo;
     p.accumulate = ready->accumulate;
     bind_post_steps(p, ready->post, ready->epilogue, args);
-    pgemm::run_all(p, ready->part);
+    if (in_place) {
+        pgemm::run_all(p, ready->part);
+        return args.back();
+    }
+    // The im2col rows gathered by the parts themselves, each thread the rows it multiplies
+    // (into its own copy where the columns are split: packed_gemm_args.hpp, a_fill).
+    pgemm::a_fill fill;
+    fill.fill = [&](float* rows_of_a, std::size_t r0, std::size_t r1) { gather(*this, g, x, rows_of_a, r0, r1); };
+    fill.a = a;
+    fill.copy_floats = g.rows() * a_row_stride(*this, g);
+    fill.copies = args[args.size() - 2].get_shape().bytes() / (fill.copy_floats * sizeof(float));
+    pgemm::run_all(p, ready->part, fill);
     return args.back();
 }
 
@@ -329,7 +334,7 @@ bool lower_conv_gemm(lower_env& env, const convolution& c, const std::vector<ins
         return literal(shape(type::float32, {packed.size()}), packed);
     });
     op.layouts[1] = md_record{};
-    args.push_back(env.m.insert_instruction(pos, builtin::allocate{shape(type::uint8, {im2col_bytes(op, g)})}, {}));
+    args.push_back(env.m.insert_instruction(pos, builtin::allocate{shape(type::uint8, {im2col_bytes(op, g, env.ctx.threads())})}, {}));
     args.push_back(residual ? *residual
                             : env.m.insert_instruction(
                                   pos, builtin::allocate{shape(type::uint8, {op.dst_layout.to_md().get_size()})}, {}));

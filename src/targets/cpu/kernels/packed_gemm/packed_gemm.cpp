@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <optional>
+#include <utility>
 #include <string>
 
 namespace kiln::cpu {
@@ -166,38 +167,66 @@ std::size_t depth_block(std::size_t k) {
     return (k + blocks - 1) / blocks;
 }
 
-void run_all(const args& given, part_fn part, const float* a_f32) {
-    args g = given;
-    g.tall = g.m >= tall_rows;
-    const std::size_t np = panels(g.n);
+namespace {
+
+// How run_all cuts a product: threads, then parts.
+cut cut_of(const args& g, bool tall) {
     // A small product (a decode step's projection) on the calling thread alone.
     const auto threads = g.m * g.n * g.k < single_thread_macs ? std::size_t{1}
                                                                : static_cast<std::size_t>(omp_get_max_threads());
-    const cut c = g.tall ? cut{threads, 1} : plan_cut(g.m, np, threads);
-    const std::size_t parts = c.row_parts * c.col_parts;
-    // Whole tiles per part (12 rows in the tall order: the AVX-512 tiles' height).
-    const std::size_t granule = g.tall ? 2 * tile_rows : tile_rows;
-    const std::size_t tiles = (g.m + granule - 1) / granule;
-    const std::size_t rows_per = (tiles + c.row_parts - 1) / c.row_parts * granule;
-    const std::size_t cols_per = (np + c.col_parts - 1) / c.col_parts;
-    auto run_part = [&](std::size_t id) {
-        const std::size_t rp = id / c.col_parts, cp = id % c.col_parts;
-        const std::size_t m0 = std::min(rp * rows_per, g.m), m1 = std::min(m0 + rows_per, g.m);
+    return tall ? cut{threads, 1} : plan_cut(g.m, panels(g.n), threads);
+}
+
+// Runs part `id` of the cut: its rows and panels, on the args given.
+struct part_runner {
+    const args& g;
+    part_fn part;
+    cut c;
+    std::size_t rows_per, cols_per;
+    part_runner(const args& a, part_fn f, cut cut_) : g(a), part(f), c(cut_) {
+        // Whole tiles per part (12 rows in the tall order: the AVX-512 tiles' height).
+        const std::size_t granule = g.tall ? 2 * tile_rows : tile_rows;
+        const std::size_t tiles = (g.m + granule - 1) / granule;
+        rows_per = (tiles + c.row_parts - 1) / c.row_parts * granule;
+        cols_per = (panels(g.n) + c.col_parts - 1) / c.col_parts;
+    }
+    std::size_t parts() const { return c.row_parts * c.col_parts; }
+    std::size_t column_of(std::size_t id) const { return id % c.col_parts; }
+    std::pair<std::size_t, std::size_t> rows_of(std::size_t id) const {
+        const std::size_t m0 = std::min(id / c.col_parts * rows_per, g.m);
+        return {m0, std::min(m0 + rows_per, g.m)};
+    }
+    void operator()(std::size_t id, const args& on) const {
+        const auto [m0, m1] = rows_of(id);
+        const std::size_t np = panels(g.n), cp = column_of(id);
         const std::size_t p0 = std::min(cp * cols_per, np), p1 = std::min(p0 + cols_per, np);
-        if (m0 < m1 && p0 < p1) part(g, m0, m1, p0, p1);
-    };
+        if (m0 < m1 && p0 < p1) part(on, m0, m1, p0, p1);
+    }
+};
+
+}  // namespace
+
+std::size_t column_parts(std::size_t m, std::size_t n, std::size_t k, std::size_t threads) {
+    if (m * n * k < single_thread_macs || m >= tall_rows) return 1;
+    return plan_cut(m, panels(n), threads).col_parts;
+}
+
+void run_all(const args& given, part_fn part, const float* a_f32) {
+    args g = given;
+    g.tall = g.m >= tall_rows;
+    const part_runner run(g, part, cut_of(g, g.tall));
     auto convert = [&](std::size_t id, std::size_t nt) {
         if (!a_f32) return;
         const std::size_t r0 = g.m * id / nt, r1 = g.m * (id + 1) / nt;
         auto* out = const_cast<std::uint16_t*>(g.a_bf16);  // the run's own buffer
         if (r0 < r1) to_bf16_rows(a_f32 + r0 * g.k, r1 - r0, g.k, g.k, out + r0 * g.lda, g.lda);
     };
-    if (parts == 1) {
+    if (run.parts() == 1) {
         convert(0, 1);
-        run_part(0);
+        run(0, g);
         return;
     }
-#pragma omp parallel num_threads(static_cast<int>(parts))
+#pragma omp parallel num_threads(static_cast<int>(run.parts()))
     {
         const auto id = static_cast<std::size_t>(omp_get_thread_num());
         const auto nt = static_cast<std::size_t>(omp_get_num_threads());
@@ -205,7 +234,39 @@ void run_all(const args& given, part_fn part, const float* a_f32) {
             convert(id, nt);
 #pragma omp barrier
         }
-        for (std::size_t i = id; i < parts; i += nt) run_part(i);
+        for (std::size_t i = id; i < run.parts(); i += nt) run(i, g);
+    }
+}
+
+void run_all(const args& given, part_fn part, const a_fill& fill) {
+    args g = given;
+    g.tall = g.m >= tall_rows;
+    const part_runner run(g, part, cut_of(g, g.tall));
+    if (run.parts() == 1 || fill.copies < run.c.col_parts) {
+        // One part, or too few copies for the column parts: all of A first, by the calling thread.
+        fill.fill(fill.a, 0, g.m);
+        g.a = fill.a;
+        if (run.parts() == 1) {
+            run(0, g);
+            return;
+        }
+#pragma omp parallel num_threads(static_cast<int>(run.parts()))
+        for (auto i = static_cast<std::size_t>(omp_get_thread_num()); i < run.parts();
+             i += static_cast<std::size_t>(omp_get_num_threads()))
+            run(i, g);
+        return;
+    }
+#pragma omp parallel num_threads(static_cast<int>(run.parts()))
+    {
+        for (auto i = static_cast<std::size_t>(omp_get_thread_num()); i < run.parts();
+             i += static_cast<std::size_t>(omp_get_num_threads())) {
+            // The part's rows, into its column part's copy: the thread reads only what it wrote.
+            args mine = g;
+            mine.a = fill.a + run.column_of(i) * fill.copy_floats;
+            const auto [m0, m1] = run.rows_of(i);
+            if (m0 < m1) fill.fill(const_cast<float*>(mine.a), m0, m1);
+            run(i, mine);
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 namespace kiln::cpu::pgemm {
 
@@ -113,5 +114,23 @@ constexpr std::size_t tall_rows = 256;
 // g.a_bf16 (to_bf16_rows), each thread its share of the rows, in the same parallel region
 // as the product (a region costs a fork and a join: a scheduler slice on a busy machine).
 void run_all(const args& g, part_fn part, const float* a_f32 = nullptr);
+
+// A that each part fills itself (conv_gemm's im2col rows): `fill(a, m0, m1)` writes rows
+// [m0, m1) of A (row stride a_stride(g)) into a. With at least as many copies (copy_floats
+// apart from `a`) as the cut has column parts, every part fills its own rows into its
+// column part's copy inside the product's parallel region, so a thread reads only rows it
+// wrote itself: on a 2-vCPU Zen 5 VM, A written by one core and read by the other, or
+// written where the other core last read it, cost ~12 us for a 73 KB im2col where one core
+// alone takes 0.9 us (docs/performance.md, "A thread team for small programs"). With
+// fewer copies the calling thread fills all of A first.
+struct a_fill {
+    std::function<void(float* a, std::size_t m0, std::size_t m1)> fill;
+    float* a = nullptr;
+    std::size_t copies = 1, copy_floats = 0;
+};
+void run_all(const args& g, part_fn part, const a_fill& fill);
+// The column parts run_all cuts an m x n x k product into on `threads` threads (1 for a
+// single-threaded or a tall one): the A copies an a_fill needs.
+std::size_t column_parts(std::size_t m, std::size_t n, std::size_t k, std::size_t threads);
 
 }  // namespace kiln::cpu::pgemm

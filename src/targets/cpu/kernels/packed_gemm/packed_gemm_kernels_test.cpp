@@ -7,7 +7,8 @@
 // residual) in both orders, the tall one (args::tall, run_all for many rows) included.
 // The bf16 kernels (where this CPU has them) take the same cases on A and B rounded to
 // bf16 (A converted by pgemm::to_bf16_rows, B packed in pairs), against the double
-// product of the rounded values.
+// product of the rounded values. run_all with an a_fill (A gathered by the parts
+// themselves) on two threads, with a copy of A per column part and with one.
 #include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/kernels/packed_gemm/packed_gemm.hpp"
 #include "targets/cpu/kernels/packed_gemm/packed_gemm_args.hpp"
@@ -16,8 +17,13 @@
 
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <random>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -181,4 +187,63 @@ TEST(cpu_packed_gemm_kernels, tall_products_by_rows) {
             blocked.accumulate = acc;
             check(blocked, v, true);
         }
+}
+
+TEST(cpu_packed_gemm_kernels, a_filled_by_the_parts) {
+    // run_all with an a_fill (conv_gemm's im2col): on two threads, with a copy of A per
+    // column part each part fills its own rows into its copy; with one copy the calling
+    // thread fills all of A first. Either way C is the product of the rows fill writes.
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(2);
+    const auto part = has_avx512() ? pgemm::avx512_part() : has_avx2_fma() ? pgemm::avx2_part() : pgemm::generic_part();
+    // Column parts (16 rows x 8 panels), rows and columns (49 x 4 panels), rows only (tall).
+    for (const product p : {product{16, 1152, 128}, product{49, 576, 64}, product{300, 64, 64}}) {
+        const auto source = random_values(p.m * p.k, 5);
+        const auto b = random_values(p.k * p.n, 6);
+        const auto packed = pack_gemm_weights(b, p.k, p.n, false);
+        const std::size_t wanted = pgemm::column_parts(p.m, p.n, p.k, 2);
+        if (p.m == 16) {
+            EXPECT_EQ(wanted, 2u);
+        }
+        for (std::size_t copies : {std::size_t{1}, wanted}) {
+            std::vector<float> a(copies * p.m * p.k, std::nanf(""));
+            std::vector<float> c(p.m * p.n, 7.0f);
+            std::vector<std::pair<std::size_t, std::size_t>> calls;
+            std::mutex mutex;
+            pgemm::a_fill fill;
+            fill.a = a.data();
+            fill.copies = copies;
+            fill.copy_floats = p.m * p.k;
+            fill.fill = [&](float* rows, std::size_t m0, std::size_t m1) {
+                ASSERT_TRUE(rows >= a.data() && rows < a.data() + a.size());
+                std::copy(source.begin() + static_cast<std::ptrdiff_t>(m0 * p.k),
+                          source.begin() + static_cast<std::ptrdiff_t>(m1 * p.k),
+                          rows + m0 * p.k);
+                std::lock_guard<std::mutex> lock(mutex);
+                calls.emplace_back(m0, m1);
+            };
+            pgemm::args g;
+            g.m = p.m, g.n = p.n, g.k = p.k, g.kc = pgemm::depth_block(p.k);
+            g.b = packed.data(), g.c = c.data();
+            pgemm::run_all(g, part, fill);
+            const std::string what = "m " + std::to_string(p.m) + " copies " + std::to_string(copies);
+            // One copy (or a single column part): A once, whole or by row parts.
+            if (copies < wanted) {
+                ASSERT_EQ(calls.size(), 1u) << what;
+                EXPECT_EQ(calls[0], std::make_pair(std::size_t{0}, p.m)) << what;
+            } else {
+                EXPECT_EQ(calls.size(), 2u) << what << ": one fill per part";
+            }
+            for (std::size_t i = 0; i < p.m; ++i)
+                for (std::size_t j = 0; j < p.n; ++j) {
+                    double want = 0, mag = 0;
+                    for (std::size_t kk = 0; kk < p.k; ++kk) {
+                        want += static_cast<double>(source[i * p.k + kk]) * b[kk * p.n + j];
+                        mag += std::fabs(static_cast<double>(source[i * p.k + kk]) * b[kk * p.n + j]);
+                    }
+                    ASSERT_NEAR(c[i * p.n + j], want, 1e-5 * (mag + 1.0)) << what << " at " << i << "," << j;
+                }
+        }
+    }
+    omp_set_num_threads(before);
 }
