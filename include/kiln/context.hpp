@@ -10,6 +10,8 @@
 
 namespace kiln {
 
+class module;
+
 class instruction;
 
 class context {
@@ -24,6 +26,16 @@ public:
     // What the target has to say about one of its compiled instructions, for profiles
     // (the cpu target: the kernel exhaustive_tune chose and what the others measured).
     virtual std::string instruction_note(const instruction*) const { return {}; }
+    // Runs one eval of the program whose main module is `main` (its work) on the calling
+    // thread. A host target may hold threads for it meanwhile (the cpu target: a thread
+    // team its kernels share, for small programs: targets/cpu/team_rule.hpp).
+    virtual void run_host(const module& main, const std::function<void()>& work) {
+        (void)main;
+        work();
+    }
+    // How the target runs this program's evals, for `kiln perf` (the cpu target: its
+    // threads, and whether they run as a team); "" before the first eval or where nothing to say.
+    virtual std::string run_note() const { return {}; }
     // Whether run_eval may replay recorded work (then the caller builds its key).
     virtual bool records_evals() const { return false; }
     // One eval's work: `enqueue` queues it and returns its results. A device target may

@@ -113,6 +113,9 @@ public:
     // eval, the program compiled ahead for the default shapes', else the parsed
     // program's); get_specialization_stats() counts them.
     memory_usage get_memory_usage() const;
+    // How the target ran the last eval (context::run_note: the cpu target's threads and
+    // whether they ran as a team); a dynamic program's, the specialization's that ran last.
+    std::string run_note() const;
     specialization_stats get_specialization_stats() const;
     // Frees the tensor buffers this program keeps from one eval for the next (a program with
     // instructions whose shapes are known only as they run keeps them, so that a warm run

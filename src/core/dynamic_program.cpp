@@ -55,6 +55,7 @@ struct specialization_cache {
     specialization_stats stats;
     memory_usage last_usage;
     bool has_last = false;
+    std::string last_run_note;  // the target's note on how the last run ran (context::run_note)
 
     // What compiles start from.
     std::shared_ptr<const program> source;
@@ -617,6 +618,16 @@ specialization_stats stats_of(specialization_cache& cache) {
 void wait_for_background_compiles(specialization_cache& cache) {
     std::unique_lock<std::mutex> lock(cache.mutex);
     cache.idle.wait(lock, [&] { return cache.jobs.empty() && !cache.busy; });
+}
+
+void set_last_run_note(specialization_cache& cache, std::string note) {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    cache.last_run_note = std::move(note);
+}
+
+std::string last_run_note(specialization_cache& cache) {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    return cache.last_run_note;
 }
 
 std::optional<memory_usage> last_usage(specialization_cache& cache) {

@@ -383,7 +383,7 @@ int cmd_perf(const options& o) {
                   {"threads", o.threads},    {"iterations", o.iterations},  {"median_ms", median},
                   {"p90_ms", p90},           {"min_ms", min},               {"throughput_ips", 1000.0 * batch / median},
                   {"compile_ms", l.compile_ms}, {"load_ms", l.load_ms},     {"memory", memory_json(l.p)},
-                  {"peak_rss_mb", peak_rss_mb()}};
+                  {"peak_rss_mb", peak_rss_mb()}, {"run_note", l.p.run_note()}};
         if (o.per_instruction) {
             j["per_instruction"] = json::array();
             for (auto& e : profile)
@@ -404,8 +404,9 @@ int cmd_perf(const options& o) {
               << "latency: median " << median << " ms, p90 " << p90 << " ms, min " << min << " ms\n"
               << "throughput: " << std::setprecision(1) << 1000.0 * static_cast<double>(batch) / median
               << " inferences/s\n"
-              << "compile: " << l.compile_ms << " ms\n"
-              << "memory: arena " << bytes_text(m.arena_bytes) << ", weights " << bytes_text(m.literal_bytes)
+              << "compile: " << l.compile_ms << " ms\n";
+    if (const auto note = l.p.run_note(); !note.empty()) std::cout << "threads: " << note << "\n";
+    std::cout << "memory: arena " << bytes_text(m.arena_bytes) << ", weights " << bytes_text(m.literal_bytes)
               << ", inputs " << bytes_text(m.parameter_bytes) << ", outputs " << bytes_text(m.output_bytes)
               << "; peak RSS " << peak_rss_mb() << " MiB\n";
     if (o.per_instruction) {

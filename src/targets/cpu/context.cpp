@@ -1,5 +1,8 @@
 #include "targets/cpu/context.hpp"
 
+#include "targets/cpu/kernels/team/team.hpp"
+#include "targets/cpu/team_rule.hpp"
+
 #include <kiln/errors.hpp>
 
 #include <omp.h>
@@ -38,6 +41,24 @@ dnnl::stream& cpu_context::stream() {
 }
 
 std::shared_ptr<void> cpu_context::begin_run() { return std::make_shared<core_lease>(options_.threads); }
+
+std::string cpu_context::run_note() const {
+    std::string s = std::to_string(options_.threads) + (options_.threads == 1 ? " thread" : " threads");
+    if (options_.threads > 1)
+        s += runs_on_a_team() ? ", one team for the whole eval (a small program: team_rule.hpp)"
+                              : ", an OpenMP region per kernel";
+    return s;
+}
+
+void cpu_context::run_host(const module& main, const std::function<void()>& work) {
+    std::call_once(team_once_, [&] {
+        const bool on = options_.team == team_choice::on ||
+                        (options_.team == team_choice::automatic && cpu::runs_on_a_team(main, options_.threads));
+        team_.store(on, std::memory_order_relaxed);
+    });
+    if (team_.load(std::memory_order_relaxed)) team::run(options_.threads, work);
+    else work();
+}
 
 namespace {
 struct core_budget {

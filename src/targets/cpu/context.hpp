@@ -10,7 +10,9 @@
 
 #include <dnnl.hpp>
 
+#include <atomic>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -37,6 +39,11 @@ public:
     // The calling thread's stream on this context's engine, created on first use.
     dnnl::stream& stream();
     std::shared_ptr<void> begin_run() override;
+    // Small programs' evals on a thread team (team_rule.hpp; KILN_CPU_TEAM decides instead).
+    void run_host(const module& main, const std::function<void()>& work) override;
+    // Whether this context's evals run on a team (known after its first eval).
+    bool runs_on_a_team() const { return team_.load(std::memory_order_relaxed); }
+    std::string run_note() const override;
     // exhaustive_tune's choices (tuning.hpp), loaded from options().tuning_cache on first use.
     tuning_table& tuning();
     std::shared_ptr<tuning_table> tuning_shared() const;
@@ -58,6 +65,8 @@ private:
     dnnl::engine engine_;
     std::mutex streams_mutex_;
     std::unordered_map<std::thread::id, dnnl::stream> streams_;
+    std::once_flag team_once_;
+    std::atomic<bool> team_{false};
 };
 
 // Holds the machine's worker threads for the duration of one eval: a second eval

@@ -84,6 +84,9 @@ cpu_options read_cpu_options(const compile_options& opts) {
     o.input_reorder = on_unless("KILN_CPU_INPUT_REORDER", "dnnl");
     o.silu = on_unless("KILN_CPU_SILU", "dnnl");
     o.silu_means = on_unless("KILN_CPU_SILU_MEANS", "0");
+    const std::string team = env_string("KILN_CPU_TEAM");
+    if (team == "0") o.team = team_choice::off;
+    else if (team == "1") o.team = team_choice::on;
 
     const std::string max_pool = env_string("KILN_CPU_MAX_POOL");
     if (max_pool == "dnnl") o.max_pool = max_pool_choice::dnnl;

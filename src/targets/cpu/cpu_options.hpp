@@ -34,6 +34,8 @@ enum class winograd_choice { automatic, off, f2, f4, all };
 enum class max_pool_choice { automatic, dnnl, all };
 // KILN_CPU_LSTM: which kernel runs an LSTM (op_rnn.hpp).
 enum class lstm_choice { own, portable, dnnl };
+// KILN_CPU_TEAM: which programs' evals run on a thread team (team_rule.hpp).
+enum class team_choice { automatic, off, on };
 // KILN_CPU_INT8_KERNELS: what runs a quantized model's integer convolutions and products.
 enum class int8_kernel_choice { automatic, onednn_everywhere, float_ops, onednn_vnni, own_vnni };
 
@@ -110,6 +112,11 @@ struct cpu_options {
     // KILN_CPU_SILU_MEANS (default on; 0 = off): a global average pooling of a cpu::silu's
     // result is summed by the SiLU's own pass (squeeze-and-excitation; silu.hpp).
     bool silu_means = true;
+    // KILN_CPU_TEAM: automatic (default) = a small program's evals run on a thread team held
+    // for the whole eval (team_rule.hpp: Kiln's own kernels get their parts by a flag instead
+    // of an OpenMP region each, the others run on the calling thread alone); 0 = never;
+    // 1 = every program's (for tests and measurements).
+    team_choice team = team_choice::automatic;
     // KILN_CPU_MAX_POOL (default automatic: blocked layouts only; dnnl = none; all = also
     // channels-last).
     max_pool_choice max_pool = max_pool_choice::automatic;

@@ -4,6 +4,7 @@
 #include "targets/cpu/cpu_features.hpp"
 #include "targets/cpu/kernels/onednn/dnnl_util.hpp"
 #include "targets/cpu/kernels/packed_gemm/packed_gemm_args.hpp"
+#include "targets/cpu/kernels/team/team.hpp"
 
 #include <kiln/builtin_ops.hpp>
 #include <kiln/errors.hpp>
@@ -172,8 +173,7 @@ namespace {
 // How run_all cuts a product: threads, then parts.
 cut cut_of(const args& g, bool tall) {
     // A small product (a decode step's projection) on the calling thread alone.
-    const auto threads = g.m * g.n * g.k < single_thread_macs ? std::size_t{1}
-                                                               : static_cast<std::size_t>(omp_get_max_threads());
+    const auto threads = g.m * g.n * g.k < single_thread_macs ? std::size_t{1} : team::threads();
     return tall ? cut{threads, 1} : plan_cut(g.m, panels(g.n), threads);
 }
 
@@ -226,16 +226,26 @@ void run_all(const args& given, part_fn part, const float* a_f32) {
         run(0, g);
         return;
     }
+    if (a_f32) {
+        // Each thread its share of A's rows, then the parts (in one OpenMP region outside a
+        // team: a region costs a fork and a join, a scheduler slice on a busy machine).
+        if (team::active()) {
+            const std::size_t nt = std::min(team::size(), run.parts());
+            team::parallel(nt, [&](std::size_t id) { convert(id, nt); });
+            team::parallel(run.parts(), [&](std::size_t i) { run(i, g); });
+            return;
+        }
 #pragma omp parallel num_threads(static_cast<int>(run.parts()))
-    {
-        const auto id = static_cast<std::size_t>(omp_get_thread_num());
-        const auto nt = static_cast<std::size_t>(omp_get_num_threads());
-        if (a_f32) {
+        {
+            const auto id = static_cast<std::size_t>(omp_get_thread_num());
+            const auto nt = static_cast<std::size_t>(omp_get_num_threads());
             convert(id, nt);
 #pragma omp barrier
+            for (std::size_t i = id; i < run.parts(); i += nt) run(i, g);
         }
-        for (std::size_t i = id; i < run.parts(); i += nt) run(i, g);
+        return;
     }
+    team::parallel(run.parts(), [&](std::size_t i) { run(i, g); });
 }
 
 void run_all(const args& given, part_fn part, const a_fill& fill) {
@@ -246,28 +256,17 @@ void run_all(const args& given, part_fn part, const a_fill& fill) {
         // One part, or too few copies for the column parts: all of A first, by the calling thread.
         fill.fill(fill.a, 0, g.m);
         g.a = fill.a;
-        if (run.parts() == 1) {
-            run(0, g);
-            return;
-        }
-#pragma omp parallel num_threads(static_cast<int>(run.parts()))
-        for (auto i = static_cast<std::size_t>(omp_get_thread_num()); i < run.parts();
-             i += static_cast<std::size_t>(omp_get_num_threads()))
-            run(i, g);
+        team::parallel(run.parts(), [&](std::size_t i) { run(i, g); });
         return;
     }
-#pragma omp parallel num_threads(static_cast<int>(run.parts()))
-    {
-        for (auto i = static_cast<std::size_t>(omp_get_thread_num()); i < run.parts();
-             i += static_cast<std::size_t>(omp_get_num_threads())) {
-            // The part's rows, into its column part's copy: the thread reads only what it wrote.
-            args mine = g;
-            mine.a = fill.a + run.column_of(i) * fill.copy_floats;
-            const auto [m0, m1] = run.rows_of(i);
-            if (m0 < m1) fill.fill(const_cast<float*>(mine.a), m0, m1);
-            run(i, mine);
-        }
-    }
+    team::parallel(run.parts(), [&](std::size_t i) {
+        // The part's rows, into its column part's copy: the thread reads only what it wrote.
+        args mine = g;
+        mine.a = fill.a + run.column_of(i) * fill.copy_floats;
+        const auto [m0, m1] = run.rows_of(i);
+        if (m0 < m1) fill.fill(const_cast<float*>(mine.a), m0, m1);
+        run(i, mine);
+    });
 }
 
 }  // namespace pgemm

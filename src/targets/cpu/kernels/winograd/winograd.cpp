@@ -5,13 +5,13 @@
 #include "ops/nn_conv.hpp"
 #include "targets/cpu/context.hpp"
 #include "targets/cpu/kernels/onednn/primitive_kernel.hpp"
+#include "targets/cpu/kernels/team/team.hpp"
 #include "targets/cpu/kernels/winograd/winograd_args.hpp"
 
 #include <kiln/builtin_ops.hpp>
 #include <kiln/errors.hpp>
 #include <kiln/register_op.hpp>
 
-#include <omp.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -258,26 +258,20 @@ argument winograd_conv::compute(context&, const shape&, const std::vector<argume
     const std::size_t n_tiles = part_tiles(tiles, c), n_cols = part_cols(g, c);
     const std::size_t part_size = part_floats(g, c), v_size = v_floats(g, c);
     // Parts beyond the team (a smaller thread count than at compile time) are taken in turn.
-    const int team = static_cast<int>(std::min<std::size_t>(parts, static_cast<std::size_t>(omp_get_max_threads())));
-#pragma omp parallel num_threads(team)
-    {
-        const auto id = static_cast<std::size_t>(omp_get_thread_num());
-        const auto nt = static_cast<std::size_t>(omp_get_num_threads());
-        for (std::size_t part = id; part < parts; part += nt) {
-            const std::size_t tp = part / c.col_parts, cp = part % c.col_parts;
-            const std::size_t tb = std::min(tp * n_tiles, tiles), te = std::min(tb + n_tiles, tiles);
-            const std::size_t c0 = std::min(cp * n_cols, ncol), c1 = std::min(c0 + n_cols, ncol);
-            if (c0 >= c1) continue;
-            float* v = scratch + part * part_size;
-            float* m = v + v_size;
-            for (std::size_t t0 = tb; t0 < te; t0 += c.group) {
-                const std::size_t count = std::min(c.group, te - t0);
-                ph.input(a, t0, count, v);
-                ph.gemm(a, count, v, m, c0, c1);
-                ph.output(a, t0, count, m, c0, c1);
-            }
+    team::parallel(parts, [&](std::size_t part) {
+        const std::size_t tp = part / c.col_parts, cp = part % c.col_parts;
+        const std::size_t tb = std::min(tp * n_tiles, tiles), te = std::min(tb + n_tiles, tiles);
+        const std::size_t c0 = std::min(cp * n_cols, ncol), c1 = std::min(c0 + n_cols, ncol);
+        if (c0 >= c1) return;
+        float* v = scratch + part * part_size;
+        float* m = v + v_size;
+        for (std::size_t t0 = tb; t0 < te; t0 += c.group) {
+            const std::size_t count = std::min(c.group, te - t0);
+            ph.input(a, t0, count, v);
+            ph.gemm(a, count, v, m, c0, c1);
+            ph.output(a, t0, count, m, c0, c1);
         }
-    }
+    });
     return args.back();
 }
 

@@ -1,0 +1,56 @@
+#include "targets/cpu/team_rule.hpp"
+
+#include "targets/cpu/kernels/conv_gemm/conv_gemm.hpp"
+#include "targets/cpu/kernels/packed_gemm/packed_gemm.hpp"
+#include "targets/cpu/kernels/winograd/winograd.hpp"
+
+#include <kiln/builtin_ops.hpp>
+#include <kiln/instruction.hpp>
+
+namespace kiln::cpu {
+
+namespace {
+
+bool no_work(const operation& op) {
+    return op.any_cast<builtin::param>() || op.any_cast<builtin::literal_op>() || op.any_cast<builtin::return_op>() ||
+           op.any_cast<builtin::get_tuple_elem>() || op.any_cast<builtin::allocate>() || op.any_cast<builtin::load>();
+}
+
+bool uses_the_team(const operation& op) {
+    return op.any_cast<winograd_conv>() || op.any_cast<conv_gemm>() || op.any_cast<packed_gemm>();
+}
+
+// Multiply-adds, roughly: each result value times the constant inputs' values per output
+// channel (a convolution's or a product's weights); the result's size where none.
+std::size_t work_of(const instruction& ins) {
+    const shape& out = ins.get_shape();
+    const std::size_t values = out.elements();
+    const auto& lens = out.lens();
+    const std::size_t channels = lens.size() >= 3 ? lens[1] : !lens.empty() ? lens.back() : 1;
+    std::size_t constant = 0;
+    for (const auto& in : ins.inputs())
+        if (in->is_literal()) constant += in->get_shape().elements();
+    return constant == 0 || channels == 0 ? values : values * (constant / channels + 1);
+}
+
+}  // namespace
+
+bool runs_on_a_team(const module& main, std::size_t threads) {
+    if (threads <= 1) return false;
+    std::size_t team_kernels = 0;
+    for (const auto& ins : main) {
+        const operation& op = ins.get_operator();
+        if (no_work(op)) continue;
+        if (!ins.module_inputs().empty()) return false;  // loops and branches: not measured
+        const shape& out = ins.get_shape();
+        if (!out.is_tensor() || out.dynamic()) return false;
+        if (uses_the_team(op)) {
+            ++team_kernels;
+            continue;
+        }
+        if (out.elements() >= max_alone_values || work_of(ins) >= max_alone_macs) return false;
+    }
+    return team_kernels >= min_team_kernels;
+}
+
+}  // namespace kiln::cpu

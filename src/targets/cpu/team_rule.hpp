@@ -1,0 +1,26 @@
+// Whether a compiled cpu program's evals run on a thread team (kernels/team/team.hpp).
+//
+// Inside a team, Kiln's kernels written for it (Winograd, conv_gemm, packed_gemm) get their
+// parts by a flag to a spinning worker (0.7 us) instead of an OpenMP region each (2.8 us on a
+// 2-vCPU Zen 5 VM), and every other kernel (oneDNN's primitives, the generated ones) runs on
+// the calling thread alone. That pays only where those others are small: each one under
+// 2^20 multiply-adds (about 10 us on one core, where a second thread saves at most half of
+// that, less its own region) and 2^16 result values, and where at least `min_team_kernels`
+// kernels use the team. fashion_resnet at batch 1 (13 parallel regions in 0.15-0.2 ms) is
+// such a program; its batch of 16, MobileNetV2 or an LSTM are not (docs/performance.md,
+// "A thread team for small programs").
+#pragma once
+#include <kiln/module.hpp>
+
+#include <cstddef>
+
+namespace kiln::cpu {
+
+constexpr std::size_t min_team_kernels = 4;
+constexpr std::size_t max_alone_macs = std::size_t{1} << 20;
+constexpr std::size_t max_alone_values = std::size_t{1} << 16;
+
+// The rule above, for the main module of a program compiled for `threads` threads.
+bool runs_on_a_team(const module& main, std::size_t threads);
+
+}  // namespace kiln::cpu
