@@ -34,7 +34,8 @@ public:
         work();
     }
     // How the target runs this program's evals, for `kiln perf` (the cpu target: its
-    // threads, and whether they run as a team); "" before the first eval or where nothing to say.
+    // threads, and whether they run as a team, which its first eval decides); "" where the
+    // target has nothing to say.
     virtual std::string run_note() const { return {}; }
     // Whether run_eval may replay recorded work (then the caller builds its key).
     virtual bool records_evals() const { return false; }

@@ -530,7 +530,9 @@ std::vector<argument> program::run_checked(param_map checked, std::vector<instru
             if (I.recyclers) recycler = I.recyclers->acquire();
             try {
                 detail::recycling_scope scope(recycler.get());
-                ctx.run_host(*get_main_module(), [&] { results = get_plan(get_main_module()).run(ctx, checked, get_plan, profile, destinations); });
+                ctx.run_host(*get_main_module(), [&] {
+                    results = get_plan(get_main_module()).run(ctx, checked, get_plan, profile, destinations);
+                });
             } catch (...) {
                 if (I.recyclers) I.recyclers->release(std::move(recycler));
                 throw;

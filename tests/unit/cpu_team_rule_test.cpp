@@ -39,7 +39,7 @@ TEST(cpu_team_rule, a_chain_of_small_convolutions_runs_on_a_team) {
     test::env_override automatic("KILN_CPU_TEAM", nullptr);
     compile_options two;
     two.threads = 2;
-    const auto b = chain(1, 5);
+    const auto b = chain(1, 8);
     auto r = run_both(b, 2e-4, 2e-4, two);
     ASSERT_NE(first_of<cpu::winograd_conv>(r.cpu), nullptr) << text(r.cpu);
     EXPECT_TRUE(cpu::runs_on_a_team(*r.cpu.get_main_module(), 2)) << text(r.cpu);
@@ -58,14 +58,14 @@ TEST(cpu_team_rule, big_or_few_or_one_thread_runs_without) {
     test::env_override automatic("KILN_CPU_TEAM", nullptr);
     compile_options two;
     two.threads = 2;
-    auto batch = run_both(chain(16, 5), 2e-4, 2e-4, two);
+    auto batch = run_both(chain(16, 8), 2e-4, 2e-4, two);
     EXPECT_FALSE(cpu::runs_on_a_team(*batch.cpu.get_main_module(), 2)) << text(batch.cpu);
     EXPECT_FALSE(on_a_team(batch.cpu)) << batch.cpu.run_note();
     auto few = run_both(chain(1, cpu::min_team_kernels - 1), 2e-4, 2e-4, two);
     EXPECT_FALSE(on_a_team(few.cpu)) << few.cpu.run_note();
     compile_options one;
     one.threads = 1;
-    auto alone = run_both(chain(1, 5), 2e-4, 2e-4, one);
+    auto alone = run_both(chain(1, 8), 2e-4, 2e-4, one);
     EXPECT_FALSE(on_a_team(alone.cpu)) << alone.cpu.run_note();
 }
 
@@ -76,10 +76,10 @@ TEST(cpu_team_rule, the_switch_decides_instead) {
     {
         // Every program on a team, the batch of 16 too: the same results.
         test::env_override on("KILN_CPU_TEAM", "1");
-        auto r = run_both(chain(16, 5), 2e-4, 2e-4, two);
+        auto r = run_both(chain(16, 8), 2e-4, 2e-4, two);
         EXPECT_TRUE(on_a_team(r.cpu)) << r.cpu.run_note();
     }
     test::env_override off("KILN_CPU_TEAM", "0");
-    auto r = run_both(chain(1, 5), 2e-4, 2e-4, two);
+    auto r = run_both(chain(1, 8), 2e-4, 2e-4, two);
     EXPECT_FALSE(on_a_team(r.cpu)) << r.cpu.run_note();
 }

@@ -1,6 +1,7 @@
 #include "targets/cpu/team_rule.hpp"
 
 #include "targets/cpu/kernels/conv_gemm/conv_gemm.hpp"
+#include "targets/cpu/kernels/onednn/dnnl_util.hpp"
 #include "targets/cpu/kernels/packed_gemm/packed_gemm.hpp"
 #include "targets/cpu/kernels/winograd/winograd.hpp"
 
@@ -37,7 +38,7 @@ std::size_t work_of(const instruction& ins) {
 
 bool runs_on_a_team(const module& main, std::size_t threads) {
     if (threads <= 1) return false;
-    std::size_t team_kernels = 0;
+    std::size_t team_kernels = 0, others = 0, parallel_others = 0;
     for (const auto& ins : main) {
         const operation& op = ins.get_operator();
         if (no_work(op)) continue;
@@ -48,9 +49,14 @@ bool runs_on_a_team(const module& main, std::size_t threads) {
             ++team_kernels;
             continue;
         }
-        if (out.elements() >= max_alone_values || work_of(ins) >= max_alone_macs) return false;
+        ++others;
+        const std::size_t work = work_of(ins);
+        if (out.elements() >= max_alone_values || work >= max_alone_macs) return false;
+        // Work that would have had both threads outside the team (dnnl_util.hpp's rule).
+        if (work >= single_thread_macs || (work == out.elements() && work >= single_thread_elements)) ++parallel_others;
     }
-    return team_kernels >= min_team_kernels;
+    return team_kernels >= min_team_kernels && team_kernels >= others &&
+           parallel_others * others_per_team_kernel <= team_kernels;
 }
 
 }  // namespace kiln::cpu
