@@ -11,8 +11,6 @@
 #include <kiln/errors.hpp>
 #include <kiln/register_op.hpp>
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>

@@ -20,14 +20,13 @@ namespace kiln::cpu::team {
 
 namespace {
 
-// A worker's flags on a cache line of their own: the caller writes `start`, the worker `done`.
+// A worker's `done` on a cache line of its own (the caller's `start` is on another).
 struct alignas(64) member_flags {
     std::atomic<std::uint64_t> done{0};
-    char pad[64 - sizeof(std::atomic<std::uint64_t>)];
 };
 
 struct state {
-    alignas(64) std::atomic<std::uint64_t> start{0};  // a new job's number; quit is odd... see job
+    alignas(64) std::atomic<std::uint64_t> start{0};  // the number of the job (or quit) posted last
     alignas(64) const std::function<void(std::size_t)>* job = nullptr;
     std::size_t parts = 0;
     bool quit = false;
