@@ -36,27 +36,35 @@ std::size_t work_of(const instruction& ins) {
 
 }  // namespace
 
-bool runs_on_a_team(const module& main, std::size_t threads) {
-    if (threads <= 1) return false;
-    std::size_t team_kernels = 0, others = 0, parallel_others = 0;
+team_census census_of(const module& main) {
+    team_census c;
     for (const auto& ins : main) {
         const operation& op = ins.get_operator();
         if (no_work(op)) continue;
-        if (!ins.module_inputs().empty()) return false;  // loops and branches: not measured
         const shape& out = ins.get_shape();
-        if (!out.is_tensor() || out.dynamic()) return false;
+        // Loops and branches are not measured; dynamic shapes are not known here.
+        if (!ins.module_inputs().empty() || !out.is_tensor() || out.dynamic()) {
+            c.small = false;
+            return c;
+        }
         if (uses_the_team(op)) {
-            ++team_kernels;
+            ++c.team_kernels;
             continue;
         }
-        ++others;
+        ++c.others;
         const std::size_t work = work_of(ins);
-        if (out.elements() >= max_alone_values || work >= max_alone_macs) return false;
+        if (out.elements() >= max_alone_values || work >= max_alone_macs) c.small = false;
         // Work that would have had both threads outside the team (dnnl_util.hpp's rule).
-        if (work >= single_thread_macs || (work == out.elements() && work >= single_thread_elements)) ++parallel_others;
+        if (work >= single_thread_macs || (work == out.elements() && work >= single_thread_elements)) ++c.parallel_others;
     }
-    return team_kernels >= min_team_kernels && team_kernels >= others &&
-           parallel_others * others_per_team_kernel <= team_kernels;
+    return c;
+}
+
+bool runs_on_a_team(const module& main, std::size_t threads) {
+    if (threads <= 1) return false;
+    const team_census c = census_of(main);
+    return c.small && c.team_kernels >= min_team_kernels && c.team_kernels >= c.others &&
+           c.parallel_others * others_per_team_kernel <= c.team_kernels;
 }
 
 }  // namespace kiln::cpu

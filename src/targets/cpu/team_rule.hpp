@@ -28,6 +28,17 @@ constexpr std::size_t max_alone_macs = std::size_t{1} << 20;
 constexpr std::size_t max_alone_values = std::size_t{1} << 16;
 constexpr std::size_t others_per_team_kernel = 4;
 
+// What the rule counts in a compiled main module: the kernels that use the team, the other
+// instructions with work, and those of the others that would use both threads outside the
+// team; `small` is false where any other is too big, dynamic, or a loop or branch.
+struct team_census {
+    std::size_t team_kernels = 0;
+    std::size_t others = 0;
+    std::size_t parallel_others = 0;
+    bool small = true;
+};
+team_census census_of(const module& main);
+
 // The rule above, for the main module of a program compiled for `threads` threads.
 bool runs_on_a_team(const module& main, std::size_t threads);
 
