@@ -27,7 +27,7 @@ struct alignas(64) member_flags {
 
 struct state {
     alignas(64) std::atomic<std::uint64_t> start{0};  // the number of the job (or quit) posted last
-    alignas(64) const std::function<void(std::size_t)>* job = nullptr;
+    alignas(64) const part_function* job = nullptr;
     std::size_t parts = 0;
     bool quit = false;
     std::size_t size = 1;
@@ -73,7 +73,7 @@ void worker(state& s, std::size_t member) {
 }
 
 // Posts the job (or quit) and waits for every worker to finish it.
-void post(state& s, bool quit, const std::function<void(std::size_t)>* job, std::size_t parts) {
+void post(state& s, bool quit, const part_function* job, std::size_t parts) {
     s.job = job;
     s.parts = parts;
     s.quit = quit;
@@ -133,7 +133,7 @@ void run(std::size_t threads, const std::function<void()>& body) {
     if (s->error) std::rethrow_exception(s->error);
 }
 
-void parallel(std::size_t parts, const std::function<void(std::size_t)>& f) {
+void parallel(std::size_t parts, part_function f) {
     if (parts == 0) return;
     if (in_part || (current && (parts == 1 || current->size == 1))) {
         for (std::size_t p = 0; p < parts; ++p) f(p);

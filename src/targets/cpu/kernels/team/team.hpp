@@ -8,10 +8,29 @@
 // alone are a sixth of the run. Inside the team, oneDNN's primitives and the kernels not
 // written for it run on the calling thread alone (OpenMP's nested regions get one thread).
 #pragma once
+#include <concepts>
 #include <cstddef>
 #include <functional>
+#include <type_traits>
 
 namespace kiln::cpu::team {
+
+// A callable taking a part number, referred to without a copy: a kernel's lambda with
+// several captures would make std::function allocate on every parallel() call. It lives
+// only as long as the callable it refers to (the call).
+class part_function {
+public:
+    template <class F>
+        requires(!std::same_as<std::remove_cvref_t<F>, part_function> && std::invocable<const F&, std::size_t>)
+    part_function(const F& f)  // implicit: callers pass a lambda
+        : callable_(&f), call_([](const void* c, std::size_t part) { (*static_cast<const F*>(c))(part); }) {}
+
+    void operator()(std::size_t part) const { call_(callable_, part); }
+
+private:
+    const void* callable_;
+    void (*call_)(const void*, std::size_t);
+};
 
 // Runs `body` on the calling thread while threads - 1 workers (OpenMP's, in one parallel
 // region) wait for parts; parallel() inside body hands them out. Exceptions from body or
@@ -27,7 +46,7 @@ std::size_t size();
 // Runs f(part) for part in [0, parts): on the team where active() (part i on member
 // i % size(), the caller being member 0), else on an OpenMP parallel region of at most
 // `parts` threads (omp_get_max_threads()). Returns when every part has.
-void parallel(std::size_t parts, const std::function<void(std::size_t part)>& f);
+void parallel(std::size_t parts, part_function f);
 
 // How many threads parallel() would use now: size() in a team, else omp_get_max_threads().
 std::size_t threads();
