@@ -1,5 +1,6 @@
 #include "targets/cpu/team_rule.hpp"
 
+#include "targets/cpu/kernels/attention/attention.hpp"
 #include "targets/cpu/kernels/conv_gemm/conv_gemm.hpp"
 #include "targets/cpu/kernels/onednn/dnnl_util.hpp"
 #include "targets/cpu/kernels/packed_gemm/packed_gemm.hpp"
@@ -18,7 +19,8 @@ bool no_work(const operation& op) {
 }
 
 bool uses_the_team(const operation& op) {
-    return op.any_cast<winograd_conv>() || op.any_cast<conv_gemm>() || op.any_cast<packed_gemm>();
+    return op.any_cast<winograd_conv>() || op.any_cast<conv_gemm>() || op.any_cast<packed_gemm>() ||
+           op.any_cast<attention>();
 }
 
 // Multiply-adds, roughly: each result value times the constant inputs' values per output
@@ -55,7 +57,8 @@ team_census census_of(const module& main) {
         const std::size_t work = work_of(ins);
         if (out.elements() >= max_alone_values || work >= max_alone_macs) c.small = false;
         // Work that would have had both threads outside the team (dnnl_util.hpp's rule).
-        if (work >= single_thread_macs || (work == out.elements() && work >= single_thread_elements)) ++c.parallel_others;
+        if (work >= single_thread_macs || (work == out.elements() && work >= single_thread_elements))
+            ++c.parallel_others;
     }
     return c;
 }

@@ -7,6 +7,7 @@
 #include "targets/cpu/kernels/packed_gemm/packed_gemm_args.hpp"
 #include "targets/cpu/kernels/onednn/primitive_kernel.hpp"
 #include "targets/cpu/kernels/vec_exp.hpp"
+#include "targets/cpu/kernels/team/team.hpp"
 
 #include <kiln/errors.hpp>
 #include <kiln/register_op.hpp>
@@ -250,6 +251,27 @@ ATT_TARGET void panels_to_bf16_pairs(float* panels_f32, std::size_t np, std::siz
 
 #undef ATT_TARGET
 
+// Row i of the n x cols rows at c (ld apart) times f[i].
+void scale_rows(float* c, std::size_t n, std::size_t cols, std::size_t ld, const float* f) {
+    for (std::size_t i = 0; i < n; ++i) {
+        float* row = c + i * ld;
+        const float x = f[i];
+        for (std::size_t j = 0; j < cols; ++j) row[j] *= x;
+    }
+}
+
+__attribute__((target("avx512f"))) void scale_rows_avx512(float* c, std::size_t n, std::size_t cols, std::size_t ld,
+                                                          const float* f) {
+    for (std::size_t i = 0; i < n; ++i) {
+        float* row = c + i * ld;
+        const __m512 x = _mm512_set1_ps(f[i]);
+        for (std::size_t j = 0; j < cols; j += 16) {
+            const auto m = static_cast<__mmask16>(cols - j >= 16 ? 0xFFFFu : (1u << (cols - j)) - 1u);
+            _mm512_mask_storeu_ps(row + j, m, _mm512_mul_ps(x, _mm512_maskz_loadu_ps(m, row + j)));
+        }
+    }
+}
+
 // The same without AVX2 (a saved program on another CPU), or with std::exp.
 float exp_row_scalar(float* x, const float* mask, std::size_t n, float scale, bool fused, bool exact) {
     float mx = -std::numeric_limits<float>::infinity();
@@ -312,7 +334,7 @@ shape attention::compute_shape(const std::vector<shape>& inputs) const {
     if (has_mask && !mask_fits(g, inputs[3], select))
         bad("the mask " + inputs[3].to_string() + " must be " + (select ? "bool" : "float32") +
             ", broadcast to the scores with unit stride along Sk");
-    if (inputs[inputs.size() - 2].bytes() < g.scratch_bytes()) bad("the scratch buffer is too small");
+    if (inputs[inputs.size() - 2].bytes() < g.scratch_bytes(1)) bad("the scratch buffer is too small");
     return out;
 }
 
@@ -325,8 +347,9 @@ void attention::finalize(context& ctx, const shape&, const std::vector<shape>&) 
 argument attention::compute(context&, const shape&, const std::vector<argument>& args) const {
     if (part == nullptr) throw_error(error_code::runtime, name() + ": run before it was finalized");
     if (!generic) {
-        run(args[0], args[1], args[2], has_mask ? &args[3] : nullptr,
-            reinterpret_cast<float*>(args[args.size() - 2].data()), args.back());
+        const argument& scratch = args[args.size() - 2];
+        run(args[0], args[1], args[2], has_mask ? &args[3] : nullptr, reinterpret_cast<float*>(scratch.data()),
+            scratch.get_shape().bytes(), args.back());
         return args.back();
     }
     // Generic: operands in the layout the kernel reads (a copy where a call's strides do
@@ -377,17 +400,17 @@ argument attention::compute(context&, const shape&, const std::vector<argument>&
     // largest call (a generic program's calls come one after another, and a fresh buffer per
     // call costs page faults); beyond, a long sequence's scores, it is the call's own.
     constexpr std::size_t kept_scratch_bytes = 32u << 20;
-    const std::size_t floats = g.scratch_bytes() / sizeof(float);
+    const std::size_t floats = g.scratch_bytes(team::threads()) / sizeof(float);
     thread_local std::vector<float> kept;
     std::vector<float> own;
     auto& scratch = floats * sizeof(float) <= kept_scratch_bytes ? kept : own;
     if (scratch.size() < floats) scratch.resize(floats);
-    run(q, kt, v, has_mask ? &mask : nullptr, scratch.data(), out);
+    run(q, kt, v, has_mask ? &mask : nullptr, scratch.data(), floats * sizeof(float), out);
     return out;
 }
 
 void attention::run(const argument& qa, const argument& ka, const argument& va, const argument* ma, float* scratch,
-                    const argument& oa) const {
+                    std::size_t scratch_bytes, const argument& oa) const {
     const shape &qs = qa.get_shape(), &ks = ka.get_shape(), &vs = va.get_shape();
     const shape& os = oa.get_shape();
     const auto g = geometry_of(qs, ks, vs);
@@ -401,42 +424,43 @@ void attention::run(const argument& qa, const argument& ka, const argument& va, 
     const auto mask_strides = ma ? broadcast_strides(ma->get_shape(), g.score_lens()) : std::vector<std::size_t>();
     // The softmax rows follow the products' choice of kernels.
     const bool vec = part != pgemm::generic_part(), vec16 = part == pgemm::avx512_part();
-    const std::size_t blocks = (g.sq + rows_per_task - 1) / rows_per_task;
-    const auto tasks = static_cast<std::int64_t>(g.batches * blocks);
-    const auto packs = static_cast<std::int64_t>(2 * g.batches);
     const std::size_t ld_s = g.score_stride();
-    auto kp_of = [&](std::size_t b) { return scratch + b * g.per_batch(); };
-    auto vp_of = [&](std::size_t b) { return kp_of(b) + g.packed_k(); };
-    auto s_of = [&](std::size_t b) { return vp_of(b) + g.packed_v(); };
-    // A small attention (a decode step's: one query row) on the calling thread alone.
-    const bool parallel = tasks > 1 && g.batches * g.sq * g.sk * (g.d + g.dv) >= single_thread_macs;
-#pragma omp parallel if (parallel)
-    {
-#pragma omp for schedule(static)
-        for (std::int64_t job = 0; job < packs; ++job) {
-            const auto b = static_cast<std::size_t>(job) % g.batches;
-            if (job < static_cast<std::int64_t>(g.batches)) {
-                (vec16 ? pack_k_avx512 : pack_k)(g, kt + batch_offset(g, ks.strides(), b), ks.strides()[r - 1], kp_of(b));
-                if (bf16_part) panels_to_bf16_pairs(kp_of(b), panels(g.sk), g.d);
-            } else {
-                pack_v(g, v + batch_offset(g, vs.strides(), b), vs.strides()[r - 2], vp_of(b));
-                if (bf16_part) panels_to_bf16_pairs(vp_of(b), panels(g.dv), g.sk);
+    const std::size_t q_ld = qs.strides()[r - 2], o_ld = os.strides()[r - 2];
+    // A part per thread, each with its own range of rows and its own scratch (attention.hpp;
+    // a batch index two parts share is packed by both). A small attention (a decode step's:
+    // one query row) on the calling thread alone.
+    const std::size_t rows = g.batches * g.sq;
+    const bool parallel = rows > 1 && g.batches * g.sq * g.sk * (g.d + g.dv) >= single_thread_macs;
+    const std::size_t parts = parallel ? std::min({team::threads(), g.parts_in(scratch_bytes), rows}) : 1;
+    if (parts == 0) throw_error(error_code::runtime, name() + ": the scratch buffer is too small");
+    team::parallel(parts, [&](std::size_t part_no) {
+        float* kp = scratch + part_no * g.per_part();
+        float* vp = kp + g.packed_k();
+        float* s = vp + g.packed_v();  // the task's score rows
+        const std::size_t first = rows * part_no / parts, end = rows * (part_no + 1) / parts;
+        std::size_t packed = g.batches;  // the batch index whose K and V are in kp and vp
+        for (std::size_t at = first; at < end;) {
+            const std::size_t b = at / g.sq, r0 = at % g.sq;
+            const std::size_t n = std::min({rows_per_task, g.sq - r0, end - at});
+            at += n;
+            if (packed != b) {
+                (vec16 ? pack_k_avx512 : pack_k)(g, kt + batch_offset(g, ks.strides(), b), ks.strides()[r - 1], kp);
+                pack_v(g, v + batch_offset(g, vs.strides(), b), vs.strides()[r - 2], vp);
+                if (bf16_part) {
+                    panels_to_bf16_pairs(kp, panels(g.sk), g.d);
+                    panels_to_bf16_pairs(vp, panels(g.dv), g.sk);
+                }
+                packed = b;
             }
-        }
-#pragma omp for schedule(dynamic, 1)
-        for (std::int64_t t = 0; t < tasks; ++t) {
-            const std::size_t b = static_cast<std::size_t>(t) / blocks;
-            const std::size_t r0 = static_cast<std::size_t>(t) % blocks * rows_per_task;
-            const std::size_t r1 = std::min(r0 + rows_per_task, g.sq);
-            float* s = s_of(b);
-            pgemm::args sc;  // scores: Q K^T
-            sc.m = g.sq;
+            const float* q_rows = q + batch_offset(g, qs.strides(), b) + r0 * q_ld;
+            pgemm::args sc;  // scores of rows r0 .. r0 + n: Q K^T, into s
+            sc.m = n;
             sc.n = g.sk;
             sc.k = g.d;
             sc.kc = pgemm::depth_block(g.d);
-            sc.a = q + batch_offset(g, qs.strides(), b);
-            sc.lda = qs.strides()[r - 2];
-            sc.b = kp_of(b);
+            sc.a = q_rows;
+            sc.lda = q_ld;
+            sc.b = kp;
             sc.c = s;
             sc.ldc = ld_s;
             const float* mrow = mask ? mask + batch_offset(g, mask_strides, b) : nullptr;
@@ -448,70 +472,59 @@ void attention::run(const argument& qa, const argument& ka, const argument& va, 
                 sc.post[sc.n_post++] = pgemm::post_step{pgemm::post_kind::linear, scale, 0.0f, nullptr, false};
                 if (mask) sc.post[sc.n_post++] = pgemm::post_step{pgemm::post_kind::add, 0.0f, 0.0f, mrow, false};
             }
-            // bf16: this task's Q rows in bf16 (rows_per_task x even D), the rows numbered
-            // from r0 (m, a and c shifted to them).
+            // bf16: the task's Q rows, and then its probability rows, in bf16 (rows_per_task
+            // x an even D or Sk).
             thread_local std::vector<std::uint16_t> rows16;
-            const std::size_t rows = r1 - r0;
             if (bf16_part) {
                 const std::size_t ld16 = std::max((g.d + 1) / 2, (g.sk + 1) / 2) * 2;
                 if (rows16.size() < rows_per_task * ld16) rows16.resize(rows_per_task * ld16);
                 sc.lda = (g.d + 1) / 2 * 2;
-                pgemm::to_bf16_rows(sc.a + r0 * qs.strides()[r - 2], rows, g.d, qs.strides()[r - 2], rows16.data(),
-                                    sc.lda);
+                pgemm::to_bf16_rows(q_rows, n, g.d, q_ld, rows16.data(), sc.lda);
                 sc.a_bf16 = rows16.data();
-                sc.b_bf16 = reinterpret_cast<const std::uint16_t*>(kp_of(b));
-                sc.m = rows;
-                sc.c = s + r0 * ld_s;
-                bf16_part(sc, 0, rows, 0, panels(g.sk));
+                sc.b_bf16 = reinterpret_cast<const std::uint16_t*>(kp);
+                bf16_part(sc, 0, n, 0, panels(g.sk));
             } else {
-                part(sc, r0, r1, 0, panels(g.sk));
+                part(sc, 0, n, 0, panels(g.sk));
             }
             float inv[rows_per_task];
-            for (std::size_t i = r0; i < r1; ++i) {
-                const float* m = mrow ? mrow + i * mask_strides[r - 2] : nullptr;
+            for (std::size_t i = 0; i < n; ++i) {
+                const float* m = mrow ? mrow + (r0 + i) * mask_strides[r - 2] : nullptr;
                 float* row = s + i * ld_s;
                 float row_scale = scale;
                 if (crow) {
                     // where(c, scale * s, fill) (or where(c, fill, scale * s)) as the graph
                     // says, then the softmax over it with nothing left to scale or add.
-                    const std::uint8_t* c = crow + i * mask_strides[r - 2];
-                    for (std::size_t j = 0; j < g.sk; ++j)
-                        row[j] = (c[j] != 0) != fill_first ? row[j] * scale : fill;
+                    const std::uint8_t* c = crow + (r0 + i) * mask_strides[r - 2];
+                    for (std::size_t j = 0; j < g.sk; ++j) row[j] = (c[j] != 0) != fill_first ? row[j] * scale : fill;
                     row_scale = 1.0f;
                 }
                 const float sum = exact_exp || !vec ? exp_row_scalar(row, m, g.sk, row_scale, fused, exact_exp)
                                   : vec16           ? exp_row_avx512(row, m, g.sk, row_scale, fused)
                                                     : exp_row_avx2(row, m, g.sk, row_scale, fused);
-                inv[i - r0] = 1.0f / sum;
+                inv[i] = 1.0f / sum;
             }
             pgemm::args ctx;  // context: exp(scores) V, then each row divided by its sum
-            ctx.m = g.sq;
+            ctx.m = n;
             ctx.n = g.dv;
             ctx.k = g.sk;
             ctx.kc = pgemm::depth_block(g.sk);
             ctx.a = s;
             ctx.lda = ld_s;
-            ctx.b = vp_of(b);
-            ctx.c = out + batch_offset(g, os.strides(), b);
-            ctx.ldc = os.strides()[r - 2];
+            ctx.b = vp;
+            ctx.c = out + batch_offset(g, os.strides(), b) + r0 * o_ld;
+            ctx.ldc = o_ld;
             if (bf16_part) {
                 ctx.lda = (g.sk + 1) / 2 * 2;
-                pgemm::to_bf16_rows(s + r0 * ld_s, rows, g.sk, ld_s, rows16.data(), ctx.lda);
+                pgemm::to_bf16_rows(s, n, g.sk, ld_s, rows16.data(), ctx.lda);
                 ctx.a_bf16 = rows16.data();
-                ctx.b_bf16 = reinterpret_cast<const std::uint16_t*>(vp_of(b));
-                ctx.m = rows;
-                ctx.c += r0 * ctx.ldc;
-                bf16_part(ctx, 0, rows, 0, panels(g.dv));
-                ctx.c -= r0 * ctx.ldc;  // the normalization below counts rows from 0
+                ctx.b_bf16 = reinterpret_cast<const std::uint16_t*>(vp);
+                bf16_part(ctx, 0, n, 0, panels(g.dv));
             } else {
-                part(ctx, r0, r1, 0, panels(g.dv));
+                part(ctx, 0, n, 0, panels(g.dv));
             }
-            for (std::size_t i = r0; i < r1; ++i) {
-                float* row = ctx.c + i * ctx.ldc;
-                for (std::size_t j = 0; j < g.dv; ++j) row[j] *= inv[i - r0];
-            }
+            (vec16 ? scale_rows_avx512 : scale_rows)(ctx.c, n, g.dv, o_ld, inv);
         }
-    }
+    });
 }
 
 KILN_REGISTER_OP(attention)

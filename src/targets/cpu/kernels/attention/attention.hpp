@@ -2,13 +2,18 @@
 // heads), one instruction instead of two oneDNN matmuls, a scale, a mask add and a
 // softmax, each a pass over the score tensor.
 //
-// Per batch index, K^T and V are first packed into the packed GEMM's 16-column panels
-// (packed_gemm_args.hpp), once for all query rows. Then each task takes up to 24 query
-// rows: their scores (the packed GEMM's register tiles, Q read in place), each score row's
-// softmax while it is in L1 (scale, mask, max, exp, sum, normalize), and the rows' share
-// of P V, written straight into the result with its own row stride (with the transpose
-// that usually follows, already in [batch, seq, heads * d] order, as oneDNN's matmul
-// does in write_through_transpose).
+// Each thread (a part, on cpu::team) takes an equal range of the query rows of all batch
+// indices (batch and heads). For each batch index it reaches, it packs K^T and V into the
+// packed GEMM's 16-column panels (packed_gemm_args.hpp) in its own part of the scratch;
+// then it takes the rows up to 24 at a time: their scores (the packed GEMM's register
+// tiles, Q read in place) into its own score rows, each row's softmax while it is in L1
+// (scale, mask, max, exp, sum), and the rows' P V, written straight into the result with
+// its own row stride (with the transpose that usually follows, already in [batch, seq,
+// heads * d] order, as oneDNN's matmul does in write_through_transpose), each row then
+// divided by its sum. A thread so reads panels and writes scores only in lines it wrote
+// itself: shared panels and score rows handed out task by task cost vit_tiny's 6
+// attentions 1.28 against 1.05 ms, bert_small's 4 0.53 against 0.35 (2-vCPU Zen 5, where
+// lines last written by the other core are slow to reach).
 //
 // Inputs: (q [..., Sq, D], kt [..., D, Sk], v [..., Sk, Dv], [mask], scratch, output
 // buffer). q, kt and v have the same batch dims and any strides with unit stride along
@@ -84,7 +89,7 @@ struct attention {
 
 private:
     void run(const argument& q, const argument& kt, const argument& v, const argument* mask, float* scratch,
-             const argument& out) const;
+             std::size_t scratch_bytes, const argument& out) const;
 };
 
 // Replaces each softmax(scale * matmul(q, kt) [+ mask | where(mask, ., fill)]) whose only

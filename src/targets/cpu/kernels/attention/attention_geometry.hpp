@@ -5,6 +5,7 @@
 
 #include <kiln/shape.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -22,8 +23,13 @@ struct geometry {
     std::size_t packed_k() const { return panels(sk) * pgemm::panel * d; }
     std::size_t packed_v() const { return panels(dv) * pgemm::panel * sk; }
     std::size_t score_stride() const { return round8(sk); }
-    std::size_t per_batch() const { return packed_k() + packed_v() + sq * score_stride(); }
-    std::size_t scratch_bytes() const { return batches * per_batch() * sizeof(float); }
+    // One part's scratch (a thread's): one batch index's packed K and V, and the score rows
+    // of one task.
+    std::size_t task_rows() const { return std::min(rows_per_task, sq); }
+    std::size_t per_part() const { return packed_k() + packed_v() + task_rows() * score_stride(); }
+    std::size_t scratch_bytes(std::size_t parts) const { return parts * per_part() * sizeof(float); }
+    // How many parts a scratch of this many bytes holds.
+    std::size_t parts_in(std::size_t bytes) const { return bytes / (per_part() * sizeof(float)); }
     // [batch..., Sq, Dv] and [batch..., Sq, Sk].
     std::vector<std::size_t> result_lens() const { return batch_lens_and(sq, dv); }
     std::vector<std::size_t> score_lens() const { return batch_lens_and(sq, sk); }

@@ -9,6 +9,7 @@
 
 #include <kiln/builtin_ops.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <vector>
 
@@ -108,7 +109,11 @@ void fuse_attention(lower_env& env) {
                                    mt.pv->inputs()[1]->get_shape());
         std::vector<instruction_ref> args{mt.qk->inputs()[0], mt.qk->inputs()[1], mt.pv->inputs()[1]};
         if (mt.mask) args.push_back(*mt.mask);
-        args.push_back(env.m.insert_instruction(mt.pv, builtin::allocate{shape(type::uint8, {g.scratch_bytes()})}, {}));
+        // A part of the scratch per thread (attention.cpp); fewer threads run where a program
+        // compiled for fewer runs on more.
+        const std::size_t parts = std::max<std::size_t>(1, env.ctx.options().threads);
+        args.push_back(
+            env.m.insert_instruction(mt.pv, builtin::allocate{shape(type::uint8, {g.scratch_bytes(parts)})}, {}));
         args.push_back(env.m.insert_instruction(mt.pv, builtin::allocate{dst}, {}));
         replace_match(env.m, mt, op, std::move(args));
     }

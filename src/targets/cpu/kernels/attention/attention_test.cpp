@@ -84,6 +84,27 @@ TEST(cpu_attention, vit_shape_with_write_through_context) {
     EXPECT_EQ(count_ops(r.cpu, "cpu::reorder"), 0u) << text(r.cpu);
 }
 
+TEST(cpu_attention, every_split_of_the_rows_between_threads_gives_the_same_values) {
+    // Each thread takes an equal range of all heads' query rows (197 each: ranges that end
+    // inside a head and inside a task) with K and V packed into its own scratch; a mask per
+    // query row is read at the rows' own offsets. Every split computes each value the same
+    // way: bit for bit what one thread gives.
+    sizes z{1, 3, 197, 197, 64, 64};
+    for (const bool masked : {false, true}) {
+        const auto b = masked ? masked_attention(z, {1, 1, 197, 197}, 8.0f) : plain_attention(z, 0.125f);
+        std::vector<float> alone;
+        for (const std::size_t threads : {1, 2, 3}) {
+            compile_options o;
+            o.threads = threads;
+            auto r = run_both(b, 1e-4, 1e-5, o);
+            expect_fused(r.cpu);
+            const auto got = r.cpu_out[0].to_vector<float>();
+            if (threads == 1) alone = got;
+            else EXPECT_EQ(got, alone) << threads << " threads, masked " << masked;
+        }
+    }
+}
+
 TEST(cpu_attention, bert_mask_over_keys_and_divided_scale) {
     sizes z{2, 4, 128, 128, 64, 64};
     auto r = run_both(masked_attention(z, {2, 1, 1, 128}, 8.0f), 1e-4, 1e-5);
