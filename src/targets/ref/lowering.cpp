@@ -26,6 +26,15 @@ argument kernel::compute(context& ctx, const shape& out, const std::vector<argum
     return dest.reshape(out);
 }
 
+void kernel::finalize(context& ctx, const shape& out, const std::vector<shape>& inputs,
+                      const std::vector<argument>& constants) {
+    // Without the output buffer (the last input).
+    const std::vector<shape> in(inputs.begin(), inputs.empty() ? inputs.end() : inputs.end() - 1);
+    std::vector<argument> known;
+    if (constants.size() == inputs.size() && !constants.empty()) known.assign(constants.begin(), constants.end() - 1);
+    op.finalize(ctx, out, in, known);
+}
+
 void lowering::apply(module& m) const {
     for (auto ins = m.begin(); ins != m.end(); ++ins) {
         const auto& op = ins->get_operator();

@@ -23,6 +23,11 @@ struct kernel {
     }
     shape compute_shape(std::vector<shape> inputs, const std::vector<module_ref>& mods) const;
     argument compute(context& ctx, const shape& out, const std::vector<argument>& args) const;
+    // The wrapped op builds its kernels as it would unwrapped: this lowering also wraps a
+    // target's op that an earlier lowering left without an output buffer (a generic program's
+    // attention whose result is static, one query row over a cache of any length).
+    void finalize(context& ctx, const shape& out, const std::vector<shape>& inputs,
+                  const std::vector<argument>& constants);
     std::ptrdiff_t output_alias(const std::vector<shape>& inputs) const {
         return static_cast<std::ptrdiff_t>(inputs.size()) - 1;
     }

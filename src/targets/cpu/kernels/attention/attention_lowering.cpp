@@ -48,11 +48,13 @@ bool fits(const match& mt, shape& dst) {
 
 bool attention_enabled(const cpu_options& o) { return o.attention && has_avx2_fma(); }
 
-// A generic program's attention: float32 operands of one rank, a float32 mask added or a
-// bool one selecting. Sizes are checked when it runs.
+// A generic program's attention: float32 operands of one rank, some of them dynamic (a
+// decode step's query row is static over keys of any length: its result is static too), a
+// float32 mask added or a bool one selecting. Sizes are checked when it runs.
 bool generic_fits(const match& mt) {
-    if (!mt.pv->get_shape().dynamic()) return false;
     auto q = mt.qk->inputs()[0], kt = mt.qk->inputs()[1], v = mt.pv->inputs()[1];
+    const auto dynamic = [](instruction_ref x) { return x->get_shape().is_tensor() && x->get_shape().dynamic(); };
+    if (!dynamic(q) && !dynamic(kt) && !dynamic(v) && !dynamic(mt.pv)) return false;
     for (auto x : {q, kt, v, mt.qk, mt.pv})
         if (!f32_tensor(x) || x->get_shape().ndim() != q->get_shape().ndim()) return false;
     return !mt.mask || (mask_type_fits(mt) && (*mt.mask)->get_shape().ndim() <= q->get_shape().ndim());

@@ -335,6 +335,46 @@ TEST(cpu_attention, generic_program_runs_the_kernel_at_every_size) {
         }
 }
 
+// A decode step's attention: one query row (static) over keys and values of any length, on the
+// generic kernel. Its result is static, so the ref lowering wraps it in a ref::kernel, which
+// must let it build its kernels (it ran unfinalized: bench/decode.py's gpt_kv failed at its
+// first step).
+TEST(cpu_attention, generic_program_with_one_static_query_row) {
+    const dynamic_dimension past{1, 64, {}, "past"}, one{1, 1, {}, {}}, heads{2, 2, {}, {}}, d{16, 16, {}, {}};
+    program p;
+    auto* m = p.get_main_module();
+    auto q = m->add_parameter("q", shape(type::float32, {1, 2, 1, 16}));
+    auto k = m->add_parameter("k", shape::make_dynamic(type::float32, {one, heads, past, d}));
+    auto v = m->add_parameter("v", shape::make_dynamic(type::float32, {one, heads, past, d}));
+    auto kt = m->add_instruction(make_op("transpose", {{"perm", arr({0, 1, 3, 2})}}), {k});
+    auto four = m->add_literal(literal(shape(type::float32), std::vector<float>{4.0f}));
+    auto s = m->add_instruction(make_op("div"), {m->add_instruction(make_op("matmul"), {q, kt}), four});
+    auto sm = m->add_instruction(make_op("softmax", {{"axis", value(std::int64_t{-1})}}), {s});
+    m->add_return({m->add_instruction(make_op("matmul"), {sm, v})});
+    compile_options o;
+    o.specialize_after = 0;
+    program cpu = p, ref = p;
+    cpu.compile(*get_target("cpu"), o);
+    ref.compile(*get_target("ref"), o);
+    for (const std::size_t keys : {1, 7, 40, 64}) {
+        auto arg = [](std::vector<std::size_t> lens) { return random_literal(lens).get_argument(); };
+        const param_map in{{"q", arg({1, 2, 1, 16})}, {"k", arg({1, 2, keys, 16})}, {"v", arg({1, 2, keys, 16})}};
+        std::vector<instruction_profile> profile;
+        auto got = cpu.eval(in, profile);
+        auto want = ref.eval(in);
+        ASSERT_EQ(got.size(), 1u);
+        expect_close(got[0], want[0], 1e-4, 1e-5, std::to_string(keys) + " keys");
+        if (cpu::has_avx2_fma()) {
+            // Wrapped (its profile row "ref::kernel(cpu::attention)"), and nothing else left on
+            // the reference kernels (the products, the softmax's reductions).
+            EXPECT_EQ(runs_of(profile, "ref::kernel(cpu::attention)"), 1u) << keys << " keys";
+            for (const auto& e : profile)
+                EXPECT_TRUE(e.op_name.rfind("ref::kernel", 0) != 0 || e.op_name == "ref::kernel(cpu::attention)")
+                    << e.op_name;
+        }
+    }
+}
+
 // A generic attention saved and loaded keeps its form and runs.
 TEST(cpu_attention, generic_program_saved_and_loaded) {
     if (!cpu::has_avx2_fma()) GTEST_SKIP() << "the kernel needs AVX2 and FMA";
