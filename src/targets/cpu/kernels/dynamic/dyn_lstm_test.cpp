@@ -120,3 +120,37 @@ TEST(cpu_dyn_lstm, a_saved_generic_program_runs_again) {
     }
     EXPECT_EQ(ops_run(loaded, inputs(c, 5, 1))["cpu::dyn_lstm"], 1u);
 }
+
+// The sequence length at run time, the batch and the initial states static (a batch bucket's
+// program fixes the batch; a constant initial state has static dims): the states' dims are
+// read as ranges (the lowering read a static shape's dynamic dims and crashed: lstm_seq with
+// a batch bucket).
+TEST(cpu_dyn_lstm, static_initial_states_with_a_generic_sequence) {
+    constexpr std::size_t n = 2;
+    program p;
+    auto* m = p.get_main_module();
+    auto x = m->add_parameter("x", shape::make_dynamic(type::float32, {steps, fixed(n), fixed(I)}));
+    std::vector<instruction_ref> args{x, m->add_literal(random_literal({1, 4 * H, I}, 0.4f)),
+                                      m->add_literal(random_literal({1, 4 * H, H}, 0.3f)),
+                                      m->add_literal(random_literal({1, 8 * H}, 0.5f)),
+                                      m->add_parameter("h0", shape(type::float32, {1, n, H})),
+                                      m->add_parameter("c0", shape(type::float32, {1, n, H}))};
+    value::object attrs{{"hidden_size", value(static_cast<std::int64_t>(H))}, {"has_bias", value(true)},
+                        {"has_initial_h", value(true)}, {"has_initial_c", value(true)}};
+    auto cell = m->add_instruction(make_op("lstm", value(attrs)), args);
+    m->add_return({m->add_instruction(builtin::get_tuple_elem{0}, {cell}),
+                   m->add_instruction(builtin::get_tuple_elem{1}, {cell})});
+    program r = p;
+    ASSERT_TRUE(compile_generic_pair(p, r));
+    for (std::size_t t : {1, 9, 300}) {
+        SCOPED_TRACE("time " + std::to_string(t));
+        const param_map in{{"x", random_literal({t, n, I}).get_argument()},
+                           {"h0", random_literal({1, n, H}).get_argument()},
+                           {"c0", random_literal({1, n, H}).get_argument()}};
+        auto got = p.eval(in);
+        auto want = r.eval(in);
+        ASSERT_EQ(got.size(), 2u);
+        for (std::size_t k = 0; k < 2; ++k) expect_close(got[k], want[k], 1e-4, 1e-5);
+        EXPECT_EQ(ops_run(p, in)["cpu::dyn_lstm"], 1u);
+    }
+}

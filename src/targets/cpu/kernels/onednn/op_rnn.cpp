@@ -257,12 +257,14 @@ bool lower_lstm_packed(lower_env& env, instruction_ref ins, std::vector<instruct
         (p && !lens_are(*p, {D, 3 * H})))
         return false;
     if (dynamic) {
-        // The states' fixed dims: D and H ([N, D, H] batch first).
+        // The states' fixed dims: D and H ([N, D, H] batch first). A state may be static where
+        // x is not (a constant initial state, or a batch a bucket fixed): its dims as ranges.
         auto fixed = [](const dynamic_dimension& v, std::size_t want) { return v.is_fixed() && v.min == want; };
-        for (auto s : {h0, c0})
-            if (s && (!fixed((*s)->get_shape().dyn_dims()[batch_first ? 1 : 0], D) ||
-                      !fixed((*s)->get_shape().dyn_dims()[2], H)))
-                return false;
+        for (auto s : {h0, c0}) {
+            if (!s) continue;
+            const auto dims = (*s)->get_shape().to_dynamic_dims();
+            if (!fixed(dims[batch_first ? 1 : 0], D) || !fixed(dims[2], H)) return false;
+        }
     } else {
         const std::vector<std::size_t> state_lens = batch_first ? std::vector<std::size_t>{d.N, D, H}
                                                                 : std::vector<std::size_t>{D, d.N, H};
