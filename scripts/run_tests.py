@@ -2,7 +2,7 @@
 """Runs every test suite of Kiln and prints one summary line: N passed, N failed[, N skipped].
 
 Suites: unit (GoogleTest), capi (GoogleTest over the C API and kiln.hpp), conformance (the ONNX
-backend tests on each target), models, gpu, gpu-device and conformance-gpu-compile (builds with the gpu target only: its
+backend tests on each target), models (on ref, then on cpu), gpu, gpu-device and conformance-gpu-compile (builds with the gpu target only: its
 kernels through NVRTC and on the host, without a device; the GPU-only tests; every backend test compiled for the gpu), python (pytest), tools (pytest over the kiln command-line tool),
 install (cmake --install, then a C and a C++ program built against the prefix), examples
 (examples/resnet50 end to end: PyTorch export, Python and C++ classification, the worker), clang (one step:
@@ -176,6 +176,9 @@ def main():
         "conformance-ref": lambda: summary_line_suite(build, "conformance-ref", ["kiln_conformance", "--target", "ref"]),
         "conformance-cpu": lambda: summary_line_suite(build, "conformance-cpu", ["kiln_conformance", "--target", "cpu"]),
         "models": lambda: gtest_suite(build, "models", "kiln_model_tests"),
+        # The same real models compiled for the cpu target (its kernels, its dynamic programs).
+        "models-cpu": lambda: gtest_suite(build, "models-cpu", "kiln_model_tests", (),
+                                          {"KILN_MODEL_TEST_TARGET": "cpu"}),
         # The gpu target without a device; the GPU-only tests skip where there is none.
         "gpu": lambda: gpu_suite(build, "gpu", "kiln_gpu_tests"),
         "gpu-device": lambda: gpu_suite(build, "gpu-device", "kiln_gpu_device_tests"),
