@@ -29,10 +29,11 @@ shape dyn_concat::compute_shape(const std::vector<shape>& inputs) const {
         for (const auto& s : inputs) lens[a] += s.lens()[a];
         return shape(inputs[0].get_type(), lens);
     }
-    auto dims = inputs[0].dyn_dims();
+    // Static inputs beside dynamic ones (a KV cache's step) as fixed ranges.
+    auto dims = inputs[0].to_dynamic_dims();
     dynamic_dimension along{0, 0, {}, {}};
     for (const auto& s : inputs) {
-        const auto& d = s.dyn_dims()[a];
+        const auto d = s.to_dynamic_dims()[a];
         along.min += d.min;
         along.max = along.max == dynamic_dimension::unbounded || d.max == dynamic_dimension::unbounded
                         ? dynamic_dimension::unbounded

@@ -119,3 +119,21 @@ TEST(cpu_dyn_concat, keeps_the_order_its_inputs_share) {
         EXPECT_EQ(y.copy(), expected);
     }
 }
+
+// A static input beside a dynamic one (a KV cache: the past of any length, then the step's
+// static key; or the other way round): the static input's dims are read as fixed ranges.
+TEST(cpu_dyn_concat, a_static_input_beside_dynamic_ones) {
+    for (const bool static_first : {false, true}) {
+        SCOPED_TRACE(static_first ? "static input first" : "static input last");
+        program p;
+        auto* m = p.get_main_module();
+        auto past = m->add_parameter("past", shape::make_dynamic(type::float32, {fixed(2), height, fixed(6)}));
+        auto step = m->add_parameter("step", shape(type::float32, {2, 1, 6}));
+        const std::vector<instruction_ref> parts = static_first ? std::vector{step, past} : std::vector{past, step};
+        m->add_return({m->add_instruction(make_op("concat", {{"axis", 1}}), parts)});
+        expect_generic_matches_ref(p, [](std::size_t, std::size_t h) {
+            return param_map{{"past", random_literal({2, h, 6}).get_argument()},
+                             {"step", random_literal({2, 1, 6}).get_argument()}};
+        });
+    }
+}
