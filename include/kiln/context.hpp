@@ -2,6 +2,7 @@
 // handles. Target kernels receive it in compute(); `finish` waits for queued work.
 #pragma once
 #include <kiln/argument.hpp>
+#include <kiln/function_ref.hpp>
 
 #include <functional>
 #include <memory>
@@ -29,7 +30,7 @@ public:
     // Runs one eval of the program whose main module is `main` (its work) on the calling
     // thread. A host target may hold threads for it meanwhile (the cpu target: a thread
     // team its kernels share, for small programs: targets/cpu/team_rule.hpp).
-    virtual void run_host(const module& main, const std::function<void()>& work) {
+    virtual void run_host(const module& main, function_ref<void()> work) {
         (void)main;
         work();
     }

@@ -55,7 +55,7 @@ struct specialization_cache {
     specialization_stats stats;
     memory_usage last_usage;
     bool has_last = false;
-    std::string last_run_note;  // the target's note on how the last run ran (context::run_note)
+    std::weak_ptr<const specialization> last_ran;  // the program specialization_for gave last
 
     // What compiles start from.
     std::shared_ptr<const program> source;
@@ -522,6 +522,7 @@ std::shared_ptr<const specialization> specialization_for(specialization_cache& c
                 ++cache.stats.hits;
                 cache.last_usage = part->compiled->usage;
                 cache.has_last = true;
+                cache.last_ran = part->compiled;
                 served_without_generic();
                 return part->compiled;
             }
@@ -534,11 +535,13 @@ std::shared_ptr<const specialization> specialization_for(specialization_cache& c
                 if (arg.get_shape().is_tensor() && !arg.get_shape().dynamic())
                     cache.last_usage.parameter_bytes += arg.get_shape().bytes();
             cache.has_last = true;
+            cache.last_ran = cache.generic;
             return cache.generic;
         } else if (const auto* part = matching_partial(cache, checked); part && part->fully_static) {
             ++cache.stats.hits;
             cache.last_usage = part->compiled->usage;
             cache.has_last = true;
+            cache.last_ran = part->compiled;
             return part->compiled;
         } else {
             compile_here = true;
@@ -557,6 +560,7 @@ std::shared_ptr<const specialization> specialization_for(specialization_cache& c
     std::lock_guard<std::mutex> lock(cache.mutex);
     cache.last_usage = spec->usage;
     cache.has_last = true;
+    cache.last_ran = spec;
     return spec;
 }
 
@@ -620,14 +624,9 @@ void wait_for_background_compiles(specialization_cache& cache) {
     cache.idle.wait(lock, [&] { return cache.jobs.empty() && !cache.busy; });
 }
 
-void set_last_run_note(specialization_cache& cache, std::string note) {
+std::shared_ptr<const specialization> last_ran(specialization_cache& cache) {
     std::lock_guard<std::mutex> lock(cache.mutex);
-    cache.last_run_note = std::move(note);
-}
-
-std::string last_run_note(specialization_cache& cache) {
-    std::lock_guard<std::mutex> lock(cache.mutex);
-    return cache.last_run_note;
+    return cache.last_ran.lock();
 }
 
 std::optional<memory_usage> last_usage(specialization_cache& cache) {

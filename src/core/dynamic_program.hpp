@@ -72,8 +72,8 @@ void wait_for_background_compiles(specialization_cache& cache);
 // The usage of the program that ran last; before the first call that of the first program
 // compiled ahead (nullopt when there is none).
 std::optional<memory_usage> last_usage(specialization_cache& cache);
-// The note of the specialization that ran last (context::run_note), "" before any run.
-void set_last_run_note(specialization_cache& cache, std::string note);
-std::string last_run_note(specialization_cache& cache);
+// The program that ran last (the one specialization_for gave last), if it is still held;
+// null before any run.
+std::shared_ptr<const specialization> last_ran(specialization_cache& cache);
 
 }  // namespace kiln

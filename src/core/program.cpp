@@ -483,13 +483,10 @@ std::vector<argument> program::run_checked(param_map checked, std::vector<instru
         if (auto padded = pad_to_buckets(*I.specializations, checked)) {
             // Padded outputs are cut afterwards: they are copied into destinations, never computed there.
             auto spec = specialization_for(*I.specializations, *I.params, padded->inputs);
-            auto out = cut_outputs(spec->prog.run_checked(std::move(padded->inputs), profile), *padded);
-            set_last_run_note(*I.specializations, spec->prog.run_note());
-            return out;
+            return cut_outputs(spec->prog.run_checked(std::move(padded->inputs), profile), *padded);
         }
         auto spec = specialization_for(*I.specializations, *I.params, checked);  // held until this eval ends, even if evicted meanwhile
         auto results = spec->prog.run_checked(std::move(checked), profile, destinations);
-        set_last_run_note(*I.specializations, spec->prog.run_note());
         // A generic program's kernels may leave a result in their own layout (the cpu
         // target's run-time-sized convolutions write channels-last); callers get row-major
         // values, as from a static program, whose lowering plans that copy.
@@ -647,7 +644,10 @@ const value& program::get_metadata() const { return impl_->metadata; }
 void program::set_metadata(const value& v) { impl_->metadata = v; }
 
 std::string program::run_note() const {
-    if (impl_->specializations) return last_run_note(*impl_->specializations);
+    if (impl_->specializations) {
+        const auto last = last_ran(*impl_->specializations);
+        return last ? last->prog.run_note() : std::string();
+    }
     return impl_->compiled ? get_context().run_note() : std::string();
 }
 

@@ -50,7 +50,7 @@ std::string cpu_context::run_note() const {
     return s;
 }
 
-void cpu_context::run_host(const module& main, const std::function<void()>& work) {
+void cpu_context::run_host(const module& main, function_ref<void()> work) {
     std::call_once(team_once_, [&] {
         const bool on = options_.team == team_choice::on ||
                         (options_.team == team_choice::automatic && cpu::runs_on_a_team(main, options_.threads));

@@ -40,7 +40,7 @@ public:
     dnnl::stream& stream();
     std::shared_ptr<void> begin_run() override;
     // Small programs' evals on a thread team (team_rule.hpp; KILN_CPU_TEAM decides instead).
-    void run_host(const module& main, const std::function<void()>& work) override;
+    void run_host(const module& main, function_ref<void()> work) override;
     // Whether this context's evals run on a team (known after its first eval).
     bool runs_on_a_team() const { return team_.load(std::memory_order_relaxed); }
     std::string run_note() const override;

@@ -97,7 +97,7 @@ std::size_t size() { return current ? current->size : 1; }
 
 std::size_t threads() { return current ? current->size : static_cast<std::size_t>(omp_get_max_threads()); }
 
-void run(std::size_t threads, const std::function<void()>& body) {
+void run(std::size_t threads, function_ref<void()> body) {
     // Inside another parallel region, or where nested regions would get threads of their
     // own (OMP_MAX_ACTIVE_LEVELS above 1: oneDNN's regions inside the team would oversubscribe
     // the cores), no team.

@@ -8,34 +8,19 @@
 // alone are a sixth of the run. Inside the team, oneDNN's primitives and the kernels not
 // written for it run on the calling thread alone (OpenMP's nested regions get one thread).
 #pragma once
-#include <concepts>
+#include <kiln/function_ref.hpp>
+
 #include <cstddef>
-#include <functional>
-#include <type_traits>
 
 namespace kiln::cpu::team {
 
-// A callable taking a part number, referred to without a copy: a kernel's lambda with
-// several captures would make std::function allocate on every parallel() call. It lives
-// only as long as the callable it refers to (the call).
-class part_function {
-public:
-    template <class F>
-        requires(!std::same_as<std::remove_cvref_t<F>, part_function> && std::invocable<const F&, std::size_t>)
-    part_function(const F& f)  // implicit: callers pass a lambda
-        : callable_(&f), call_([](const void* c, std::size_t part) { (*static_cast<const F*>(c))(part); }) {}
-
-    void operator()(std::size_t part) const { call_(callable_, part); }
-
-private:
-    const void* callable_;
-    void (*call_)(const void*, std::size_t);
-};
+// Kernels pass their parts as a lambda of the part number (never copied or allocated).
+using part_function = function_ref<void(std::size_t)>;
 
 // Runs `body` on the calling thread while threads - 1 workers (OpenMP's, in one parallel
 // region) wait for parts; parallel() inside body hands them out. Exceptions from body or
 // from a worker's part reach the caller after the workers are released.
-void run(std::size_t threads, const std::function<void()>& body);
+void run(std::size_t threads, function_ref<void()> body);
 
 // Whether the calling thread is running a team's body.
 bool active();
