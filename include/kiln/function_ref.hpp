@@ -17,8 +17,8 @@ template <class R, class... Args>
 class function_ref<R(Args...)> {
 public:
     template <class F>
-        requires(!std::same_as<std::remove_cvref_t<F>, function_ref> && std::is_invocable_r_v<R, const F&, Args...>)
-    function_ref(const F& f)  // implicit: callers pass a lambda
+    requires(!std::same_as<std::remove_cvref_t<F>, function_ref> && std::is_invocable_r_v<R, const F&, Args...>)
+        function_ref(const F& f)  // implicit: callers pass a lambda
         : callable_(&f), call_([](const void* c, Args... args) -> R {
               return (*static_cast<const F*>(c))(std::forward<Args>(args)...);
           }) {}
