@@ -12,7 +12,6 @@
 #include <kiln/errors.hpp>
 #include <kiln/register_op.hpp>
 
-
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
@@ -73,13 +72,16 @@ geometry geometry_of(const winograd_conv& op, const shape& x) {
 // `col_parts` ranges; each part has its own V and M (no barrier between the phases).
 struct cut {
     std::size_t tile_parts, col_parts, group;
+    bool odd_rows;
 };
 
 std::size_t part_tiles(std::size_t tiles, const cut& c) { return (tiles + c.tile_parts - 1) / c.tile_parts; }
 std::size_t part_cols(const geometry& g, const cut& c) { return (g.cout16 / 16 + c.col_parts - 1) / c.col_parts; }
-std::size_t v_floats(const geometry& g, const cut& c) { return round_up(g.alpha2 * c.group * g.cin_p, scratch_align); }
+std::size_t v_floats(const geometry& g, const cut& c) {
+    return round_up(g.alpha2 * wino::row_pitch(c.group * g.cin_p, c.odd_rows), scratch_align);
+}
 std::size_t part_floats(const geometry& g, const cut& c) {
-    return v_floats(g, c) + round_up(g.alpha2 * c.group * part_cols(g, c) * 16, scratch_align);
+    return v_floats(g, c) + round_up(g.alpha2 * wino::row_pitch(c.group * part_cols(g, c) * 16, c.odd_rows), scratch_align);
 }
 std::size_t scratch_bytes(const geometry& g, const cut& c) {
     return c.tile_parts * c.col_parts * part_floats(g, c) * sizeof(float);
@@ -88,7 +90,7 @@ std::size_t scratch_bytes(const geometry& g, const cut& c) {
 // One part per thread: split the tiles when each thread gets two GEMM row blocks of 6 or
 // more, else the output columns (small images with many channels, e.g. 14x14 at batch 1).
 cut plan_cut(const geometry& g, std::size_t tiles, std::size_t threads) {
-    cut c{std::max<std::size_t>(threads, 1), 1, 1};
+    cut c{std::max<std::size_t>(threads, 1), 1, 1, true};
     while (c.tile_parts > 1 && (tiles / c.tile_parts < 12 || threads % c.tile_parts != 0)) --c.tile_parts;
     c.col_parts = std::clamp<std::size_t>(threads / c.tile_parts, 1, g.cout16 / 16);
     const std::size_t n = part_tiles(tiles, c), cols = part_cols(g, c) * 16;
@@ -113,7 +115,7 @@ double g_matrix(int m, int r, int c) {
 
 static cut winograd_conv_cut(const winograd_conv& op) {
     return {static_cast<std::size_t>(op.tile_parts), static_cast<std::size_t>(op.col_parts),
-            static_cast<std::size_t>(op.group_tiles)};
+            static_cast<std::size_t>(op.group_tiles), op.odd_rows};
 }
 
 struct winograd_conv::plan {
@@ -241,6 +243,7 @@ argument winograd_conv::compute(context&, const shape&, const std::vector<argume
     a.tiles_w = g.tiles_w;
     a.tiles = g.n * g.tiles_h * g.tiles_w;
     a.group = static_cast<std::size_t>(group_tiles);
+    a.odd_rows = odd_rows;
     a.x = reinterpret_cast<const float*>(args[0].data());
     a.u = reinterpret_cast<const float*>(args[1].data());
     a.bias = has_bias ? reinterpret_cast<const float*>(args[2].data()) : nullptr;
@@ -326,6 +329,7 @@ bool lower_winograd(lower_env& env, const convolution& c, const std::vector<inst
     op.tile_parts = static_cast<std::int64_t>(cw.tile_parts);
     op.col_parts = static_cast<std::int64_t>(cw.col_parts);
     op.group_tiles = static_cast<std::int64_t>(cw.group);
+    op.odd_rows = cw.odd_rows;
 
     auto args = operands;
     const auto how = "winograd m" + std::to_string(op.m) + " " + std::to_string(g.cin_p) + "x" + std::to_string(g.cout16);

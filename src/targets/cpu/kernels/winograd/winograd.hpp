@@ -42,6 +42,9 @@ struct winograd_conv {
     // with its own V and M in the scratchpad.
     std::int64_t tile_parts = 1, col_parts = 1;
     std::int64_t group_tiles = 0;
+    // Rows of V and M an odd number of cache lines apart (wino::row_pitch); false in
+    // programs saved before it, whose scratchpads were sized without the padding.
+    bool odd_rows = false;
     std::int64_t scratchpad = -1;
     std::vector<md_record> layouts;      // per operand: the blocked layout (x, binary inputs)
     md_record dst_layout;
@@ -57,6 +60,7 @@ struct winograd_conv {
         f(self.tile_parts, "tile_parts");
         f(self.col_parts, "col_parts");
         f(self.group_tiles, "group_tiles");
+        f(self.odd_rows, "odd_rows");
         f(self.scratchpad, "scratchpad");
         f(self.layouts, "layouts");
         f(self.dst_layout, "dst_layout");

@@ -165,6 +165,45 @@ TEST(cpu_winograd, saved_program_loads_and_runs) {
     }
 }
 
+// fashion_resnet's 14x14 layers at batch 16: groups of 64 tiles of 32 channels, rows of V and
+// M 8 KiB apart unless padded to an odd number of cache lines. Both ways give the direct
+// convolution's values: padded as compiled now, and unpadded as in a program saved before
+// the padding (no odd_rows attribute), whose scratchpad was sized without it.
+TEST(cpu_winograd, rows_padded_to_an_odd_number_of_lines_and_as_saved_before) {
+    test::env_override all("KILN_CPU_WINOGRAD", "all");
+    auto b = build({{16, 32, 14, 14}, 32, {1, 1, 1, 1}, true, true, true});
+    program ref = b.p;
+    ref.compile(*get_target("ref"));
+    const auto want = ref.eval(b.inputs);
+    program cpu = b.p;
+    cpu.compile(*get_target("cpu"));
+    auto* mm = cpu.get_main_module();
+    std::size_t found = 0;
+    for (auto it = mm->begin(); it != mm->end(); ++it)
+        if (const auto* op = it->get_operator().any_cast<cpu::winograd_conv>()) {
+            EXPECT_TRUE(op->odd_rows);
+            EXPECT_EQ(op->m, 4);
+            ++found;
+        }
+    ASSERT_EQ(found, 1u) << text(cpu);
+    expect_close(cpu.eval(b.inputs)[0], want[0], 2e-4, 2e-4, "odd rows");
+    for (auto it = mm->begin(); it != mm->end(); ++it)
+        if (const auto* op = it->get_operator().any_cast<cpu::winograd_conv>()) {
+            auto old = *op;
+            old.odd_rows = false;
+            old.ready.reset();
+            mm->replace_instruction(it, old, it->inputs());
+            break;
+        }
+    const auto bytes = save_buffer(cpu);
+    auto loaded = load_buffer(bytes.data(), bytes.size());
+    for (const auto& ins : *loaded.get_main_module())
+        if (const auto* op = ins.get_operator().any_cast<cpu::winograd_conv>()) {
+            EXPECT_FALSE(op->odd_rows);
+        }
+    expect_close(loaded.eval(b.inputs)[0], want[0], 2e-4, 2e-4, "rows as saved before");
+}
+
 // A ResNet-50 layer (64 -> 64 channels, 56 x 56, He-scaled weights, ReLU outputs as
 // inputs): the error of each algorithm against the ref target's direct convolution,
 // printed for the record, within bounds that keep whole networks at rtol 1e-3.
