@@ -23,7 +23,7 @@ bool have_compiler() { return cpu::codegen::find_compiler(cpu::read_cpu_options(
 
 // A transformer layer's memory-bound work with dynamic batch and sequence: layer norm
 // spelled out, GELU after a bias, the scores' scale and mask with softmax and log_softmax.
-program block() {
+program block(const dynamic_dimension& batch = ::batch, const dynamic_dimension& seq = ::seq) {
     program p;
     auto* m = p.get_main_module();
     auto x = m->add_parameter("x", shape::make_dynamic(type::float32, {batch, seq, {16, 16, {}, {}}}));
@@ -125,6 +125,28 @@ TEST(cpu_codegen_generic, transformer_block_matches_ref_at_every_size) {
         EXPECT_GE(ops["cpu::fused_kernel"], 4u);
         for (const char* name : {"softmax", "log_softmax", "reduce_mean", "reduce_max", "erf", "add", "div", "sub"})
             EXPECT_EQ(ops[name], 0u) << name << " ran on the reference kernel";
+    }
+}
+
+// Dims left dynamic range from 0 (the ONNX default), and a batch of 0 is a call a server
+// makes: the generated kernels' result has no rows, not one (a broadcast that took the larger
+// of 0 and 1 once made it [1, ...] and the call failed). Then a call with rows still runs.
+TEST(cpu_codegen_generic, empty_batch_or_sequence_gives_empty_results) {
+    scratch_cache cache;
+    const dynamic_dimension batch0{0, 8, {}, "batch"}, seq0{0, 64, {}, "seq"};
+    program p = block(batch0, seq0), r = block(batch0, seq0);
+    compile_generic(p, r);
+    for (auto [b, s] : std::vector<std::pair<std::size_t, std::size_t>>{{0, 5}, {2, 0}, {0, 0}, {2, 7}}) {
+        SCOPED_TRACE("batch " + std::to_string(b) + ", seq " + std::to_string(s));
+        const auto in = block_inputs(b, s, 11);
+        auto got = p.eval(in);
+        auto want = r.eval(in);
+        ASSERT_EQ(got.size(), 3u);
+        for (std::size_t i = 0; i < 3; ++i) {
+            EXPECT_EQ(got[i].get_shape().lens(), want[i].get_shape().lens());
+            if (b * s != 0) expect_close(got[i], want[i], 2e-4, 1e-3);  // fast math (the default)
+            else EXPECT_EQ(got[i].get_shape().elements(), 0u);
+        }
     }
 }
 

@@ -159,13 +159,24 @@ plan sample_plan(const op::fused& body, const std::vector<shape>& inputs, const 
     return make_plan(body, in, instance(output), fast_math);
 }
 
+namespace {
+
+// A broadcast's length so far and one more operand's: a length of 1 takes the other's, and an
+// empty dim (0) stays empty (not the larger of the two: the result of a batch of 0 has no rows).
+std::size_t broadcast_len(std::size_t so_far, std::size_t len) {
+    if (len == 1) return so_far;
+    return so_far == 1 || len == 0 ? len : so_far;
+}
+
+}  // namespace
+
 shape generic_result_shape(const generic_layout& l, const std::vector<shape>& args, type t) {
     const std::size_t rank = l.group_of.size(), nin = l.inputs();
     std::vector<std::size_t> lens(rank, 1);
     for (const auto& a : args) {
         if (!a.is_tensor() || a.dynamic() || a.ndim() > rank) continue;
         const std::size_t shift = rank - a.ndim();
-        for (std::size_t d = 0; d < a.ndim(); ++d) lens[d + shift] = std::max(lens[d + shift], a.lens()[d]);
+        for (std::size_t d = 0; d < a.ndim(); ++d) lens[d + shift] = broadcast_len(lens[d + shift], a.lens()[d]);
     }
     if (l.order.empty()) {
         for (std::size_t d = 0; d < rank; ++d)
@@ -199,7 +210,7 @@ bool generic_geometry(const generic_layout& l, const std::vector<shape>& args, c
     walk(l, out, rank, views[nin]);
     std::vector<std::size_t> dom(rank, 1);
     for (const auto& v : views)
-        for (std::size_t d = 0; d < rank; ++d) dom[d] = std::max(dom[d], v.lens[d]);
+        for (std::size_t d = 0; d < rank; ++d) dom[d] = broadcast_len(dom[d], v.lens[d]);
     g.assign(l.geometry_size(), 0);
     // Lengths: the last group's is the inner loop (g[0]), the others g[1 .. G-1].
     std::vector<long> len(G, 1);
