@@ -69,9 +69,18 @@ std::vector<std::size_t> reshape_lens(const std::vector<std::size_t>& in, const 
         }
         known *= out[infer];
     }
-    if (known != total)
-        throw_error(error_code::shape, op_name + ": cannot reshape " + std::to_string(total) + " elements to " +
-                                           dims_text(dims));
+    if (known != total) {
+        // Say what the zeros became: a 0 that copies an empty input's dim reads like a bug
+        // of ours otherwise ("0 elements to {0, 32}" where the target is really {5, 32}).
+        std::string what = dims_text(dims);
+        if (!allowzero && std::find(dims.begin(), dims.end(), std::int64_t{0}) != dims.end()) {
+            std::vector<std::int64_t> resolved(out.begin(), out.end());
+            what += ", that is " + dims_text(resolved) + " (a 0 copies the input's dimension without allowzero)";
+        }
+        std::vector<std::int64_t> from(in.begin(), in.end());
+        throw_error(error_code::shape, op_name + ": cannot reshape " + dims_text(from) + " (" + std::to_string(total) +
+                                           " elements) to " + what);
+    }
     return out;
 }
 

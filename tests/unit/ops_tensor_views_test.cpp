@@ -45,6 +45,19 @@ TEST(ops_tensor_views, reshape_resolves_zero_and_minus_one) {
     expect_values(r.outputs[0], {3, 0}, {});
 }
 
+// A 0 that copies an empty input's dim (the batch-0 call of an exported attention) makes a
+// target with more elements than the input: the error says what the shape resolved to.
+TEST(ops_tensor_views, reshape_error_names_the_input_and_the_resolved_zeros) {
+    operation op = op::reshape{{0, 32}, false};
+    try {
+        (void)op.compute_shape({shape(type::float32, {5, 0, 8})});
+        FAIL() << "expected a shape error";
+    } catch (const error& e) {
+        EXPECT_EQ(std::string(e.what()), "shape error: reshape: cannot reshape {5, 0, 8} (0 elements) to {0, 32}, that is {5, 32} "
+                                         "(a 0 copies the input's dimension without allowzero)");
+    }
+}
+
 TEST(ops_tensor_views, reshape_is_a_view_of_standard_input) {
     auto x = random_arg(type::float32, {3, 7}, 2);
     operation op = op::reshape{{7, 3}, false};
