@@ -1,5 +1,6 @@
 #include "targets/cpu/lowering_util.hpp"
 
+#include "targets/cpu/kernels/layout_view/layout_view.hpp"
 #include "targets/cpu/kernels/nchw_to_pixel_channels/nchw_to_pixel_channels.hpp"
 #include "targets/cpu/kernels/onednn/op_misc.hpp"
 
@@ -133,10 +134,11 @@ instruction_ref to_layout(lower_env& env, instruction_ref pos, instruction_ref x
         // oneDNN calls descriptors equal that differ only in the strides of dims of size 1,
         // but its kernels choose by the exact strides (a 1-channel NCHW image is not `nhwc`
         // to the brgemm convolutions, which then fall back to the reference kernel): a plain
-        // value whose strides differ is copied into the wanted description.
+        // value whose strides differ is seen under the wanted description (no copy).
         if (in_dnnl_layout(env, x)) return x;
         const auto have = md_record::from(layout_md(env, x)), wanted = md_record::from(want);
         if (have.strides == wanted.strides && have.inner_blks == wanted.inner_blks) return x;
+        if (auto r = lower_layout_view(env, pos, x, want)) return *r;
     }
     if (auto r = lower_nchw_to_pixel_channels(env, pos, x, want)) return *r;
     reorder op;
