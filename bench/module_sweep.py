@@ -41,6 +41,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from onnx import numpy_helper
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sequence_sweep import command_line  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KILN = os.environ.get("KILN", os.path.join(ROOT, "build", "bin", "kiln"))
 
@@ -317,16 +320,5 @@ def sweep(out_dir, names):
     return failed
 
 
-def main():
-    if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
-        print(__doc__)
-        sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
-    names = sys.argv[2:] or list(MODELS)
-    unknown = [n for n in names if n not in MODELS]
-    if unknown:
-        sys.exit("unknown model(s): %s (known: %s)" % (", ".join(unknown), ", ".join(MODELS)))
-    sys.exit(1 if sweep(sys.argv[1], names) else 0)
-
-
 if __name__ == "__main__":
-    main()
+    command_line(__doc__, MODELS, run=sweep)

@@ -161,8 +161,9 @@ def sweep(models, out_dir, names, kiln_args=()):
     return failed
 
 
-def command_line(doc, models, kiln_args=()):
-    """OUT_DIR [NAME...]: sweeps the named models (all by default); exits 1 if a check failed."""
+def command_line(doc, models, kiln_args=(), run=None):
+    """OUT_DIR [NAME...]: sweeps the named models (all by default; `run(out_dir, names)` instead of
+    this file's sweep where given); exits 1 if a check failed."""
     if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
         print(doc)
         sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
@@ -170,7 +171,8 @@ def command_line(doc, models, kiln_args=()):
     unknown = [n for n in chosen if n not in models]
     if unknown:
         sys.exit("unknown model(s): %s (known: %s)" % (", ".join(unknown), ", ".join(models)))
-    sys.exit(1 if sweep(models, sys.argv[1], chosen, kiln_args) else 0)
+    failed = run(sys.argv[1], chosen) if run else sweep(models, sys.argv[1], chosen, kiln_args)
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":

@@ -77,11 +77,21 @@ struct cut {
 
 std::size_t part_tiles(std::size_t tiles, const cut& c) { return (tiles + c.tile_parts - 1) / c.tile_parts; }
 std::size_t part_cols(const geometry& g, const cut& c) { return (g.cout16 / 16 + c.col_parts - 1) / c.col_parts; }
-std::size_t v_floats(const geometry& g, const cut& c) {
-    return round_up(g.alpha2 * wino::row_pitch(c.group * g.cin_p, c.odd_rows), scratch_align);
+// Floats between consecutive alpha^2 rows holding `floats` each. With `odd`, a whole number of
+// cache lines, an odd one, so that the 36 rows a tile's transform reads or writes fall into
+// different cache sets: at a multiple of 4 KiB (32 channels in groups of 64 tiles: fashion_resnet's
+// 14x14 layers at batch 16) they all share one set of the L1, and the input transform took as
+// long as the products. Without (programs saved before), the rows touch.
+std::size_t row_pitch(std::size_t floats, bool odd) {
+    if (!odd) return floats;
+    const std::size_t lines = (floats + 15) / 16;
+    return (lines % 2 == 0 ? lines + 1 : lines) * 16;
 }
+std::size_t v_pitch(const geometry& g, const cut& c) { return row_pitch(c.group * g.cin_p, c.odd_rows); }
+std::size_t m_pitch(const geometry& g, const cut& c) { return row_pitch(c.group * part_cols(g, c) * 16, c.odd_rows); }
+std::size_t v_floats(const geometry& g, const cut& c) { return round_up(g.alpha2 * v_pitch(g, c), scratch_align); }
 std::size_t part_floats(const geometry& g, const cut& c) {
-    return v_floats(g, c) + round_up(g.alpha2 * wino::row_pitch(c.group * part_cols(g, c) * 16, c.odd_rows), scratch_align);
+    return v_floats(g, c) + round_up(g.alpha2 * m_pitch(g, c), scratch_align);
 }
 std::size_t scratch_bytes(const geometry& g, const cut& c) {
     return c.tile_parts * c.col_parts * part_floats(g, c) * sizeof(float);
@@ -243,7 +253,6 @@ argument winograd_conv::compute(context&, const shape&, const std::vector<argume
     a.tiles_w = g.tiles_w;
     a.tiles = g.n * g.tiles_h * g.tiles_w;
     a.group = static_cast<std::size_t>(group_tiles);
-    a.odd_rows = odd_rows;
     a.x = reinterpret_cast<const float*>(args[0].data());
     a.u = reinterpret_cast<const float*>(args[1].data());
     a.bias = has_bias ? reinterpret_cast<const float*>(args[2].data()) : nullptr;
@@ -257,6 +266,8 @@ argument winograd_conv::compute(context&, const shape&, const std::vector<argume
     }
     const auto ph = ready->ph;
     const cut c = winograd_conv_cut(*this);
+    a.v_pitch = v_pitch(g, c);
+    a.m_pitch = m_pitch(g, c);
     const std::size_t tiles = a.tiles, parts = c.tile_parts * c.col_parts, ncol = g.cout16 / 16;
     const std::size_t n_tiles = part_tiles(tiles, c), n_cols = part_cols(g, c);
     const std::size_t part_size = part_floats(g, c), v_size = v_floats(g, c);

@@ -42,7 +42,7 @@ struct winograd_conv {
     // with its own V and M in the scratchpad.
     std::int64_t tile_parts = 1, col_parts = 1;
     std::int64_t group_tiles = 0;
-    // Rows of V and M an odd number of cache lines apart (wino::row_pitch); false in
+    // Rows of V and M an odd number of cache lines apart (winograd.cpp, row_pitch); false in
     // programs saved before it, whose scratchpads were sized without the padding.
     bool odd_rows = false;
     std::int64_t scratchpad = -1;

@@ -30,7 +30,7 @@ struct args {
     std::size_t cout16 = 0;             // output channels padded to 16 (the GEMM's column blocks)
     std::size_t tiles_h = 0, tiles_w = 0, tiles = 0;  // tiles per image row/column, all images
     std::size_t group = 0;              // tiles transformed and multiplied together (rows of V and M)
-    bool odd_rows = false;              // V's and M's rows row_pitch(..., true) apart
+    std::size_t v_pitch = 0, m_pitch = 0;  // floats between V's and M's alpha^2 rows (winograd.cpp)
     const float* x = nullptr;           // [n][cin_p/in_block][h][w][in_block]
     const float* u = nullptr;           // [alpha^2][cout16/16][cin_p][16]
     const float* bias = nullptr;        // [cout] or null
@@ -39,20 +39,9 @@ struct args {
     int n_post = 0;
 };
 
-// Floats between consecutive alpha^2 rows of V or M holding `floats` each. With `odd`, a
-// whole number of cache lines, an odd one, so that the 36 rows a tile's transform reads or
-// writes fall into different cache sets: at a multiple of 4 KiB (32 channels in groups of 64
-// tiles: fashion_resnet's 14x14 layers at batch 16) they all share one set of the L1, and the
-// input transform took as long as the products.
-constexpr std::size_t row_pitch(std::size_t floats, bool odd) {
-    if (!odd) return floats;
-    const std::size_t lines = (floats + 15) / 16;
-    return (lines % 2 == 0 ? lines + 1 : lines) * 16;
-}
-
 // The three phases for one group of tiles [t0, t0 + count) and the output columns
 // [16 c0, 16 c1): V = [alpha^2][group][cin_p] and M = [alpha^2][group][16 (c1 - c0)] (rows
-// row_pitch apart) are
+// v_pitch and m_pitch apart) are
 // the caller's scratch (one pair per thread: the phases need no synchronization).
 struct phases {
     void (*input)(const args&, std::size_t t0, std::size_t count, float* v);

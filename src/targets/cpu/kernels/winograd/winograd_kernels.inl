@@ -175,7 +175,7 @@ WG_TARGET void input_phase_lanes(const args& a, std::size_t t0, std::size_t coun
             for (int j = 0; j < A; ++j) bt<M>(&d[0][j], A, &t[0][j], A);
             for (int i = 0; i < A; ++i) bt<M>(&t[i][0], 1, &r[i][0], 1);
             float* dst = v + tl * a.cin_p + cb * blk + hb * L;
-            const std::size_t k_stride = row_pitch(a.group * a.cin_p, a.odd_rows);
+            const std::size_t k_stride = a.v_pitch;
             for (int i = 0; i < A; ++i)
                 for (int j = 0; j < A; ++j) storev(dst + static_cast<std::size_t>(i * A + j) * k_stride, r[i][j]);
         }
@@ -331,8 +331,8 @@ WG_TARGET void gemm_phase(const args& a, std::size_t count, const float* v, floa
     auto u_at = [&](std::size_t k, std::size_t cb, std::size_t i0) { return a.u + (k * ncol + cb) * u_step + i0 * 16; };
     for (std::size_t k = 0; k < alpha2; ++k)
         for (std::size_t cb = c0; cb < c1; cb += 2) {
-            const float* vk = v + k * row_pitch(a.group * a.cin_p, a.odd_rows);
-            float* mk = m + k * row_pitch(a.group * ldm, a.odd_rows) + (cb - c0) * 16;
+            const float* vk = v + k * a.v_pitch;
+            float* mk = m + k * a.m_pitch + (cb - c0) * 16;
             for (std::size_t i0 = 0; i0 < a.cin_p; i0 += gemm_kc) {
                 const std::size_t kc = a.cin_p - i0 < gemm_kc ? a.cin_p - i0 : gemm_kc;
                 // The next product: the next input-channel block, else the next pair, else
@@ -358,9 +358,9 @@ WG_TARGET void gemm_phase(const args& a, std::size_t count, const float* v, floa
 #endif
     for (std::size_t k = 0; k < alpha2; ++k)
         for (std::size_t cb = c0; cb < c1; ++cb) {
-            const float* vk = v + k * row_pitch(a.group * a.cin_p, a.odd_rows);
+            const float* vk = v + k * a.v_pitch;
             const float* uk = a.u + (k * ncol + cb) * a.cin_p * 16;
-            float* mk = m + k * row_pitch(a.group * ldm, a.odd_rows) + (cb - c0) * 16;
+            float* mk = m + k * a.m_pitch + (cb - c0) * 16;
             for (std::size_t i0 = 0; i0 < a.cin_p; i0 += gemm_kc) {
                 const std::size_t kc = a.cin_p - i0 < gemm_kc ? a.cin_p - i0 : gemm_kc;
                 const bool acc = i0 > 0;
@@ -460,7 +460,7 @@ WG_TARGET void output_phase_m(const args& a, std::size_t t0, std::size_t count, 
                               std::size_t c1) {
     const std::size_t blk = a.out_block;
     const std::size_t ncb = a.cout_p / blk;
-    const std::size_t ldm = (c1 - c0) * 16, k_stride = row_pitch(a.group * ldm, a.odd_rows);
+    const std::size_t ldm = (c1 - c0) * 16, k_stride = a.m_pitch;
     // The channels [16 c0, 16 c1) in chunks that never straddle a channel block: 8 lanes
     // for blocks of 8; else 16 (blocks of 16, or channels-last's one block, whose last
     // chunk may hold only 8).
