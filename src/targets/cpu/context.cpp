@@ -7,6 +7,7 @@
 
 #include <omp.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -44,10 +45,21 @@ std::shared_ptr<void> cpu_context::begin_run() { return std::make_shared<core_le
 
 std::string cpu_context::run_note() const {
     std::string s = std::to_string(options_.threads) + (options_.threads == 1 ? " thread" : " threads");
-    if (options_.threads > 1)
-        s += runs_on_a_team() ? ", one team for the whole eval (a small program: team_rule.hpp)"
-                              : ", an OpenMP region per kernel";
-    return s;
+    if (options_.threads <= 1) return s;
+    if (!runs_on_a_team()) return s + ", an OpenMP region per kernel";
+    s += ", one team for the whole eval (a small program: team_rule.hpp)";
+    switch (options_.team_parts) {
+        case team_parts_choice::team:
+            return s + ", parts spread over the team (KILN_CPU_TEAM_PARTS)";
+        case team_parts_choice::caller:
+            return s + ", parts on the calling thread (KILN_CPU_TEAM_PARTS)";
+        case team_parts_choice::worker:
+            return s + ", parts on a worker (KILN_CPU_TEAM_PARTS)";
+        case team_parts_choice::measured:
+            break;
+    }
+    const std::string measured = team_parts_.note();
+    return measured.empty() ? s : s + ", " + measured;
 }
 
 void cpu_context::run_host(const module& main, function_ref<void()> work) {
@@ -56,8 +68,27 @@ void cpu_context::run_host(const module& main, function_ref<void()> work) {
                         (options_.team == team_choice::automatic && cpu::runs_on_a_team(main, options_.threads));
         team_.store(on, std::memory_order_relaxed);
     });
-    if (team_.load(std::memory_order_relaxed)) team::run(options_.threads, work);
-    else work();
+    if (!team_.load(std::memory_order_relaxed)) {
+        work();
+        return;
+    }
+    switch (options_.team_parts) {
+        case team_parts_choice::team:
+            team::run(options_.threads, work, team::parts_on::team);
+            return;
+        case team_parts_choice::caller:
+            team::run(options_.threads, work, team::parts_on::caller);
+            return;
+        case team_parts_choice::worker:
+            team::run(options_.threads, work, team::parts_on::worker);
+            return;
+        case team_parts_choice::measured:
+            break;
+    }
+    const team::parts_on where = team_parts_.next();
+    const auto start = std::chrono::steady_clock::now();
+    team::run(options_.threads, work, where);
+    team_parts_.record(where, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 namespace {

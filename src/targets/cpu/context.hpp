@@ -3,6 +3,7 @@
 // a process-wide core lease keeps concurrent evals from oversubscribing the cores.
 #pragma once
 #include "targets/cpu/cpu_options.hpp"
+#include "targets/cpu/team_parts_trial.hpp"
 #include "targets/cpu/tuning_table.hpp"
 
 #include <kiln/compile_options.hpp>
@@ -39,7 +40,8 @@ public:
     // The calling thread's stream on this context's engine, created on first use.
     dnnl::stream& stream();
     std::shared_ptr<void> begin_run() override;
-    // Small programs' evals on a thread team (team_rule.hpp; KILN_CPU_TEAM decides instead).
+    // Small programs' evals on a thread team (team_rule.hpp; KILN_CPU_TEAM decides instead),
+    // their kernel parts spread over it or on one of its threads as team_parts_trial measures.
     void run_host(const module& main, function_ref<void()> work) override;
     // Whether this context's evals run on a team (known after its first eval).
     bool runs_on_a_team() const { return team_.load(std::memory_order_relaxed); }
@@ -67,6 +69,7 @@ private:
     std::unordered_map<std::thread::id, dnnl::stream> streams_;
     std::once_flag team_once_;
     std::atomic<bool> team_{false};
+    team_parts_trial team_parts_;
 };
 
 // Holds the machine's worker threads for the duration of one eval: a second eval

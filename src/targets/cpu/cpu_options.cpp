@@ -87,6 +87,10 @@ cpu_options read_cpu_options(const compile_options& opts) {
     const std::string team = env_string("KILN_CPU_TEAM");
     if (team == "0") o.team = team_choice::off;
     else if (team == "1") o.team = team_choice::on;
+    const std::string team_parts = env_string("KILN_CPU_TEAM_PARTS");
+    if (team_parts == "team") o.team_parts = team_parts_choice::team;
+    else if (team_parts == "caller") o.team_parts = team_parts_choice::caller;
+    else if (team_parts == "worker") o.team_parts = team_parts_choice::worker;
 
     const std::string max_pool = env_string("KILN_CPU_MAX_POOL");
     if (max_pool == "dnnl") o.max_pool = max_pool_choice::dnnl;

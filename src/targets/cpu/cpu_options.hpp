@@ -36,6 +36,8 @@ enum class max_pool_choice { automatic, dnnl, all };
 enum class lstm_choice { own, portable, dnnl };
 // KILN_CPU_TEAM: which programs' evals run on a thread team (team_rule.hpp).
 enum class team_choice { automatic, off, on };
+// KILN_CPU_TEAM_PARTS: where a team's kernel parts run (team_parts_trial.hpp).
+enum class team_parts_choice { measured, team, caller, worker };
 // KILN_CPU_INT8_KERNELS: what runs a quantized model's integer convolutions and products.
 enum class int8_kernel_choice { automatic, onednn_everywhere, float_ops, onednn_vnni, own_vnni };
 
@@ -117,6 +119,10 @@ struct cpu_options {
     // of an OpenMP region each, the others run on the calling thread alone); 0 = never;
     // 1 = every program's (for tests and measurements).
     team_choice team = team_choice::automatic;
+    // KILN_CPU_TEAM_PARTS: measured (default) = a team's evals try their kernel parts spread
+    // over the team, all on the calling thread and all on a worker, in turns, and keep the
+    // fastest (team_parts_trial.hpp); team, caller or worker = always that way.
+    team_parts_choice team_parts = team_parts_choice::measured;
     // KILN_CPU_MAX_POOL (default automatic: blocked layouts only; dnnl = none; all = also
     // channels-last).
     max_pool_choice max_pool = max_pool_choice::automatic;

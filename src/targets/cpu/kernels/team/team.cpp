@@ -31,6 +31,7 @@ struct state {
     std::size_t parts = 0;
     bool quit = false;
     std::size_t size = 1;
+    bool parts_inline = false;  // parts_on::caller or ::worker: parts run where the body does
     std::vector<member_flags> members;
     std::mutex error_mutex;
     std::exception_ptr error;
@@ -97,7 +98,7 @@ std::size_t size() { return current ? current->size : 1; }
 
 std::size_t threads() { return current ? current->size : static_cast<std::size_t>(omp_get_max_threads()); }
 
-void run(std::size_t threads, function_ref<void()> body) {
+void run(std::size_t threads, function_ref<void()> body, parts_on where) {
     // Inside another parallel region, or where nested regions would get threads of their
     // own (OMP_MAX_ACTIVE_LEVELS above 1: oneDNN's regions inside the team would oversubscribe
     // the cores), no team.
@@ -107,6 +108,7 @@ void run(std::size_t threads, function_ref<void()> body) {
     }
     auto s = std::make_unique<state>();
     s->members = std::vector<member_flags>(threads);
+    s->parts_inline = where != parts_on::team;
     std::exception_ptr body_error;
 #pragma omp parallel num_threads(static_cast<int>(threads))
     {
@@ -116,7 +118,10 @@ void run(std::size_t threads, function_ref<void()> body) {
             s->size = static_cast<std::size_t>(omp_get_num_threads());
         }
 #pragma omp barrier
-        if (id == 0) {
+        // The member that runs the body: the caller, or with parts_on::worker the first worker
+        // (the caller then waits as a worker would, for the quit).
+        const std::size_t runner = where == parts_on::worker && s->size > 1 ? 1 : 0;
+        if (id == runner) {
             current = s.get();
             try {
                 body();
@@ -135,7 +140,7 @@ void run(std::size_t threads, function_ref<void()> body) {
 
 void parallel(std::size_t parts, part_function f) {
     if (parts == 0) return;
-    if (in_part || (current && (parts == 1 || current->size == 1))) {
+    if (in_part || (current && (parts == 1 || current->size == 1 || current->parts_inline))) {
         for (std::size_t p = 0; p < parts; ++p) f(p);
         return;
     }

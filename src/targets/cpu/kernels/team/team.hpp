@@ -17,10 +17,21 @@ namespace kiln::cpu::team {
 // Kernels pass their parts as a lambda of the part number (never copied or allocated).
 using part_function = function_ref<void(std::size_t)>;
 
+// Where a team's parts run: spread over its members, or all in turn on the thread that runs
+// the body: the caller, or the first worker (the caller waiting). The parts are the same
+// every way (size() is the team's), so are the results, bit for bit; on one thread nothing
+// crosses the cores, and oneDNN's primitives still run on one thread (inside the team's
+// region). Which is fastest depends on what a cache line costs to cross between the cores
+// and on how fast each core is (a VM's vCPUs need not be equal); team_parts_trial.hpp
+// measures it.
+enum class parts_on { team, caller, worker };
+
 // Runs `body` on the calling thread while threads - 1 workers (OpenMP's, in one parallel
-// region) wait for parts; parallel() inside body hands them out. Exceptions from body or
-// from a worker's part reach the caller after the workers are released.
-void run(std::size_t threads, function_ref<void()> body);
+// region) wait for parts; parallel() inside body hands them out (with parts_on::caller runs
+// them itself; parts_on::worker runs body and its parts on the first worker instead).
+// Exceptions from body or from a worker's part reach the caller after the workers are
+// released.
+void run(std::size_t threads, function_ref<void()> body, parts_on where = parts_on::team);
 
 // Whether the calling thread is running a team's body.
 bool active();

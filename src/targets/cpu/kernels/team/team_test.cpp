@@ -116,3 +116,42 @@ TEST(cpu_team, a_parallel_inside_a_part_runs_its_parts_there) {
         }
     });
 }
+
+TEST(cpu_team, parts_on_one_thread_the_caller_or_a_worker) {
+    const auto caller = std::this_thread::get_id();
+    for (const auto where : {team::parts_on::caller, team::parts_on::worker}) {
+        std::thread::id body_on;
+        std::vector<std::thread::id> ids(5);
+        team::run(
+            2,
+            [&] {
+                body_on = std::this_thread::get_id();
+                // The team's size stays (the kernels cut the same parts every way).
+                EXPECT_EQ(team::size(), 2u);
+                EXPECT_EQ(team::threads(), 2u);
+                for (int round = 0; round < 50; ++round)
+                    team::parallel(ids.size(), [&](std::size_t p) { ids[p] = std::this_thread::get_id(); });
+            },
+            where);
+        for (const auto& id : ids) EXPECT_EQ(id, body_on) << "a part left the body's thread";
+        if (where == team::parts_on::caller)
+            EXPECT_EQ(body_on, caller);
+        else
+            EXPECT_NE(body_on, caller) << "the body ran on the caller, not a worker";
+        EXPECT_FALSE(team::active());
+        // The body's and a part's exceptions reach the caller, from a worker too.
+        EXPECT_THROW(team::run(
+                         2, [] { throw std::logic_error("body failed"); }, where),
+                     std::logic_error);
+        EXPECT_THROW(team::run(
+                         2,
+                         [] {
+                             team::parallel(3, [](std::size_t p) {
+                                 if (p == 2) throw std::runtime_error("part failed");
+                             });
+                         },
+                         where),
+                     std::runtime_error);
+        EXPECT_FALSE(team::active());
+    }
+}
