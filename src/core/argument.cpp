@@ -24,6 +24,8 @@ allocation_limit::allocation_limit(std::size_t max_bytes) : previous_(max_buffer
 
 allocation_limit::~allocation_limit() { max_buffer_bytes = previous_; }
 
+std::size_t detail::thread_allocation_limit() { return max_buffer_bytes; }
+
 namespace {
 
 std::shared_ptr<char> allocate_buffer_filled(type t, std::size_t count, bool zeros) {

@@ -61,4 +61,19 @@ buffer_recycler* active_recycler() { return active; }
 std::size_t fresh_allocations() { return fresh; }
 void count_fresh_allocation() { ++fresh; }
 
+eval_thread_state::eval_thread_state()
+    : owner_(std::this_thread::get_id()), recycler_(active), limit_(thread_allocation_limit()) {}
+
+eval_thread_state::scope::scope(eval_thread_state& state)
+    : state_(state), elsewhere_(std::this_thread::get_id() != state.owner_), fresh_before_(fresh),
+      recycling_(state.recycler_) {
+    if (elsewhere_) limit_ = std::make_unique<allocation_limit>(state.limit_);
+}
+
+eval_thread_state::scope::~scope() {
+    if (elsewhere_) state_.fresh_elsewhere_.fetch_add(fresh - fresh_before_, std::memory_order_relaxed);
+}
+
+void eval_thread_state::settle() { fresh += fresh_elsewhere_.exchange(0, std::memory_order_relaxed); }
+
 }  // namespace kiln::detail

@@ -6,9 +6,13 @@
 // sizes seen, at most as many buffers as were live at once). A warm run so allocates
 // nothing from the system (its outputs aside, which the caller owns).
 #pragma once
+#include <kiln/allocation_limit.hpp>
+
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace kiln::detail {
@@ -59,5 +63,39 @@ buffer_recycler* active_recycler();
 // Buffers this thread allocated from the system so far (for tests: a warm run adds none).
 std::size_t fresh_allocations();
 void count_fresh_allocation();
+// This thread's allocation_limit (kiln/allocation_limit.hpp; the largest size_t where none).
+std::size_t thread_allocation_limit();
+
+// What an eval's allocations read from their thread (the recycler, the allocation limit) and
+// count there (fresh allocations), captured on the thread that calls eval. A target may run
+// the eval on another thread (the cpu target's team, on its worker: team_parts_trial.hpp), so
+// program::eval puts this in place around the eval wherever it runs.
+class eval_thread_state {
+public:
+    eval_thread_state();
+    // While alive, the thread it is made on allocates as the capturing thread would.
+    class scope {
+    public:
+        explicit scope(eval_thread_state& state);
+        ~scope();
+        scope(const scope&) = delete;
+        scope& operator=(const scope&) = delete;
+
+    private:
+        eval_thread_state& state_;
+        bool elsewhere_;
+        std::size_t fresh_before_;
+        recycling_scope recycling_;
+        std::unique_ptr<allocation_limit> limit_;
+    };
+    // On the capturing thread after the eval: adds the fresh allocations counted elsewhere.
+    void settle();
+
+private:
+    std::thread::id owner_;
+    buffer_recycler* recycler_;
+    std::size_t limit_;
+    std::atomic<std::size_t> fresh_elsewhere_{0};
+};
 
 }  // namespace kiln::detail

@@ -527,9 +527,13 @@ std::vector<argument> program::run_checked(param_map checked, std::vector<instru
             if (I.recyclers) recycler = I.recyclers->acquire();
             try {
                 detail::recycling_scope scope(recycler.get());
+                // The target may run the eval on another thread: it allocates as this one would.
+                detail::eval_thread_state here;
                 ctx.run_host(*get_main_module(), [&] {
+                    detail::eval_thread_state::scope there(here);
                     results = get_plan(get_main_module()).run(ctx, checked, get_plan, profile, destinations);
                 });
+                here.settle();
             } catch (...) {
                 if (I.recyclers) I.recyclers->release(std::move(recycler));
                 throw;

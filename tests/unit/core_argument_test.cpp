@@ -1,6 +1,9 @@
 // Unit tests of kiln::argument: owned and borrowed buffers, views (transposed,
 // broadcast, sliced, reshaped), tuples/sequences/optionals, equality, zero-sized
-// tensors and scalars, and the per-thread allocation limit.
+// tensors and scalars, and the per-thread allocation limit, carried to a thread that runs an
+// eval for the caller.
+#include "core/buffer_recycler.hpp"
+
 #include <kiln/allocation_limit.hpp>
 #include <kiln/argument.hpp>
 #include <kiln/literal.hpp>
@@ -389,6 +392,34 @@ TEST(core_argument, allocation_limit_caps_buffers_on_this_thread) {
         other.join();
     }
     EXPECT_NO_THROW(kiln::argument(kiln::shape(kiln::type::float32, {1 << 16})));
+}
+
+// An eval's thread state (core/buffer_recycler.hpp) carries the calling thread's allocation
+// limit and recycler to a thread that runs the eval for it, and its fresh allocations back.
+TEST(core_argument, an_eval_thread_state_carries_the_limit_and_the_recycler_across_threads) {
+    kiln::detail::buffer_recycler recycler;
+    kiln::detail::recycling_scope recycling(&recycler);
+    kiln::allocation_limit cap(4096);
+    kiln::detail::eval_thread_state here;
+    bool capped = false;
+    kiln::detail::buffer_recycler* seen = nullptr;
+    const auto before = kiln::detail::fresh_allocations();
+    std::thread other([&] {
+        kiln::detail::eval_thread_state::scope there(here);
+        seen = kiln::detail::active_recycler();
+        kiln::argument small(kiln::shape(kiln::type::float32, {16}));
+        try {
+            kiln::argument(kiln::shape(kiln::type::float32, {1025}));
+        } catch (const kiln::error& e) {
+            capped = e.code() == kiln::error_code::out_of_memory;
+        }
+    });
+    other.join();
+    EXPECT_TRUE(capped) << "the other thread allocated past the caller's limit";
+    EXPECT_EQ(seen, &recycler);
+    EXPECT_EQ(kiln::detail::fresh_allocations(), before) << "counted before settle()";
+    here.settle();
+    EXPECT_EQ(kiln::detail::fresh_allocations(), before + 1);
 }
 
 // Tensors of several MiB sit on 2 MiB boundaries (so the kernel can back them with huge pages),

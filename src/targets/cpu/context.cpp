@@ -46,7 +46,14 @@ std::shared_ptr<void> cpu_context::begin_run() { return std::make_shared<core_le
 std::string cpu_context::run_note() const {
     std::string s = std::to_string(options_.threads) + (options_.threads == 1 ? " thread" : " threads");
     if (options_.threads <= 1) return s;
-    if (!runs_on_a_team()) return s + ", an OpenMP region per kernel";
+    const bool rule = runs_on_a_team();
+    const team_parts_trial* trial = trial_.load(std::memory_order_acquire);
+    const std::string measured = trial ? trial->note() : std::string();
+    if (!rule) {
+        // Off the team by the rule: a trial (when the options allow one) may put it on.
+        if (measured.empty()) return s + ", an OpenMP region per kernel";
+        return s + ", " + measured;
+    }
     s += ", one team for the whole eval (a small program: team_rule.hpp)";
     switch (options_.team_parts) {
         case team_parts_choice::team:
@@ -58,7 +65,6 @@ std::string cpu_context::run_note() const {
         case team_parts_choice::measured:
             break;
     }
-    const std::string measured = team_parts_.note();
     return measured.empty() ? s : s + ", " + measured;
 }
 
@@ -67,28 +73,50 @@ void cpu_context::run_host(const module& main, function_ref<void()> work) {
         const bool on = options_.team == team_choice::on ||
                         (options_.team == team_choice::automatic && cpu::runs_on_a_team(main, options_.threads));
         team_.store(on, std::memory_order_relaxed);
+        // Measured: a team program's parts, or whether another program runs better on a team
+        // (KILN_CPU_TEAM=0 or a fixed KILN_CPU_TEAM_PARTS keeps such a program off it).
+        const bool measured = options_.threads > 1 && options_.team_parts == team_parts_choice::measured &&
+                              (on || options_.team == team_choice::automatic);
+        if (measured) {
+            trial_owner_ = std::make_unique<team_parts_trial>(!on);
+            trial_.store(trial_owner_.get(), std::memory_order_release);
+        }
     });
-    if (!team_.load(std::memory_order_relaxed)) {
-        work();
-        return;
+    team_parts_trial* trial = trial_.load(std::memory_order_acquire);
+    if (!trial) {
+        if (!team_.load(std::memory_order_relaxed)) {
+            work();
+            return;
+        }
+        switch (options_.team_parts) {
+            case team_parts_choice::caller:
+                team::run(options_.threads, work, team::parts_on::caller);
+                return;
+            case team_parts_choice::worker:
+                team::run(options_.threads, work, team::parts_on::worker);
+                return;
+            default:
+                team::run(options_.threads, work, team::parts_on::team);
+                return;
+        }
     }
-    switch (options_.team_parts) {
-        case team_parts_choice::team:
+    const eval_way way = trial->next();
+    const auto start = std::chrono::steady_clock::now();
+    switch (way) {
+        case eval_way::no_team:
+            work();
+            break;
+        case eval_way::spread:
             team::run(options_.threads, work, team::parts_on::team);
-            return;
-        case team_parts_choice::caller:
+            break;
+        case eval_way::caller:
             team::run(options_.threads, work, team::parts_on::caller);
-            return;
-        case team_parts_choice::worker:
+            break;
+        case eval_way::worker:
             team::run(options_.threads, work, team::parts_on::worker);
-            return;
-        case team_parts_choice::measured:
             break;
     }
-    const team::parts_on where = team_parts_.next();
-    const auto start = std::chrono::steady_clock::now();
-    team::run(options_.threads, work, where);
-    team_parts_.record(where, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    trial->record(way, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 namespace {

@@ -41,7 +41,8 @@ public:
     dnnl::stream& stream();
     std::shared_ptr<void> begin_run() override;
     // Small programs' evals on a thread team (team_rule.hpp; KILN_CPU_TEAM decides instead),
-    // their kernel parts spread over it or on one of its threads as team_parts_trial measures.
+    // their kernel parts spread over it or on one of its threads as team_parts_trial measures;
+    // other programs measure whether they run faster on a team.
     void run_host(const module& main, function_ref<void()> work) override;
     // Whether this context's evals run on a team (known after its first eval).
     bool runs_on_a_team() const { return team_.load(std::memory_order_relaxed); }
@@ -69,7 +70,10 @@ private:
     std::unordered_map<std::thread::id, dnnl::stream> streams_;
     std::once_flag team_once_;
     std::atomic<bool> team_{false};
-    team_parts_trial team_parts_;
+    // How the evals run, measured (team_parts_trial.hpp): made with the first eval, where
+    // the options leave it to measurement.
+    std::unique_ptr<team_parts_trial> trial_owner_;
+    std::atomic<team_parts_trial*> trial_{nullptr};
 };
 
 // Holds the machine's worker threads for the duration of one eval: a second eval

@@ -7,60 +7,96 @@ namespace kiln::cpu {
 
 namespace {
 
-constexpr std::array<team::parts_on, team_parts_trial::ways> all_ways = {team::parts_on::team, team::parts_on::caller,
-                                                                         team::parts_on::worker};
-constexpr std::array<const char*, team_parts_trial::ways> way_names = {"spread over the team", "on the calling thread",
-                                                                       "on a worker"};
+constexpr std::array<const char*, team_parts_trial::all_ways> way_names = {"without a team", "spread over the team",
+                                                                           "on the calling thread", "on a worker"};
+constexpr std::array<const char*, team_parts_trial::all_ways> choice_names = {
+    "an OpenMP region per kernel", "parts spread over the team", "parts on the calling thread", "parts on a worker"};
 
-std::size_t index_of(team::parts_on where) {
-    return static_cast<std::size_t>(std::find(all_ways.begin(), all_ways.end(), where) - all_ways.begin());
+std::size_t index_of(eval_way way) { return static_cast<std::size_t>(way); }
+
+double median_of(std::array<double, team_parts_trial::trial_evals> s, std::size_t n) {
+    std::nth_element(s.begin(), s.begin() + n / 2, s.begin() + n);
+    return s[n / 2];
 }
 
 }  // namespace
 
-team::parts_on team_parts_trial::next() {
+team_parts_trial::team_parts_trial(bool with_no_team)
+    : first_(with_no_team ? 0 : 1), choice_(static_cast<eval_way>(first_)), last_(choice_) {}
+
+bool team_parts_trial::done(std::size_t i) const { return dropped_[i] || counts_[i] >= trial_evals; }
+
+eval_way team_parts_trial::next() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (phase_ != phase::trial) return choice_;
-    // Blocks of each way in turn, skipping a way that has its samples (evals may overlap,
-    // so the counts can run ahead of what was handed out).
+    // Blocks of each way in turn, skipping a way that is done (evals may overlap, so the
+    // counts can run ahead of what was handed out).
+    const std::size_t ways = all_ways - first_;
     for (std::size_t tries = 0; tries < ways * block; ++tries) {
-        const auto where = all_ways[(handed_++ / block) % ways];
-        if (counts_[index_of(where)] < trial_evals) return where;
+        const std::size_t i = first_ + (handed_++ / block) % ways;
+        if (!done(i)) return static_cast<eval_way>(i);
     }
     return choice_;
 }
 
-void team_parts_trial::record(team::parts_on where, double seconds) {
+void team_parts_trial::maybe_drop(std::size_t i) {
+    if (counts_[i] < block - 1) return;
+    const auto& own = samples_[i];
+    const double fastest_here = *std::min_element(own.begin(), own.begin() + static_cast<std::ptrdiff_t>(counts_[i]));
+    for (std::size_t k = first_; k < all_ways; ++k) {
+        if (k == i || counts_[k] == 0) continue;
+        const double fastest_there =
+            *std::min_element(samples_[k].begin(), samples_[k].begin() + static_cast<std::ptrdiff_t>(counts_[k]));
+        if (fastest_here > drop_ratio * fastest_there) {
+            dropped_[i] = true;
+            return;
+        }
+    }
+}
+
+void team_parts_trial::decide() {
+    std::size_t best = all_ways;
+    bool others_dropped = true;
+    for (std::size_t k = first_; k < all_ways; ++k) {
+        medians_[k] = counts_[k] ? median_of(samples_[k], counts_[k]) : 0;
+        if (dropped_[k]) continue;
+        if (best == all_ways || medians_[k] < medians_[best]) best = k;
+    }
+    for (std::size_t k = first_; k < all_ways; ++k)
+        if (k != best && !dropped_[k]) others_dropped = false;
+    const auto won = static_cast<eval_way>(best);
+    if (won != choice_)
+        period_ = min_period;
+    else
+        period_ = others_dropped ? max_period : std::min(period_ * 2, max_period);
+    choice_ = won;
+    measured_ = true;
+    phase_ = phase::settled;
+    left_ = period_;
+}
+
+void team_parts_trial::record(eval_way way, double seconds) {
     std::lock_guard<std::mutex> lock(mutex_);
     // The first eval after another way: the buffers moved cores.
-    const bool moved = where != last_;
-    last_ = where;
+    const bool moved = way != last_;
+    last_ = way;
     if (phase_ != phase::trial) {
         if (left_ > 0) --left_;
         if (left_ == 0) {
             phase_ = phase::trial;
             counts_ = {};
+            dropped_ = {};
             handed_ = 0;
         }
         return;
     }
-    const std::size_t i = index_of(where);
-    if (moved || counts_[i] >= trial_evals) return;
+    const std::size_t i = index_of(way);
+    if (moved || i < first_ || done(i)) return;
     samples_[i][counts_[i]++] = seconds;
-    for (std::size_t k = 0; k < ways; ++k)
-        if (counts_[k] < trial_evals) return;
-    std::size_t best = 0;
-    for (std::size_t k = 0; k < ways; ++k) {
-        auto& s = samples_[k];
-        std::nth_element(s.begin(), s.begin() + trial_evals / 2, s.end());
-        medians_[k] = s[trial_evals / 2];
-        if (medians_[k] < medians_[best]) best = k;
-    }
-    const team::parts_on won = all_ways[best];
-    period_ = won == choice_ ? std::min(period_ * 2, max_period) : min_period;
-    choice_ = won;
-    phase_ = phase::settled;
-    left_ = period_;
+    if (counts_[i] % (block - 1) == 0) maybe_drop(i);
+    for (std::size_t k = first_; k < all_ways; ++k)
+        if (!done(k)) return;
+    decide();
 }
 
 bool team_parts_trial::in_trial() const {
@@ -70,11 +106,12 @@ bool team_parts_trial::in_trial() const {
 
 std::string team_parts_trial::note() const {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (medians_[0] == 0) return {};
-    std::string s = std::string("parts ") + way_names[index_of(choice_)] + " (measured:";
-    for (std::size_t k = 0; k < ways; ++k) {
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%s %.3f ms %s", k ? "," : "", medians_[k] * 1e3, way_names[k]);
+    if (!measured_) return {};
+    std::string s = std::string(choice_names[index_of(choice_)]) + " (measured:";
+    for (std::size_t k = first_; k < all_ways; ++k) {
+        char buf[80];
+        std::snprintf(buf, sizeof buf, "%s %.3f ms %s%s", k > first_ ? "," : "", medians_[k] * 1e3, way_names[k],
+                      dropped_[k] ? " (dropped)" : "");
         s += buf;
     }
     return s + ")";
