@@ -119,9 +119,10 @@ struct cpu_options {
     // of an OpenMP region each, the others run on the calling thread alone); 0 = never;
     // 1 = every program's (for tests and measurements).
     team_choice team = team_choice::automatic;
-    // KILN_CPU_TEAM_PARTS: measured (default) = a team's evals try their kernel parts spread
-    // over the team, all on the calling thread and all on a worker, in turns, and keep the
-    // fastest (team_parts_trial.hpp); team, caller or worker = always that way.
+    // KILN_CPU_TEAM_PARTS: measured (default) = the evals try, in turns, their kernel parts
+    // spread over the team, all on the calling thread and all on a worker, and (a program the
+    // rule leaves off the team) no team, and keep the fastest (team_parts_trial.hpp); team,
+    // caller or worker = always that way on the team, and no trial off it.
     team_parts_choice team_parts = team_parts_choice::measured;
     // KILN_CPU_MAX_POOL (default automatic: blocked layouts only; dnnl = none; all = also
     // channels-last).
