@@ -84,39 +84,42 @@ void cpu_context::run_host(const module& main, function_ref<void()> work) {
     });
     team_parts_trial* trial = trial_.load(std::memory_order_acquire);
     if (!trial) {
-        if (!team_.load(std::memory_order_relaxed)) {
-            work();
-            return;
-        }
-        switch (options_.team_parts) {
-            case team_parts_choice::caller:
-                team::run(options_.threads, work, team::parts_on::caller);
-                return;
-            case team_parts_choice::worker:
-                team::run(options_.threads, work, team::parts_on::worker);
-                return;
-            default:
-                team::run(options_.threads, work, team::parts_on::team);
-                return;
-        }
+        run_way(fixed_way(), work);
+        return;
     }
     const eval_way way = trial->next();
     const auto start = std::chrono::steady_clock::now();
+    run_way(way, work);
+    trial->record(way, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+eval_way cpu_context::fixed_way() const {
+    if (!team_.load(std::memory_order_relaxed)) return eval_way::no_team;
+    switch (options_.team_parts) {
+        case team_parts_choice::caller:
+            return eval_way::caller;
+        case team_parts_choice::worker:
+            return eval_way::worker;
+        default:
+            return eval_way::spread;
+    }
+}
+
+void cpu_context::run_way(eval_way way, function_ref<void()> work) {
     switch (way) {
         case eval_way::no_team:
             work();
-            break;
+            return;
         case eval_way::spread:
             team::run(options_.threads, work, team::parts_on::team);
-            break;
+            return;
         case eval_way::caller:
             team::run(options_.threads, work, team::parts_on::caller);
-            break;
+            return;
         case eval_way::worker:
             team::run(options_.threads, work, team::parts_on::worker);
-            break;
+            return;
     }
-    trial->record(way, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 namespace {

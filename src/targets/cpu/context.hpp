@@ -60,6 +60,10 @@ public:
     bool bf16_matmuls = false;
 
 private:
+    // How an eval runs where nothing is measured: the team rule's answer and KILN_CPU_TEAM_PARTS.
+    eval_way fixed_way() const;
+    void run_way(eval_way way, function_ref<void()> work);
+
     cpu_options options_;
     mutable std::once_flag tuning_once_;
     mutable std::shared_ptr<tuning_table> tuning_;
