@@ -38,6 +38,11 @@ public:
     // threads, and whether they run as a team, which its first eval decides); "" where the
     // target has nothing to say.
     virtual std::string run_note() const { return {}; }
+    // Whether the target is still trying out how to run this program's evals, so that some
+    // of them run a slower way on purpose (the cpu target's first trial of running on a
+    // thread team or not: targets/cpu/team_parts_trial.hpp). Benchmarks warm up until it
+    // is false; an application need not care (the trial costs a few evals once).
+    virtual bool warming_up() const { return false; }
     // Whether run_eval may replay recorded work (then the caller builds its key).
     virtual bool records_evals() const { return false; }
     // One eval's work: `enqueue` queues it and returns its results. A device target may

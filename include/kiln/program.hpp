@@ -116,6 +116,9 @@ public:
     // How the target ran the last eval (context::run_note: the cpu target's threads and
     // whether they ran as a team); a dynamic program's, the specialization's that ran last.
     std::string run_note() const;
+    // Whether the target is still trying out how to run the evals (context::warming_up; a
+    // dynamic program: the specialization that ran last). `kiln perf` warms up until false.
+    bool warming_up() const;
     specialization_stats get_specialization_stats() const;
     // Frees the tensor buffers this program keeps from one eval for the next (a program with
     // instructions whose shapes are known only as they run keeps them, so that a warm run

@@ -191,6 +191,13 @@ void bind_program(py::module_& m) {
             return d;
         }, "Bytes of the planned arena, the inputs, the weights and the outputs (a dynamic program: of the "
            "specialization that ran last).")
+        .def("run_note", &program::run_note,
+             "How the target ran the last run (the cpu target: its threads, whether on a thread team, and what "
+             "its trial of those ways measured).")
+        .def("warming_up", &program::warming_up,
+             "Whether the target is still trying out how to run this program (the cpu target's first runs try "
+             "a thread team and no team, some of them slower on purpose): a benchmark keeps warming up until "
+             "False.")
         .def("get_specialization_stats", [](const program& p) {
             auto s = p.get_specialization_stats();
             py::dict d;

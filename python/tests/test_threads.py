@@ -41,3 +41,19 @@ def test_run_async(test_model):
     out = pending.result()
     assert pending.done()
     assert np.array_equal(np.asarray(out[0]), np.ones((2, 3), np.float32))
+
+
+def test_a_benchmark_warms_up_until_the_target_has_tried_its_ways(test_model):
+    """On two threads the cpu target's first runs try a thread team and no team; warming_up()
+    says when that is over, and run_note() what it measured."""
+    model = kiln.parse_onnx(test_model("add_relu.onnx"))
+    model.compile(kiln.get_target("cpu"))
+    x = np.full((2, 3), 2, np.float32)
+    if not model.warming_up():  # one core: nothing to try
+        return
+    runs = 0
+    while model.warming_up() and runs < 100:
+        model.run({"x": x, "y": -x / 2})
+        runs += 1
+    assert 0 < runs < 100 and not model.warming_up()
+    assert "(measured: " in model.run_note(), model.run_note()

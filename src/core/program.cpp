@@ -655,6 +655,14 @@ std::string program::run_note() const {
     return impl_->compiled ? get_context().run_note() : std::string();
 }
 
+bool program::warming_up() const {
+    // A dynamic program before its first eval: its own context says whether there is
+    // anything to try.
+    if (impl_->specializations)
+        if (const auto last = last_ran(*impl_->specializations)) return last->prog.warming_up();
+    return impl_->compiled && get_context().warming_up();
+}
+
 memory_usage program::get_memory_usage() const {
     if (impl_->specializations)
         if (auto u = last_usage(*impl_->specializations)) return *u;

@@ -114,13 +114,29 @@ def test_perf_json_fields():
 
 
 def test_perf_text():
-    text = kiln("perf", ADD_RELU, "-n", "5", "--warmup", "1").stdout
+    text = kiln("perf", ADD_RELU, "-n", "5", "--warmup", "1", "--threads", "1").stdout
     lines = text.splitlines()
     assert lines[0] == f"{ADD_RELU} on cpu, batch 2, 5 runs after 1 warm-up"
     m = re.match(r"latency: median ([\d.]+) ms, p90 ([\d.]+) ms, min ([\d.]+) ms$", lines[1])
     assert m and float(m.group(3)) <= float(m.group(1)) <= float(m.group(2))
     assert re.match(r"throughput: [\d.]+ inferences/s$", lines[2])
     assert any(l.startswith("memory: arena ") for l in lines)
+
+
+def test_perf_times_runs_after_the_target_tried_out_how_to_run_them():
+    """On two threads the cpu target's first evals try running with a thread team and without
+    (some of them slower on purpose): `kiln perf` warms up until that trial has ended, and says
+    so, so that the timed runs are the chosen way's. One thread has nothing to try."""
+    j = kiln_json("perf", MLP, "--threads", "2", "-n", "3", "--warmup", "0")
+    assert 0 < j["settle_runs"] <= 100 and "(measured: " in j["run_note"], j
+    j = kiln_json("perf", MLP, "--threads", "1", "-n", "3", "--warmup", "0")
+    assert j["settle_runs"] == 0, j
+    first = kiln("perf", MLP, "--threads", "2", "-n", "3", "--warmup", "1").stdout.splitlines()[0]
+    assert re.fullmatch(re.escape(f"{MLP} on cpu, batch 1, 3 runs after 1 warm-up and ") +
+                        r"\d+ more while the target tried out how to run them", first), first
+    fixed = {"KILN_CPU_TEAM_PARTS": "caller"}
+    first = kiln("perf", MLP, "--threads", "2", "-n", "3", "--warmup", "1", extra_env=fixed).stdout.splitlines()[0]
+    assert first.endswith("3 runs after 1 warm-up"), first
 
 
 def _percent_rows(text, header):

@@ -68,6 +68,15 @@ std::string cpu_context::run_note() const {
     return measured.empty() ? s : s + ", " + measured;
 }
 
+bool cpu_context::warming_up() const {
+    // A trial is made with the first eval where the options allow one (run_host).
+    const bool trials = options_.threads > 1 && options_.team_parts == team_parts_choice::measured &&
+                        options_.team != team_choice::off;
+    if (!trials) return false;
+    const team_parts_trial* trial = trial_.load(std::memory_order_acquire);
+    return !trial || !trial->measured();
+}
+
 void cpu_context::run_host(const module& main, function_ref<void()> work) {
     std::call_once(team_once_, [&] {
         const bool on = options_.team == team_choice::on ||

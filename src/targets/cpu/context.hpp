@@ -47,6 +47,7 @@ public:
     // Whether this context's evals run on a team (known after its first eval).
     bool runs_on_a_team() const { return team_.load(std::memory_order_relaxed); }
     std::string run_note() const override;
+    bool warming_up() const override;
     // exhaustive_tune's choices (tuning.hpp), loaded from options().tuning_cache on first use.
     tuning_table& tuning();
     std::shared_ptr<tuning_table> tuning_shared() const;

@@ -54,6 +54,16 @@ void team_parts_trial::maybe_drop(std::size_t i) {
     }
 }
 
+bool team_parts_trial::clearly_slower(std::size_t i, double seconds) const {
+    for (std::size_t k = first_; k < all_ways; ++k) {
+        if (k == i || counts_[k] == 0) continue;
+        const double fastest_there =
+            *std::min_element(samples_[k].begin(), samples_[k].begin() + static_cast<std::ptrdiff_t>(counts_[k]));
+        if (seconds > drop_ratio * fastest_there + preemption_s) return true;
+    }
+    return false;
+}
+
 void team_parts_trial::decide() {
     std::size_t best = all_ways;
     bool others_dropped = true;
@@ -91,9 +101,22 @@ void team_parts_trial::record(eval_way way, double seconds) {
         return;
     }
     const std::size_t i = index_of(way);
-    if (moved || i < first_ || done(i)) return;
-    samples_[i][counts_[i]++] = seconds;
-    if (counts_[i] % (block - 1) == 0) maybe_drop(i);
+    if (i < first_ || done(i)) return;
+    if (clearly_slower(i, seconds)) {
+        samples_[i][counts_[i]++] = seconds;  // for the note's figure
+        dropped_[i] = true;
+    } else if (!moved) {
+        samples_[i][counts_[i]++] = seconds;
+        if (counts_[i] % (block - 1) == 0) maybe_drop(i);
+    }
+    // Done when every way is, or when one is left (nothing to compare it with).
+    std::size_t left = 0, last_left = all_ways;
+    for (std::size_t k = first_; k < all_ways; ++k)
+        if (!dropped_[k]) ++left, last_left = k;
+    if (left == 1 && counts_[last_left] > 0) {
+        decide();
+        return;
+    }
     for (std::size_t k = first_; k < all_ways; ++k)
         if (!done(k)) return;
     decide();
@@ -102,6 +125,11 @@ void team_parts_trial::record(eval_way way, double seconds) {
 bool team_parts_trial::in_trial() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return phase_ == phase::trial;
+}
+
+bool team_parts_trial::measured() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return measured_;
 }
 
 std::string team_parts_trial::note() const {

@@ -17,7 +17,11 @@
 // (it finds the buffers where another way left them: alternating single evals made one
 // thread look slower than it runs). A way whose counted evals are all over drop_ratio times
 // the fastest eval of another way is dropped (so a program where one way is clearly best
-// pays for one block of each other way). The way with the lowest median runs the next
+// pays for one block of each other way; a trial ends when one way is left), and so is a way one of whose evals, counted or not, took
+// over drop_ratio times another's fastest plus preemption_s: a preemption can hold up a single
+// eval by about a scheduler slice, not more, so where evals take milliseconds (resnet50: 21 ms
+// without a team, 31-40 ms each team way) a way that cannot win costs one eval, not a block
+// (`kiln perf -n 20` read a 31.5 ms median where the evals ran in 21). The way with the lowest median runs the next
 // `period` evals, then the trial repeats. A trial that confirms the last choice doubles the
 // period (up to max_period; straight to it where every other way was dropped), one that
 // overturns it starts again from the shortest, so a steady machine pays for few trials and a
@@ -42,6 +46,7 @@ public:
     static constexpr std::size_t block = 4;
     static constexpr std::size_t trial_evals = rounds * (block - 1);  // counted each way (9)
     static constexpr double drop_ratio = 1.5;
+    static constexpr double preemption_s = 1e-3;  // what one preemption can add to one eval
     static constexpr std::size_t min_period = 512;
     static constexpr std::size_t max_period = 32768;
 
@@ -55,6 +60,8 @@ public:
     void record(eval_way way, double seconds);
     // Whether a trial is under way (the evals try each way in turn).
     bool in_trial() const;
+    // Whether the first trial has ended (before it, some evals run a slower way on purpose).
+    bool measured() const;
     // The choice and the last trial's medians, e.g. "parts on the calling thread (measured:
     // 0.218 ms spread over the team, 0.152 ms on the calling thread, 0.228 ms on a worker)"
     // or "an OpenMP region per kernel (measured: 1.000 ms without a team, 2.000 ms spread
@@ -65,6 +72,7 @@ private:
     enum class phase { warm, trial, settled };
     bool done(std::size_t i) const;
     void maybe_drop(std::size_t i);
+    bool clearly_slower(std::size_t i, double seconds) const;
     void decide();
 
     std::size_t first_;  // the first way tried (0: no_team, 1: spread)
