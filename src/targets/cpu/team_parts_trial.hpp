@@ -17,15 +17,17 @@
 // (it finds the buffers where another way left them: alternating single evals made one
 // thread look slower than it runs). A way whose counted evals are all over drop_ratio times
 // the fastest eval of another way is dropped (so a program where one way is clearly best
-// pays for one block of each other way; a trial ends when one way is left), and so is a way one of whose evals, counted or not, took
-// over drop_ratio times another's fastest plus preemption_s: a preemption can hold up a single
-// eval by about a scheduler slice, not more, so where evals take milliseconds (resnet50: 21 ms
-// without a team, 31-40 ms each team way) a way that cannot win costs one eval, not a block
-// (`kiln perf -n 20` read a 31.5 ms median where the evals ran in 21). The way with the lowest median runs the next
-// `period` evals, then the trial repeats. A trial that confirms the last choice doubles the
-// period (up to max_period; straight to it where every other way was dropped), one that
-// overturns it starts again from the shortest, so a steady machine pays for few trials and a
-// change is seen within max_period evals.
+// pays for one block of each other way; a trial ends when one way is left), and so is a way
+// one of whose evals, counted or not, took over drop_ratio times another's fastest plus
+// preemption_s: a preemption can hold up a single eval by about a scheduler slice, not more,
+// so where evals take milliseconds (resnet50: 21 ms without a team, 31-40 ms each team way)
+// a way that cannot win costs one eval, not a block (`kiln perf -n 20` read a 31 ms median
+// where the evals ran in 21). The way with the lowest median runs the next `period` evals,
+// then the trial repeats. A trial that confirms the last choice doubles the period (up to
+// max_period; straight to it where every other way was dropped), one that overturns it
+// starts again from the shortest, so a steady machine pays for few trials and a change is
+// seen within max_period evals. Until the first trial ends, the context is warming up
+// (`kiln perf` and `kiln serve`'s warm-up run evals until it has).
 #pragma once
 #include "targets/cpu/kernels/team/team.hpp"
 
