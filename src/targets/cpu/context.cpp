@@ -68,11 +68,16 @@ std::string cpu_context::run_note() const {
     return measured.empty() ? s : s + ", " + measured;
 }
 
+bool cpu_context::measures_ways() const {
+    // A team program's parts, or whether another program runs better on a team (the team
+    // is on or automatic); KILN_CPU_TEAM=0 or a fixed KILN_CPU_TEAM_PARTS measures nothing.
+    return options_.threads > 1 && options_.team_parts == team_parts_choice::measured &&
+           options_.team != team_choice::off;
+}
+
 bool cpu_context::warming_up() const {
-    // A trial is made with the first eval where the options allow one (run_host).
-    const bool trials = options_.threads > 1 && options_.team_parts == team_parts_choice::measured &&
-                        options_.team != team_choice::off;
-    if (!trials) return false;
+    // The trial is made with the first eval (run_host).
+    if (!measures_ways()) return false;
     const team_parts_trial* trial = trial_.load(std::memory_order_acquire);
     return !trial || !trial->measured();
 }
@@ -82,11 +87,7 @@ void cpu_context::run_host(const module& main, function_ref<void()> work) {
         const bool on = options_.team == team_choice::on ||
                         (options_.team == team_choice::automatic && cpu::runs_on_a_team(main, options_.threads));
         team_.store(on, std::memory_order_relaxed);
-        // Measured: a team program's parts, or whether another program runs better on a team
-        // (KILN_CPU_TEAM=0 or a fixed KILN_CPU_TEAM_PARTS keeps such a program off it).
-        const bool measured = options_.threads > 1 && options_.team_parts == team_parts_choice::measured &&
-                              (on || options_.team == team_choice::automatic);
-        if (measured) {
+        if (measures_ways()) {
             trial_owner_ = std::make_unique<team_parts_trial>(!on);
             trial_.store(trial_owner_.get(), std::memory_order_release);
         }

@@ -62,6 +62,8 @@ public:
 
 private:
     // How an eval runs where nothing is measured: the team rule's answer and KILN_CPU_TEAM_PARTS.
+    // Whether the options let the evals measure their way (team_parts_trial.hpp).
+    bool measures_ways() const;
     eval_way fixed_way() const;
     void run_way(eval_way way, function_ref<void()> work);
 
